@@ -1,0 +1,913 @@
+//! UDT4 packets on the wire (UDT4.md §2, §3, §5), in the style of smoltcp's `wire`.
+//!
+//! [`Packet`] is a zero-copy view over a datagram with field accessors; [`Repr`] is the parsed
+//! form with [`Repr::parse`], [`Repr::emit`] and [`Repr::buffer_len`]. Field offsets live in
+//! [`field`] only. Once [`Packet::new_checked`] has succeeded no header accessor panics, and
+//! [`Repr::parse`] checks every type-specific length, so malformed input yields an
+//! [`Error`] instead of a panic.
+//!
+//! Control information is a sequence of big-endian 32-bit words (§2); data payloads are
+//! opaque bytes.
+
+use crate::seq::{AckNo, MsgNo, SeqNo};
+use core::fmt;
+use std::net::IpAddr;
+
+/// Field offsets (bytes) of the 16-byte header and of the handshake body.
+pub mod field {
+    use core::ops::Range;
+    pub const WORD0: Range<usize> = 0..4;
+    pub const WORD1: Range<usize> = 4..8;
+    pub const TIMESTAMP: Range<usize> = 8..12;
+    pub const DST_SOCKET: Range<usize> = 12..16;
+    pub const HEADER_LEN: usize = 16;
+    /// Handshake control information is exactly this long (§5.1).
+    pub const HANDSHAKE_LEN: usize = 48;
+}
+
+/// Bytes of IPv4 + UDP headers counted in UDT's MSS (§1).
+pub const IP_UDP_OVERHEAD: u32 = 28;
+/// Payload bytes in a data packet for a given MSS: `MSS − 28 − 16` (§1).
+pub const fn payload_size(mss: u32) -> usize {
+    mss.saturating_sub(IP_UDP_OVERHEAD + field::HEADER_LEN as u32) as usize
+}
+
+/// Why a datagram was not accepted as a UDT packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// Shorter than the 16-byte header or than its type requires.
+    Truncated,
+    /// A control type this implementation does not know.
+    UnknownType(u16),
+    /// Control information whose length the type does not allow (e.g. an ACK of 8 bytes,
+    /// a handshake that is not 48 bytes, a body that is not a multiple of 4).
+    BadLength { ctrl_type: u16, len: usize },
+    /// A field value that cannot occur (bad boundary bits are impossible; this covers e.g. a
+    /// NAK with no words or a drop request whose range runs backwards).
+    Malformed(&'static str),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Truncated => write!(f, "datagram shorter than the UDT header or its type needs"),
+            Error::UnknownType(t) => write!(f, "unknown UDT control type {t:#x}"),
+            Error::BadLength { ctrl_type, len } => {
+                write!(f, "control type {ctrl_type} with an information field of {len} bytes")
+            }
+            Error::Malformed(why) => write!(f, "malformed UDT packet: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = core::result::Result<T, Error>;
+
+#[inline]
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+#[inline]
+fn put32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// A read/write view of a UDT packet.
+#[derive(Debug, Clone)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    pub const fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+
+    /// Wraps `buffer` after checking it holds at least the 16-byte header.
+    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
+        let p = Packet::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    pub fn check_len(&self) -> Result<()> {
+        if self.buffer.as_ref().len() < field::HEADER_LEN {
+            Err(Error::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+
+    #[inline]
+    fn word(&self, at: usize) -> u32 {
+        be32(self.buffer.as_ref(), at)
+    }
+
+    /// Flag bit: `true` for control packets (§3).
+    #[inline]
+    pub fn is_control(&self) -> bool {
+        self.word(field::WORD0.start) & 0x8000_0000 != 0
+    }
+
+    /// Data: the packet sequence number.
+    #[inline]
+    pub fn seq_number(&self) -> SeqNo {
+        SeqNo::new(self.word(field::WORD0.start))
+    }
+
+    /// Data: word 1 whole (boundary, in-order and message number).
+    #[inline]
+    pub fn msg_word(&self) -> u32 {
+        self.word(field::WORD1.start)
+    }
+
+    /// Control: the 15-bit type.
+    #[inline]
+    pub fn control_type(&self) -> u16 {
+        ((self.word(field::WORD0.start) >> 16) & 0x7FFF) as u16
+    }
+
+    /// Control: the extended type (user-defined packets).
+    #[inline]
+    pub fn ext_type(&self) -> u16 {
+        (self.word(field::WORD0.start) & 0xFFFF) as u16
+    }
+
+    /// Control: additional info (word 1).
+    #[inline]
+    pub fn additional_info(&self) -> u32 {
+        self.word(field::WORD1.start)
+    }
+
+    #[inline]
+    pub fn timestamp(&self) -> u32 {
+        self.word(field::TIMESTAMP.start)
+    }
+
+    #[inline]
+    pub fn dst_socket_id(&self) -> u32 {
+        self.word(field::DST_SOCKET.start)
+    }
+
+    /// Data payload or control information.
+    #[inline]
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[field::HEADER_LEN..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    #[inline]
+    fn set_word(&mut self, at: usize, v: u32) {
+        put32(self.buffer.as_mut(), at, v)
+    }
+    pub fn set_word0(&mut self, v: u32) {
+        self.set_word(field::WORD0.start, v)
+    }
+    pub fn set_word1(&mut self, v: u32) {
+        self.set_word(field::WORD1.start, v)
+    }
+    pub fn set_timestamp(&mut self, v: u32) {
+        self.set_word(field::TIMESTAMP.start, v)
+    }
+    pub fn set_dst_socket_id(&mut self, v: u32) {
+        self.set_word(field::DST_SOCKET.start, v)
+    }
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.buffer.as_mut()[field::HEADER_LEN..]
+    }
+}
+
+/// Position of a data packet within its message (FF bits, §3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boundary {
+    Middle = 0b00,
+    Last = 0b01,
+    First = 0b10,
+    Solo = 0b11,
+}
+
+impl Boundary {
+    pub fn from_bits(bits: u32) -> Boundary {
+        match bits & 0b11 {
+            0b00 => Boundary::Middle,
+            0b01 => Boundary::Last,
+            0b10 => Boundary::First,
+            _ => Boundary::Solo,
+        }
+    }
+    pub fn is_first(self) -> bool {
+        matches!(self, Boundary::First | Boundary::Solo)
+    }
+    pub fn is_last(self) -> bool {
+        matches!(self, Boundary::Last | Boundary::Solo)
+    }
+}
+
+/// Header of a data packet (§3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHeader {
+    pub seq: SeqNo,
+    pub boundary: Boundary,
+    pub in_order: bool,
+    pub msg: MsgNo,
+    pub timestamp: u32,
+    pub dst_socket_id: u32,
+}
+
+impl DataHeader {
+    /// Word 1 as sent: FF bits, O bit, 29-bit message number.
+    pub fn msg_word(&self) -> u32 {
+        ((self.boundary as u32) << 30) | ((self.in_order as u32) << 29) | self.msg.get()
+    }
+
+    pub fn from_msg_word(seq: SeqNo, word: u32, timestamp: u32, dst_socket_id: u32) -> Self {
+        DataHeader {
+            seq,
+            boundary: Boundary::from_bits(word >> 30),
+            in_order: word & (1 << 29) != 0,
+            msg: MsgNo::new(word),
+            timestamp,
+            dst_socket_id,
+        }
+    }
+
+    /// Writes the 16-byte header at the start of `buf` (which must hold 16 bytes).
+    pub fn emit(&self, buf: &mut [u8]) {
+        put32(buf, 0, self.seq.get());
+        put32(buf, 4, self.msg_word());
+        put32(buf, 8, self.timestamp);
+        put32(buf, 12, self.dst_socket_id);
+    }
+}
+
+/// Control packet types (§3.2, §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlType {
+    Handshake = 0,
+    KeepAlive = 1,
+    Ack = 2,
+    Nak = 3,
+    CongestionWarning = 4,
+    Shutdown = 5,
+    Ack2 = 6,
+    MsgDropRequest = 7,
+    ErrorSignal = 8,
+    UserDefined = 0x7FFF,
+}
+
+impl ControlType {
+    pub fn from_u16(t: u16) -> Option<ControlType> {
+        Some(match t {
+            0 => ControlType::Handshake,
+            1 => ControlType::KeepAlive,
+            2 => ControlType::Ack,
+            3 => ControlType::Nak,
+            4 => ControlType::CongestionWarning,
+            5 => ControlType::Shutdown,
+            6 => ControlType::Ack2,
+            7 => ControlType::MsgDropRequest,
+            8 => ControlType::ErrorSignal,
+            0x7FFF => ControlType::UserDefined,
+            _ => return None,
+        })
+    }
+}
+
+/// UDT socket type carried in the handshake: 1 = STREAM, 2 = DGRAM (§5.1, §14 row 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketType {
+    Stream,
+    Dgram,
+    /// Any other value: kept so that a listener can answer it with a rejection (§6.1 rule 5).
+    Other(u32),
+}
+
+impl SocketType {
+    pub fn from_u32(v: u32) -> SocketType {
+        match v {
+            1 => SocketType::Stream,
+            2 => SocketType::Dgram,
+            o => SocketType::Other(o),
+        }
+    }
+    pub fn to_u32(self) -> u32 {
+        match self {
+            SocketType::Stream => 1,
+            SocketType::Dgram => 2,
+            SocketType::Other(o) => o,
+        }
+    }
+}
+
+/// Handshake request types (§5.1 word 5).
+pub mod req_type {
+    pub const CLIENT: i32 = 1;
+    pub const RENDEZVOUS: i32 = 0;
+    pub const RESPONSE: i32 = -1;
+    pub const RENDEZVOUS_FINAL: i32 = -2;
+    pub const REJECT: i32 = 1002;
+}
+
+/// Handshake body: twelve words (§5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handshake {
+    pub version: u32,
+    pub socket_type: SocketType,
+    pub isn: SeqNo,
+    pub mss: u32,
+    pub flight_flag_size: u32,
+    pub req_type: i32,
+    pub socket_id: u32,
+    pub cookie: u32,
+    /// Words 8–11 as they are on the wire (4.11's quirky byte order, see [`peer_ip_words`]).
+    pub peer_ip: [u32; 4],
+}
+
+impl Handshake {
+    fn parse(b: &[u8]) -> Result<Handshake> {
+        if b.len() != field::HANDSHAKE_LEN {
+            return Err(Error::BadLength { ctrl_type: 0, len: b.len() });
+        }
+        Ok(Handshake {
+            version: be32(b, 0),
+            socket_type: SocketType::from_u32(be32(b, 4)),
+            isn: SeqNo::new(be32(b, 8)),
+            mss: be32(b, 12),
+            flight_flag_size: be32(b, 16),
+            req_type: be32(b, 20) as i32,
+            socket_id: be32(b, 24),
+            cookie: be32(b, 28),
+            peer_ip: [be32(b, 32), be32(b, 36), be32(b, 40), be32(b, 44)],
+        })
+    }
+
+    fn emit(&self, b: &mut [u8]) {
+        let words = [
+            self.version,
+            self.socket_type.to_u32(),
+            self.isn.get(),
+            self.mss,
+            self.flight_flag_size,
+            self.req_type as u32,
+            self.socket_id,
+            self.cookie,
+            self.peer_ip[0],
+            self.peer_ip[1],
+            self.peer_ip[2],
+            self.peer_ip[3],
+        ];
+        for (i, w) in words.iter().enumerate() {
+            put32(b, i * 4, *w);
+        }
+    }
+}
+
+/// The handshake's peer-IP words as 4.11 on little-endian amd64 sends them (§5.1): each
+/// 4-byte group of the address appears byte-reversed. 10.0.0.2 → first word bytes `02 00 00 0a`.
+pub fn peer_ip_words(ip: IpAddr) -> [u32; 4] {
+    let rev = |g: [u8; 4]| u32::from_be_bytes([g[3], g[2], g[1], g[0]]);
+    match ip {
+        IpAddr::V4(v4) => [rev(v4.octets()), 0, 0, 0],
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            let g = |i: usize| rev([o[i], o[i + 1], o[i + 2], o[i + 3]]);
+            [g(0), g(4), g(8), g(12)]
+        }
+    }
+}
+
+/// The three ACK forms (§5.3). 4.11 tells them apart by length only: 4, 16 or 24 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// 4 bytes; additional info 0; never ACK2'd.
+    Light { ack: SeqNo },
+    /// 16 bytes: sent within SYN of the previous full ACK.
+    Medium { ack_no: AckNo, ack: SeqNo, rtt: u32, rtt_var: u32, avail: u32 },
+    /// 24 bytes.
+    Full { ack_no: AckNo, ack: SeqNo, rtt: u32, rtt_var: u32, avail: u32, rate: u32, capacity: u32 },
+}
+
+impl Ack {
+    pub fn ack(&self) -> SeqNo {
+        match *self {
+            Ack::Light { ack } | Ack::Medium { ack, .. } | Ack::Full { ack, .. } => ack,
+        }
+    }
+
+    /// The sub-sequence number to echo in an ACK2, if this form is ACK2'd.
+    pub fn ack_no(&self) -> Option<AckNo> {
+        match *self {
+            Ack::Light { .. } => None,
+            Ack::Medium { ack_no, .. } | Ack::Full { ack_no, .. } => Some(ack_no),
+        }
+    }
+
+    fn info_len(&self) -> usize {
+        match self {
+            Ack::Light { .. } => 4,
+            Ack::Medium { .. } => 16,
+            Ack::Full { .. } => 24,
+        }
+    }
+}
+
+/// A NAK's loss list (§5.4), kept as the raw big-endian words; see [`NakList::ranges`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct NakList<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> NakList<'a> {
+    pub fn words(&self) -> impl Iterator<Item = u32> + 'a {
+        self.bytes.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+    }
+
+    pub fn word_count(&self) -> usize {
+        self.bytes.len() / 4
+    }
+
+    /// Decodes the list into inclusive ranges, enforcing §5.4's decoder rules: a range start
+    /// must be followed by an end word, and the end must not be before the start.
+    pub fn ranges(&self) -> core::result::Result<Vec<(SeqNo, SeqNo)>, Error> {
+        let mut out = Vec::with_capacity(self.word_count());
+        let mut it = self.words();
+        while let Some(w) = it.next() {
+            if w & 0x8000_0000 != 0 {
+                let first = SeqNo::new(w);
+                let last = match it.next() {
+                    Some(l) if l & 0x8000_0000 == 0 => SeqNo::new(l),
+                    Some(_) => return Err(Error::Malformed("NAK range start followed by another range start")),
+                    None => return Err(Error::Malformed("NAK ends with a range start")),
+                };
+                if last.is_before(first) {
+                    return Err(Error::Malformed("NAK range with start after end"));
+                }
+                out.push((first, last));
+            } else {
+                let s = SeqNo::new(w);
+                out.push((s, s));
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl fmt::Debug for NakList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.words().map(|w| format!("{w:#010x}"))).finish()
+    }
+}
+
+/// Encodes inclusive loss ranges as NAK words (§5.4): a single number is one word, a run of
+/// two or more is `first | 0x8000_0000, last`.
+pub fn encode_nak_words(ranges: &[(SeqNo, SeqNo)], out: &mut Vec<u32>) {
+    for &(a, b) in ranges {
+        if a == b {
+            out.push(a.get());
+        } else {
+            out.push(a.get() | 0x8000_0000);
+            out.push(b.get());
+        }
+    }
+}
+
+/// Parsed control information (§5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control<'a> {
+    Handshake(Handshake),
+    KeepAlive,
+    Ack(Ack),
+    Nak(NakList<'a>),
+    /// Emitting takes words; parsing returns a [`NakList`] view instead.
+    NakWords(&'a [u32]),
+    CongestionWarning,
+    Shutdown,
+    Ack2 { ack_no: AckNo },
+    MsgDropRequest { msg: MsgNo, first: SeqNo, last: SeqNo },
+    ErrorSignal { code: u32 },
+    UserDefined { ext_type: u16, info: u32, body: &'a [u8] },
+}
+
+impl Control<'_> {
+    pub fn control_type(&self) -> ControlType {
+        match self {
+            Control::Handshake(_) => ControlType::Handshake,
+            Control::KeepAlive => ControlType::KeepAlive,
+            Control::Ack(_) => ControlType::Ack,
+            Control::Nak(_) | Control::NakWords(_) => ControlType::Nak,
+            Control::CongestionWarning => ControlType::CongestionWarning,
+            Control::Shutdown => ControlType::Shutdown,
+            Control::Ack2 { .. } => ControlType::Ack2,
+            Control::MsgDropRequest { .. } => ControlType::MsgDropRequest,
+            Control::ErrorSignal { .. } => ControlType::ErrorSignal,
+            Control::UserDefined { .. } => ControlType::UserDefined,
+        }
+    }
+
+    fn info_len(&self) -> usize {
+        match self {
+            Control::Handshake(_) => field::HANDSHAKE_LEN,
+            Control::Ack(a) => a.info_len(),
+            Control::Nak(l) => l.bytes.len(),
+            Control::NakWords(w) => w.len() * 4,
+            Control::MsgDropRequest { .. } => 8,
+            Control::UserDefined { body, .. } if !body.is_empty() => body.len().next_multiple_of(4),
+            // 4.11 pads info-less types with 4 zero bytes (§2).
+            _ => 4,
+        }
+    }
+
+    fn additional_info(&self) -> u32 {
+        match *self {
+            Control::Ack(a) => a.ack_no().map_or(0, |n| n.get()),
+            Control::Ack2 { ack_no } => ack_no.get(),
+            Control::MsgDropRequest { msg, .. } => msg.get(),
+            Control::ErrorSignal { code } => code,
+            Control::UserDefined { info, .. } => info,
+            _ => 0,
+        }
+    }
+}
+
+/// A parsed UDT packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repr<'a> {
+    Data { header: DataHeader, payload: &'a [u8] },
+    Control { dst_socket_id: u32, timestamp: u32, control: Control<'a> },
+}
+
+impl<'a> Repr<'a> {
+    /// Parses a datagram. Accepts both the 16- and the 20-byte (padded) forms of info-less
+    /// control packets (§2). Never panics.
+    pub fn parse(packet: &Packet<&'a [u8]>) -> Result<Repr<'a>> {
+        packet.check_len()?;
+        let buf: &'a [u8] = packet.buffer;
+        let info = &buf[field::HEADER_LEN..];
+        if !packet.is_control() {
+            return Ok(Repr::Data {
+                header: DataHeader::from_msg_word(
+                    packet.seq_number(),
+                    packet.msg_word(),
+                    packet.timestamp(),
+                    packet.dst_socket_id(),
+                ),
+                payload: info,
+            });
+        }
+        let t = packet.control_type();
+        let ty = ControlType::from_u16(t).ok_or(Error::UnknownType(t))?;
+        let bad = || Error::BadLength { ctrl_type: t, len: info.len() };
+        let w = |i: usize| be32(info, i * 4);
+        let addl = packet.additional_info();
+        let control = match ty {
+            ControlType::Handshake => Control::Handshake(Handshake::parse(info)?),
+            ControlType::KeepAlive => Control::KeepAlive,
+            ControlType::CongestionWarning => Control::CongestionWarning,
+            ControlType::Shutdown => Control::Shutdown,
+            ControlType::Ack2 => Control::Ack2 { ack_no: AckNo::new(addl) },
+            ControlType::ErrorSignal => Control::ErrorSignal { code: addl },
+            ControlType::Ack => match info.len() {
+                4 => Control::Ack(Ack::Light { ack: SeqNo::new(w(0)) }),
+                16 => Control::Ack(Ack::Medium {
+                    ack_no: AckNo::new(addl),
+                    ack: SeqNo::new(w(0)),
+                    rtt: w(1),
+                    rtt_var: w(2),
+                    avail: w(3),
+                }),
+                // Longer than 24 is read as full, as 4.11 does (fields beyond 6 ignored).
+                n if n >= 24 => Control::Ack(Ack::Full {
+                    ack_no: AckNo::new(addl),
+                    ack: SeqNo::new(w(0)),
+                    rtt: w(1),
+                    rtt_var: w(2),
+                    avail: w(3),
+                    rate: w(4),
+                    capacity: w(5),
+                }),
+                _ => return Err(bad()),
+            },
+            ControlType::Nak => {
+                if info.is_empty() || info.len() % 4 != 0 {
+                    return Err(bad());
+                }
+                Control::Nak(NakList { bytes: info })
+            }
+            ControlType::MsgDropRequest => {
+                if info.len() < 8 {
+                    return Err(bad());
+                }
+                Control::MsgDropRequest {
+                    msg: MsgNo::new(addl),
+                    first: SeqNo::new(w(0)),
+                    last: SeqNo::new(w(1)),
+                }
+            }
+            ControlType::UserDefined => Control::UserDefined {
+                ext_type: packet.ext_type(),
+                info: addl,
+                body: info,
+            },
+        };
+        Ok(Repr::Control { dst_socket_id: packet.dst_socket_id(), timestamp: packet.timestamp(), control })
+    }
+
+    /// Parses raw bytes (convenience for [`Packet::new_checked`] + [`Repr::parse`]).
+    pub fn parse_bytes(bytes: &'a [u8]) -> Result<Repr<'a>> {
+        Repr::parse(&Packet::new_checked(bytes)?)
+    }
+
+    /// Length of the emitted datagram.
+    pub fn buffer_len(&self) -> usize {
+        field::HEADER_LEN
+            + match self {
+                Repr::Data { payload, .. } => payload.len(),
+                Repr::Control { control, .. } => control.info_len(),
+            }
+    }
+
+    /// Writes the packet into `buf[..self.buffer_len()]`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than [`Repr::buffer_len`].
+    pub fn emit(&self, buf: &mut [u8]) {
+        let len = self.buffer_len();
+        let buf = &mut buf[..len];
+        match self {
+            Repr::Data { header, payload } => {
+                header.emit(buf);
+                buf[field::HEADER_LEN..].copy_from_slice(payload);
+            }
+            Repr::Control { dst_socket_id, timestamp, control } => {
+                let ty = control.control_type() as u32;
+                let ext = match control {
+                    Control::UserDefined { ext_type, .. } => *ext_type as u32,
+                    _ => 0,
+                };
+                put32(buf, 0, 0x8000_0000 | (ty << 16) | ext);
+                put32(buf, 4, control.additional_info());
+                put32(buf, 8, *timestamp);
+                put32(buf, 12, *dst_socket_id);
+                let info = &mut buf[field::HEADER_LEN..];
+                info.fill(0);
+                match control {
+                    Control::Handshake(h) => h.emit(info),
+                    Control::Ack(a) => {
+                        put32(info, 0, a.ack().get());
+                        match *a {
+                            Ack::Light { .. } => {}
+                            Ack::Medium { rtt, rtt_var, avail, .. } => {
+                                put32(info, 4, rtt);
+                                put32(info, 8, rtt_var);
+                                put32(info, 12, avail);
+                            }
+                            Ack::Full { rtt, rtt_var, avail, rate, capacity, .. } => {
+                                put32(info, 4, rtt);
+                                put32(info, 8, rtt_var);
+                                put32(info, 12, avail);
+                                put32(info, 16, rate);
+                                put32(info, 20, capacity);
+                            }
+                        }
+                    }
+                    Control::Nak(l) => info.copy_from_slice(l.bytes),
+                    Control::NakWords(words) => {
+                        for (i, w) in words.iter().enumerate() {
+                            put32(info, i * 4, *w);
+                        }
+                    }
+                    Control::MsgDropRequest { first, last, .. } => {
+                        put32(info, 0, first.get());
+                        put32(info, 4, last.get());
+                    }
+                    Control::UserDefined { body, .. } => info[..body.len()].copy_from_slice(body),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Emits into a fresh vector.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0; self.buffer_len()];
+        self.emit(&mut v);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        let digits: String = s
+            .lines()
+            .map(|l| l.trim())
+            .map(|l| if l.len() > 4 && l.as_bytes()[4] == b' ' && l[..4].chars().all(|c| c.is_ascii_hexdigit()) { &l[5..] } else { l })
+            .collect::<Vec<_>>()
+            .join(" ");
+        digits
+            .split_whitespace()
+            .map(|b| u8::from_str_radix(b, 16).unwrap())
+            .collect()
+    }
+
+    fn roundtrip(bytes: &[u8]) -> Repr<'_> {
+        let r = Repr::parse_bytes(bytes).expect("parses");
+        assert_eq!(r.to_vec(), bytes, "re-emits byte for byte");
+        r
+    }
+
+    const CLIENT: u32 = 0x1A2B_3C4D;
+    const SERVER: u32 = 0x00C0_FFEE;
+
+    fn hs(req_type: i32, socket_id: u32, cookie: u32, ip: [u8; 4]) -> Handshake {
+        Handshake {
+            version: 4,
+            socket_type: SocketType::Stream,
+            isn: SeqNo::new(0x0BAD_F00D),
+            mss: 1500,
+            flight_flag_size: 8192,
+            req_type,
+            socket_id,
+            cookie,
+            peer_ip: peer_ip_words(IpAddr::from(ip)),
+        }
+    }
+
+    #[test]
+    fn spec_15_1_handshake_rounds() {
+        let first = hex("80 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+            00 00 00 04 00 00 00 01 0b ad f0 0d 00 00 05 dc
+            00 00 20 00 00 00 00 01 1a 2b 3c 4d 00 00 00 00
+            02 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
+        let r = roundtrip(&first);
+        let expect = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs(1, CLIENT, 0, [10, 0, 0, 2])) };
+        assert_eq!(r, expect);
+        assert_eq!(expect.to_vec(), first);
+
+        let cookie_reply = hex("80 00 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d
+            00 00 00 04 00 00 00 01 0b ad f0 0d 00 00 05 dc
+            00 00 20 00 00 00 00 01 1a 2b 3c 4d 5e ed 12 34
+            02 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
+        assert_eq!(roundtrip(&cookie_reply), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Handshake(hs(1, CLIENT, 0x5EED_1234, [10, 0, 0, 2])) });
+
+        let second = hex("80 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+            00 00 00 04 00 00 00 01 0b ad f0 0d 00 00 05 dc
+            00 00 20 00 ff ff ff ff 1a 2b 3c 4d 5e ed 12 34
+            02 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
+        assert_eq!(roundtrip(&second), Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs(-1, CLIENT, 0x5EED_1234, [10, 0, 0, 2])) });
+
+        let response = hex("80 00 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d
+            00 00 00 04 00 00 00 01 0b ad f0 0d 00 00 05 dc
+            00 00 20 00 ff ff ff ff 00 c0 ff ee 5e ed 12 34
+            01 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
+        assert_eq!(roundtrip(&response), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Handshake(hs(-1, SERVER, 0x5EED_1234, [10, 0, 0, 1])) });
+    }
+
+    #[test]
+    fn spec_15_2_data_packet() {
+        let bytes = hex("0b ad f0 0d c0 00 00 01 00 00 27 10 00 c0 ff ee 55 44 54 34");
+        let r = roundtrip(&bytes);
+        let Repr::Data { header, payload } = r else { panic!("data") };
+        assert_eq!(header.seq, SeqNo::new(0x0BAD_F00D));
+        assert_eq!(header.boundary, Boundary::Solo);
+        assert!(!header.in_order);
+        assert_eq!(header.msg, MsgNo::new(1));
+        assert_eq!(header.timestamp, 10_000);
+        assert_eq!(header.dst_socket_id, SERVER);
+        assert_eq!(payload, b"UDT4");
+    }
+
+    #[test]
+    fn message_words_of_spec_3_1() {
+        let h = |b, o, m| DataHeader { seq: SeqNo::ZERO, boundary: b, in_order: o, msg: MsgNo::new(m), timestamp: 0, dst_socket_id: 1 }.msg_word();
+        assert_eq!(h(Boundary::Solo, false, 1), 0xC000_0001);
+        assert_eq!(h(Boundary::First, true, 42), 0xA000_002A);
+        assert_eq!(h(Boundary::Middle, true, 42), 0x2000_002A);
+        assert_eq!(h(Boundary::Last, true, 42), 0x6000_002A);
+    }
+
+    #[test]
+    fn spec_15_3_ack_forms_and_ack2() {
+        let full = hex("80 02 00 00 00 00 00 07 00 00 00 00 1a 2b 3c 4d
+            0b ad f0 a0 00 00 61 a8 00 00 18 6a 00 00 1f 40 00 01 3c 68 00 01 73 18");
+        assert_eq!(roundtrip(&full), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Ack(Ack::Full {
+            ack_no: AckNo::new(7), ack: SeqNo::new(0x0BAD_F0A0), rtt: 25_000, rtt_var: 6_250, avail: 8000, rate: 81_000, capacity: 95_000 }) });
+        let ack2 = hex("80 06 00 00 00 00 00 07 00 00 00 00 00 c0 ff ee 00 00 00 00");
+        assert_eq!(roundtrip(&ack2), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::Ack2 { ack_no: AckNo::new(7) } });
+        let medium = hex("80 02 00 00 00 00 00 08 00 00 00 00 1a 2b 3c 4d
+            0b ad f0 b0 00 00 5d c0 00 00 13 88 00 00 1f 36");
+        assert_eq!(roundtrip(&medium), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Ack(Ack::Medium {
+            ack_no: AckNo::new(8), ack: SeqNo::new(0x0BAD_F0B0), rtt: 24_000, rtt_var: 5_000, avail: 7990 }) });
+        let light = hex("80 02 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d 0b ad f0 e0");
+        assert_eq!(roundtrip(&light), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Ack(Ack::Light { ack: SeqNo::new(0x0BAD_F0E0) }) });
+    }
+
+    #[test]
+    fn spec_15_4_nak_mixed_list() {
+        let bytes = hex("80 03 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d
+            0b ad f0 10 8b ad f0 12 0b ad f0 15 0b ad f0 20 8b ad f0 30 0b ad f0 31");
+        let Repr::Control { control: Control::Nak(list), .. } = roundtrip(&bytes) else { panic!("nak") };
+        let s = |x| SeqNo::new(x);
+        let ranges = vec![(s(0x0BADF010), s(0x0BADF010)), (s(0x0BADF012), s(0x0BADF015)), (s(0x0BADF020), s(0x0BADF020)), (s(0x0BADF030), s(0x0BADF031))];
+        assert_eq!(list.ranges().unwrap(), ranges);
+        let mut words = vec![];
+        encode_nak_words(&ranges, &mut words);
+        let emitted = Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::NakWords(&words) }.to_vec();
+        assert_eq!(emitted, bytes);
+    }
+
+    #[test]
+    fn paper_appendix_nak_examples_decode() {
+        let words = |ws: &[u32]| ws.iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>();
+        let b = words(&[3, 0x8000_0006, 0xF, 0x12]);
+        let l = NakList { bytes: &b };
+        let s = |x| SeqNo::new(x);
+        assert_eq!(l.ranges().unwrap(), vec![(s(3), s(3)), (s(6), s(15)), (s(18), s(18))]);
+        let b = words(&[2, 0x8000_0006, 0xB, 0xE]);
+        assert_eq!(NakList { bytes: &b }.ranges().unwrap(), vec![(s(2), s(2)), (s(6), s(11)), (s(14), s(14))]);
+    }
+
+    #[test]
+    fn nak_two_packet_gap_is_a_range() {
+        let mut w = vec![];
+        encode_nak_words(&[(SeqNo::new(5), SeqNo::new(6))], &mut w);
+        assert_eq!(w, vec![0x8000_0005, 6]);
+    }
+
+    #[test]
+    fn nak_decoder_rejects_trailing_range_start_and_reversed_range() {
+        let b = [0x80u8, 0, 0, 5];
+        assert!(NakList { bytes: &b }.ranges().is_err());
+        let b: Vec<u8> = [0x8000_0009u32, 5].iter().flat_map(|w| w.to_be_bytes()).collect();
+        assert!(NakList { bytes: &b }.ranges().is_err());
+        // A range across the 2^31 wrap is fine.
+        let b: Vec<u8> = [0xFFFF_FFFEu32, 1].iter().flat_map(|w| w.to_be_bytes()).collect();
+        assert_eq!(NakList { bytes: &b }.ranges().unwrap(), vec![(SeqNo::new(0x7FFF_FFFE), SeqNo::new(1))]);
+    }
+
+    #[test]
+    fn spec_15_5_other_control_packets() {
+        let ka = hex("80 01 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00");
+        assert_eq!(roundtrip(&ka), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::KeepAlive });
+        let sd = hex("80 05 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00");
+        assert_eq!(roundtrip(&sd), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::Shutdown });
+        let err = hex("80 08 00 00 00 00 0f a0 00 00 00 00 00 c0 ff ee 00 00 00 00");
+        assert_eq!(roundtrip(&err), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::ErrorSignal { code: 4000 } });
+        let user = hex("ff ff 00 01 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00");
+        let r = Repr::parse_bytes(&user).unwrap();
+        assert!(matches!(r, Repr::Control { control: Control::UserDefined { ext_type: 1, info: 0, .. }, .. }));
+        let emitted = Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::UserDefined { ext_type: 1, info: 0, body: &[] } }.to_vec();
+        assert_eq!(emitted, user);
+        let drop = hex("80 07 00 00 00 00 00 05 00 00 00 00 00 c0 ff ee 0b ad f2 00 0b ad f2 03");
+        assert_eq!(roundtrip(&drop), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::MsgDropRequest { msg: MsgNo::new(5), first: SeqNo::new(0x0BADF200), last: SeqNo::new(0x0BADF203) } });
+        let warn = Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::CongestionWarning }.to_vec();
+        assert_eq!(&warn[..4], &[0x80, 0x04, 0, 0]);
+        assert_eq!(warn.len(), 20);
+    }
+
+    #[test]
+    fn unpadded_16_byte_control_packets_are_accepted() {
+        let ka = hex("80 01 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee");
+        assert_eq!(Repr::parse_bytes(&ka).unwrap(), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::KeepAlive });
+    }
+
+    #[test]
+    fn malformed_inputs_are_errors_not_panics() {
+        assert_eq!(Repr::parse_bytes(&[0x80, 0, 0]), Err(Error::Truncated));
+        let mut unknown = hex("80 09 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee");
+        assert_eq!(Repr::parse_bytes(&unknown), Err(Error::UnknownType(9)));
+        unknown[1] = 0x02; // ACK with no body
+        assert!(matches!(Repr::parse_bytes(&unknown), Err(Error::BadLength { ctrl_type: 2, len: 0 })));
+        let mut ack8 = unknown.clone();
+        ack8.extend_from_slice(&[0; 8]);
+        assert!(matches!(Repr::parse_bytes(&ack8), Err(Error::BadLength { ctrl_type: 2, len: 8 })));
+        let mut hs52 = hex("80 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00");
+        hs52.extend_from_slice(&[0; 52]);
+        assert!(matches!(Repr::parse_bytes(&hs52), Err(Error::BadLength { ctrl_type: 0, len: 52 })));
+        let mut nak5 = hex("80 03 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee");
+        nak5.extend_from_slice(&[0; 5]);
+        assert!(Repr::parse_bytes(&nak5).is_err());
+    }
+
+    #[test]
+    fn peer_ip_words_reverse_each_group() {
+        assert_eq!(peer_ip_words("127.0.0.1".parse().unwrap()), [0x0100_007F, 0, 0, 0]);
+        let v6 = peer_ip_words("2001:db8::1".parse().unwrap());
+        assert_eq!(v6[0], 0xB80D_0120);
+        assert_eq!(v6[3], 0x0100_0000);
+    }
+
+    #[test]
+    fn payload_size_for_default_mss() {
+        assert_eq!(payload_size(1500), 1456);
+    }
+}
