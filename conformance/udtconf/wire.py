@@ -9,7 +9,7 @@ or ``Nak(words=..., ...)`` which never validate.
 
 Example::
 
-    >>> pkt = decode(bytes.fromhex("8001000000000000000000000000c0ffee00000000"))
+    >>> pkt = decode(bytes.fromhex("80010000" "00000000" "00000000" "00c0ffee" "00000000"))
     >>> type(pkt).__name__, pkt.dst_id == 0xC0FFEE, pkt.info_len
     ('KeepAlive', True, 4)
 """

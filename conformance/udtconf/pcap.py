@@ -1,0 +1,238 @@
+"""A small reader/writer for pcap and pcapng captures of UDP over IPv4/IPv6.
+
+Own code on purpose (no tshark dissector in the loop): the captured UDP payloads go straight
+to :mod:`udtconf.wire`, so the suite's decoder — not Wireshark's UDT dissector — judges the
+bytes. Supported link types: Ethernet (Linux loopback), BSD null/loop, raw IP, Linux cooked
+v1/v2. Fragmented IP datagrams are skipped and counted (UDT never needs fragmentation at the
+default MSS).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+LINKTYPE_NULL = 0
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LOOP = 108
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_LINUX_SLL2 = 276
+
+_PCAP_MAGICS = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1e-6),
+    b"\xa1\xb2\xc3\xd4": (">", 1e-6),
+    b"\x4d\x3c\xb2\xa1": ("<", 1e-9),
+    b"\xa1\xb2\x3c\x4d": (">", 1e-9),
+}
+_PCAPNG_SHB = 0x0A0D0D0A
+
+
+class PcapError(ValueError):
+    """The capture file is not a pcap/pcapng this reader understands."""
+
+
+@dataclass(frozen=True)
+class UdpDatagram:
+    time: float
+    src: tuple[str, int]
+    dst: tuple[str, int]
+    payload: bytes
+
+
+def read_udp(path: str | Path) -> list[UdpDatagram]:
+    """All UDP datagrams of a capture, in file order."""
+    with open(path, "rb") as f:
+        return list(iter_udp(f))
+
+
+def iter_udp(f: BinaryIO) -> Iterator[UdpDatagram]:
+    magic = f.read(4)
+    if len(magic) < 4:
+        return
+    if magic in _PCAP_MAGICS:
+        frames = _pcap_frames(f, magic)
+    elif struct.unpack("<I", magic)[0] == _PCAPNG_SHB:
+        frames = _pcapng_frames(f, magic)
+    else:
+        raise PcapError(f"unknown capture magic {magic.hex()}")
+    for t, linktype, frame in frames:
+        dg = parse_frame(t, linktype, frame)
+        if dg is not None:
+            yield dg
+
+
+def _pcap_frames(f: BinaryIO, magic: bytes) -> Iterator[tuple[float, int, bytes]]:
+    endian, unit = _PCAP_MAGICS[magic]
+    rest = f.read(20)
+    if len(rest) < 20:
+        raise PcapError("truncated pcap global header")
+    _vmaj, _vmin, _tz, _sig, _snap, linktype = struct.unpack(endian + "HHiIII", rest)
+    linktype &= 0x0FFFFFFF
+    rec = struct.Struct(endian + "IIII")
+    while True:
+        hdr = f.read(16)
+        if len(hdr) < 16:
+            return
+        sec, frac, incl, _orig = rec.unpack(hdr)
+        data = f.read(incl)
+        if len(data) < incl:
+            return  # capture still being written: ignore the partial tail
+        yield sec + frac * unit, linktype, data
+
+
+def _pcapng_frames(f: BinaryIO, first4: bytes) -> Iterator[tuple[float, int, bytes]]:
+    endian = "<"
+    ifaces: list[tuple[int, float]] = []
+    head: bytes = first4
+    while True:
+        if not head:
+            head = f.read(4)
+        lenraw = f.read(4)
+        if len(head) < 4 or len(lenraw) < 4:
+            return
+        if head == b"\x0a\x0d\x0d\x0a":  # section header: byte order comes after the length
+            bom = f.read(4)
+            endian = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
+            blen = struct.unpack(endian + "I", lenraw)[0]
+            body = bom + f.read(blen - 12)
+            btype = _PCAPNG_SHB
+            ifaces = []
+        else:
+            btype = struct.unpack(endian + "I", head)[0]
+            blen = struct.unpack(endian + "I", lenraw)[0]
+            body = f.read(blen - 8)
+        head = b""
+        if blen < 12 or len(body) < blen - 8:
+            return  # truncated tail (capture still being written)
+        body = body[:-4]  # trailing block length
+        if btype == 1:  # interface description
+            linktype = struct.unpack_from(endian + "H", body)[0]
+            ifaces.append((linktype, _if_tsresol(body[8:], endian)))
+        elif btype == 6:  # enhanced packet
+            iface, th, tl, incl, _orig = struct.unpack_from(endian + "IIIII", body)
+            if iface >= len(ifaces):
+                raise PcapError(f"pcapng packet on undeclared interface {iface}")
+            linktype, res = ifaces[iface]
+            yield ((th << 32) | tl) * res, linktype, body[20 : 20 + incl]
+        elif btype == 3:  # simple packet
+            if not ifaces:
+                raise PcapError("pcapng simple packet before any interface")
+            orig = struct.unpack_from(endian + "I", body)[0]
+            yield 0.0, ifaces[0][0], body[4 : 4 + orig]
+
+
+def _if_tsresol(options: bytes, endian: str) -> float:
+    i = 0
+    while i + 4 <= len(options):
+        code, length = struct.unpack_from(endian + "HH", options, i)
+        if code == 0:
+            break
+        if code == 9 and length >= 1:
+            v = options[i + 4]
+            return 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
+        i += 4 + ((length + 3) & ~3)
+    return 1e-6
+
+
+def parse_frame(t: float, linktype: int, frame: bytes) -> UdpDatagram | None:
+    """The UDP datagram inside one link-layer frame, or None for anything else."""
+    if linktype == LINKTYPE_ETHERNET:
+        if len(frame) < 14:
+            return None
+        etype, off = struct.unpack_from("!H", frame, 12)[0], 14
+        while etype in (0x8100, 0x88A8) and len(frame) >= off + 4:
+            etype, off = struct.unpack_from("!H", frame, off + 2)[0], off + 4
+        if etype not in (0x0800, 0x86DD):
+            return None
+        return _parse_ip(t, frame[off:])
+    if linktype in (LINKTYPE_NULL, LINKTYPE_LOOP):
+        return _parse_ip(t, frame[4:])
+    if linktype in (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6):
+        return _parse_ip(t, frame)
+    if linktype == LINKTYPE_LINUX_SLL:
+        return _parse_ip(t, frame[16:])
+    if linktype == LINKTYPE_LINUX_SLL2:
+        return _parse_ip(t, frame[20:])
+    raise PcapError(f"unsupported link type {linktype}")
+
+
+def _parse_ip(t: float, pkt: bytes) -> UdpDatagram | None:
+    if not pkt:
+        return None
+    version = pkt[0] >> 4
+    if version == 4:
+        if len(pkt) < 20:
+            return None
+        ihl = (pkt[0] & 0x0F) * 4
+        total = struct.unpack_from("!H", pkt, 2)[0]
+        flags_frag = struct.unpack_from("!H", pkt, 6)[0]
+        if flags_frag & 0x3FFF:  # MF set or non-zero offset: a fragment
+            return None
+        if pkt[9] != 17:
+            return None
+        src = str(ipaddress.IPv4Address(pkt[12:16]))
+        dst = str(ipaddress.IPv4Address(pkt[16:20]))
+        udp = pkt[ihl:total] if total >= ihl else pkt[ihl:]
+    elif version == 6:
+        if len(pkt) < 40 or pkt[6] != 17:
+            return None  # extension headers are not expected on a test link
+        plen = struct.unpack_from("!H", pkt, 4)[0]
+        src = str(ipaddress.IPv6Address(pkt[8:24]))
+        dst = str(ipaddress.IPv6Address(pkt[24:40]))
+        udp = pkt[40 : 40 + plen]
+    else:
+        return None
+    if len(udp) < 8:
+        return None
+    sport, dport, ulen = struct.unpack_from("!HHH", udp)
+    return UdpDatagram(t, (src, sport), (dst, dport), bytes(udp[8:ulen] if ulen >= 8 else udp[8:]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Writer: classic pcap, raw IPv4 link type. Used by the loss relay (a capture without root)
+# and by tests.
+
+
+class PcapWriter:
+    """Append UDP/IPv4 datagrams to a classic pcap file (LINKTYPE_RAW, µs timestamps)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._f = open(path, "wb")
+        self._f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, LINKTYPE_RAW))
+        self._ident = 0
+
+    def write(self, t: float, src: tuple[str, int], dst: tuple[str, int], payload: bytes) -> None:
+        udp = struct.pack("!HHHH", src[1], dst[1], 8 + len(payload), 0) + payload
+        self._ident = (self._ident + 1) & 0xFFFF
+        ip = struct.pack(
+            "!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), self._ident, 0x4000, 64, 17, 0,
+            ipaddress.IPv4Address(src[0]).packed, ipaddress.IPv4Address(dst[0]).packed,
+        )
+        ip = ip[:10] + struct.pack("!H", _ip_checksum(ip)) + ip[12:]
+        frame = ip + udp
+        sec = int(t)
+        self._f.write(struct.pack("<IIII", sec, int(round((t - sec) * 1e6)) % 1_000_000, len(frame), len(frame)))
+        self._f.write(frame)
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "PcapWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _ip_checksum(hdr: bytes) -> int:
+    s = sum(struct.unpack("!10H", hdr))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
