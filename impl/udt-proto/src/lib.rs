@@ -5,5 +5,6 @@
 //! in with `handle_*` and output is drained with `poll_*`. The same core runs on real UDP
 //! sockets (crate `udt`), in the virtual-clock harness (`sim`) and under the active tester.
 
+pub mod loss_list;
 pub mod seq;
 pub mod wire;
