@@ -1,0 +1,569 @@
+// libudt-peer: the reference UDT 4.11 stack (Debian's libudt) behind the same
+// command-line contract as our Rust `udt` tool (docs/cli.md), so that the
+// interop tests, the benchmark and the testbed can swap stacks by swapping the
+// binary.
+//
+//   libudt-peer recv --listen ADDR:PORT --output PATH [--rendezvous PEER]
+//   libudt-peer send --connect ADDR:PORT --input PATH [--bind LOCAL] [--rendezvous]
+//   common: --mss N  --dgram  --msg-size N  --stats PATH  --stats-interval MS
+//
+// Build: make build/libudt-peer   (g++ ... -ludt, Debian package libudt-dev)
+//
+// Why the send side polls UDT_SNDDATA before close(): "exit 0" must mean "every
+// byte was acknowledged". libudt's close() lingers while the send buffer is not
+// empty, but it cannot report whether the linger ended because the buffer
+// drained or because the connection broke. Polling the send buffer and the
+// socket state tells the two apart.
+
+#include <udt/udt.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+const char* const kProg = "libudt-peer";
+const int kDefaultMsgSize = 64 * 1024;
+const int kMaxMsgSize = 1024 * 1024;   // receive buffer for a message in --dgram mode
+const int kStreamChunk = 4 * 1024 * 1024;
+// Send-side buffers only: neither is visible on the wire (the receive buffer
+// and the flow window, which the handshake advertises, keep 4.11's defaults).
+const int kUdtSndBuf = 64 * 1024 * 1024;
+const int kUdpSndBuf = 8 * 1024 * 1024;
+
+const char* const kUsage =
+    "usage:\n"
+    "  libudt-peer recv --listen ADDR:PORT --output PATH [options]\n"
+    "  libudt-peer recv --listen LOCAL:PORT --rendezvous PEER:PORT --output PATH [options]\n"
+    "  libudt-peer send --connect ADDR:PORT --input PATH [--bind LOCAL:PORT] [options]\n"
+    "  libudt-peer send --connect PEER:PORT --bind LOCAL:PORT --rendezvous --input PATH [options]\n"
+    "\n"
+    "UDT 4.11 (Debian libudt) peer with the same command line as the Rust `udt` tool.\n"
+    "\n"
+    "recv accepts one connection, writes every byte received to PATH ('-' = stdout)\n"
+    "and exits 0 once the peer closed and everything was written.\n"
+    "send sends PATH ('-' = stdin) and exits 0 only when every byte was acknowledged.\n"
+    "\n"
+    "options:\n"
+    "  --mss N               UDT_MSS in bytes (default 1500; payload = MSS - 44)\n"
+    "  --dgram               message mode (SOCK_DGRAM, sendmsg/recvmsg, in order, no TTL)\n"
+    "  --msg-size N          send: bytes per message in --dgram mode (default 65536,\n"
+    "                        at most 1048576); recv accepts messages up to 1048576\n"
+    "  --stats PATH          write JSON stats lines to PATH ('-' = stdout), one every\n"
+    "                        interval and a final {\"summary\":true,...} line\n"
+    "  --stats-interval MS   stats period in milliseconds (default 100)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "exit status: 0 success, 1 transfer or network failure, 2 usage error\n";
+
+[[noreturn]] void die(int code, const std::string& msg) {
+  fprintf(stderr, "%s: error: %s\n", kProg, msg.c_str());
+  exit(code);
+}
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  fprintf(stderr, "%s: error: %s\n(see '%s --help')\n", kProg, msg.c_str(), kProg);
+  exit(2);
+}
+
+std::string udt_error() {
+  return UDT::getlasterror_desc();
+}
+
+double now_s() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct Options {
+  std::string role;
+  std::string listen, connect, bind, rendezvous_peer, input, output, stats;
+  bool rendezvous = false;
+  bool dgram = false;
+  int mss = 0;  // 0: library default
+  int msg_size = kDefaultMsgSize;
+  int stats_interval_ms = 100;
+};
+
+long parse_int(const std::string& flag, const std::string& v, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  long n = strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > hi)
+    usage_error(flag + " expects an integer in [" + std::to_string(lo) + ", " +
+                std::to_string(hi) + "], got '" + v + "'");
+  return n;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (const auto& a : args)
+    if (a == "-h" || a == "--help") {
+      fputs(kUsage, stdout);
+      exit(0);
+    }
+  if (args.empty()) usage_error("missing command 'send' or 'recv'");
+  o.role = args[0];
+  if (o.role != "send" && o.role != "recv") usage_error("unknown command '" + o.role + "'");
+
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) usage_error(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--listen" && o.role == "recv") o.listen = value();
+    else if (a == "--output" && o.role == "recv") o.output = value();
+    else if (a == "--connect" && o.role == "send") o.connect = value();
+    else if (a == "--input" && o.role == "send") o.input = value();
+    else if (a == "--bind" && o.role == "send") o.bind = value();
+    else if (a == "--rendezvous") {
+      o.rendezvous = true;
+      if (o.role == "recv") o.rendezvous_peer = value();
+    } else if (a == "--mss") o.mss = parse_int(a, value(), 76, 65536);
+    else if (a == "--dgram") o.dgram = true;
+    else if (a == "--msg-size") o.msg_size = parse_int(a, value(), 1, kMaxMsgSize);
+    else if (a == "--stats") o.stats = value();
+    else if (a == "--stats-interval") o.stats_interval_ms = parse_int(a, value(), 1, 3600000);
+    else usage_error("unknown option '" + a + "' for '" + o.role + "'");
+  }
+  if (o.role == "recv") {
+    if (o.listen.empty()) usage_error("recv needs --listen ADDR:PORT");
+    if (o.output.empty()) usage_error("recv needs --output PATH");
+    if (o.output == "-" && o.stats == "-") usage_error("--output - and --stats - both use stdout");
+  } else {
+    if (o.connect.empty()) usage_error("send needs --connect ADDR:PORT");
+    if (o.input.empty()) usage_error("send needs --input PATH");
+    if (o.rendezvous && o.bind.empty()) usage_error("send --rendezvous needs --bind LOCAL:PORT");
+  }
+  return o;
+}
+
+// ADDR:PORT, [IPv6]:PORT or HOST:PORT -> socket address.
+struct Addr {
+  sockaddr_storage ss;
+  socklen_t len;
+  int family() const { return ss.ss_family; }
+};
+
+Addr resolve(const std::string& flag, const std::string& s, bool passive) {
+  std::string host, port;
+  if (!s.empty() && s[0] == '[') {
+    size_t close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':')
+      usage_error(flag + ": bad address '" + s + "' (expected [IPV6]:PORT)");
+    host = s.substr(1, close - 1);
+    port = s.substr(close + 2);
+  } else {
+    size_t colon = s.rfind(':');
+    if (colon == std::string::npos)
+      usage_error(flag + ": bad address '" + s + "' (expected ADDR:PORT)");
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
+  }
+  parse_int(flag + " port", port, 0, 65535);
+  if (host.empty()) usage_error(flag + ": bad address '" + s + "' (missing host)");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0) usage_error(flag + ": cannot resolve '" + s + "': " + gai_strerror(rc));
+  Addr a{};
+  memcpy(&a.ss, res->ai_addr, res->ai_addrlen);
+  a.len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return a;
+}
+
+std::string format_addr(const sockaddr* sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+    return std::string(host) + ":" + std::to_string(port);
+  }
+  auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+  inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+  port = ntohs(in6->sin6_port);
+  return "[" + std::string(host) + "]:" + std::to_string(port);
+}
+
+// ---------------------------------------------------------------- statistics
+
+// Emits the stats JSON lines of docs/cli.md. The sampling thread and the
+// data path share only `bytes` (atomic) and `last` (under `mu`).
+class Stats {
+ public:
+  Stats(const Options& o, UDTSOCKET sock, double t0)
+      : role_(o.role), sock_(sock), t0_(t0), interval_ms_(o.stats_interval_ms) {
+    if (o.stats.empty()) return;
+    if (o.stats == "-") {
+      out_ = stdout;
+    } else {
+      out_ = fopen(o.stats.c_str(), "w");
+      if (!out_) die(1, "cannot open stats file '" + o.stats + "': " + strerror(errno));
+    }
+  }
+
+  std::atomic<int64_t> bytes{0};
+
+  // Refreshes the last good perfmon sample. libudt refuses perfmon once the
+  // peer has closed, so the summary uses the last sample taken before that.
+  void sample() {
+    UDT::TRACEINFO p;
+    if (UDT::perfmon(sock_, &p, false) != UDT::ERROR) {
+      std::lock_guard<std::mutex> g(mu_);
+      last_ = p;
+      have_ = true;
+    }
+  }
+
+  void start() {
+    if (!out_) return;
+    thread_ = std::thread([this] { run(); });
+  }
+
+  // Stops the sampler and writes the summary line.
+  void finish(int64_t total_bytes) {
+    double t = now_s() - t0_;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    if (!out_) return;
+    double mbps = t > 0 ? total_bytes * 8.0 / t / 1e6 : 0.0;
+    write_line(t, total_bytes, mbps, true);
+    if (out_ != stdout) fclose(out_);
+    else fflush(out_);
+  }
+
+ private:
+  void run() {
+    double last_t = 0;
+    int64_t last_bytes = 0;
+    std::unique_lock<std::mutex> lk(mu_);
+    while (!stop_) {
+      cv_.wait_for(lk, std::chrono::milliseconds(interval_ms_));
+      if (stop_) break;
+      lk.unlock();
+      sample();
+      double t = now_s() - t0_;
+      int64_t b = bytes.load();
+      double dt = t - last_t;
+      double mbps = dt > 0 ? (b - last_bytes) * 8.0 / dt / 1e6 : 0.0;
+      write_line(t, b, mbps, false);
+      last_t = t;
+      last_bytes = b;
+      lk.lock();
+    }
+  }
+
+  void write_line(double t, int64_t b, double mbps, bool summary) {
+    UDT::TRACEINFO p{};
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (have_) p = last_;
+    }
+    bool send = role_ == "send";
+    fprintf(out_,
+            "{\"stack\":\"libudt\",\"role\":\"%s\",\"t\":%.6f,\"bytes\":%lld,\"mbps\":%.3f,"
+            "\"rtt_ms\":%.3f,\"flow_window\":%d,\"cwnd\":%.3f,\"period_us\":%.3f,"
+            "\"losses\":%d,\"retrans\":%d,\"pkts_sent\":%lld,\"pkts_recv\":%lld,"
+            "\"acks_sent\":%d,\"acks_recv\":%d,\"naks_sent\":%d,\"naks_recv\":%d",
+            role_.c_str(), t, (long long)b, mbps, p.msRTT, p.pktFlowWindow,
+            (double)p.pktCongestionWindow, p.usPktSndPeriod,
+            send ? p.pktSndLossTotal : p.pktRcvLossTotal, p.pktRetransTotal,
+            (long long)p.pktSentTotal, (long long)p.pktRecvTotal, p.pktSentACKTotal,
+            p.pktRecvACKTotal, p.pktSentNAKTotal, p.pktRecvNAKTotal);
+    if (summary) fprintf(out_, ",\"summary\":true,\"seconds\":%.6f", t);
+    fputs("}\n", out_);
+    fflush(out_);
+  }
+
+  std::string role_;
+  UDTSOCKET sock_;
+  double t0_;
+  int interval_ms_;
+  FILE* out_ = nullptr;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool have_ = false;
+  UDT::TRACEINFO last_{};
+};
+
+// ---------------------------------------------------------------- sockets
+
+void set_opt(UDTSOCKET s, UDT::SOCKOPT opt, const void* v, int len, const char* name) {
+  if (UDT::setsockopt(s, 0, opt, v, len) == UDT::ERROR)
+    die(1, std::string("setsockopt(") + name + "): " + udt_error());
+}
+
+UDTSOCKET make_socket(const Options& o, int family) {
+  UDTSOCKET s = UDT::socket(family, o.dgram ? SOCK_DGRAM : SOCK_STREAM, 0);
+  if (s == UDT::INVALID_SOCK) die(1, "cannot create UDT socket: " + udt_error());
+  if (o.mss) set_opt(s, UDT_MSS, &o.mss, sizeof(int), "UDT_MSS");
+  set_opt(s, UDT_SNDBUF, &kUdtSndBuf, sizeof(int), "UDT_SNDBUF");
+  set_opt(s, UDP_SNDBUF, &kUdpSndBuf, sizeof(int), "UDP_SNDBUF");
+  if (o.rendezvous) {
+    bool on = true;
+    set_opt(s, UDT_RENDEZVOUS, &on, sizeof on, "UDT_RENDEZVOUS");
+  }
+  return s;
+}
+
+void do_bind(UDTSOCKET s, const Addr& a, const std::string& text) {
+  if (UDT::bind(s, reinterpret_cast<const sockaddr*>(&a.ss), a.len) != UDT::ERROR) return;
+  std::string why = udt_error();
+  // libudt drops the system errno from its message; a plain UDP bind recovers it.
+  int u = ::socket(a.family(), SOCK_DGRAM, 0);
+  if (u >= 0 && ::bind(u, reinterpret_cast<const sockaddr*>(&a.ss), a.len) != 0)
+    why = strerror(errno);
+  if (u >= 0) ::close(u);
+  die(1, "cannot bind " + text + ": " + why);
+}
+
+void do_connect(UDTSOCKET s, const Addr& a, const std::string& text) {
+  if (UDT::connect(s, reinterpret_cast<const sockaddr*>(&a.ss), a.len) == UDT::ERROR)
+    die(1, "cannot connect to " + text + ": " + udt_error());
+}
+
+int payload_size(UDTSOCKET s) {
+  int mss = 1500, len = sizeof mss;
+  UDT::getsockopt(s, 0, UDT_MSS, &mss, &len);
+  return mss - 44;
+}
+
+// ---------------------------------------------------------------- recv
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+int run_recv(const Options& o) {
+  int fd = STDOUT_FILENO;
+  if (o.output != "-") {
+    fd = open(o.output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) die(1, "cannot open output '" + o.output + "': " + strerror(errno));
+  }
+  Addr local = resolve("--listen", o.listen, true);
+  UDTSOCKET s = make_socket(o, local.family());
+  do_bind(s, local, o.listen);
+
+  UDTSOCKET conn;
+  if (o.rendezvous) {
+    Addr peer = resolve("--rendezvous", o.rendezvous_peer, false);
+    fprintf(stderr, "%s: rendezvous %s <-> %s\n", kProg, o.listen.c_str(), o.rendezvous_peer.c_str());
+    do_connect(s, peer, o.rendezvous_peer);
+    conn = s;
+  } else {
+    if (UDT::listen(s, 1) == UDT::ERROR) die(1, "cannot listen on " + o.listen + ": " + udt_error());
+    sockaddr_storage bound{};
+    int blen = sizeof bound;
+    UDT::getsockname(s, reinterpret_cast<sockaddr*>(&bound), &blen);
+    fprintf(stderr, "%s: listening on %s\n", kProg, format_addr(reinterpret_cast<sockaddr*>(&bound)).c_str());
+    sockaddr_storage peer{};
+    int plen = sizeof peer;
+    conn = UDT::accept(s, reinterpret_cast<sockaddr*>(&peer), &plen);
+    if (conn == UDT::INVALID_SOCK) die(1, "accept failed: " + udt_error());
+    fprintf(stderr, "%s: accepted %s\n", kProg, format_addr(reinterpret_cast<sockaddr*>(&peer)).c_str());
+    UDT::close(s);
+  }
+
+  Stats stats(o, conn, now_s());
+  stats.sample();
+  stats.start();
+
+  std::vector<char> buf(o.dgram ? kMaxMsgSize : kStreamChunk);
+  int64_t total = 0;
+  double last_sample = now_s();
+  for (;;) {
+    int n = o.dgram ? UDT::recvmsg(conn, buf.data(), static_cast<int>(buf.size()))
+                    : UDT::recv(conn, buf.data(), static_cast<int>(buf.size()), 0);
+    if (n == UDT::ERROR) {
+      // 2001 (ECONNLOST) / 2002 (ENOCONN): the peer closed and the receive
+      // buffer is drained. That is the end of the stream.
+      int code = UDT::getlasterror_code();
+      if (code == CUDTException::ECONNLOST || code == CUDTException::ENOCONN) break;
+      die(1, "receive failed after " + std::to_string(total) + " bytes: " + udt_error());
+    }
+    if (n > 0 && !write_all(fd, buf.data(), static_cast<size_t>(n)))
+      die(1, "cannot write output '" + o.output + "' after " + std::to_string(total) +
+                 " bytes: " + strerror(errno));
+    total += n;
+    stats.bytes.store(total);
+    double t = now_s();
+    if (t - last_sample > 0.005) {  // keep the summary's counters fresh
+      stats.sample();
+      last_sample = t;
+    }
+  }
+  if (fd != STDOUT_FILENO && close(fd) != 0)
+    die(1, "cannot write output '" + o.output + "': " + strerror(errno));
+  stats.finish(total);
+  UDT::close(conn);
+  fprintf(stderr, "%s: received %lld bytes\n", kProg, (long long)total);
+  return 0;
+}
+
+// ---------------------------------------------------------------- send
+
+// Send-buffer occupancy in packets, or -1 if the connection is gone.
+int unacked_packets(UDTSOCKET s) {
+  UDTSTATUS st = UDT::getsockstate(s);
+  if (st != CONNECTED) return -1;
+  int32_t n = 0;
+  int len = sizeof n;
+  if (UDT::getsockopt(s, 0, UDT_SNDDATA, &n, &len) == UDT::ERROR) return -1;
+  return n;
+}
+
+int run_send(const Options& o) {
+  int fd = STDIN_FILENO;
+  bool regular = false;
+  int64_t file_size = 0;
+  if (o.input != "-") {
+    fd = open(o.input.c_str(), O_RDONLY);
+    if (fd < 0) die(1, "cannot open input '" + o.input + "': " + strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      regular = true;
+      file_size = st.st_size;
+    }
+  }
+  Addr peer = resolve("--connect", o.connect, false);
+  UDTSOCKET s = make_socket(o, peer.family());
+  if (!o.bind.empty()) do_bind(s, resolve("--bind", o.bind, true), o.bind);
+  do_connect(s, peer, o.connect);
+  fprintf(stderr, "%s: connected to %s\n", kProg, o.connect.c_str());
+
+  Stats stats(o, s, now_s());
+  stats.sample();
+  stats.start();
+  const int payload = payload_size(s);
+  int64_t handed = 0;  // bytes accepted by the library
+
+  // `bytes` in the stats means acknowledged bytes: what was handed over minus
+  // what still sits in the send buffer (estimated in whole packets).
+  auto update_acked = [&](int64_t prev) {
+    int pk = unacked_packets(s);
+    int64_t acked = handed - (pk > 0 ? static_cast<int64_t>(pk) * payload : 0);
+    if (acked < prev) acked = prev;
+    if (acked > handed) acked = handed;
+    stats.bytes.store(acked);
+    return acked;
+  };
+
+  auto send_failed = [&](const char* what) {
+    die(1, std::string(what) + " failed after " + std::to_string(handed) + " bytes to " +
+               o.connect + ": " + udt_error());
+  };
+
+  if (regular && !o.dgram) {
+    // UDT::sendfile2 reads the file straight into the send buffer. Called in
+    // slices so that the stats see progress.
+    const int64_t slice = 64LL * 1024 * 1024;
+    int64_t acked = 0;
+    while (handed < file_size) {
+      int64_t off = handed;
+      int64_t want = std::min(slice, file_size - handed);
+      int64_t n = UDT::sendfile2(s, o.input.c_str(), &off, want);
+      if (n == UDT::ERROR || n <= 0) send_failed("sendfile");
+      handed += n;
+      acked = update_acked(acked);
+    }
+  } else {
+    std::vector<char> buf(o.dgram ? o.msg_size : kStreamChunk);
+    int64_t acked = 0;
+    for (;;) {
+      // In --dgram mode every message is one read of at most --msg-size bytes
+      // (a short read from a pipe makes a short message).
+      ssize_t r = read(fd, buf.data(), buf.size());
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        die(1, "cannot read input '" + o.input + "': " + strerror(errno));
+      }
+      if (r == 0) break;
+      if (o.dgram) {
+        int n = UDT::sendmsg(s, buf.data(), static_cast<int>(r), -1, true);
+        if (n == UDT::ERROR) send_failed("sendmsg");
+        handed += n;
+      } else {
+        const char* p = buf.data();
+        ssize_t left = r;
+        while (left > 0) {
+          int n = UDT::send(s, p, static_cast<int>(left), 0);
+          if (n == UDT::ERROR) send_failed("send");
+          p += n;
+          left -= n;
+          handed += n;
+        }
+      }
+      acked = update_acked(acked);
+    }
+  }
+  if (fd != STDIN_FILENO) close(fd);
+
+  // Wait for the acknowledgement of every byte.
+  for (;;) {
+    int pk = unacked_packets(s);
+    if (pk < 0)
+      die(1, "connection to " + o.connect + " lost before all data was acknowledged (" +
+                 std::to_string(handed) + " bytes handed to libudt)");
+    if (pk == 0) break;
+    usleep(500);
+  }
+  stats.bytes.store(handed);
+  stats.sample();
+  stats.finish(handed);
+  // Linger stays at the default (on, 180 s) but the buffer is already empty,
+  // so close() only sends the shutdown packet.
+  UDT::close(s);
+  fprintf(stderr, "%s: sent %lld bytes, all acknowledged\n", kProg, (long long)handed);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  Options o = parse_args(argc, argv);
+  UDT::startup();
+  int rc = o.role == "recv" ? run_recv(o) : run_send(o);
+  UDT::cleanup();
+  return rc;
+}
