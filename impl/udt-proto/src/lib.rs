@@ -5,6 +5,8 @@
 //! in with `handle_*` and output is drained with `poll_*`. The same core runs on real UDP
 //! sockets (crate `udt`), in the virtual-clock harness (`sim`) and under the active tester.
 
+pub mod ack_window;
 pub mod loss_list;
+pub mod measurement;
 pub mod seq;
 pub mod wire;
