@@ -1,0 +1,56 @@
+"""The loss relay with plain UDP sockets standing in for the two stacks."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from udtconf.pcap import read_udp
+from udtconf.relay import LossRelay, wrap_target
+from udtconf.seq import MAX, incseq
+from udtconf.wire import Ack, DataPacket, Handshake, Nak, decode, encode_loss_list
+
+
+def _sock() -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(2.0)
+    return s
+
+
+def test_drops_chosen_offsets_once_and_shifts_across_wrap(tmp_path: Path) -> None:
+    server, client = _sock(), _sock()
+    isn = 1000
+    target = wrap_target(3)  # ISN appears as MAX-2: offsets 0,1,2 before the wrap, 3 → 0
+    with LossRelay(server.getsockname(), drop=[1, 4], isn_target=target, capture=tmp_path / "r.pcap") as relay:
+        client.sendto(Handshake(isn=isn, socket_id=7).encode(), relay.address)
+        hs, up = server.recvfrom(2048)
+        assert decode(hs).isn == target  # type: ignore[union-attr]
+        # the response's ISN is translated back
+        server.sendto(Handshake(isn=target, socket_id=9, req_type=-1, dst_id=7).encode(), up)
+        assert decode(client.recv(2048)).isn == isn  # type: ignore[union-attr]
+        for off in range(6):
+            client.sendto(DataPacket(seq=isn + off, msg_no=1, dst_id=9).encode(), relay.address)
+        client.sendto(DataPacket(seq=isn + 1, msg_no=1, dst_id=9).encode(), relay.address)  # retransmission
+        got = [decode(server.recv(2048)).seq for _ in range(5)]  # type: ignore[union-attr]
+        expect = [incseq(target, o) for o in (0, 2, 3, 5, 1)]
+        assert got == expect
+        assert relay.dropped == [incseq(target, 1), incseq(target, 4)]
+        # feedback is translated back into the client's numbering, range flag kept
+        lost = [incseq(target, 1), incseq(target, 2), incseq(target, 3)]  # MAX-1, MAX, 0
+        assert lost == [MAX - 1, MAX, 0]
+        server.sendto(Nak(dst_id=7, words=tuple(encode_loss_list(lost))).encode(), up)
+        assert decode(client.recv(2048)).losses() == [isn + 1, isn + 2, isn + 3]  # type: ignore[union-attr]
+        server.sendto(Ack(dst_id=7, ack_no=incseq(target, 6)).encode(), up)
+        assert decode(client.recv(2048)).ack_no == isn + 6  # type: ignore[union-attr]
+    legs = read_udp(tmp_path / "r.pcap")
+    assert len(legs) == 2 * (2 + 5 + 2) + 2  # both legs of forwarded packets + 2 dropped (one leg)
+
+
+def test_without_shift_numbers_pass_unchanged() -> None:
+    server, client = _sock(), _sock()
+    with LossRelay(server.getsockname()) as relay:
+        client.sendto(Handshake(isn=5, socket_id=7).encode(), relay.address)
+        assert decode(server.recv(2048)).isn == 5  # type: ignore[union-attr]
+        client.sendto(DataPacket(seq=5, msg_no=1, dst_id=9).encode(), relay.address)
+        assert decode(server.recv(2048)).seq == 5  # type: ignore[union-attr]

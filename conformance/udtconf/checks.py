@@ -1,0 +1,600 @@
+"""Wire rules checked on captured connections, each keyed to a section of UDT4.md.
+
+A :class:`Rule` has a case id (``udt4/<section>/<name>``), the requirement it checks (quoted or
+closely paraphrased from the spec), a grade (MUST fails the test; SHOULD is reported as a
+warning-level failure that expectations may waive) and the test cases it applies to. Running a
+rule yields :class:`Violation` s that name the frame and the side (and so the stack) that sent
+the offending packet, or an :class:`Inconclusive` when the capture cannot decide.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .seq import MAX, incseq, seqcmp
+from .trace import Connection, Record
+from .wire import (
+    Ack,
+    Ack2,
+    AckKind,
+    Boundary,
+    DataPacket,
+    Handshake,
+    KeepAlive,
+    Nak,
+    Shutdown,
+    SocketType,
+    _Empty,
+    describe,
+    encode_loss_list,
+)
+
+SYN = 0.010
+ALL_CASES = frozenset({"handshake", "transfer", "dgram", "rendezvous", "loss", "close", "multiconnect"})
+LISTENER_CASES = ALL_CASES - {"rendezvous"}
+
+
+@dataclass(frozen=True)
+class Violation:
+    sender: str  # "client" | "server": whose packet broke the rule
+    frame: int | None
+    message: str
+
+    def render(self, stacks: dict[str, str]) -> str:
+        where = f"frame {self.frame}" if self.frame is not None else "capture"
+        return f"[{stacks.get(self.sender, self.sender)} as {self.sender}] {where}: {self.message}"
+
+
+class Inconclusive(Exception):
+    """The capture does not contain what the rule needs (e.g. no paced sending)."""
+
+
+@dataclass
+class Context:
+    testcase: str
+    dropped: set[int] = field(default_factory=set)  # data sequence numbers the relay dropped
+
+    @property
+    def sock_type(self) -> int:
+        return SocketType.DGRAM if self.testcase == "dgram" else SocketType.STREAM
+
+
+RuleFn = Callable[[Connection, Context], Iterable[Violation]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    section: str
+    grade: str  # "MUST" | "SHOULD"
+    requirement: str
+    fn: RuleFn
+    cases: frozenset[str] = ALL_CASES
+
+    def run(self, conn: Connection, ctx: Context) -> list[Violation]:
+        return list(self.fn(conn, ctx))
+
+
+RULES: list[Rule] = []
+
+
+def rule(id: str, section: str, grade: str, requirement: str, cases: frozenset[str] = ALL_CASES) -> Callable[[RuleFn], RuleFn]:
+    def deco(fn: RuleFn) -> RuleFn:
+        RULES.append(Rule(id, section, grade, requirement, fn, cases))
+        return fn
+
+    return deco
+
+
+def rules_for(testcase: str) -> list[Rule]:
+    return [r for r in RULES if testcase in r.cases]
+
+
+def _v(r: Record, msg: str) -> Violation:
+    return Violation(r.sender, r.frame, f"{msg} — {describe(r.packet) if r.packet else r.raw[:32].hex()}")
+
+
+def _peer(side: str) -> str:
+    return "server" if side == "client" else "client"
+
+
+def _negotiated_mss(conn: Connection) -> int | None:
+    hs = [h for _, h in conn.handshakes() if h.req_type in (-1, -2) and h.mss]
+    return min((h.mss for h in hs), default=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# §2–3 framing and header
+
+
+@rule("udt4/2/decodable", "2–5", "MUST",
+      "Every packet is a valid UDT4 packet: 16-byte header, control information a multiple of 4 bytes, "
+      "handshake body exactly 48 bytes, ACK information exactly 4, 16 or 24 bytes, a NAK list that "
+      "does not end in a range start and has no range with start > end.")
+def _decodable(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r in conn.records:
+        if r.error is not None:
+            yield Violation(r.sender, r.frame, f"{r.error}; bytes {r.raw[:48].hex()}")
+
+
+@rule("udt4/2/max-length", "2", "MUST",
+      "Maximum length: MSS − 28 bytes. Never send a data payload longer than negotiated MSS − 44.")
+def _max_length(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    mss = _negotiated_mss(conn)
+    if mss is None:
+        raise Inconclusive("no handshake response in the capture")
+    for r in conn.records:
+        if len(r.raw) > mss - 28:
+            yield _v(r, f"{len(r.raw)} bytes exceeds MSS {mss} − 28")
+
+
+@rule("udt4/2/info-less-padding", "2", "SHOULD",
+      "Types that carry no control information are sent with 4 zero bytes of padding (20 bytes total); "
+      "senders SHOULD emit the 20-byte form for byte-exact parity with 4.11.")
+def _padding(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r in conn.records:
+        if isinstance(r.packet, _Empty) and r.packet.info_len != 4:
+            yield _v(r, f"info-less control packet of {len(r.raw)} bytes, expected 20")
+
+
+@rule("udt4/3.2/control-timestamp-zero", "3.2", "SHOULD",
+      "4.11 always sends 0 in control packets. Senders SHOULD send 0 (testbed rule: MUST send 0).")
+def _ctl_ts(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r in conn.records:
+        if r.packet is not None and r.packet.is_control and r.packet.timestamp != 0:
+            yield _v(r, f"control time stamp {r.packet.timestamp} ≠ 0")
+
+
+@rule("udt4/3.3/destination-id", "3.3", "MUST",
+      "Incoming packets are routed by destination socket ID: after the handshake every packet of the "
+      "connection carries the peer's socket ID (never 0 for data).")
+def _dst_id(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    ids = {s: conn.socket_id(s) for s in ("client", "server")}
+    if None in ids.values():
+        raise Inconclusive("a side sent no handshake")
+    for r in conn.records:
+        p = r.packet
+        if p is None or isinstance(p, Handshake):
+            continue
+        want = ids[_peer(r.sender)]
+        if p.dst_id != want:
+            yield _v(r, f"destination socket ID {p.dst_id:#x}, peer's socket ID is {want:#x}")
+
+
+@rule("udt4/3.3/socket-id-range", "3.3", "MUST",
+      "A UDT socket ID is a positive 32-bit signed integer, in [1, 2^31−1].")
+def _sid_range(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r, h in conn.handshakes():
+        if not 1 <= h.socket_id <= MAX:
+            yield _v(r, f"socket ID {h.socket_id:#x} outside [1, 2^31−1]")
+
+
+# ---------------------------------------------------------------------------------------------
+# §5.1 / §6 handshakes
+
+
+@rule("udt4/5.1/handshake-fields", "5.1", "MUST",
+      "version 4 (a listener rejects anything else); socket type 1 = STREAM, 2 = DGRAM, equal on both "
+      "sides; MSS ≥ 76; handshake header additional info and time stamp 0.")
+def _hs_fields(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r, h in conn.handshakes():
+        if h.req_type == -2:
+            continue  # the minimal post-connection reply of §6.2 carries version 0 / type 0
+        if h.version != 4:
+            yield _v(r, f"version {h.version} ≠ 4")
+        if h.sock_type != ctx.sock_type:
+            yield _v(r, f"socket type {h.sock_type}, expected {int(ctx.sock_type)} for case {ctx.testcase}")
+        if h.mss < 76:
+            yield _v(r, f"MSS {h.mss} < 76")
+        if h.addl != 0:
+            yield _v(r, f"handshake additional info {h.addl:#x} ≠ 0")
+
+
+@rule("udt4/6.1/cookie-round", "6.1", "MUST",
+      "Request type 1 ⇒ reply with the received handshake unchanged except cookie = K, destination = the "
+      "client's socket ID. The client switches to request type −1 and echoes the cookie. The final "
+      "response echoes the client's ISN and the cookie, has request type −1 and MSS = min(client, listener).",
+      cases=LISTENER_CASES)
+def _cookie(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    cli = conn.handshakes("client")
+    srv = conn.handshakes("server")
+    if not cli or not srv:
+        raise Inconclusive("handshake exchange incomplete in the capture")
+    r0, first = cli[0]
+    if first.req_type != 1 or first.cookie != 0 or first.dst_id != 0:
+        yield _v(r0, "first client request must have request type 1, cookie 0, destination 0")
+    replies = [(r, h) for r, h in srv if h.req_type == 1]
+    if not replies:
+        yield Violation("server", None, "no cookie reply (request type 1) from the listener")
+        return
+    rr, reply = replies[0]
+    same = (reply.version, reply.sock_type, reply.isn, reply.mss, reply.flight_flag_size, reply.socket_id)
+    if same != (first.version, first.sock_type, first.isn, first.mss, first.flight_flag_size, first.socket_id):
+        yield _v(rr, "cookie reply changed fields other than the cookie")
+    if reply.dst_id != first.socket_id:
+        yield _v(rr, f"cookie reply destination {reply.dst_id:#x} ≠ client socket ID {first.socket_id:#x}")
+    seconds = [(r, h) for r, h in cli if r.time >= rr.time and h.cookie == reply.cookie and h.req_type != 1]
+    if not seconds:
+        yield Violation("client", None, f"no second request echoing cookie {reply.cookie:#x} with request type ≠ 1")
+        return
+    r2, second = seconds[0]
+    finals = [(r, h) for r, h in srv if r.time >= r2.time and h.req_type == -1]
+    if not finals:
+        yield Violation("server", None, "no final response (request type −1)")
+        return
+    rf, final = finals[0]
+    if final.isn != first.isn:
+        yield _v(rf, f"final response ISN {final.isn:#x} does not echo client ISN {first.isn:#x}")
+    if final.cookie != reply.cookie:
+        yield _v(rf, "final response does not echo the cookie")
+    if final.dst_id != first.socket_id:
+        yield _v(rf, f"final response destination {final.dst_id:#x} ≠ client socket ID")
+    if final.mss > second.mss:
+        yield _v(rf, f"response MSS {final.mss} > request MSS {second.mss} (must be the min)")
+    if final.socket_id == 0:
+        yield _v(rf, "final response carries socket ID 0")
+
+
+@rule("udt4/6.1/listener-stateless-before-cookie", "6.1", "MUST",
+      "Request type 1 ⇒ reply … No state: the listener answers a first request only with the cookie "
+      "reply, never with a final response or data.", cases=LISTENER_CASES)
+def _stateless(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    cookie_seen = False
+    for r in conn.records:
+        p = r.packet
+        if r.sender == "client" and isinstance(p, Handshake) and p.req_type != 1:
+            cookie_seen = True
+        if r.sender == "server" and not cookie_seen and p is not None:
+            if not (isinstance(p, Handshake) and p.req_type == 1):
+                yield _v(r, "listener sent something other than a cookie reply before the cookie round")
+
+
+@rule("udt4/6.2/rendezvous-handshake", "6.2", "MUST",
+      "Rendezvous: HS(0) with destination 0 until the peer is known, then HS(−1) with destination = the "
+      "peer's socket ID; no cookie; rendezvous and regular requests (type 1) never mix.",
+      cases=frozenset({"rendezvous"}))
+def _rdv(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for side in ("client", "server"):
+        hs = conn.handshakes(side)
+        if not hs:
+            yield Violation(side, None, "sent no handshake")
+            continue
+        peer_id = conn.socket_id(_peer(side))
+        for r, h in hs:
+            if h.req_type == 1:
+                yield _v(r, "regular request (type 1) in a rendezvous")
+            elif h.req_type == 0 and h.dst_id != 0:
+                yield _v(r, "HS(0) with non-zero destination")
+            elif h.req_type == -1 and h.dst_id != peer_id:
+                yield _v(r, f"HS(−1) destination {h.dst_id:#x} ≠ peer ID {peer_id:#x}")
+            if h.req_type in (0, -1) and h.cookie != 0:
+                yield _v(r, "rendezvous handshake carries a cookie")
+        if hs[0][1].req_type != 0:
+            yield _v(hs[0][0], "first rendezvous request is not HS(0)")
+
+
+# ---------------------------------------------------------------------------------------------
+# §3.1 / §4 data
+
+
+@rule("udt4/4/first-data-is-isn", "4", "MUST",
+      "The first data packet of a direction carries the ISN itself (for a listener connection the "
+      "client's ISN, echoed in the response).")
+def _first_isn(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    data = conn.data("client")
+    isn = next((h.isn for _, h in conn.handshakes("client")), None)
+    if not data or isn is None:
+        raise Inconclusive("no data or no client handshake")
+    r, d = data[0]
+    if d.seq != isn and d.seq not in ctx.dropped and isn not in ctx.dropped:
+        yield _v(r, f"first data sequence {d.seq:#x} ≠ ISN {isn:#x}")
+
+
+@rule("udt4/3.1/sequence-contiguous", "3.1", "MUST",
+      "Packet sequence number +1 per new data packet (retransmissions reuse the original number).")
+def _contig(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    top: int | None = None
+    for r, d in conn.data("client"):
+        if top is None:
+            top = d.seq
+            continue
+        if seqcmp(d.seq, top) > 0:
+            missing = []
+            s = incseq(top)
+            while s != d.seq and len(missing) < 100000:
+                missing.append(s)
+                s = incseq(s)
+            unexplained = [m for m in missing if m not in ctx.dropped]
+            if unexplained:
+                yield _v(r, f"new sequence {d.seq:#x} skips {len(unexplained)} number(s) from {unexplained[0]:#x} never seen")
+            top = d.seq
+
+
+@rule("udt4/3.1/payload-size", "3.1", "MUST",
+      "The payload of one call is cut into MSS − 44-byte pieces; never a data payload longer than "
+      "negotiated MSS − 44.")
+def _payload(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    mss = _negotiated_mss(conn)
+    if mss is None:
+        raise Inconclusive("no handshake response")
+    for r, d in conn.data("client"):
+        if len(d.payload) > mss - 44:
+            yield _v(r, f"payload {len(d.payload)} > MSS − 44 = {mss - 44}")
+
+
+@rule("udt4/3.1/message-boundaries", "3.1", "MUST",
+      "FF bits: 10 first packet of a message, 00 middle, 01 last, 11 the only packet; all packets of one "
+      "message share its message number; message numbers start at 1.", cases=frozenset({"dgram"}))
+def _boundaries(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    seen: dict[int, DataPacket] = {}
+    for r, d in conn.data("client"):
+        seen.setdefault(d.seq, d)
+        if d.msg_no == 0:
+            yield _v(r, "message number 0 is never used")
+    seqs = sorted(seen, key=lambda s: (seqcmp(s, next(iter(seen))), s))
+    open_msg: int | None = None
+    first = True
+    for s in seqs:
+        d = seen[s]
+        if first and d.msg_no != 1:
+            yield Violation("client", None, f"first message number {d.msg_no} (4.11 starts at 1)")
+        first = False
+        if d.boundary in (Boundary.FIRST, Boundary.SOLO):
+            if open_msg is not None:
+                yield Violation("client", None, f"message {open_msg} not closed before seq {s:#x} starts a new one")
+            open_msg = d.msg_no if d.boundary == Boundary.FIRST else None
+        else:
+            if open_msg is None and not ctx.dropped:
+                yield Violation("client", None, f"seq {s:#x} continues a message that was never opened")
+            elif open_msg is not None and d.msg_no != open_msg:
+                yield Violation("client", None, f"seq {s:#x} has message {d.msg_no} inside message {open_msg}")
+            if d.boundary == Boundary.LAST:
+                open_msg = None
+
+
+# ---------------------------------------------------------------------------------------------
+# §5.3–5.7 ACK / NAK / ACK2
+
+
+@rule("udt4/5.3/ack-forms", "5.3", "MUST",
+      "Light ACK: 4 bytes, additional info 0. Full (24 B) and medium (16 B) ACKs carry a fresh ACK "
+      "sub-sequence number; the available buffer is in packets, never less than 2.")
+def _ack_forms(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r, a in conn.of_type(Ack):
+        if a.kind is AckKind.LIGHT and a.ack_seq_no != 0:
+            yield _v(r, f"light ACK with additional info {a.ack_seq_no}")
+        if a.kind is not AckKind.LIGHT:
+            if a.ack_seq_no == 0:
+                yield _v(r, "full/medium ACK with sub-sequence number 0")
+            if a.avail_buffer is not None and a.avail_buffer < 2:
+                yield _v(r, f"advertised window {a.avail_buffer} < 2")
+
+
+@rule("udt4/4/ack-subseq-increments", "4", "SHOULD",
+      "ACK sub-sequence numbers: a separate counter per side, incremented before use, so the first full "
+      "ACK carries 1; a repeated ACK is a new ACK with a new sub-sequence number.")
+def _ack_subseq(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for side in ("server", "client"):
+        prev = 0
+        for r, a in conn.acks(side):
+            if a.kind is AckKind.LIGHT:
+                continue
+            want = 0 if prev == MAX else prev + 1
+            if a.ack_seq_no != want:
+                yield _v(r, f"sub-sequence {a.ack_seq_no}, expected {want}")
+            prev = a.ack_seq_no
+
+
+@rule("udt4/5.3/first-ack-full", "5.3", "SHOULD",
+      "At connection start the last ACK time is 0, so the first ACK is always full (24 bytes).")
+def _first_full(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    acks = conn.acks("server")
+    if not acks:
+        raise Inconclusive("the receiver sent no ACK")
+    r, a = acks[0]
+    if a.kind is not AckKind.FULL:
+        yield _v(r, f"first ACK is {a.kind.name.lower()}")
+
+
+def _walk_sent(conn: Connection, ctrl_sender: str) -> Iterable[tuple[Record, int | None]]:
+    """Each record with the largest data sequence seen from the other side so far."""
+    top: int | None = None
+    for r in conn.records:
+        if isinstance(r.packet, DataPacket) and r.sender != ctrl_sender:
+            if top is None or seqcmp(r.packet.seq, top) > 0:
+                top = r.packet.seq
+        yield r, top
+
+
+@rule("udt4/5.4/no-ack-or-nak-beyond-sent", "5.4", "MUST",
+      "No reported number may be later than the sender's largest sent sequence number; an ACK "
+      "acknowledging data that was never sent makes 4.11 mark the connection broken.")
+def _beyond(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r, top in _walk_sent(conn, "server"):
+        p = r.packet
+        if r.sender != "server":
+            continue
+        if isinstance(p, Ack):
+            if top is None:
+                continue  # nothing sent yet: the ACK number is the ISN and must not move
+            if seqcmp(p.ack_no, incseq(top)) > 0:
+                yield _v(r, f"ACK number {p.ack_no:#x} beyond largest data seen {top:#x} + 1")
+        elif isinstance(p, Nak):
+            try:
+                losses = p.losses()
+            except ValueError:
+                continue  # reported by udt4/2/decodable
+            bad = [s for s in losses if top is None or seqcmp(s, top) > 0]
+            if bad:
+                yield _v(r, f"NAK reports {bad[0]:#x}, beyond the largest data seen {top if top is None else hex(top)}")
+
+
+@rule("udt4/5.4/nak-run-as-range", "5.4", "SHOULD",
+      "A run of lost numbers is emitted as a single word only if it has exactly one member; any run of "
+      "two or more is emitted as a range, including runs of exactly two.")
+def _nak_ranges(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r, n in conn.of_type(Nak):
+        try:
+            losses = n.losses()
+        except ValueError:
+            continue
+        if list(n.words) != encode_loss_list(losses):
+            yield _v(r, "loss list not compressed as 4.11 does (runs ≥ 2 as ranges, singles as one word)")
+
+
+@rule("udt4/8.2/nak-on-gap", "8.2", "SHOULD",
+      "Loss detection: if a data packet skips numbers, they are inserted into the receiver loss list and "
+      "a NAK is sent immediately: one word for a one-packet gap, otherwise the two-word range.",
+      cases=frozenset({"loss"}))
+def _nak_on_gap(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    top: int | None = None
+    naks = list(conn.of_type(Nak, "server"))
+    gaps = 0
+    for r, d in conn.data("client"):
+        if top is not None and seqcmp(d.seq, incseq(top)) > 0:
+            gap = []
+            s = incseq(top)
+            while s != d.seq:
+                gap.append(s)
+                s = incseq(s)
+            gaps += 1
+            want = encode_loss_list(gap)
+            match = [nr for nr, n in naks if 0 <= nr.time - r.time <= 0.050 and set(gap) <= set(_safe_losses(n))]
+            if not match:
+                yield _v(r, f"gap {gap[0]:#x}..{gap[-1]:#x} not NAKed within 50 ms")
+            elif not any(list(n.words) == want for nr, n in naks if nr in match):
+                yield Violation("server", match[0].frame, f"NAK for gap {gap[0]:#x}..{gap[-1]:#x} is not the one-gap form {[hex(w) for w in want]}")
+        if top is None or seqcmp(d.seq, top) > 0:
+            top = d.seq
+    if gaps == 0:
+        raise Inconclusive("no sequence gap reached the receiver")
+
+
+def _safe_losses(n: Nak) -> list[int]:
+    try:
+        return n.losses()
+    except ValueError:
+        return []
+
+
+@rule("udt4/5.7/ack2-echoes-ack", "5.7", "MUST",
+      "ACK2: additional info = the ACK sub-sequence number of the full or medium ACK being acknowledged. "
+      "Light ACKs must not be ACK2'd.")
+def _ack2_echo(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    sent: dict[str, set[int]] = {"client": set(), "server": set()}
+    for r in conn.records:
+        p = r.packet
+        if isinstance(p, Ack) and p.kind is not AckKind.LIGHT:
+            sent[r.sender].add(p.ack_seq_no)
+        elif isinstance(p, Ack2):
+            if p.ack_seq_no not in sent[_peer(r.sender)]:
+                yield _v(r, f"ACK2 {p.ack_seq_no} echoes no full/medium ACK received before")
+
+
+@rule("udt4/8.6/ack2-for-every-ack", "8.6", "SHOULD",
+      "4.11 answers every full/medium ACK with an ACK2. Recommendation: always send ACK2 for every "
+      "full/medium ACK.")
+def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    ack2 = [(r.time, p.ack_seq_no) for r, p in conn.of_type(Ack2, "client")]
+    end = conn.records[-1].time if conn.records else 0.0
+    shut = next((r.time for r, _ in conn.of_type(Shutdown, "client")), None)
+    for r, a in conn.acks("server"):
+        if a.kind is AckKind.LIGHT or (shut is not None and r.time >= shut) or end - r.time < 0.2:
+            continue
+        if not any(t >= r.time and t - r.time <= 0.2 and k == a.ack_seq_no for t, k in ack2):
+            yield _v(r, "no ACK2 within 200 ms")
+
+
+@rule("udt4/9.2/full-ack-every-syn", "9.2", "SHOULD",
+      "ACK timer: a full/medium ACK every SYN (10 ms) while data flows (a new implementation SHOULD "
+      "check timers at least every 10 ms).", cases=frozenset({"transfer", "dgram", "loss"}))
+def _ack_period(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    slack = 0.020
+    data = conn.data("client")
+    acks = [(r, a) for r, a in conn.acks("server") if a.kind is not AckKind.LIGHT]
+    if len(acks) < 2 or len(data) < 50:
+        raise Inconclusive("too little data for the ACK period")
+    checked = 0
+    for (r0, _a0), nxt in zip(acks, acks[1:] + [(None, None)]):
+        due = r0.time + SYN
+        arrivals = [r for r, d in data if r.time > due]
+        if not arrivals:
+            break
+        trigger = arrivals[0].time
+        deadline = max(due, trigger) + slack
+        if nxt[0] is None:
+            if conn.records[-1].time > deadline and data[-1][0].time > deadline:
+                yield Violation("server", r0.frame, f"no ACK after frame {r0.frame} while data kept flowing")
+            break
+        checked += 1
+        if nxt[0].time > deadline:
+            yield Violation("server", nxt[0].frame,
+                            f"ACK {(nxt[0].time - r0.time) * 1e3:.1f} ms after the previous one although data arrived "
+                            f"{(trigger - r0.time) * 1e3:.1f} ms after it")
+    if checked == 0:
+        raise Inconclusive("no ACK interval with data flowing")
+
+
+@rule("udt4/7/packet-pairs", "7", "SHOULD",
+      "Packet pairs: when a new packet's sequence number satisfies seq & 0xF == 0, the next packet is "
+      "scheduled immediately, so packets 16n and 16n+1 leave back-to-back.",
+      cases=frozenset({"transfer", "dgram", "loss"}))
+def _pairs(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    new: list[tuple[float, int]] = []
+    top: int | None = None
+    for r, d in conn.data("client"):
+        if top is None or seqcmp(d.seq, top) > 0:
+            new.append((r.time, d.seq))
+            top = d.seq
+    pair_gaps, other_gaps = [], []
+    for (t0, s0), (t1, s1) in zip(new, new[1:]):
+        if s1 != incseq(s0):
+            continue
+        (pair_gaps if s0 & 0xF == 0 else other_gaps).append(t1 - t0)
+    if len(pair_gaps) < 5 or not other_gaps:
+        raise Inconclusive("fewer than 5 packet pairs captured")
+    base = statistics.median(other_gaps)
+    if base < 50e-6:
+        raise Inconclusive(f"sender not paced (median gap {base * 1e6:.0f} µs): pairs indistinguishable")
+    got = statistics.median(pair_gaps)
+    if got > 0.5 * base:
+        yield Violation("client", None, f"median 16n→16n+1 gap {got * 1e6:.0f} µs vs {base * 1e6:.0f} µs between other packets")
+
+
+# ---------------------------------------------------------------------------------------------
+# §5.6 teardown
+
+
+@rule("udt4/5.6/shutdown-on-close", "5.6", "MUST",
+      "Shutdown: sent once by close() on a connected socket; no data follows it.",
+      cases=frozenset({"close", "handshake", "transfer", "dgram"}))
+def _shutdown(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    shuts = list(conn.of_type(Shutdown))
+    if not shuts:
+        yield Violation("client", None, "no Shutdown packet from either side after the transfer")
+        return
+    for side in ("client", "server"):
+        mine = [r for r, _ in shuts if r.sender == side]
+        if len(mine) > 1:
+            yield Violation(side, mine[1].frame, f"{len(mine)} Shutdown packets (sent once)")
+        if mine:
+            late = [r for r, _ in conn.of_type(DataPacket, side) if r.time > mine[0].time]
+            if late:
+                yield _v(late[0], "data after own Shutdown")
+
+
+@rule("udt4/5.2/keepalive-form", "5.2", "MUST",
+      "Keep-alive: no information (4 zero bytes), addressed to the peer socket.")
+def _keepalive(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    for r, k in conn.of_type(KeepAlive):
+        if k.addl != 0:
+            yield _v(r, f"keep-alive additional info {k.addl}")
+
+
+def rule_by_id(rule_id: str) -> Rule:
+    for r in RULES:
+        if r.id == rule_id:
+            return r
+    raise KeyError(rule_id)

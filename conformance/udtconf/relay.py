@@ -1,0 +1,176 @@
+"""A UDP relay between a client and a server that drops chosen data packets and can move the
+sequence space (to put a transfer across the 2^31 wrap without the stacks' cooperation).
+
+Runs in a thread on loopback, needs no root. Every client endpoint gets its own upstream
+socket, so several connections through one relay stay apart.
+
+* ``drop`` — offsets from the client's ISN (``0`` = the first data packet); each listed packet
+  is dropped the first ``drop_times`` times it passes (so retransmissions get through).
+* ``isn_target`` — if set, the relay rewrites sequence numbers so that the client's ISN appears
+  to the server as ``isn_target``: handshake ISNs and data sequence numbers on the way in; ACK
+  numbers, NAK words and the response ISN on the way out. Both stacks see a consistent
+  connection.
+
+``dropped`` collects the dropped numbers *as the server would have seen them*; the relay can
+also record both legs to a pcap (``capture=``) for runs without root.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .pcap import PcapWriter
+from .seq import MAX, incseq
+
+_W = struct.Struct("!I")
+
+
+def _shift(seq: int, delta: int) -> int:
+    return (seq + delta) & MAX
+
+
+@dataclass
+class _Flow:
+    client: tuple[str, int]
+    upstream: socket.socket
+    isn: int | None = None
+    delta: int = 0
+    seen: dict[int, int] = field(default_factory=dict)
+
+
+class LossRelay:
+    def __init__(
+        self,
+        server: tuple[str, int],
+        listen: tuple[str, int] = ("127.0.0.1", 0),
+        drop: list[int] | None = None,
+        drop_times: int = 1,
+        isn_target: int | None = None,
+        capture: Path | None = None,
+        lifetime: float = 120.0,
+    ) -> None:
+        self.server = server
+        self.drop_offsets = set(drop or [])
+        self.drop_times = drop_times
+        self.isn_target = isn_target
+        self.lifetime = lifetime
+        self.dropped: list[int] = []
+        self.forwarded = 0
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.bind(listen)
+        self.address: tuple[str, int] = self._sock.getsockname()
+        self._flows: dict[tuple[str, int], _Flow] = {}
+        self._by_upstream: dict[socket.socket, _Flow] = {}
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._sock, selectors.EVENT_READ)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="udtc-relay", daemon=True)
+        self._pcap = PcapWriter(capture) if capture else None
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "LossRelay":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for f in self._flows.values():
+            f.upstream.close()
+        self._sock.close()
+        if self._pcap:
+            self._pcap.close()
+
+    # -----------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.lifetime
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            for key, _ in self._sel.select(timeout=0.05):
+                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                try:
+                    data, src = sock.recvfrom(65535)
+                except OSError:
+                    continue
+                if sock is self._sock:
+                    self._from_client(bytearray(data), src)
+                else:
+                    self._from_server(bytearray(data), self._by_upstream[sock])
+
+    def _record(self, src: tuple[str, int], dst: tuple[str, int], data: bytes) -> None:
+        if self._pcap:
+            self._pcap.write(time.time(), src, dst, data)
+
+    def _from_client(self, pkt: bytearray, src: tuple[str, int]) -> None:
+        flow = self._flows.get(src)
+        if flow is None:
+            up = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            up.bind((self.address[0], 0))
+            flow = _Flow(src, up)
+            self._flows[src] = flow
+            self._by_upstream[up] = flow
+            self._sel.register(up, selectors.EVENT_READ)
+        self._record(src, self.address, bytes(pkt))
+        if len(pkt) >= 16:
+            w0 = _W.unpack_from(pkt, 0)[0]
+            if w0 & 0x80000000 == 0:  # data
+                if flow.isn is None:
+                    flow.isn = w0  # first data seen before any handshake (should not happen)
+                off = (w0 - flow.isn) & MAX
+                n = flow.seen.get(w0, 0)
+                flow.seen[w0] = n + 1
+                new_seq = _shift(w0, flow.delta)
+                if off in self.drop_offsets and n < self.drop_times:
+                    with self._lock:
+                        self.dropped.append(new_seq)
+                    return
+                _W.pack_into(pkt, 0, new_seq)
+            elif (w0 >> 16) & 0x7FFF == 0 and len(pkt) >= 64:  # handshake: word 2 of the body = ISN
+                isn = _W.unpack_from(pkt, 24)[0]
+                if flow.isn is None:
+                    flow.isn = isn
+                    if self.isn_target is not None:
+                        flow.delta = (self.isn_target - isn) & MAX
+                _W.pack_into(pkt, 24, _shift(isn, flow.delta))
+        flow.upstream.sendto(pkt, self.server)
+        self.forwarded += 1
+        self._record(flow.upstream.getsockname(), self.server, bytes(pkt))
+
+    def _from_server(self, pkt: bytearray, flow: _Flow) -> None:
+        self._record(self.server, flow.upstream.getsockname(), bytes(pkt))
+        back = (-flow.delta) & MAX
+        if flow.delta and len(pkt) >= 16:
+            w0 = _W.unpack_from(pkt, 0)[0]
+            ctype = (w0 >> 16) & 0x7FFF
+            if w0 & 0x80000000 and ctype == 0 and len(pkt) >= 64:
+                _W.pack_into(pkt, 24, _shift(_W.unpack_from(pkt, 24)[0], back))
+            elif w0 & 0x80000000 and ctype == 2 and len(pkt) >= 20:
+                _W.pack_into(pkt, 16, _shift(_W.unpack_from(pkt, 16)[0], back))
+            elif w0 & 0x80000000 and ctype == 3:
+                for off in range(16, len(pkt) - 3, 4):
+                    w = _W.unpack_from(pkt, off)[0]
+                    _W.pack_into(pkt, off, (w & 0x80000000) | _shift(w & MAX, back))
+            elif w0 & 0x80000000 and ctype == 7 and len(pkt) >= 24:
+                for off in (16, 20):
+                    _W.pack_into(pkt, off, _shift(_W.unpack_from(pkt, off)[0], back))
+            elif not w0 & 0x80000000:
+                _W.pack_into(pkt, 0, _shift(w0, back))
+        self._sock.sendto(pkt, flow.client)
+        self._record(self.address, flow.client, bytes(pkt))
+
+
+def wrap_target(packets_before_wrap: int) -> int:
+    """An ISN that puts the wrap ``packets_before_wrap`` packets into the transfer."""
+    return (MAX + 1 - packets_before_wrap) & MAX
+
+
+__all__ = ["LossRelay", "wrap_target", "incseq"]
