@@ -1,0 +1,70 @@
+//! System tests: `udt-linkem` between two namespaces, measured with ping and a UDP blast.
+//! They need root (skipped with a message otherwise) and take a few seconds each.
+
+mod support;
+
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+use support::*;
+
+/// The emulator spins; two at once on a small machine would measure each other.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+#[test]
+fn ping_rtt_is_the_sum_of_both_one_way_delays() {
+    if !can_run_netns("ping_rtt_is_the_sum_of_both_one_way_delays") {
+        return;
+    }
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = Topology::new("ping");
+    let emu = Emulator::start(&topo, "delay=20ms", "delay=20ms");
+    ping(&topo, 1, 0.2); // ARP resolution crosses the emulated link too
+    let rtt = ping(&topo, 5, 0.2);
+    let last = emu.stop();
+    eprintln!("rtt {rtt:?}\nstats {last}");
+    assert!((rtt.avg - 40.0).abs() < 1.0, "avg RTT {} ms, want 40 ± 1", rtt.avg);
+    assert!(rtt.min >= 39.9 && rtt.max < 41.0, "RTT range {}..{} ms, want within 40 ± 1", rtt.min, rtt.max);
+    assert_eq!(stat(&last, "a_to_b", "dropped_queue") + stat(&last, "a_to_b", "dropped_loss"), 0.0);
+}
+
+#[test]
+fn rate_limit_holds_under_a_udp_blast() {
+    if !can_run_netns("rate_limit_holds_under_a_udp_blast") {
+        return;
+    }
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let topo = Topology::new("rate");
+    let spec = "delay=5ms,rate=50mbit,queue=100p";
+    let emu = Emulator::start(&topo, spec, spec);
+    ping(&topo, 1, 0.2); // resolve ARP first: the neighbour queue would reorder the start
+    let b = udp_blast(&topo, 65e6, Duration::from_secs(2), 1472);
+    let last = emu.stop();
+    eprintln!("blast {b:?}\nstats {last}");
+    assert!((b.link_bps - 50e6).abs() < 50e6 * 0.03, "link rate {:.2} Mb/s, want 50 ± 3%", b.link_bps / 1e6);
+    assert_eq!(b.reordered, 0, "frames reordered");
+    assert!(stat(&last, "a_to_b", "dropped_queue") > 0.0, "a 30% overload must overflow the queue");
+    assert_eq!(stat(&last, "a_to_b", "send_errors"), 0.0);
+}
+
+#[test]
+fn missing_interface_is_reported_with_a_remedy() {
+    let out = Command::new(env!("CARGO_BIN_EXE_udt-linkem"))
+        .args(["--a", "udtl-nonexist0", "--b", "udtl-nonexist1", "--a-to-b", "delay=1ms"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("\"udtl-nonexist0\" does not exist") && err.contains("ip netns exec"), "{err}");
+}
+
+#[test]
+fn bad_link_spec_is_reported_with_an_example() {
+    let out = Command::new(env!("CARGO_BIN_EXE_udt-linkem"))
+        .args(["--a", "x", "--b", "y", "--a-to-b", "delay=20"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("--a-to-b: link spec: delay=\"20\": missing unit"), "{err}");
+}
