@@ -6,6 +6,7 @@
 //! sockets (crate `udt`), in the virtual-clock harness (`sim`) and under the active tester.
 
 pub mod ack_window;
+pub mod cc;
 pub mod loss_list;
 pub mod measurement;
 pub mod seq;
