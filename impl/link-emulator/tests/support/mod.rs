@@ -96,6 +96,8 @@ impl Emulator {
             .args(["netns", "exec", &topo.r, env!("CARGO_BIN_EXE_udt-linkem")])
             .args(["--a", "ra", "--b", "rb", "--a-to-b", a_to_b, "--b-to-a", b_to_a, "--stats"])
             .arg(&stats_path)
+            // Extra flags for experiments, e.g. LINKEM_ARGS="--spin-us 20".
+            .args(std::env::var("LINKEM_ARGS").unwrap_or_default().split_whitespace())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
@@ -113,13 +115,19 @@ impl Emulator {
     }
 
     /// Stops the emulator and returns its final stats line.
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        self.stop_all().pop().unwrap_or_default()
+    }
+
+    /// Stops the emulator and returns all its stats lines, the final one last.
+    pub fn stop_all(mut self) -> Vec<String> {
         let status = self.terminate();
         assert!(status.map_or(false, |s| s.success()), "udt-linkem did not exit cleanly: {status:?}");
         let text = std::fs::read_to_string(&self.stats_path).expect("reading the stats file");
-        let last = text.lines().last().unwrap_or_default().to_string();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        let last = lines.last().cloned().unwrap_or_default();
         assert!(last.contains("\"final\":true"), "no final stats line: {last}");
-        last
+        lines
     }
 
     fn terminate(&mut self) -> Option<std::process::ExitStatus> {
