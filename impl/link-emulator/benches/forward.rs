@@ -15,17 +15,30 @@ use std::time::Duration;
 use support::*;
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return; // `cargo test --benches` asks for the list of benchmarks
+    // `cargo bench` passes --bench; `cargo test --all-targets` does not, and must stay quick.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
     }
     if !can_run_netns("link-emulator forward benchmark") {
         return;
     }
-    let secs: u64 = std::env::var("LINKEM_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let secs: u64 = std::env::var("LINKEM_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     println!("udt-linkem calibration: delay=20ms each way, queue=1000p, 1472-byte UDP payloads, {secs} s blasts");
     println!(
         "{:>9} | {:>11} {:>11} {:>11} | {:>11} {:>11} {:>9} {:>8} | {:>10} {:>10}",
-        "rate", "rtt avg ms", "rtt err ms", "rtt max ms", "offered", "achieved", "ratio", "reorder", "late max", "cpu/frame"
+        "rate",
+        "rtt avg ms",
+        "rtt err ms",
+        "rtt max ms",
+        "offered",
+        "achieved",
+        "ratio",
+        "reorder",
+        "late max",
+        "cpu/frame"
     );
     for (name, rate) in [("100mbit", 100e6), ("1gbit", 1e9)] {
         let spec = format!("delay=20ms,rate={name},queue=1000p");
@@ -41,7 +54,10 @@ fn main() {
         let b = udp_blast(&topo, rate * 1.1, Duration::from_secs(secs), 1472);
         let lines = emu.stop_all();
         let last = lines.last().unwrap();
-        let late_max = lines.iter().map(|l| stat(l, "a_to_b", "late_max_us").max(stat(l, "b_to_a", "late_max_us"))).fold(0.0, f64::max);
+        let late_max = lines
+            .iter()
+            .map(|l| stat(l, "a_to_b", "late_max_us").max(stat(l, "b_to_a", "late_max_us")))
+            .fold(0.0, f64::max);
         let cpu = stat(last, "", "cpu_user_s") + stat(last, "", "cpu_sys_s");
         let frames = stat(last, "a_to_b", "frames_out") + stat(last, "b_to_a", "frames_out");
         println!(

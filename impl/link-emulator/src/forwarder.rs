@@ -28,7 +28,11 @@ pub struct ForwarderConfig {
 
 impl Default for ForwarderConfig {
     fn default() -> Self {
-        Self { spin_ns: 80_000, batch: 64, max_sleep_ns: 20_000_000 }
+        Self {
+            spin_ns: 80_000,
+            batch: 64,
+            max_sleep_ns: 20_000_000,
+        }
     }
 }
 
@@ -56,7 +60,14 @@ pub struct DirectionStats {
 }
 
 /// Runs one direction until `stop` is set. Frames still in flight then are discarded.
-pub fn run(rx: &PacketSocket, tx: &PacketSocket, spec: &LinkSpec, cfg: ForwarderConfig, stats: &DirectionStats, stop: &AtomicBool) {
+pub fn run(
+    rx: &PacketSocket,
+    tx: &PacketSocket,
+    spec: &LinkSpec,
+    cfg: ForwarderConfig,
+    stats: &DirectionStats,
+    stop: &AtomicBool,
+) {
     tighten_timer_slack();
     let mut line: DelayLine<Vec<u8>> = DelayLine::new(spec);
     let mut recv = RecvBatch::new(cfg.batch);
@@ -100,7 +111,9 @@ pub fn run(rx: &PacketSocket, tx: &PacketSocket, spec: &LinkSpec, cfg: Forwarder
                 let mut buf = pool.pop().unwrap_or_else(|| Vec::with_capacity(2048));
                 buf.clear();
                 buf.extend_from_slice(frame);
-                if let Admission::Queued { queue_delay, .. } = line.handle_frame(now, frame.len() as u32, buf) {
+                if let Admission::Queued { queue_delay, .. } =
+                    line.handle_frame(now, frame.len() as u32, buf)
+                {
                     stats.queue_delay_sum_ns.fetch_add(queue_delay, Relaxed);
                     stats.queue_delay_count.fetch_add(1, Relaxed);
                     stats.queue_delay_max_ns.fetch_max(queue_delay, Relaxed);
@@ -116,7 +129,9 @@ pub fn run(rx: &PacketSocket, tx: &PacketSocket, spec: &LinkSpec, cfg: Forwarder
         loop {
             let now = now_ns();
             while out.len() < cfg.batch {
-                let Some(due) = line.poll_timeout() else { break };
+                let Some(due) = line.poll_timeout() else {
+                    break;
+                };
                 let Some(f) = line.poll_frame(now) else { break };
                 let late = now - due;
                 stats.late_sum_ns.fetch_add(late, Relaxed);
@@ -149,16 +164,26 @@ pub fn run(rx: &PacketSocket, tx: &PacketSocket, spec: &LinkSpec, cfg: Forwarder
 
         // Sleep towards the next deadline, spinning the last stretch.
         let now = now_ns();
-        stats.queue_frames.store(line.queue_occupancy(now).0 as u64, Relaxed);
+        stats
+            .queue_frames
+            .store(line.queue_occupancy(now).0 as u64, Relaxed);
         match line.poll_timeout() {
             None => rx.wait_readable(cfg.max_sleep_ns),
-            Some(due) if due > now + cfg.spin_ns => rx.wait_readable((due - now - cfg.spin_ns).min(cfg.max_sleep_ns)),
+            Some(due) if due > now + cfg.spin_ns => {
+                rx.wait_readable((due - now - cfg.spin_ns).min(cfg.max_sleep_ns))
+            }
             Some(_) => std::hint::spin_loop(),
         }
     }
 }
 
-fn oversize(stats: &DirectionStats, warned: &mut bool, len: usize, rx: &PacketSocket, tx: &PacketSocket) {
+fn oversize(
+    stats: &DirectionStats,
+    warned: &mut bool,
+    len: usize,
+    rx: &PacketSocket,
+    tx: &PacketSocket,
+) {
     stats.dropped_oversize.fetch_add(1, Relaxed);
     if !*warned {
         *warned = true;

@@ -31,7 +31,9 @@ pub struct Xoshiro256 {
 impl Xoshiro256 {
     pub fn seed_from_u64(seed: u64) -> Self {
         let mut sm = SplitMix64::new(seed);
-        Self { s: [sm.next_u64(), sm.next_u64(), sm.next_u64(), sm.next_u64()] }
+        Self {
+            s: [sm.next_u64(), sm.next_u64(), sm.next_u64(), sm.next_u64()],
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -72,9 +74,18 @@ mod tests {
 
     #[test]
     fn same_seed_same_sequence_different_seed_different_sequence() {
-        let a: Vec<u64> = { let mut r = Xoshiro256::seed_from_u64(7); (0..8).map(|_| r.next_u64()).collect() };
-        let b: Vec<u64> = { let mut r = Xoshiro256::seed_from_u64(7); (0..8).map(|_| r.next_u64()).collect() };
-        let c: Vec<u64> = { let mut r = Xoshiro256::seed_from_u64(8); (0..8).map(|_| r.next_u64()).collect() };
+        let a: Vec<u64> = {
+            let mut r = Xoshiro256::seed_from_u64(7);
+            (0..8).map(|_| r.next_u64()).collect()
+        };
+        let b: Vec<u64> = {
+            let mut r = Xoshiro256::seed_from_u64(7);
+            (0..8).map(|_| r.next_u64()).collect()
+        };
+        let c: Vec<u64> = {
+            let mut r = Xoshiro256::seed_from_u64(8);
+            (0..8).map(|_| r.next_u64()).collect()
+        };
         assert_eq!(a, b);
         assert_ne!(a, c);
     }

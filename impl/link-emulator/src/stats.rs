@@ -18,9 +18,19 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Renders one stats line (without the newline) and resets the interval figures.
-pub fn take_line(t_s: f64, is_final: bool, cpu: (f64, f64), a_to_b: &DirectionStats, b_to_a: &DirectionStats) -> String {
+pub fn take_line(
+    t_s: f64,
+    is_final: bool,
+    cpu: (f64, f64),
+    a_to_b: &DirectionStats,
+    b_to_a: &DirectionStats,
+) -> String {
     let mut s = String::with_capacity(768);
-    let _ = write!(s, "{{\"t_s\":{t_s:.3},\"final\":{is_final},\"cpu_user_s\":{:.3},\"cpu_sys_s\":{:.3}", cpu.0, cpu.1);
+    let _ = write!(
+        s,
+        "{{\"t_s\":{t_s:.3},\"final\":{is_final},\"cpu_user_s\":{:.3},\"cpu_sys_s\":{:.3}",
+        cpu.0, cpu.1
+    );
     for (name, d) in [("a_to_b", a_to_b), ("b_to_a", b_to_a)] {
         let _ = write!(s, ",\"{name}\":");
         direction(&mut s, d);
@@ -36,7 +46,13 @@ fn direction(s: &mut String, d: &DirectionStats) {
     let lsum = d.late_sum_ns.swap(0, Relaxed);
     let ln = d.late_count.swap(0, Relaxed);
     let lmax = d.late_max_ns.swap(0, Relaxed);
-    let avg_us = |sum: u64, n: u64| if n == 0 { 0.0 } else { sum as f64 / n as f64 / 1e3 };
+    let avg_us = |sum: u64, n: u64| {
+        if n == 0 {
+            0.0
+        } else {
+            sum as f64 / n as f64 / 1e3
+        }
+    };
     let _ = write!(
         s,
         "{{\"frames_in\":{},\"frames_out\":{},\"bytes_in\":{},\"bytes_out\":{},\"dropped_queue\":{},\
@@ -72,11 +88,17 @@ mod tests {
         a.late_count.store(3, Relaxed);
         a.late_max_ns.store(2000, Relaxed);
         let l1 = take_line(1.0, false, (0.5, 0.25), &a, &b);
-        assert!(l1.starts_with("{\"t_s\":1.000,\"final\":false,\"cpu_user_s\":0.500"), "{l1}");
+        assert!(
+            l1.starts_with("{\"t_s\":1.000,\"final\":false,\"cpu_user_s\":0.500"),
+            "{l1}"
+        );
         assert!(l1.contains("\"a_to_b\":{\"frames_in\":3,"));
         assert!(l1.contains("\"late_avg_us\":1.0,\"late_max_us\":2.0}"));
         let l2 = take_line(2.0, true, (0.5, 0.25), &a, &b);
-        assert!(l2.contains("\"frames_in\":3,") && l2.contains("\"late_avg_us\":0.0,\"late_max_us\":0.0}"));
+        assert!(
+            l2.contains("\"frames_in\":3,")
+                && l2.contains("\"late_avg_us\":0.0,\"late_max_us\":0.0}")
+        );
         assert!(l2.ends_with("}}"));
     }
 }
