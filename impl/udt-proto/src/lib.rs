@@ -7,7 +7,14 @@
 
 pub mod ack_window;
 pub mod cc;
+pub mod config;
+pub mod connection;
+pub mod endpoint;
 pub mod loss_list;
 pub mod measurement;
+pub mod recv_buffer;
+pub mod send_buffer;
 pub mod seq;
+pub mod sim;
+pub mod stats;
 pub mod wire;

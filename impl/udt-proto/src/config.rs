@@ -1,0 +1,111 @@
+//! Connection options with UDT 4.11's defaults (UDT4.md §9.1, §13.4).
+
+use crate::cc::{native::NativeVariant, CongestionControl};
+use crate::wire::SocketType;
+
+/// Which congestion controller a connection uses (§12; CONVENTIONS: CC is a trait).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CcChoice {
+    /// UDT 4.11's CUDTCC, exactly as the spec describes (default).
+    Udt411,
+    /// The SC'04 paper's variant: freeze for one SYN at a new congestion period and the
+    /// "largest sequence number in the NAK" decrease trigger.
+    Paper,
+    /// No congestion control: a fixed inter-packet period in µs (FRTP-style).
+    FixedRate { period_us: f64 },
+}
+
+impl CcChoice {
+    pub fn build(self) -> Box<dyn CongestionControl> {
+        use crate::cc::{fixed_rate::FixedRate, native::UdtNative};
+        match self {
+            CcChoice::Udt411 => Box::new(UdtNative::new(NativeVariant::Udt411)),
+            CcChoice::Paper => Box::new(UdtNative::new(NativeVariant::Paper)),
+            CcChoice::FixedRate { period_us } => Box::new(FixedRate::new(period_us)),
+        }
+    }
+
+    /// Parses `udt411`, `paper` or `fixed:<Mbit/s>` (payload rate at the default MSS).
+    pub fn parse(s: &str, mss: u32) -> Result<CcChoice, String> {
+        match s {
+            "udt411" | "native" | "udt" => Ok(CcChoice::Udt411),
+            "paper" => Ok(CcChoice::Paper),
+            _ => {
+                let rate = s
+                    .strip_prefix("fixed:")
+                    .and_then(|r| r.parse::<f64>().ok())
+                    .filter(|r| *r > 0.0)
+                    .ok_or_else(|| format!("unknown congestion control {s:?}: use udt411, paper or fixed:<Mbit/s>"))?;
+                Ok(CcChoice::FixedRate { period_us: (mss as f64 * 8.0) / rate })
+            }
+        }
+    }
+}
+
+/// Per-connection configuration. `Default` gives UDT 4.11's defaults.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// `UDT_MSS`: maximum packet size including IP and UDP headers (default 1500).
+    pub mss: u32,
+    /// `UDT_FC`: maximum flow window in packets (default 25 600).
+    pub flight_flag_size: u32,
+    /// `UDT_SNDBUF` in packets (default 8192).
+    pub snd_buf_pkts: u32,
+    /// `UDT_RCVBUF` in packets (default 8192; never more than `flight_flag_size`).
+    pub rcv_buf_pkts: u32,
+    pub socket_type: SocketType,
+    /// `UDT_LINGER` in µs (default 180 s).
+    pub linger_us: u64,
+    /// `UDT_MAXBW` in bytes/s; `None` = unlimited.
+    pub max_bw: Option<u64>,
+    pub cc: CcChoice,
+    /// Connection setup timeout in µs (3 s; rendezvous uses 30 s).
+    pub connect_timeout_us: u64,
+    pub rendezvous_timeout_us: u64,
+    /// Draft mode (§8.4): also re-send the whole receiver loss list periodically.
+    pub periodic_nak: bool,
+    /// Largest burst (in packets) the pacer may send back to back to catch up after a late
+    /// wake-up. 4.11 never catches up (it spins on the TSC); a driver that batches system
+    /// calls needs a little slack to hold the average rate. 1 = strict 4.11 pacing.
+    pub pacing_burst: u32,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            mss: 1500,
+            flight_flag_size: 25_600,
+            snd_buf_pkts: 8192,
+            rcv_buf_pkts: 8192,
+            socket_type: SocketType::Stream,
+            linger_us: 180_000_000,
+            max_bw: None,
+            cc: CcChoice::Udt411,
+            connect_timeout_us: 3_000_000,
+            rendezvous_timeout_us: 30_000_000,
+            periodic_nak: false,
+            pacing_burst: 16,
+        }
+    }
+}
+
+impl ConnectionConfig {
+    /// Receive buffer capacity in packets: `min(UDT_RCVBUF, UDT_FC)`, at least 32.
+    pub fn rcv_capacity(&self) -> u32 {
+        self.rcv_buf_pkts.min(self.flight_flag_size).max(32)
+    }
+
+    /// Checks option ranges (§13.4) and says what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.mss < 76 || self.mss > 65_535 {
+            return Err(format!("MSS {} out of range: UDT needs 76..=65535 bytes (IP+UDP+UDT headers included)", self.mss));
+        }
+        if self.flight_flag_size < 32 {
+            return Err("flow window (UDT_FC) must be at least 32 packets".into());
+        }
+        if self.snd_buf_pkts < 2 {
+            return Err("send buffer must hold at least 2 packets".into());
+        }
+        Ok(())
+    }
+}

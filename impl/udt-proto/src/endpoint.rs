@@ -1,0 +1,328 @@
+//! Many UDT connections on one UDP port: demultiplexing by socket ID, the listener with its
+//! stateless SYN-cookie round, and rendezvous routing (UDT4.md §3.3, §6.1, §6.2).
+//!
+//! Like a [`Connection`], an `Endpoint` is sans-IO. The driver feeds every datagram received
+//! on the port to [`Endpoint::handle_datagram`], calls [`Endpoint::handle_timeout`] when
+//! [`Endpoint::poll_timeout`] says so, and sends what [`Endpoint::poll_transmit`] returns to
+//! the address it names. Connections are addressed by their local socket ID.
+//!
+//! Routing follows 4.11: destination ID 0 goes to the listener (or to a rendezvous connection
+//! with that peer address); any other ID goes to the connection with that ID, and only if the
+//! datagram comes from that connection's peer address. Nothing is stored for a peer before it
+//! has returned a valid cookie.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::net::SocketAddr;
+
+use crate::config::ConnectionConfig;
+use crate::connection::{Connection, Event};
+use crate::seq::SeqNo;
+use crate::wire::{self, req_type, Control, Handshake, Packet, Repr};
+
+/// A small deterministic generator (SplitMix64) for socket IDs, ISNs and the cookie key, so
+/// that a seeded endpoint behaves identically run after run (the simulator relies on it).
+#[derive(Debug, Clone)]
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+#[derive(Debug)]
+struct Listener {
+    config: ConnectionConfig,
+    backlog: usize,
+    key: (u64, u64),
+    opened: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    conn: Connection,
+    peer: SocketAddr,
+}
+
+/// Counters of what the endpoint itself dropped or answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    pub malformed: u64,
+    /// Datagrams for a socket ID we do not have, or from the wrong address.
+    pub unroutable: u64,
+    pub cookies_sent: u64,
+    pub bad_cookies: u64,
+    pub rejections_sent: u64,
+}
+
+/// A UDP port's worth of UDT sockets.
+#[derive(Debug)]
+pub struct Endpoint {
+    rng: SplitMix,
+    next_id: u32,
+    listener: Option<Listener>,
+    conns: HashMap<u32, Entry>,
+    order: Vec<u32>,
+    cursor: usize,
+    accepted: HashMap<(SocketAddr, u32, u32), u32>,
+    accept_queue: VecDeque<u32>,
+    stateless: VecDeque<(SocketAddr, Handshake, u32)>,
+    events: VecDeque<(u32, Event)>,
+    stats: EndpointStats,
+}
+
+impl Endpoint {
+    /// `seed` drives socket IDs, ISNs and the cookie key: use a random one in production and
+    /// a fixed one in tests.
+    pub fn new(seed: u64) -> Endpoint {
+        let mut rng = SplitMix(seed);
+        // 4.11 starts the ID counter at a random value in [1, 2^30] and counts down (§3.3).
+        let next_id = (rng.next() % (1 << 30)) as u32 + 1;
+        Endpoint {
+            rng,
+            next_id,
+            listener: None,
+            conns: HashMap::new(),
+            order: Vec::new(),
+            cursor: 0,
+            accepted: HashMap::new(),
+            accept_queue: VecDeque::new(),
+            stateless: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: EndpointStats::default(),
+        }
+    }
+
+    fn alloc_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_id;
+            self.next_id = if self.next_id <= 1 { 1 << 30 } else { self.next_id - 1 };
+            if !self.conns.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn random_isn(&mut self) -> SeqNo {
+        SeqNo::new(self.rng.next() as u32)
+    }
+
+    /// Accepts connections on this port with `config` for every accepted connection.
+    pub fn listen(&mut self, config: ConnectionConfig, backlog: usize, now: u64) {
+        let key = (self.rng.next(), self.rng.next());
+        self.listener = Some(Listener { config, backlog: backlog.max(1), key, opened: now });
+    }
+
+    pub fn is_listening(&self) -> bool {
+        self.listener.is_some()
+    }
+
+    fn insert(&mut self, conn: Connection, peer: SocketAddr) -> u32 {
+        let id = conn.local_id();
+        self.conns.insert(id, Entry { conn, peer });
+        self.order.push(id);
+        id
+    }
+
+    /// Starts connecting to a listener at `peer`; returns the new socket's ID.
+    pub fn connect(&mut self, config: ConnectionConfig, peer: SocketAddr, now: u64) -> u32 {
+        let id = self.alloc_id();
+        let isn = self.random_isn();
+        let conn = Connection::connect(config, id, isn, wire::peer_ip_words(peer.ip()), now);
+        self.insert(conn, peer)
+    }
+
+    /// Starts a rendezvous with `peer`; returns the new socket's ID.
+    pub fn rendezvous(&mut self, config: ConnectionConfig, peer: SocketAddr, now: u64) -> u32 {
+        let id = self.alloc_id();
+        let isn = self.random_isn();
+        let conn = Connection::rendezvous(config, id, isn, wire::peer_ip_words(peer.ip()), now);
+        self.insert(conn, peer)
+    }
+
+    /// The next connection accepted by the listener, if any.
+    pub fn accept(&mut self) -> Option<u32> {
+        self.accept_queue.pop_front()
+    }
+
+    pub fn connection(&self, id: u32) -> Option<&Connection> {
+        self.conns.get(&id).map(|e| &e.conn)
+    }
+
+    pub fn connection_mut(&mut self, id: u32) -> Option<&mut Connection> {
+        self.conns.get_mut(&id).map(|e| &mut e.conn)
+    }
+
+    pub fn peer_addr(&self, id: u32) -> Option<SocketAddr> {
+        self.conns.get(&id).map(|e| e.peer)
+    }
+
+    pub fn connection_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.order.iter().copied()
+    }
+
+    /// Forgets a connection (after its final events were read).
+    pub fn remove(&mut self, id: u32) {
+        if self.conns.remove(&id).is_some() {
+            self.order.retain(|&i| i != id);
+            self.accepted.retain(|_, v| *v != id);
+            self.accept_queue.retain(|&i| i != id);
+        }
+    }
+
+    pub fn stats(&self) -> &EndpointStats {
+        &self.stats
+    }
+
+    /// Next connection event, with the socket ID it concerns.
+    pub fn poll_event(&mut self) -> Option<(u32, Event)> {
+        if self.events.is_empty() {
+            for &id in &self.order {
+                if let Some(e) = self.conns.get_mut(&id) {
+                    while let Some(ev) = e.conn.poll_event() {
+                        self.events.push_back((id, ev));
+                    }
+                }
+            }
+        }
+        self.events.pop_front()
+    }
+
+    /// SYN cookie for a client address in time slot `slot` (whole minutes since listening):
+    /// a keyed hash, so nothing has to be stored before the client echoes it (§6.1 rule 2).
+    fn cookie(key: (u64, u64), from: SocketAddr, slot: u64) -> u32 {
+        let mut h = DefaultHasher::new();
+        key.hash(&mut h);
+        from.hash(&mut h);
+        slot.hash(&mut h);
+        h.finish() as u32
+    }
+
+    /// Handles one datagram received on the port.
+    pub fn handle_datagram(&mut self, now: u64, from: SocketAddr, datagram: &[u8]) {
+        let Ok(packet) = Packet::new_checked(datagram) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let dst = packet.dst_socket_id();
+        if dst != 0 {
+            match self.conns.get_mut(&dst) {
+                Some(e) if e.peer == from => e.conn.handle_packet(now, datagram),
+                _ => self.stats.unroutable += 1,
+            }
+            return;
+        }
+        // Destination 0: a connection request, or a rendezvous peer that does not know our ID.
+        let hs = match Repr::parse(&packet) {
+            Ok(Repr::Control { control: Control::Handshake(h), .. }) => Some(h),
+            Ok(_) => None,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let rendezvous = self.order.iter().copied().find(|id| {
+            let e = &self.conns[id];
+            e.peer == from && e.conn.role() == crate::connection::Role::Rendezvous
+        });
+        match (hs, rendezvous) {
+            (Some(h), _) if self.listener.is_some() && h.req_type != req_type::RENDEZVOUS => self.on_request(now, from, &h),
+            (_, Some(id)) => self.conns.get_mut(&id).expect("listed").conn.handle_packet(now, datagram),
+            _ => self.stats.unroutable += 1,
+        }
+    }
+
+    fn on_request(&mut self, now: u64, from: SocketAddr, h: &Handshake) {
+        let l = self.listener.as_ref().expect("listening");
+        let slot = now.saturating_sub(l.opened) / 60_000_000;
+        let cookie = Self::cookie(l.key, from, slot);
+        if h.req_type == req_type::CLIENT {
+            self.stats.cookies_sent += 1;
+            self.stateless.push_back((from, Handshake { cookie, ..*h }, h.socket_id));
+            return;
+        }
+        // Unlike 4.11 (whose fallback never matches), accept the previous minute's cookie too.
+        let previous = slot.checked_sub(1).map(|s| Self::cookie(l.key, from, s));
+        if h.cookie != cookie && Some(h.cookie) != previous {
+            self.stats.bad_cookies += 1;
+            return;
+        }
+        if h.version != 4 || h.socket_type != l.config.socket_type {
+            self.reject(from, h);
+            return;
+        }
+        if let Some(&id) = self.accepted.get(&(from, h.socket_id, h.isn.get())) {
+            if let Some(e) = self.conns.get_mut(&id) {
+                if !e.conn.is_done() {
+                    let r = e.conn.repeat_response(h);
+                    e.conn.queue_handshake(r);
+                }
+            }
+            return;
+        }
+        let pending = self.accept_queue.len();
+        if pending >= l.backlog {
+            self.reject(from, h);
+            return;
+        }
+        let config = l.config.clone();
+        let id = self.alloc_id();
+        let conn = Connection::accept(config, id, h, wire::peer_ip_words(from.ip()), now);
+        self.insert(conn, from);
+        self.accepted.insert((from, h.socket_id, h.isn.get()), id);
+        self.accept_queue.push_back(id);
+    }
+
+    fn reject(&mut self, from: SocketAddr, h: &Handshake) {
+        self.stats.rejections_sent += 1;
+        self.stateless.push_back((from, Handshake { req_type: req_type::REJECT, ..*h }, h.socket_id));
+    }
+
+    /// Runs every connection's due timers.
+    pub fn handle_timeout(&mut self, now: u64) {
+        for e in self.conns.values_mut() {
+            e.conn.handle_timeout(now);
+        }
+    }
+
+    /// The earliest time anything is due.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if !self.stateless.is_empty() {
+            return Some(0);
+        }
+        self.conns.values().filter_map(|e| e.conn.poll_timeout()).min()
+    }
+
+    /// Writes the next due datagram into `buf` (at least `max MSS − 28` bytes) and returns its
+    /// destination and length. Connections take turns.
+    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        if let Some((to, h, dst)) = self.stateless.pop_front() {
+            let repr = Repr::Control { dst_socket_id: dst, timestamp: 0, control: Control::Handshake(h) };
+            repr.emit(buf);
+            return Some((to, repr.buffer_len()));
+        }
+        let n = self.order.len();
+        for i in 0..n {
+            let idx = (self.cursor + i) % n;
+            let id = self.order[idx];
+            let e = self.conns.get_mut(&id).expect("listed");
+            if let Some(len) = e.conn.poll_transmit(now, buf) {
+                self.cursor = (idx + 1) % n;
+                return Some((e.peer, len));
+            }
+        }
+        None
+    }
+
+    /// Fast path for a driver that serves one connection at a time.
+    pub fn poll_transmit_for(&mut self, id: u32, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        let e = self.conns.get_mut(&id)?;
+        e.conn.poll_transmit(now, buf).map(|n| (e.peer, n))
+    }
+}

@@ -1,0 +1,53 @@
+//! Per-connection counters and estimates, like UDT 4.11's `perfmon` (`CPerfMon`).
+
+/// A snapshot of a connection's statistics. Counters are totals since the connection opened.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Data packets sent, including retransmissions.
+    pub pkts_sent: u64,
+    /// Data packets received, including duplicates.
+    pub pkts_recv: u64,
+    pub pkts_retrans: u64,
+    /// Packets the sender learned were lost (newly added to its loss list by NAK or EXP).
+    pub pkts_lost_snd: u64,
+    /// Packets the receiver found missing (gaps).
+    pub pkts_lost_rcv: u64,
+    /// Missing packets that later arrived.
+    pub pkts_recovered: u64,
+    /// Received data packets dropped as duplicates or outside the window.
+    pub pkts_recv_dropped: u64,
+    /// Payload bytes sent, including retransmissions.
+    pub bytes_sent: u64,
+    /// Payload bytes of first transmissions only.
+    pub bytes_sent_unique: u64,
+    pub bytes_recv: u64,
+    /// Payload bytes stored for the application (duplicates excluded).
+    pub bytes_recv_unique: u64,
+    pub acks_sent: u64,
+    pub acks_recv: u64,
+    pub naks_sent: u64,
+    pub naks_recv: u64,
+    pub ack2_sent: u64,
+    pub ack2_recv: u64,
+    pub ctrl_sent: u64,
+    pub exp_timeouts: u64,
+    /// Packets from the peer that could not be parsed or broke a protocol rule.
+    pub malformed: u64,
+    pub rtt_us: u32,
+    pub rtt_var_us: u32,
+    /// Flow window (packets) last advertised by the peer.
+    pub flow_window: u32,
+    /// Congestion window (packets).
+    pub cwnd: f64,
+    /// Inter-packet sending period (µs).
+    pub period_us: f64,
+    /// Sender's EWMA of the peer's arrival speed (packets/s).
+    pub delivery_rate: u32,
+    /// Sender's EWMA of the peer's link-capacity estimate (packets/s).
+    pub bandwidth: u32,
+    pub snd_buffered_pkts: u32,
+    pub snd_loss_len: u32,
+    pub rcv_loss_len: u32,
+    /// Free receive-buffer packets (what the next ACK advertises).
+    pub rcv_avail: u32,
+}

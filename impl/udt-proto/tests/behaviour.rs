@@ -1,0 +1,413 @@
+//! Protocol behaviour on the virtual-clock harness (`udt_proto::sim`): each test is named
+//! after the behaviour it checks and cites the section of UDT4.md that requires it.
+
+use udt_proto::config::ConnectionConfig;
+use udt_proto::connection::{BrokenReason, Event};
+use udt_proto::seq::SeqNo;
+use udt_proto::sim::{Dir, LinkConfig, Pair};
+use udt_proto::wire::{self, req_type, Ack, Control, Repr};
+
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn data_seqs(p: &Pair, dir: Dir) -> Vec<(u64, SeqNo, bool)> {
+    p.trace
+        .iter()
+        .filter(|t| t.dir == dir)
+        .filter_map(|t| match t.repr()? {
+            Repr::Data { header, .. } => Some((t.time, header.seq, t.dropped)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Sends `data` from a to b with the pair's links and returns what b received.
+fn transfer(p: &mut Pair, config: ConnectionConfig, data: &[u8], timeout_us: u64) -> (u32, u32, Vec<u8>) {
+    let (c, s) = p.connect(config);
+    let mut sent = 0;
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let deadline = p.now + timeout_us;
+    while got.len() < data.len() && p.now < deadline {
+        if sent < data.len() {
+            sent += p.a.connection_mut(c).unwrap().send(p.now, &data[sent..]);
+        }
+        p.step();
+        let conn = p.b.connection_mut(s).unwrap();
+        loop {
+            let n = conn.recv(&mut chunk);
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&chunk[..n]);
+        }
+    }
+    (c, s, got)
+}
+
+#[test]
+fn handshake_completes_with_cookie_round_and_echoed_isn() {
+    let mut p = Pair::new(1, LinkConfig { delay_us: 10_000, ..Default::default() });
+    let (c, s) = p.connect(ConnectionConfig::default());
+    let hs: Vec<_> = p
+        .trace
+        .iter()
+        .filter_map(|t| match t.control()? {
+            Control::Handshake(h) => Some((t.dir, h)),
+            _ => None,
+        })
+        .collect();
+    // §6.1: HS(1) → cookie reply (type 1, cookie set) → HS(−1) with cookie → response.
+    assert_eq!(hs[0].0, Dir::AtoB);
+    assert_eq!(hs[0].1.req_type, req_type::CLIENT);
+    assert_eq!(hs[0].1.cookie, 0);
+    assert_eq!(hs[1].0, Dir::BtoA);
+    assert_eq!(hs[1].1.req_type, req_type::CLIENT);
+    assert_ne!(hs[1].1.cookie, 0);
+    assert_eq!(hs[2].1.req_type, req_type::RESPONSE);
+    assert_eq!(hs[2].1.cookie, hs[1].1.cookie);
+    assert_eq!(hs[3].0, Dir::BtoA);
+    assert_eq!(hs[3].1.isn, hs[0].1.isn, "listener echoes the client's ISN");
+    assert_eq!(hs[3].1.socket_id, s);
+    assert_eq!(p.a.connection(c).unwrap().peer_id(), s);
+    assert_eq!(p.b.connection(s).unwrap().peer_id(), c);
+    // The listener kept no state for the first round: exactly one connection exists.
+    assert_eq!(p.b.connection_ids().count(), 1);
+}
+
+#[test]
+fn stream_transfer_is_byte_exact_over_a_clean_path() {
+    let mut p = Pair::new(2, LinkConfig { delay_us: 5_000, rate_bps: Some(100_000_000), queue_pkts: 200, ..Default::default() });
+    let data = pattern(3_000_000, 2);
+    let (_, _, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
+    assert_eq!(got.len(), data.len());
+    assert!(got == data);
+}
+
+#[test]
+fn transfer_survives_loss_reordering_and_duplication() {
+    let link = LinkConfig { delay_us: 20_000, loss: 0.02, reorder: 0.02, reorder_us: 3_000, duplicate: 0.01, rate_bps: Some(50_000_000), queue_pkts: 500 };
+    let mut p = Pair::new(3, link);
+    let data = pattern(2_000_000, 3);
+    let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 120_000_000);
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "delivered data must be identical");
+    assert!(p.a.connection(c).unwrap().stats().pkts_retrans > 0);
+    assert!(p.b.connection(s).unwrap().stats().pkts_lost_rcv > 0);
+}
+
+#[test]
+fn nak_reports_two_packet_gap_as_range_and_single_loss_as_one_word() {
+    let mut p = Pair::new(4, LinkConfig { delay_us: 2_000, ..Default::default() });
+    let (c, _s) = p.connect(ConnectionConfig::default());
+    let isn = p.a.connection(c).unwrap().isn();
+    let lost = [isn.add(3), isn.add(7), isn.add(8)];
+    let mut once = lost.to_vec();
+    p.drop_filter = Some(Box::new(move |dir, b| {
+        if dir != Dir::AtoB {
+            return false;
+        }
+        match Repr::parse_bytes(b) {
+            Ok(Repr::Data { header, .. }) => {
+                if let Some(i) = once.iter().position(|&s| s == header.seq) {
+                    once.remove(i);
+                    return true;
+                }
+                false
+            }
+            _ => false,
+        }
+    }));
+    let data = pattern(20 * 1456, 4);
+    p.a.connection_mut(c).unwrap().send(p.now, &data);
+    p.run_for(200_000);
+    let naks: Vec<Vec<u32>> = p
+        .controls(Dir::BtoA)
+        .filter_map(|(_, c)| match c {
+            Control::Nak(l) => Some(l.words().collect()),
+            _ => None,
+        })
+        .collect();
+    assert!(naks.len() >= 2, "one immediate NAK per gap: {naks:x?}");
+    assert_eq!(naks[0], vec![lost[0].get()], "a single loss is one word (§5.4)");
+    assert_eq!(naks[1], vec![lost[1].get() | 0x8000_0000, lost[2].get()], "a two-packet gap is a range (§5.4)");
+}
+
+#[test]
+fn full_ack_every_syn_while_data_flows_and_ack2_echoes_it() {
+    let mut p = Pair::new(5, LinkConfig { delay_us: 5_000, rate_bps: Some(20_000_000), queue_pkts: 1000, ..Default::default() });
+    let data = pattern(2_000_000, 5);
+    let (_c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
+    assert_eq!(got.len(), data.len());
+    p.run_for(1_000_000); // let the last ACKs be answered
+    let acks: Vec<(u64, Ack)> = p
+        .controls(Dir::BtoA)
+        .filter_map(|(t, c)| match c {
+            Control::Ack(a) => Some((t.time, a)),
+            _ => None,
+        })
+        .collect();
+    let full: Vec<u64> = acks.iter().filter(|(_, a)| matches!(a, Ack::Full { .. })).map(|(t, _)| *t).collect();
+    assert!(full.len() > 50, "{} full ACKs", full.len());
+    // §8.3/§9.2: while data flows, consecutive full ACKs are about SYN (10 ms) apart.
+    let middle = &full[5..full.len() - 5];
+    for w in middle.windows(2) {
+        let gap = w[1] - w[0];
+        assert!((9_000..=21_000).contains(&gap), "full ACK gap {gap} µs");
+    }
+    // §5.7: every full/medium ACK is answered by an ACK2 with the same sub-sequence number.
+    let ack_nos: Vec<u32> = acks.iter().filter_map(|(_, a)| a.ack_no()).map(|n| n.get()).collect();
+    let ack2s: Vec<u32> = p
+        .controls(Dir::AtoB)
+        .filter_map(|(_, c)| match c {
+            Control::Ack2 { ack_no } => Some(ack_no.get()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ack_nos.first(), Some(&1), "the first full ACK carries sub-sequence 1 (§4)");
+    assert_eq!(ack2s, ack_nos);
+    // Light ACKs carry additional info 0 and are never ACK2'd (§5.3).
+    assert!(acks.iter().all(|(_, a)| !matches!(a, Ack::Light { .. }) || a.ack_no().is_none()));
+}
+
+#[test]
+fn rtt_converges_to_the_path_round_trip() {
+    let mut p = Pair::new(6, LinkConfig { delay_us: 25_000, rate_bps: Some(50_000_000), queue_pkts: 2000, ..Default::default() });
+    let data = pattern(1_000_000, 6);
+    let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
+    assert_eq!(got.len(), data.len());
+    p.run_for(2_000_000);
+    let rtt_b = p.b.connection(s).unwrap().stats().rtt_us;
+    let rtt_a = p.a.connection(c).unwrap().stats().rtt_us;
+    // 50 ms propagation; ACK2 measures from the data receiver (§8.5), the sender smooths
+    // the receiver's value (§8.6 step 6).
+    assert!((50_000..60_000).contains(&rtt_b), "receiver RTT {rtt_b}");
+    assert!((50_000..100_000).contains(&rtt_a), "sender RTT {rtt_a}");
+}
+
+#[test]
+fn exp_timer_retransmits_and_backs_off_when_the_path_goes_silent() {
+    let mut p = Pair::new(7, LinkConfig { delay_us: 5_000, ..Default::default() });
+    let (c, _s) = p.connect(ConnectionConfig::default());
+    p.run_for(500_000);
+    // Cut the path in both directions, then offer data.
+    p.drop_filter = Some(Box::new(|_, _| true));
+    let t0 = p.now;
+    p.a.connection_mut(c).unwrap().send(p.now, &pattern(10 * 1456, 7));
+    p.run_for(5_000_000);
+    let sends = data_seqs(&p, Dir::AtoB);
+    let first_seq = sends.iter().find(|(t, ..)| *t >= t0).unwrap().1;
+    let retx: Vec<u64> = sends.iter().filter(|(t, s, _)| *t >= t0 && *s == first_seq).map(|(t, ..)| *t).collect();
+    assert!(retx.len() >= 3, "first packet sent {} times", retx.len());
+    let gaps: Vec<u64> = retx.windows(2).map(|w| w[1] - w[0]).collect();
+    // §9.4: EXP period = max(EXPCount·(RTT+4·RTTVar)+SYN, EXPCount·300 ms) grows each time.
+    for w in gaps.windows(2) {
+        assert!(w[1] > w[0], "EXP intervals must grow: {gaps:?}");
+    }
+    assert!(p.a.connection(c).unwrap().stats().exp_timeouts >= 3);
+}
+
+#[test]
+fn silent_peer_is_declared_dead_after_about_46_seconds() {
+    let mut p = Pair::new(8, LinkConfig { delay_us: 5_000, ..Default::default() });
+    let (c, _s) = p.connect(ConnectionConfig::default());
+    p.drop_filter = Some(Box::new(|_, _| true));
+    let t0 = p.now;
+    let mut broke_at = None;
+    while p.now < t0 + 120_000_000 && broke_at.is_none() {
+        p.step();
+        while let Some((id, ev)) = p.a.poll_event() {
+            if id == c && ev == Event::Broken(BrokenReason::PeerSilent) {
+                broke_at = Some(p.now);
+            }
+        }
+    }
+    let after = broke_at.expect("connection must break") - t0;
+    // §9.4: 17 EXP periods with the initial RTT: ~46 s (the exact RTT shifts it a little).
+    assert!((40_000_000..60_000_000).contains(&after), "broke after {after} µs");
+}
+
+#[test]
+fn slow_start_ends_and_a_nak_decreases_the_rate() {
+    let mut p = Pair::new(9, LinkConfig { delay_us: 10_000, rate_bps: Some(100_000_000), queue_pkts: 100, ..Default::default() });
+    let data = pattern(20_000_000, 9);
+    let (c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 60_000_000);
+    assert_eq!(got.len(), data.len());
+    let st = p.a.connection(c).unwrap().stats();
+    // The 100-packet queue overflowed, so losses were reported and recovered.
+    assert!(st.naks_recv > 0 && st.pkts_retrans > 0, "{st:?}");
+    // After slow start the period is set from the receive rate (§12.3/12.4): 100 Mb/s of
+    // 1500-byte packets is ~120 µs per packet; anything near 1 µs means slow start never ended.
+    assert!(st.period_us > 50.0, "period {}", st.period_us);
+}
+
+#[test]
+fn flow_window_limits_packets_in_flight() {
+    let config = ConnectionConfig { rcv_buf_pkts: 64, flight_flag_size: 64, ..Default::default() };
+    let mut p = Pair::new(10, LinkConfig { delay_us: 50_000, ..Default::default() });
+    let (c, s) = p.connect(config);
+    p.a.connection_mut(c).unwrap().send(p.now, &pattern(1456 * 1000, 10));
+    // Nobody reads on b: the receive buffer fills and the sender must stop at the window.
+    p.run_for(3_000_000);
+    let mut seqs: Vec<u32> = data_seqs(&p, Dir::AtoB).iter().map(|(_, s, _)| s.get()).collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    // The receiver never advertises less than 2 (§11), so 2 probes may pass a full buffer.
+    assert!(seqs.len() <= 64 + 2, "sent {} distinct packets into a 64-packet window", seqs.len());
+    assert!(seqs.len() >= 60, "the window was used: {}", seqs.len());
+    assert!(p.b.connection(s).unwrap().stats().rcv_avail <= 2);
+}
+
+#[test]
+fn rendezvous_connects_both_sides() {
+    let mut p = Pair::new(11, LinkConfig { delay_us: 3_000, ..Default::default() });
+    let a = p.a.rendezvous(ConnectionConfig::default(), p.b_addr, p.now);
+    let b = p.b.rendezvous(ConnectionConfig::default(), p.a_addr, p.now + 100_000);
+    p.run_for(2_000_000);
+    assert!(p.a.connection(a).unwrap().is_connected());
+    assert!(p.b.connection(b).unwrap().is_connected());
+    let data = pattern(100_000, 11);
+    p.a.connection_mut(a).unwrap().send(p.now, &data);
+    let got = p.transfer_to_b(b, data.len(), 5_000_000);
+    assert!(got == data);
+}
+
+#[test]
+fn dgram_messages_arrive_whole_and_in_order() {
+    let config = ConnectionConfig { socket_type: wire::SocketType::Dgram, ..Default::default() };
+    let mut p = Pair::new(12, LinkConfig { delay_us: 5_000, loss: 0.02, ..Default::default() });
+    let (c, s) = p.connect(config);
+    let msgs: Vec<Vec<u8>> = (0..50).map(|i| pattern(1 + i * 997, i as u32)).collect();
+    for m in &msgs {
+        assert!(p.a.connection_mut(c).unwrap().send_msg(p.now, m, true, None));
+    }
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 17];
+    let deadline = p.now + 20_000_000;
+    while got.len() < msgs.len() && p.now < deadline {
+        p.step();
+        while let Some(n) = p.b.connection_mut(s).unwrap().recv_msg(&mut buf) {
+            got.push(buf[..n].to_vec());
+        }
+    }
+    assert_eq!(got, msgs);
+}
+
+#[test]
+fn graceful_close_waits_for_acknowledgement_then_sends_shutdown() {
+    let mut p = Pair::new(13, LinkConfig { delay_us: 20_000, loss: 0.05, ..Default::default() });
+    let (c, s) = p.connect(ConnectionConfig::default());
+    let data = pattern(500_000, 13);
+    p.a.connection_mut(c).unwrap().send(p.now, &data);
+    p.a.connection_mut(c).unwrap().close(p.now);
+    let got = p.transfer_to_b(s, data.len(), 30_000_000);
+    assert!(got == data);
+    p.run_for(1_000_000);
+    let mut events = vec![];
+    while let Some(e) = p.a.poll_event() {
+        events.push(e);
+    }
+    assert!(events.contains(&(c, Event::Closed)), "{events:?}");
+    assert!(p.b.connection(s).unwrap().peer_closed());
+    let shutdowns = p.controls(Dir::AtoB).filter(|(_, c)| matches!(c, Control::Shutdown)).count();
+    assert_eq!(shutdowns, 1);
+}
+
+#[test]
+fn garbage_datagrams_never_panic_or_corrupt_delivery() {
+    let mut p = Pair::new(14, LinkConfig { delay_us: 2_000, ..Default::default() });
+    let (c, s) = p.connect(ConnectionConfig::default());
+    let data = pattern(300_000, 14);
+    p.a.connection_mut(c).unwrap().send(p.now, &data);
+    let peer_id = s;
+    let client_id = c;
+    let mut x = 0x1234_5678u32;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        x
+    };
+    // Throw crafted garbage at both ends from the right addresses, with the right IDs.
+    for round in 0..2000u32 {
+        let len = (rnd() % 80) as usize;
+        let mut g: Vec<u8> = (0..len).map(|_| rnd() as u8).collect();
+        if g.len() >= 16 {
+            let dst = if round % 2 == 0 { peer_id } else { client_id };
+            g[12..16].copy_from_slice(&dst.to_be_bytes());
+            // Mostly control packets (data garbage would be legitimately delivered).
+            g[0] |= 0x80;
+        }
+        if round % 2 == 0 {
+            p.b.handle_datagram(p.now, p.a_addr, &g);
+        } else {
+            p.a.handle_datagram(p.now, p.b_addr, &g);
+        }
+        if round % 50 == 0 {
+            p.step();
+        }
+    }
+    // Crafted NAKs: trailing range start, start > end, beyond what was sent.
+    let isn = p.a.connection(c).unwrap().isn();
+    for words in [vec![isn.get() | 0x8000_0000], vec![isn.add(9).get() | 0x8000_0000, isn.add(2).get()], vec![isn.add(5_000_000).get()]] {
+        let pkt = Repr::Control { dst_socket_id: c, timestamp: 0, control: Control::NakWords(&words) }.to_vec();
+        p.a.handle_datagram(p.now, p.b_addr, &pkt);
+    }
+    let got = p.transfer_to_b(s, data.len(), 20_000_000);
+    assert!(got.len() == data.len() && got == data, "delivery intact after garbage");
+    assert!(p.a.connection(c).unwrap().stats().malformed >= 3);
+}
+
+#[test]
+fn packets_from_the_wrong_address_or_to_unknown_ids_are_dropped() {
+    let mut p = Pair::new(15, LinkConfig::default());
+    let (c, s) = p.connect(ConnectionConfig::default());
+    let stranger: std::net::SocketAddr = "10.9.9.9:4000".parse().unwrap();
+    let shutdown = Repr::Control { dst_socket_id: s, timestamp: 0, control: Control::Shutdown }.to_vec();
+    p.b.handle_datagram(p.now, stranger, &shutdown);
+    assert!(!p.b.connection(s).unwrap().peer_closed(), "a Shutdown from a stranger is ignored (§3.3)");
+    let unknown = Repr::Control { dst_socket_id: s ^ 0x55, timestamp: 0, control: Control::Shutdown }.to_vec();
+    p.b.handle_datagram(p.now, p.a_addr, &unknown);
+    assert!(p.b.stats().unroutable >= 2);
+    assert!(p.a.connection(c).unwrap().is_connected());
+}
+
+#[test]
+fn handshake_flood_keeps_no_state_before_the_cookie_round() {
+    let mut p = Pair::new(16, LinkConfig::default());
+    p.b.listen(ConnectionConfig::default(), 16, p.now);
+    for port in 1000..3000u16 {
+        let from: std::net::SocketAddr = format!("10.0.{}.{}:{}", port % 200, port % 250, port).parse().unwrap();
+        let hs = wire::Handshake {
+            version: 4,
+            socket_type: wire::SocketType::Stream,
+            isn: SeqNo::new(port as u32),
+            mss: 1500,
+            flight_flag_size: 8192,
+            req_type: req_type::CLIENT,
+            socket_id: port as u32,
+            cookie: 0,
+            peer_ip: [0; 4],
+        };
+        let pkt = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs) }.to_vec();
+        p.b.handle_datagram(p.now, from, &pkt);
+        // A forged second round with a guessed cookie is dropped too.
+        let pkt = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(wire::Handshake { req_type: -1, cookie: 0xDEAD_BEEF, ..hs }) }.to_vec();
+        p.b.handle_datagram(p.now, from, &pkt);
+    }
+    assert_eq!(p.b.connection_ids().count(), 0);
+    assert!(p.b.stats().bad_cookies >= 1999);
+    // And the listener still accepts a real client afterwards.
+    let c = p.a.connect(ConnectionConfig::default(), p.b_addr, p.now);
+    p.run_for(1_000_000);
+    assert!(p.a.connection(c).unwrap().is_connected());
+}
