@@ -31,6 +31,14 @@ from .seq import MAX, incseq
 _W = struct.Struct("!I")
 
 
+def _udp_socket() -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # Large buffers: the relay must not add losses of its own to the ones it was asked for.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    return s
+
+
 def _shift(seq: int, delta: int) -> int:
     return (seq + delta) & MAX
 
@@ -62,7 +70,7 @@ class LossRelay:
         self.lifetime = lifetime
         self.dropped: list[int] = []
         self.forwarded = 0
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock = _udp_socket()
         self._sock.bind(listen)
         self.address: tuple[str, int] = self._sock.getsockname()
         self._flows: dict[tuple[str, int], _Flow] = {}
@@ -113,7 +121,7 @@ class LossRelay:
     def _from_client(self, pkt: bytearray, src: tuple[str, int]) -> None:
         flow = self._flows.get(src)
         if flow is None:
-            up = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            up = _udp_socket()
             up.bind((self.address[0], 0))
             flow = _Flow(src, up)
             self._flows[src] = flow

@@ -470,8 +470,9 @@ int run_send(const Options& o) {
   if (!o.bind.empty()) do_bind(s, resolve("--bind", o.bind, true), o.bind);
   do_connect(s, peer, o.connect);
   fprintf(stderr, "%s: connected to %s\n", kProg, o.connect.c_str());
+  const double connected_at = now_s();
 
-  Stats stats(o, s, now_s());
+  Stats stats(o, s, connected_at);
   stats.sample();
   stats.start();
   const int payload = payload_size(s);
@@ -550,6 +551,14 @@ int run_send(const Options& o) {
   stats.bytes.store(handed);
   stats.sample();
   stats.finish(handed);
+  if (o.rendezvous) {
+    // 4.11 sends the shutdown packet once. In rendezvous the peer may complete
+    // its connect only on our first keep-alive (~300 ms, UDT4.md §16); a
+    // shutdown that arrives before then is dropped and the peer hangs until
+    // its peer-dead timeout (~46 s). Stay connected until it must be up.
+    double age = now_s() - connected_at;
+    if (age < 1.0) usleep(static_cast<useconds_t>((1.0 - age) * 1e6));
+  }
   // Linger stays at the default (on, 180 s) but the buffer is already empty,
   // so close() only sends the shutdown packet.
   UDT::close(s);

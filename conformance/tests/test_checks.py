@@ -1,0 +1,98 @@
+"""The wire rules on hand-made traces: each can pass and each can fail."""
+
+from __future__ import annotations
+
+from udtconf.checks import Context, rule_by_id
+from udtconf.trace import Connection, Record
+from udtconf.wire import Ack, Ack2, DataPacket, Handshake, Nak, Shutdown, decode, peer_ip_field
+
+CID, SID, ISN = 0x11, 0x22, 1000
+
+
+def conn_of(*pkts: tuple[str, float, bytes]) -> Connection:
+    c = Connection(server=("127.0.0.1", 9000), client=("127.0.0.1", 5000))
+    for i, (sender, t, raw) in enumerate(pkts, start=1):
+        try:
+            p, e = decode(raw), None
+        except ValueError as err:
+            p, e = None, err
+        c.records.append(Record(i, t, sender, raw, p, e))  # type: ignore[arg-type]
+    return c
+
+
+def handshake(cookie_ok: bool = True, echo_isn: bool = True) -> list[tuple[str, float, bytes]]:
+    ip = peer_ip_field("127.0.0.1")
+    return [
+        ("client", 0.000, Handshake(isn=ISN, socket_id=CID, req_type=1, peer_ip=ip).encode()),
+        ("server", 0.001, Handshake(isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID, peer_ip=ip).encode()),
+        ("client", 0.002, Handshake(isn=ISN, socket_id=CID, req_type=-1, cookie=77 if cookie_ok else 0, peer_ip=ip).encode()),
+        ("server", 0.003, Handshake(isn=ISN if echo_isn else 5, socket_id=SID, req_type=-1, cookie=77, dst_id=CID, peer_ip=ip).encode()),
+    ]
+
+
+def data(seq: int, t: float) -> tuple[str, float, bytes]:
+    return ("client", t, DataPacket(seq=seq, msg_no=1, dst_id=SID, payload=b"x" * 100).encode())
+
+
+def run(rule_id: str, conn: Connection, case: str = "transfer", **kw: object) -> list[str]:
+    return [v.message for v in rule_by_id(rule_id).run(conn, Context(case, **kw))]  # type: ignore[arg-type]
+
+
+def test_cookie_round_passes_and_fails() -> None:
+    assert run("udt4/6.1/cookie-round", conn_of(*handshake())) == []
+    assert run("udt4/6.1/cookie-round", conn_of(*handshake(cookie_ok=False)))
+    bad = run("udt4/6.1/cookie-round", conn_of(*handshake(echo_isn=False)))
+    assert any("does not echo client ISN" in m for m in bad)
+
+
+def test_ack_beyond_sent_is_a_violation() -> None:
+    ok = conn_of(*handshake(), data(ISN, 0.01), ("server", 0.02, Ack(dst_id=CID, ack_no=ISN + 1).encode()))
+    assert run("udt4/5.4/no-ack-or-nak-beyond-sent", ok) == []
+    bad = conn_of(*handshake(), data(ISN, 0.01), ("server", 0.02, Ack(dst_id=CID, ack_no=ISN + 5).encode()))
+    assert run("udt4/5.4/no-ack-or-nak-beyond-sent", bad)
+
+
+def test_nak_beyond_sent_and_compression() -> None:
+    c = conn_of(*handshake(), data(ISN, 0.01), data(ISN + 3, 0.011),
+                ("server", 0.012, Nak(dst_id=CID, words=(ISN + 1, ISN + 2)).encode()),
+                ("server", 0.013, Nak(dst_id=CID, words=(ISN + 9,)).encode()))
+    assert any("beyond" in m for m in run("udt4/5.4/no-ack-or-nak-beyond-sent", c))
+    assert len(run("udt4/5.4/nak-run-as-range", c)) == 1  # two singles for a run of 2
+
+
+def test_nak_on_gap_timing() -> None:
+    prompt = conn_of(*handshake(), data(ISN, 0.01), data(ISN + 2, 0.02),
+                     ("server", 0.021, Nak(dst_id=CID, words=(ISN + 1,)).encode()))
+    assert run("udt4/8.2/nak-on-gap", prompt, case="loss") == []
+    late = conn_of(*handshake(), data(ISN, 0.01), data(ISN + 2, 0.02),
+                   ("server", 0.2, Nak(dst_id=CID, words=(ISN + 1,)).encode()))
+    assert run("udt4/8.2/nak-on-gap", late, case="loss")
+
+
+def test_ack2_must_echo_a_full_ack() -> None:
+    full = Ack(dst_id=CID, ack_seq_no=1, ack_no=ISN + 1, rtt=1, rtt_var=1, avail_buffer=10, arrival_speed=1, link_capacity=1)
+    ok = conn_of(*handshake(), data(ISN, 0.01), ("server", 0.02, full.encode()), ("client", 0.021, Ack2(dst_id=SID, addl=1).encode()))
+    assert run("udt4/5.7/ack2-echoes-ack", ok) == []
+    light = Ack(dst_id=CID, ack_no=ISN + 1)
+    bad = conn_of(*handshake(), data(ISN, 0.01), ("server", 0.02, light.encode()), ("client", 0.021, Ack2(dst_id=SID, addl=0).encode()))
+    assert run("udt4/5.7/ack2-echoes-ack", bad)
+
+
+def test_destination_id_and_sequence_gaps() -> None:
+    c = conn_of(*handshake(), data(ISN, 0.01), ("client", 0.02, DataPacket(seq=ISN + 1, msg_no=1, dst_id=0).encode()))
+    assert run("udt4/3.3/destination-id", c)
+    gap = conn_of(*handshake(), data(ISN, 0.01), data(ISN + 3, 0.02))
+    assert run("udt4/3.1/sequence-contiguous", gap)
+    assert run("udt4/3.1/sequence-contiguous", gap, dropped={ISN + 1, ISN + 2}) == []
+
+
+def test_undecodable_packet_is_reported() -> None:
+    c = conn_of(*handshake(), ("server", 0.02, bytes.fromhex("80020000000000010000000000000011") + bytes(8)))
+    (msg,) = run("udt4/2/decodable", c)
+    assert "§5.3" in msg
+
+
+def test_shutdown_rule() -> None:
+    assert run("udt4/5.6/shutdown-on-close", conn_of(*handshake(), data(ISN, 0.01)), case="close")
+    ok = conn_of(*handshake(), data(ISN, 0.01), ("client", 0.02, Shutdown(dst_id=SID).encode()))
+    assert run("udt4/5.6/shutdown-on-close", ok, case="close") == []

@@ -1,0 +1,20 @@
+"""The N×M interop matrix: every server stack × client stack × test case, on loopback."""
+
+from __future__ import annotations
+
+import pytest
+
+from udtconf.interop import InteropRunner
+from udtconf.stacks import Stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
+
+
+def test_matrix(matrix_cell: tuple[Stack, Stack, str], runner: InteropRunner, record_property) -> None:  # type: ignore[no-untyped-def]
+    server, client, case = matrix_cell
+    res = runner.run(server, client, case)
+    record_property("udtc_logdir", str(res.logdir))
+    record_property("udtc_pcap", str(res.pcap or ""))
+    if res.status in ("skipped", "unsupported"):
+        pytest.skip(f"{res.status}: {res.reason}")
+    assert res.status == "pass", f"{case}: server {server.name} × client {client.name}: {res.reason} (logs: {res.logdir})"
