@@ -1,0 +1,89 @@
+# udt-testbed: top-level entry points. `make help` lists them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON       := .venv/bin/python
+CARGO        ?= cargo
+CXX          ?= g++
+UDT          := impl/target/release/udt
+LIBUDT_PEER  := build/libudt-peer
+FUZZ_TARGET  ?= decode
+FUZZ_SECONDS ?= 60
+# Passed through to the conformance suite when set: make conformance STACKS=libudt CASES=handshake
+STACKS ?=
+CASES  ?=
+
+# cargo-fuzz needs nightly features; the machine has one stable toolchain.
+FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
+CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
+
+.PHONY: help setup build build-rust test test-rust test-interop test-conformance \
+        testbed bench fuzz conformance clean
+
+help:
+	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
+	@echo "make build        cargo build --release (impl/) and $(LIBUDT_PEER)"
+	@echo "make test         setup + build + cargo tests + interop tests + conformance tests"
+	@echo "make testbed      256 MiB transfer udt <-> libudt across two network namespaces (root)"
+	@echo "make bench        goodput and CPU: our udt vs libudt, then the loss_list bench"
+	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
+	@echo "make conformance  the conformance suite (STACKS=..., CASES=... passed through)"
+	@echo "make clean        remove build outputs"
+
+setup:
+	@echo "==> setup: system packages, .venv, tools (ci/setup.sh)"
+	@ci/setup.sh
+
+build: build-rust $(LIBUDT_PEER)
+
+build-rust:
+	@echo "==> build: cargo build --release (impl/)"
+	cd impl && $(CARGO) build --release
+
+$(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
+	@echo "==> build: $@ (C++ against Debian libudt-dev)"
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
+
+test: setup build
+	@$(MAKE) --no-print-directory -k test-rust test-interop test-conformance
+
+test-rust:
+	@echo "==> test: cargo test --release (impl/)"
+	cd impl && $(CARGO) test --release
+
+test-interop:
+	@echo "==> test: interop, our udt <-> libudt (impl/interop)"
+	$(PYTHON) -m pytest impl/interop
+
+test-conformance:
+	@if compgen -G 'conformance/tests/test_*.py' >/dev/null || compgen -G 'conformance/tests/**/test_*.py' >/dev/null; then \
+	  echo "==> test: conformance suite (conformance/)"; \
+	  $(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance; \
+	else \
+	  echo "==> test: conformance suite: no tests yet, skipped"; \
+	fi
+
+testbed: setup build
+	@echo "==> testbed: demo transfer across two network namespaces (topologies/demo_transfer.sh)"
+	topologies/demo_transfer.sh
+
+bench: setup build
+	@echo "==> bench: goodput and CPU per Gb, ours vs libudt (impl/bench/compare.py)"
+	$(PYTHON) impl/bench/compare.py
+
+fuzz:
+	@echo "==> fuzz: cargo fuzz run $(FUZZ_TARGET) for $(FUZZ_SECONDS) s (impl/fuzz)"
+	@test -f impl/fuzz/Cargo.toml || { echo "fuzz: impl/fuzz does not exist yet" >&2; exit 1; }
+	@ci/setup.sh fuzz
+	cd impl && $(FUZZ_ENV) $(CARGO) fuzz run $(FUZZ_TARGET) -- -max_total_time=$(FUZZ_SECONDS)
+
+conformance: setup build
+	@echo "==> conformance: pytest conformance/ $(if $(STACKS),STACKS=$(STACKS)) $(if $(CASES),CASES=$(CASES))"
+	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance
+
+clean:
+	@echo "==> clean: build/, impl/target, results/"
+	rm -rf build results
+	cd impl && $(CARGO) clean

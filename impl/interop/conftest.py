@@ -1,0 +1,327 @@
+"""Harness for the interop tests: stacks, networks and one transfer between two peers.
+
+Every stack is a binary with the command line of docs/cli.md (`recv --listen`,
+`send --connect`, rendezvous, `--dgram`, `--stats`), so a transfer is two
+processes and a sha256 comparison. Networks are the loopback or two network
+namespaces joined by a veth pair, created per test session with the pid in
+their names so that parallel runs do not collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# name -> (env override, default path, how to build it)
+STACK_BINARIES = {
+    "udt": ("UDT_BIN", REPO / "impl/target/release/udt", "make build (cargo build --release in impl/)"),
+    "libudt": ("LIBUDT_PEER", REPO / "build/libudt-peer", "make build/libudt-peer"),
+}
+
+NS_PREFIX = "udtt-"
+SMALL_TIMEOUT_S = 60.0
+
+
+# ----------------------------------------------------------------- stacks
+
+
+def stack_binary(name: str) -> Path:
+    """Path of a stack's binary; fails the test (not skips) when it is missing."""
+    env, default, how = STACK_BINARIES[name]
+    path = Path(os.environ.get(env) or default)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(
+            f"stack '{name}' is not built: {path} does not exist or is not executable "
+            f"(build it with `{how}`, or point ${env} at a binary)",
+            pytrace=False,
+        )
+    return path
+
+
+# ----------------------------------------------------------------- networks
+
+
+@dataclass(frozen=True)
+class Net:
+    """Where the sender (a) and the receiver (b) run and which addresses they use."""
+
+    name: str
+    addr_a: str
+    addr_b: str
+    ns_a: str | None = None
+    ns_b: str | None = None
+
+    def wrap(self, ns: str | None, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", ns, *argv] if ns else argv
+
+
+def _run(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True, text=True)
+
+
+def _netns_list() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale_namespaces() -> None:
+    """Deletes udtt-<pid>-* namespaces left behind by runs that were killed."""
+    for ns in _netns_list():
+        m = re.fullmatch(rf"{NS_PREFIX}(\d+)-[ab]", ns)
+        if m and not _pid_alive(int(m.group(1))):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def veth_pair(pid: int) -> tuple[str, str]:
+    return f"{NS_PREFIX}{pid}-a", f"{NS_PREFIX}{pid}-b"
+
+
+def create_veth_namespaces(ns_a: str, ns_b: str, addr_a: str, addr_b: str, prefix: int = 24) -> None:
+    """Two namespaces joined by a veth pair; deletes whatever it made if a step fails."""
+    made: list[str] = []
+    try:
+        for ns in (ns_a, ns_b):
+            _run("ip", "netns", "add", ns)
+            made.append(ns)
+        # Created directly inside the namespaces: no name is ever used in the root namespace.
+        _run("ip", "link", "add", "veth0", "netns", ns_a, "type", "veth", "peer", "name", "veth0", "netns", ns_b)
+        for ns, addr in ((ns_a, addr_a), (ns_b, addr_b)):
+            _run("ip", "-n", ns, "addr", "add", f"{addr}/{prefix}", "dev", "veth0")
+            _run("ip", "-n", ns, "link", "set", "veth0", "up")
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+    except BaseException:
+        delete_namespaces(made)
+        raise
+
+
+def delete_namespaces(names: list[str]) -> None:
+    for ns in names:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def loopback() -> Net:
+    return Net("lo", "127.0.0.1", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def veth() -> Iterator[Net]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: creates network namespaces")
+    sweep_stale_namespaces()
+    ns_a, ns_b = veth_pair(os.getpid())
+    create_veth_namespaces(ns_a, ns_b, "10.231.0.1", "10.231.0.2")
+    try:
+        yield Net("veth", "10.231.0.1", "10.231.0.2", ns_a, ns_b)
+    finally:
+        delete_namespaces([ns_a, ns_b])
+
+
+@pytest.fixture
+def net(request: pytest.FixtureRequest) -> Net:
+    """Indirect parametrisation: @pytest.mark.parametrize('net', ['lo', 'veth'], indirect=True)."""
+    return request.getfixturevalue({"lo": "loopback", "veth": "veth"}[request.param])
+
+
+# ----------------------------------------------------------------- files
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def random_file(path: Path, size: int) -> Path:
+    """`size` random bytes (os.urandom for speed; content only needs to be unpredictable)."""
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, 8 << 20)
+            f.write(os.urandom(n))
+            left -= n
+    return path
+
+
+_ports = itertools.count(20000 + (os.getpid() % 2000) * 10)
+
+
+def free_udp_port(host: str = "127.0.0.1") -> int:
+    """A UDP port free on the loopback right now (a race is possible but harmless: the test fails loudly)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def pick_port(net: Net) -> int:
+    # Namespaces are private to this run: any port is free there.
+    return free_udp_port() if net.ns_a is None else next(_ports)
+
+
+# ----------------------------------------------------------------- transfer
+
+
+@dataclass
+class Proc:
+    role: str
+    stack: str
+    argv: list[str]
+    stderr_path: Path
+    popen: subprocess.Popen | None = None
+    rc: int | None = None
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+@dataclass
+class TransferResult:
+    sender: Proc
+    receiver: Proc
+    seconds: float
+    send_stats: list[dict]
+    recv_stats: list[dict]
+
+    def summary(self, role: str) -> dict:
+        lines = self.send_stats if role == "send" else self.recv_stats
+        return lines[-1] if lines else {}
+
+
+def _read_stats(path: Path) -> list[dict]:
+    out = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+def describe(procs: list[Proc], extra: str = "") -> str:
+    parts = [extra] if extra else []
+    for p in procs:
+        parts.append(
+            f"--- {p.role} ({p.stack}) exit={p.rc}\n$ {shlex.join(p.argv)}\n{p.stderr().rstrip() or '(no stderr)'}"
+        )
+    return "\n".join(parts)
+
+
+def transfer(
+    *,
+    sender: str,
+    receiver: str,
+    net: Net,
+    input_path: Path,
+    output_path: Path,
+    workdir: Path,
+    rendezvous: bool = False,
+    dgram: bool = False,
+    timeout: float = SMALL_TIMEOUT_S,
+    extra_args: list[str] | None = None,
+) -> TransferResult:
+    """Runs `receiver recv` in net.ns_b and `sender send` in net.ns_a; both must exit 0 within `timeout`.
+
+    Fails the test with both command lines and both stderr outputs on any error.
+    """
+    send_bin, recv_bin = stack_binary(sender), stack_binary(receiver)
+    port = pick_port(net)
+    common = ["--dgram"] if dgram else []
+    common += extra_args or []
+    recv_argv = [str(recv_bin), "recv", "--listen", f"{net.addr_b}:{port}", "--output", str(output_path),
+                 "--stats", str(workdir / "recv-stats.jsonl"), *common]
+    send_argv = [str(send_bin), "send", "--connect", f"{net.addr_b}:{port}", "--input", str(input_path),
+                 "--stats", str(workdir / "send-stats.jsonl"), *common]
+    if rendezvous:
+        sport = pick_port(net)
+        recv_argv += ["--rendezvous", f"{net.addr_a}:{sport}"]
+        send_argv += ["--bind", f"{net.addr_a}:{sport}", "--rendezvous"]
+
+    rx = Proc("receiver", receiver, net.wrap(net.ns_b, recv_argv), workdir / "recv.stderr")
+    tx = Proc("sender", sender, net.wrap(net.ns_a, send_argv), workdir / "send.stderr")
+    started = time.monotonic()
+    procs = [rx, tx]
+    try:
+        for p in procs:
+            with open(p.stderr_path, "wb") as err:
+                p.popen = subprocess.Popen(p.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            if p is rx and not rendezvous:
+                time.sleep(0.1)  # let the listener bind; the client's handshake retries cover the rest
+        deadline = started + timeout
+        for p in procs:
+            assert p.popen is not None
+            try:
+                p.rc = p.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        if any(p.rc is None for p in procs):
+            pytest.fail(describe(procs, f"transfer did not finish within {timeout:.0f} s"), pytrace=False)
+    finally:
+        for p in procs:
+            if p.popen is not None and p.popen.poll() is None:
+                p.popen.kill()
+                p.popen.wait()
+    seconds = time.monotonic() - started
+    if rx.rc != 0 or tx.rc != 0:
+        pytest.fail(describe(procs, "a peer exited non-zero"), pytrace=False)
+    return TransferResult(tx, rx, seconds, _read_stats(workdir / "send-stats.jsonl"),
+                          _read_stats(workdir / "recv-stats.jsonl"))
+
+
+STATS_KEYS = {
+    "stack", "role", "t", "bytes", "mbps", "rtt_ms", "flow_window", "cwnd", "period_us", "losses",
+    "retrans", "pkts_sent", "pkts_recv", "acks_sent", "acks_recv", "naks_sent", "naks_recv",
+}
+
+
+def check_transfer(result: TransferResult, input_path: Path, output_path: Path, size: int) -> None:
+    """Same bytes on both sides, and both stats summaries agree with the size."""
+    procs = [result.receiver, result.sender]
+    if not output_path.exists():
+        pytest.fail(describe(procs, f"receiver wrote no output file {output_path}"), pytrace=False)
+    got = output_path.stat().st_size
+    if got != size or sha256_file(output_path) != sha256_file(input_path):
+        pytest.fail(describe(procs, f"output differs from input: {got} bytes received, {size} sent "
+                                    f"(sha256 mismatch)"), pytrace=False)
+    for role, stack in (("send", result.sender.stack), ("recv", result.receiver.stack)):
+        s = result.summary(role)
+        problems = []
+        if not s.get("summary"):
+            problems.append("no summary line")
+        else:
+            missing = (STATS_KEYS | {"seconds"}) - s.keys()
+            if missing:
+                problems.append(f"missing keys {sorted(missing)}")
+            if s.get("bytes") != size:
+                problems.append(f"bytes={s.get('bytes')} != {size}")
+            if s.get("stack") != stack or s.get("role") != role:
+                problems.append(f"stack/role {s.get('stack')}/{s.get('role')} != {stack}/{role}")
+        if problems:
+            pytest.fail(describe(procs, f"{role} stats summary: {'; '.join(problems)}: {s}"), pytrace=False)
