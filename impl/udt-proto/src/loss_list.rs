@@ -94,6 +94,14 @@ impl RangeSet {
             return added;
         }
 
+        // Below everything, not adjacent: O(1) at the front.
+        if kl + 1 < key(self.ranges[0].0) {
+            self.ranges.push_front((first, last));
+            let added = (kl - kf + 1) as u32;
+            self.len += added;
+            return added;
+        }
+
         // Ranges i..j touch [kf, kl] (overlap or adjacency) and merge with it.
         let i = self.ranges.partition_point(|r| key(r.1) < kf - 1);
         let j = self.ranges.partition_point(|r| key(r.0) <= kl + 1);
@@ -126,11 +134,25 @@ impl RangeSet {
         let kf = key(first);
         let kl = kf + i64::from(first.offset_to(last));
 
-        let i = self.ranges.partition_point(|r| key(r.1) < kf);
-        let j = self.ranges.partition_point(|r| key(r.0) <= kl);
-        if i >= j {
+        // i..j: the ranges meeting [kf, kl]. The front and the back are found in O(1), which is
+        // where in-order retransmissions and late packets land.
+        let n = self.ranges.len();
+        let i = if key(self.ranges[0].1) >= kf {
+            0
+        } else if key(self.ranges[n - 1].1) < kf {
             return 0;
-        }
+        } else if n >= 2 && key(self.ranges[n - 2].1) < kf {
+            n - 1
+        } else {
+            self.ranges.partition_point(|r| key(r.1) < kf)
+        };
+        let j = if key(self.ranges[i].0) > kl {
+            return 0;
+        } else if !matches!(self.ranges.get(i + 1), Some(r) if key(r.0) <= kl) {
+            i + 1
+        } else {
+            self.ranges.partition_point(|r| key(r.0) <= kl)
+        };
         let (a, _) = self.ranges[i];
         let (_, b) = self.ranges[j - 1];
         let mut present: i64 = 0;
