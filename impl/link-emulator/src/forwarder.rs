@@ -15,6 +15,9 @@ use crate::delay_line::{Admission, DelayLine};
 use crate::link_spec::LinkSpec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
+/// Receive batches taken per loop round before turning to releases.
+const INGRESS_BATCHES_PER_ROUND: usize = 4;
+
 /// Tuning of the forwarding loop.
 #[derive(Debug, Clone, Copy)]
 pub struct ForwarderConfig {
@@ -79,8 +82,9 @@ pub fn run(
     let mut warned_recv = false;
 
     while !stop.load(Relaxed) {
-        // Take in everything that is ready, stamped with the time it was read.
-        loop {
+        // Take in what is ready, stamped with the time it was read — at most a few batches,
+        // so a flood of arrivals cannot hold back releases that are due.
+        for _ in 0..INGRESS_BATCHES_PER_ROUND {
             let n = match recv.recv(rx) {
                 Ok(n) => n,
                 Err(e) => {
