@@ -148,6 +148,11 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn start(topo: &Topology, a_to_b: &str, b_to_a: &str) -> Self {
+        Self::start_with(topo, a_to_b, b_to_a, &[])
+    }
+
+    /// Like [`Emulator::start`] with extra `udt-linkem` flags.
+    pub fn start_with(topo: &Topology, a_to_b: &str, b_to_a: &str, extra: &[&str]) -> Self {
         let stats_path = std::env::temp_dir().join(format!("{}-linkem-stats.jsonl", topo.r));
         let _ = std::fs::remove_file(&stats_path);
         let child = Command::new("ip")
@@ -156,6 +161,7 @@ impl Emulator {
                 "--a", "ra", "--b", "rb", "--a-to-b", a_to_b, "--b-to-a", b_to_a, "--stats",
             ])
             .arg(&stats_path)
+            .args(extra)
             // Extra flags for experiments, e.g. LINKEM_ARGS="--spin-us 20".
             .args(
                 std::env::var("LINKEM_ARGS")
