@@ -819,12 +819,13 @@ impl Connection {
         let Some(rcv) = self.rcv.as_mut() else { return };
         self.stats.ack2_recv += 1;
         if let Some((ack, rtt)) = rcv.ack_window.acknowledge(ack_no, now) {
+            // 4.11 stops here when the RTT sample is not positive (§8.5).
             if rtt > 0 {
                 let rtt = rtt.min(i32::MAX as u64) as i64;
                 self.rtt_var = ((3 * self.rtt_var as i64 + (rtt - self.rtt as i64).abs()) >> 2) as u32;
                 self.rtt = ((7 * self.rtt as i64 + rtt) >> 3) as u32;
+                rcv.last_ack_ack = rcv.last_ack_ack.max_seq(ack);
             }
-            rcv.last_ack_ack = rcv.last_ack_ack.max_seq(ack);
         }
     }
 

@@ -433,29 +433,20 @@ impl<'a> NakList<'a> {
         self.bytes.len() / 4
     }
 
-    /// Decodes the list into inclusive ranges, enforcing §5.4's decoder rules: a range start
-    /// must be followed by an end word, and the end must not be before the start.
+    /// Decodes the list into inclusive ranges, enforcing §5.4's decoder rules (a range start
+    /// must be followed by an end word, and the end must not be before the start); see
+    /// [`crate::loss_list::decode_nak`].
     pub fn ranges(&self) -> core::result::Result<Vec<(SeqNo, SeqNo)>, Error> {
-        let mut out = Vec::with_capacity(self.word_count());
-        let mut it = self.words();
-        while let Some(w) = it.next() {
-            if w & 0x8000_0000 != 0 {
-                let first = SeqNo::new(w);
-                let last = match it.next() {
-                    Some(l) if l & 0x8000_0000 == 0 => SeqNo::new(l),
-                    Some(_) => return Err(Error::Malformed("NAK range start followed by another range start")),
-                    None => return Err(Error::Malformed("NAK ends with a range start")),
-                };
-                if last.is_before(first) {
-                    return Err(Error::Malformed("NAK range with start after end"));
-                }
-                out.push((first, last));
-            } else {
-                let s = SeqNo::new(w);
-                out.push((s, s));
-            }
-        }
-        Ok(out)
+        use crate::loss_list::{decode_nak, NakError};
+        let words: Vec<u32> = self.words().collect();
+        decode_nak(&words).map_err(|e| {
+            Error::Malformed(match e {
+                NakError::Empty => "NAK without loss words",
+                NakError::TrailingRangeStart { .. } => "NAK ends with a range start",
+                NakError::RangeEndFlagged { .. } => "NAK range start followed by another range start",
+                NakError::ReversedRange { .. } => "NAK range with start after end",
+            })
+        })
     }
 }
 
