@@ -29,9 +29,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -228,6 +230,8 @@ class Stats {
   }
 
   std::atomic<int64_t> bytes{0};
+  // When set, called by the sampler instead of reading `bytes`.
+  std::function<int64_t()> bytes_fn;
 
   // Refreshes the last good perfmon sample. libudt refuses perfmon once the
   // peer has closed, so the summary uses the last sample taken before that.
@@ -272,7 +276,7 @@ class Stats {
       lk.unlock();
       sample();
       double t = now_s() - t0_;
-      int64_t b = bytes.load();
+      int64_t b = bytes_fn ? bytes_fn() : bytes.load();
       double dt = t - last_t;
       double mbps = dt > 0 ? (b - last_bytes) * 8.0 / dt / 1e6 : 0.0;
       write_line(t, b, mbps, false);
@@ -408,19 +412,43 @@ int run_recv(const Options& o) {
   stats.sample();
   stats.start();
 
+  // 4.11's blocking recvmsg() can dequeue a message and then throw "connection
+  // lost" when the peer's shutdown arrives while it sleeps: the message is
+  // gone. So in --dgram mode we sleep in epoll until data is there and call
+  // recvmsg() only then, and after "connection lost" we call it once more,
+  // because once broken it hands out what is left before it fails for good.
+  int eid = o.dgram ? UDT::epoll_create() : -1;
+  if (eid >= 0) {
+    int ev = UDT_EPOLL_IN | UDT_EPOLL_ERR;
+    UDT::epoll_add_usock(eid, conn, &ev);
+  }
   std::vector<char> buf(o.dgram ? kMaxMsgSize : kStreamChunk);
   int64_t total = 0;
   double last_sample = now_s();
+  int lost = 0;
   for (;;) {
+    if (o.dgram && lost == 0 && UDT::getsockstate(conn) == CONNECTED) {
+      int32_t avail = 0;
+      int len = sizeof avail;
+      if (UDT::getsockopt(conn, 0, UDT_RCVDATA, &avail, &len) != UDT::ERROR && avail == 0) {
+        std::set<UDTSOCKET> readable;
+        if (eid < 0 || UDT::epoll_wait(eid, &readable, nullptr, 100) == UDT::ERROR) usleep(1000);
+        continue;
+      }
+    }
     int n = o.dgram ? UDT::recvmsg(conn, buf.data(), static_cast<int>(buf.size()))
                     : UDT::recv(conn, buf.data(), static_cast<int>(buf.size()), 0);
     if (n == UDT::ERROR) {
       // 2001 (ECONNLOST) / 2002 (ENOCONN): the peer closed and the receive
       // buffer is drained. That is the end of the stream.
       int code = UDT::getlasterror_code();
-      if (code == CUDTException::ECONNLOST || code == CUDTException::ENOCONN) break;
+      if (code == CUDTException::ECONNLOST || code == CUDTException::ENOCONN) {
+        if (!o.dgram || ++lost >= 2) break;
+        continue;
+      }
       die(1, "receive failed after " + std::to_string(total) + " bytes: " + udt_error());
     }
+    lost = 0;
     if (n > 0 && !write_all(fd, buf.data(), static_cast<size_t>(n)))
       die(1, "cannot write output '" + o.output + "' after " + std::to_string(total) +
                  " bytes: " + strerror(errno));
@@ -432,6 +460,7 @@ int run_recv(const Options& o) {
       last_sample = t;
     }
   }
+  if (eid >= 0) UDT::epoll_release(eid);
   if (fd != STDOUT_FILENO && close(fd) != 0)
     die(1, "cannot write output '" + o.output + "': " + strerror(errno));
   stats.finish(total);
@@ -473,21 +502,23 @@ int run_send(const Options& o) {
   const double connected_at = now_s();
 
   Stats stats(o, s, connected_at);
-  stats.sample();
-  stats.start();
   const int payload = payload_size(s);
-  int64_t handed = 0;  // bytes accepted by the library
-
-  // `bytes` in the stats means acknowledged bytes: what was handed over minus
-  // what still sits in the send buffer (estimated in whole packets).
-  auto update_acked = [&](int64_t prev) {
+  std::atomic<int64_t> handed_total{0};  // bytes accepted by the library
+  int64_t handed = 0;
+  // `bytes` in the sender's stats means acknowledged bytes: what was handed
+  // over minus what still sits in the send buffer (estimated in whole packets).
+  int64_t acked_floor = 0;  // only the sampler thread touches it
+  stats.bytes_fn = [&]() {
+    int64_t h = handed_total.load();
     int pk = unacked_packets(s);
-    int64_t acked = handed - (pk > 0 ? static_cast<int64_t>(pk) * payload : 0);
-    if (acked < prev) acked = prev;
-    if (acked > handed) acked = handed;
-    stats.bytes.store(acked);
+    int64_t acked = h - (pk > 0 ? static_cast<int64_t>(pk) * payload : 0);
+    if (acked < acked_floor) acked = acked_floor;
+    if (acked > h) acked = h;
+    acked_floor = acked;
     return acked;
   };
+  stats.sample();
+  stats.start();
 
   auto send_failed = [&](const char* what) {
     die(1, std::string(what) + " failed after " + std::to_string(handed) + " bytes to " +
@@ -497,19 +528,17 @@ int run_send(const Options& o) {
   if (regular && !o.dgram) {
     // UDT::sendfile2 reads the file straight into the send buffer. Called in
     // slices so that the stats see progress.
-    const int64_t slice = 64LL * 1024 * 1024;
-    int64_t acked = 0;
+    const int64_t slice = 8LL * 1024 * 1024;
     while (handed < file_size) {
       int64_t off = handed;
       int64_t want = std::min(slice, file_size - handed);
       int64_t n = UDT::sendfile2(s, o.input.c_str(), &off, want);
       if (n == UDT::ERROR || n <= 0) send_failed("sendfile");
       handed += n;
-      acked = update_acked(acked);
+      handed_total.store(handed);
     }
   } else {
     std::vector<char> buf(o.dgram ? o.msg_size : kStreamChunk);
-    int64_t acked = 0;
     for (;;) {
       // In --dgram mode every message is one read of at most --msg-size bytes
       // (a short read from a pipe makes a short message).
@@ -534,7 +563,7 @@ int run_send(const Options& o) {
           handed += n;
         }
       }
-      acked = update_acked(acked);
+      handed_total.store(handed);
     }
   }
   if (fd != STDIN_FILENO) close(fd);
@@ -548,7 +577,6 @@ int run_send(const Options& o) {
     if (pk == 0) break;
     usleep(500);
   }
-  stats.bytes.store(handed);
   stats.sample();
   stats.finish(handed);
   if (o.rendezvous) {
