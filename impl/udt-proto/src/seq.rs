@@ -100,12 +100,14 @@ impl SeqNo {
 
     /// 4.11 `incseq(a, n)`.
     #[inline]
+    #[allow(clippy::should_implement_trait)]
     pub fn add(self, n: u32) -> SeqNo {
         SeqNo(((self.0 as u64 + n as u64) % (SEQ_MAX as u64 + 1)) as u32)
     }
 
     /// Subtracts `n` modulo `2^31`.
     #[inline]
+    #[allow(clippy::should_implement_trait)]
     pub fn sub(self, n: u32) -> SeqNo {
         let m = SEQ_MAX as u64 + 1;
         SeqNo(((self.0 as u64 + m - (n as u64 % m)) % m) as u32)

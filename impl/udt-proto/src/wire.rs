@@ -586,7 +586,7 @@ impl<'a> Repr<'a> {
                 _ => return Err(bad()),
             },
             ControlType::Nak => {
-                if info.is_empty() || info.len() % 4 != 0 {
+                if info.is_empty() || !info.len().is_multiple_of(4) {
                     return Err(bad());
                 }
                 Control::Nak(NakList { bytes: info })
