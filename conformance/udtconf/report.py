@@ -124,6 +124,6 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
         for e in active:
             out.append(f"<tr><td>{html.escape(e.parts[1])}</td><td><code>{html.escape('/'.join(e.parts[2:]))}</code></td>"
                        f"<td>{html.escape(e.section)}</td><td>{SYMBOL.get(e.status, '?')} {e.status}</td>"
-                       f"<td>{html.escape(e.message)}</td></tr>")
+                       f"<td>{html.escape(e.message or '; '.join(e.violations))}</td></tr>")
         out.append("</table>")
     return "\n".join(out)

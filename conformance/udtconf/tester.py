@@ -1,0 +1,767 @@
+"""Active tester: a small UDT4 endpoint in Python that plays either role against a live stack
+and misbehaves on purpose (crafted NAKs and ACKs, malformed packets, wrong socket IDs,
+replayed handshakes, a cookie-round flood, silence mid-transfer).
+
+The tester is deliberately simple — no congestion control, a fixed window, ACKs every 10 ms —
+but speaks the wire format of UDT4.md exactly (through :mod:`udtconf.wire`). Each probe returns
+a :class:`ProbeResult`: ``pass`` (behaved as the spec asks), ``fail`` (crashed, hung,
+corrupted data, or broke a MUST), or ``tolerated``/``broken`` for inputs where the spec
+allows either ignoring the packet or dropping the connection (recorded, not failed).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from .interop import free_udp_port, make_input, udp_port_bound
+from .seq import MAX, incseq, seqcmp, seqoff
+from .stacks import Stack, stop
+from .wire import (
+    Ack,
+    Ack2,
+    AckKind,
+    DataPacket,
+    Handshake,
+    KeepAlive,
+    Nak,
+    Packet,
+    Shutdown,
+    WireError,
+    decode,
+    encode_loss_list,
+    encode_raw_control,
+    peer_ip_field,
+)
+
+Addr = tuple[str, int]
+PAYLOAD = 1456
+
+
+@dataclass
+class ProbeResult:
+    id: str
+    section: str
+    role: str  # role the *stack* played
+    outcome: str  # pass | fail | tolerated | broken | skipped
+    details: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "fail"
+
+
+class Wire:
+    """A UDP socket that sends and receives UDT packets, keeping a log of what it saw."""
+
+    def __init__(self, bind: Addr = ("127.0.0.1", 0)) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind(bind)
+        self.addr: Addr = self.sock.getsockname()
+        self.log: list[tuple[float, Addr, Packet | WireError]] = []
+
+    def send(self, pkt: Packet | bytes, to: Addr) -> None:
+        self.sock.sendto(pkt if isinstance(pkt, (bytes, bytearray)) else pkt.encode(), to)
+
+    def recv(self, timeout: float) -> tuple[Packet, Addr] | None:
+        """Next decodable packet within ``timeout`` (undecodable ones are logged and skipped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                raw, src = self.sock.recvfrom(65535)
+            except (socket.timeout, BlockingIOError):
+                return None
+            except ConnectionRefusedError:
+                continue
+            try:
+                pkt = decode(raw)
+            except WireError as e:
+                self.log.append((time.monotonic(), src, e))
+                continue
+            self.log.append((time.monotonic(), src, pkt))
+            return pkt, src
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _new_id() -> int:
+    return random.randint(1, 1 << 30)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tester as client (the stack is the listener / receiver)
+
+
+@dataclass
+class ClientSession:
+    wire: Wire
+    server: Addr
+    my_id: int
+    peer_id: int
+    isn: int
+    mss: int
+    request: Handshake
+    response: Handshake
+    next_seq: int = 0
+    last_ack: int = 0
+    keepalives: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.next_seq = self.isn
+        self.last_ack = self.isn
+
+    def data(self, seq: int, payload: bytes, msg: int = 1) -> DataPacket:
+        return DataPacket(seq=seq, msg_no=msg, timestamp=0, dst_id=self.peer_id, payload=payload)
+
+    def pump(self, timeout: float, sent: dict[int, bytes] | None = None) -> None:
+        """Handle incoming control packets for ``timeout`` seconds (ACK2s, retransmissions)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            got = self.wire.recv(left)
+            if got is None:
+                return
+            self.handle(got[0], sent or {})
+
+    def handle(self, p: Packet, sent: dict[int, bytes]) -> None:
+        if isinstance(p, Ack):
+            if p.kind is not AckKind.LIGHT:
+                self.wire.send(Ack2(dst_id=self.peer_id, addl=p.ack_seq_no), self.server)
+            if seqcmp(p.ack_no, self.last_ack) > 0:
+                self.last_ack = p.ack_no
+        elif isinstance(p, Nak):
+            try:
+                lost = p.losses()
+            except WireError:
+                return
+            for s in lost:
+                if s in sent:
+                    self.wire.send(self.data(s, sent[s]), self.server)
+        elif isinstance(p, KeepAlive):
+            self.keepalives.append(time.monotonic())
+
+    def send_stream(self, payload: bytes, window: int = 32, timeout: float = 20.0,
+                    before_send: Callable[[int, bytes], None] | None = None) -> bool:
+        """Send ``payload`` reliably; True once everything is acknowledged."""
+        chunks = [payload[i : i + PAYLOAD] for i in range(0, len(payload), PAYLOAD)]
+        sent: dict[int, bytes] = {}
+        deadline = time.monotonic() + timeout
+        i = 0
+        last_progress = time.monotonic()
+        while time.monotonic() < deadline:
+            while i < len(chunks) and seqoff(self.last_ack, self.next_seq) < window:
+                s = self.next_seq
+                if before_send:
+                    before_send(s, chunks[i])
+                sent[s] = chunks[i]
+                self.wire.send(self.data(s, chunks[i]), self.server)
+                self.next_seq = incseq(s)
+                i += 1
+            before = self.last_ack
+            self.pump(0.01, sent)
+            if self.last_ack != before:
+                last_progress = time.monotonic()
+            if i == len(chunks) and self.last_ack == self.next_seq:
+                return True
+            if time.monotonic() - last_progress > 0.5:  # our own EXP: resend the unacknowledged
+                s = self.last_ack
+                while s != self.next_seq:
+                    self.wire.send(self.data(s, sent[s]), self.server)
+                    s = incseq(s)
+                last_progress = time.monotonic()
+        return False
+
+    def shutdown(self) -> None:
+        self.wire.send(Shutdown(dst_id=self.peer_id), self.server)
+
+
+def connect(wire: Wire, server: Addr, timeout: float = 3.0, sock_type: int = 1) -> ClientSession:
+    my_id, isn = _new_id(), random.randint(0, MAX)
+    req = Handshake(isn=isn, socket_id=my_id, req_type=1, sock_type=sock_type, peer_ip=peer_ip_field(server[0]))
+    deadline = time.monotonic() + timeout
+    resend = 0.0
+    while time.monotonic() < deadline:
+        if time.monotonic() >= resend:
+            wire.send(req, server)
+            resend = time.monotonic() + 0.25
+        got = wire.recv(min(0.25, max(0.01, deadline - time.monotonic())))
+        if got is None or not isinstance(got[0], Handshake) or got[1] != server:
+            continue
+        h = got[0]
+        if h.req_type == 1:
+            req = replace(req, req_type=-1, cookie=h.cookie)
+            resend = 0.0
+        elif h.req_type == -1 and h.dst_id == my_id:
+            return ClientSession(wire, server, my_id, h.socket_id, isn, min(h.mss, 1500), req, h)
+        elif h.req_type == 1002:
+            raise ConnectionError("connection rejected (1002)")
+    raise TimeoutError(f"no handshake response from {server} within {timeout} s")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tester as listener / receiver (the stack is the client / sender)
+
+
+class ListenerSession:
+    """Accepts one connection, receives data, ACKs every 10 ms unless told to hold."""
+
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+        self.my_id = _new_id()
+        self.cookie = random.randint(1, 0xFFFFFFFF)
+        self.peer: Addr | None = None
+        self.peer_id = 0
+        self.isn = 0
+        self.received: dict[int, bytes] = {}
+        self.top: int | None = None
+        self.ack_sub = 0
+        self.last_ack_time = 0.0
+        self.hold_acks = False
+        self.keepalive_every: float | None = None  # keep the peer's EXP quiet while holding ACKs
+        self._last_ka = 0.0
+        self.accepted_at = 0.0
+        self.shutdown_seen = False
+        self.arrivals: list[tuple[float, int]] = []
+
+    def accept(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.wire.recv(deadline - time.monotonic())
+            if got is None:
+                break
+            p, src = got
+            if not isinstance(p, Handshake):
+                continue
+            if p.req_type == 1:
+                self.wire.send(replace(p, cookie=self.cookie, dst_id=p.socket_id), src)
+            elif p.req_type == -1 and p.cookie == self.cookie:
+                self.peer, self.peer_id, self.isn = src, p.socket_id, p.isn
+                resp = replace(p, socket_id=self.my_id, dst_id=p.socket_id, mss=min(p.mss, 1500),
+                               flight_flag_size=8192, peer_ip=peer_ip_field(src[0]))
+                self.wire.send(resp, src)
+                self.top = None
+                self.accepted_at = time.monotonic()
+                return
+        raise TimeoutError("the stack did not connect")
+
+    @property
+    def ack_no(self) -> int:
+        s = self.isn
+        while s in self.received:
+            s = incseq(s)
+        return s
+
+    def send_ack(self) -> None:
+        assert self.peer
+        self.ack_sub = 0 if self.ack_sub == MAX else self.ack_sub + 1
+        self.wire.send(Ack(dst_id=self.peer_id, ack_seq_no=self.ack_sub, ack_no=self.ack_no, rtt=10_000,
+                           rtt_var=5_000, avail_buffer=8192, arrival_speed=5000, link_capacity=50_000), self.peer)
+        self.last_ack_time = time.monotonic()
+
+    def run(self, duration: float, until: Callable[[], bool] | None = None) -> None:
+        deadline = time.monotonic() + duration
+        while time.monotonic() < deadline and not (until and until()):
+            got = self.wire.recv(0.005)
+            if got is not None and got[1] == self.peer:
+                p = got[0]
+                if isinstance(p, DataPacket):
+                    self.arrivals.append((time.monotonic(), p.seq))
+                    self.received.setdefault(p.seq, p.payload)
+                    if self.top is None or seqcmp(p.seq, self.top) > 0:
+                        self.top = p.seq
+                elif isinstance(p, Shutdown):
+                    self.shutdown_seen = True
+                elif isinstance(p, Handshake) and p.req_type == -1 and self.peer:
+                    self.wire.send(replace(p, socket_id=self.my_id, dst_id=p.socket_id), self.peer)
+            if not self.hold_acks and self.peer and time.monotonic() - self.last_ack_time >= 0.01 and self.received:
+                self.send_ack()
+            if self.keepalive_every and self.peer and time.monotonic() - self._last_ka >= self.keepalive_every:
+                self.wire.send(KeepAlive(dst_id=self.peer_id), self.peer)
+                self._last_ka = time.monotonic()
+
+    def nak(self, words: list[int]) -> None:
+        assert self.peer
+        self.wire.send(Nak(dst_id=self.peer_id, words=tuple(w & 0xFFFFFFFF for w in words)), self.peer)
+
+    def stream(self) -> bytes:
+        out, s = [], self.isn
+        while s in self.received:
+            out.append(self.received[s])
+            s = incseq(s)
+        return b"".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Probes
+
+
+@dataclass
+class Probe:
+    id: str
+    section: str
+    role: str  # the stack's role
+    summary: str
+    fn: Callable[["ProbeEnv"], ProbeResult]
+
+
+@dataclass
+class ProbeEnv:
+    stack: Stack
+    workdir: Path
+    probe: Probe
+
+    def result(self, outcome: str, details: str, notes: list[str] | None = None) -> ProbeResult:
+        return ProbeResult(self.probe.id, self.probe.section, self.probe.role, outcome, details, notes or [])
+
+
+PROBES: list[Probe] = []
+
+
+def probe(id: str, section: str, role: str, summary: str) -> Callable[[Callable[[ProbeEnv], ProbeResult]], Callable[[ProbeEnv], ProbeResult]]:
+    def deco(fn: Callable[[ProbeEnv], ProbeResult]) -> Callable[[ProbeEnv], ProbeResult]:
+        PROBES.append(Probe(id, section, role, summary, fn))
+        return fn
+
+    return deco
+
+
+class _StackServer:
+    """The stack's ``server`` role (recv) on a fresh loopback port, for server-side probes."""
+
+    def __init__(self, env: ProbeEnv) -> None:
+        self.port = free_udp_port()
+        self.addr: Addr = ("127.0.0.1", self.port)
+        self.output = env.workdir / "output.bin"
+        self.proc = env.stack.start("server", "transfer", env.workdir, SERVER_ADDR="127.0.0.1",
+                                    SERVER_PORT=self.port, OUTPUT=self.output, CLIENT_ADDR="127.0.0.1")
+        deadline = time.monotonic() + 5
+        while not udp_port_bound(self.port) and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.02)
+        time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def finish(self, timeout: float = 10.0) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop(self.proc)
+            return None
+
+    def close(self) -> None:
+        stop(self.proc)
+
+
+def _exit_desc(rc: int | None) -> str:
+    if rc is None:
+        return "hung (killed after timeout)"
+    if rc < 0 or rc >= 128:
+        return f"crashed (exit {rc})"
+    return f"exit {rc}"
+
+
+def _serve_transfer(env: ProbeEnv, srv: _StackServer, payload: bytes, sess: ClientSession | None = None,
+                    wire: Wire | None = None, **kw: object) -> tuple[bool, str]:
+    """Finish a tester → stack transfer and check the stack wrote exactly ``payload``."""
+    own = wire is None
+    wire = wire or Wire()
+    try:
+        sess = sess or connect(wire, srv.addr)
+        ok = sess.send_stream(payload, **kw)  # type: ignore[arg-type]
+        sess.shutdown()
+        rc = srv.finish()
+        if not ok:
+            return False, f"transfer not acknowledged; stack {_exit_desc(rc)}"
+        if rc != 0:
+            return False, f"stack {_exit_desc(rc)} after a complete transfer"
+        got = srv.output.read_bytes() if srv.output.exists() else b""
+        if got != payload:
+            return False, f"stack wrote {len(got)} bytes, expected {len(payload)} — data corrupted"
+        return True, f"{len(payload)} bytes delivered intact"
+    finally:
+        if own:
+            wire.close()
+
+
+@probe("server/malformed-then-serve", "2, 6.1", "server",
+       "truncated/malformed packets and packets for unknown sockets at the listener; then a normal transfer")
+def _malformed(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    notes = []
+    try:
+        w = Wire()
+        hs = Handshake(isn=5, socket_id=77, req_type=1, peer_ip=peer_ip_field("127.0.0.1"))
+        junk = [
+            b"", b"\x80", b"\x00" * 3, hs.encode()[:16], hs.encode()[:60], hs.encode() + b"\x00" * 4,
+            hs.encode()[:63], encode_raw_control(0x7FFE, info=b"\x00" * 4), encode_raw_control(2, dst_id=0x7FFFFFFF, info=b"\x00" * 8),
+            encode_raw_control(3, dst_id=12345, info=bytes.fromhex("80000005")),
+            DataPacket(seq=1, msg_no=1, dst_id=0, payload=b"EVIL").encode(),
+            DataPacket(seq=1, msg_no=1, dst_id=0xFFFFFFFF, payload=b"EVIL").encode(),
+            os.urandom(1472),
+        ]
+        for j in junk:
+            w.send(j, srv.addr)
+        answers = []
+        while (got := w.recv(0.3)) is not None:
+            answers.append(got[0])
+        if answers:
+            notes.append(f"listener answered {len(answers)} malformed packet(s): {[type(a).__name__ for a in answers]}")
+        w.close()
+        if not srv.alive():
+            return env.result("fail", f"stack {_exit_desc(srv.proc.returncode)} after malformed packets")
+        payload = os.urandom(64 * 1024)
+        ok, why = _serve_transfer(env, srv, payload)
+        wrong = [a for a in answers if not isinstance(a, Handshake)]
+        if not ok:
+            return env.result("fail", why, notes)
+        if wrong:
+            return env.result("fail", "listener answered a malformed/unknown packet with a non-handshake packet", notes)
+        return env.result("pass", f"ignored {len(junk)} malformed packets; " + why, notes)
+    finally:
+        srv.close()
+
+
+@probe("server/cookie-flood-no-state", "6.1", "server",
+       "200 first-round requests from 20 source ports that never finish the cookie round, plus wrong "
+       "cookies; the listener keeps no state and still serves a real client")
+def _flood(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    notes: list[str] = []
+    try:
+        wires = [Wire() for _ in range(20)]
+        replies = bad = 0
+        for k in range(10):
+            for w in wires:
+                req = Handshake(isn=random.randint(0, MAX), socket_id=_new_id(), req_type=1,
+                                peer_ip=peer_ip_field("127.0.0.1"))
+                w.send(req, srv.addr)
+        deadline = time.monotonic() + 1.0
+        for w in wires:
+            while (got := w.recv(max(0.0, deadline - time.monotonic()) or 0.01)) is not None:
+                h = got[0]
+                if isinstance(h, Handshake) and h.req_type == 1 and h.dst_id == h.socket_id:
+                    replies += 1
+                else:
+                    bad += 1
+        # wrong cookie in the second round must be dropped silently (§6.1 listener rule 4)
+        w = wires[0]
+        w.send(Handshake(isn=1, socket_id=_new_id(), req_type=-1, cookie=0xDEADBEEF, peer_ip=peer_ip_field("127.0.0.1")), srv.addr)
+        answered_wrong_cookie = w.recv(0.4) is not None
+        for w in wires:
+            w.close()
+        notes.append(f"{replies}/200 cookie replies")
+        if not srv.alive():
+            return env.result("fail", f"stack {_exit_desc(srv.proc.returncode)} under the handshake flood", notes)
+        ok, why = _serve_transfer(env, srv, os.urandom(32 * 1024))
+        if not ok:
+            return env.result("fail", "after the flood: " + why, notes)
+        if answered_wrong_cookie:
+            return env.result("fail", "listener answered a second-round request with a wrong cookie", notes)
+        if bad:
+            return env.result("fail", f"{bad} non-cookie replies to first-round requests", notes)
+        if replies < 190:
+            notes.append("some cookie replies missing (UDP on a loaded host)")
+        return env.result("pass", "no state before the cookie round; " + why, notes)
+    finally:
+        srv.close()
+
+
+@probe("server/replayed-handshake", "6.1", "server",
+       "replay the cookie-bearing request of a live connection: the listener re-sends the response of the "
+       "existing connection (same socket ID) and does not open a second one")
+def _replay(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    try:
+        w = Wire()
+        sess = connect(w, srv.addr)
+        sess.pump(0.05)
+        w.send(sess.request, srv.addr)
+        resp = None
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            got = w.recv(deadline - time.monotonic())
+            if got and isinstance(got[0], Handshake):
+                resp = got[0]
+                break
+            if got:
+                sess.handle(got[0], {})
+        notes = []
+        if resp is None:
+            notes.append("no answer to the replayed request")
+        ok, why = _serve_transfer(env, srv, os.urandom(32 * 1024), sess=sess, wire=w)
+        w.close()
+        if not ok:
+            return env.result("fail", "after the replay: " + why, notes)
+        if resp is not None and resp.socket_id != sess.peer_id:
+            return env.result("fail", f"replayed request got a new socket ID {resp.socket_id:#x} (was {sess.peer_id:#x})", notes)
+        if resp is not None:
+            notes.append(f"response FFS {resp.flight_flag_size} (4.11: UDT_FC = 25600 on a repeat), ISN echoed: {resp.isn == sess.isn}")
+        return env.result("pass", "replay answered from the existing connection; " + why, notes)
+    finally:
+        srv.close()
+
+
+@probe("server/wrong-socket-id", "3.3", "server",
+       "data with a wrong destination socket ID, and with the right ID from a different source port, is "
+       "dropped: the stack's output must not contain it")
+def _wrong_id(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    try:
+        w, intruder = Wire(), Wire()
+        sess = connect(w, srv.addr)
+
+        def inject(seq: int, chunk: bytes) -> None:
+            evil = b"EVIL" * (len(chunk) // 4) + b"E" * (len(chunk) % 4)
+            w.send(replace(sess.data(seq, evil), dst_id=sess.peer_id ^ 0x1), srv.addr)
+            intruder.send(sess.data(seq, evil), srv.addr)
+
+        payload = os.urandom(16 * PAYLOAD)
+        ok, why = _serve_transfer(env, srv, payload, sess=sess, wire=w, before_send=inject)
+        intruder.close()
+        w.close()
+        return env.result("pass" if ok else "fail", why)
+    finally:
+        srv.close()
+
+
+@probe("server/silence-keepalive", "9.4", "server",
+       "the tester goes silent mid-connection for 2.5 s: the stack (nothing to send) emits keep-alives on its "
+       "EXP timer, ≥ 300 ms apart, and the connection survives")
+def _silence_server(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    try:
+        w = Wire()
+        sess = connect(w, srv.addr)
+        first = os.urandom(8 * PAYLOAD)
+        chunks = [first[i : i + PAYLOAD] for i in range(0, len(first), PAYLOAD)]
+        sent = {}
+        for c in chunks:
+            sent[sess.next_seq] = c
+            w.send(sess.data(sess.next_seq, c), srv.addr)
+            sess.next_seq = incseq(sess.next_seq)
+        sess.pump(0.3, sent)
+        t0 = time.monotonic()
+        kas: list[float] = []
+        while time.monotonic() - t0 < 2.5:  # silent: read only
+            got = w.recv(2.5 - (time.monotonic() - t0))
+            if got and isinstance(got[0], KeepAlive):
+                kas.append(time.monotonic() - t0)
+        rest = os.urandom(8 * PAYLOAD)
+        # the stack may still be waiting for ACK2s etc.; resume and finish
+        sess.last_ack = sess.next_seq if sess.last_ack != sess.next_seq else sess.last_ack
+        ok, why = _serve_transfer(env, srv, first + rest, sess=_resume(sess, first, rest), wire=w)
+        w.close()
+        notes = [f"keep-alives at {[round(k, 3) for k in kas]} s"]
+        if not ok:
+            return env.result("fail", "after 2.5 s of silence: " + why, notes)
+        if not kas:
+            return env.result("fail", "no keep-alive during 2.5 s of peer silence (EXP §9.4)", notes)
+        gaps = [b - a for a, b in zip(kas, kas[1:])]
+        if kas[0] > 1.5 or any(g < 0.25 for g in gaps):
+            return env.result("fail", "keep-alive cadence outside EXP rules (first ≤ 1.5 s, then ≥ 300 ms apart)", notes)
+        return env.result("pass", f"{len(kas)} keep-alives during silence; " + why, notes)
+    finally:
+        srv.close()
+
+
+def _resume(sess: ClientSession, first: bytes, rest: bytes) -> ClientSession:
+    """Continue a session whose first part was sent by hand: re-send from ISN (duplicates are fine)."""
+    sess.next_seq = sess.isn
+    sess.last_ack = sess.isn
+    return sess
+
+
+class _StackClient:
+    """The stack's ``client`` role sending INPUT to the tester's listener."""
+
+    def __init__(self, env: ProbeEnv, size: int = 400 * PAYLOAD) -> None:
+        self.wire = Wire()
+        self.input = env.workdir / "input.bin"
+        make_input(self.input, size, env.probe.id)
+        self.payload = self.input.read_bytes()
+        self.proc = env.stack.start("client", "transfer", env.workdir, SERVER_ADDR="127.0.0.1",
+                                    SERVER_PORT=self.wire.addr[1], INPUT=self.input, CLIENT_ADDR="127.0.0.1")
+        self.lst = ListenerSession(self.wire)
+
+    def finish(self, timeout: float = 15.0) -> int | None:
+        """Keep receiving and ACKing until the stack exits (or timeout)."""
+        deadline = time.monotonic() + timeout
+        self.lst.hold_acks = False
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            self.lst.run(0.1)
+        self.lst.run(0.1)
+        if self.proc.poll() is None:
+            stop(self.proc)
+            return None
+        return self.proc.returncode
+
+    def close(self) -> None:
+        stop(self.proc)
+        self.wire.close()
+
+
+def _crafted_nak_probe(env: ProbeEnv, make_words: Callable[[ListenerSession], list[int]], allow_break: bool,
+                       expect_retx: Callable[[ListenerSession], set[int]] | None = None,
+                       settle: float = 0.2) -> ProbeResult:
+    cl = _StackClient(env)
+    try:
+        lst = cl.lst
+        lst.accept()
+        lst.hold_acks = True  # keep data unacknowledged so NAKed numbers are retransmittable
+        lst.keepalive_every = 0.1  # … and the sender's EXP timer from retransmitting on its own
+        # 4.11 drops control packets that reach a socket in its first milliseconds (UDT4.md §16):
+        # send the crafted packet only after 200 ms.
+        lst.run(2.0, until=lambda: len(lst.received) >= 16 and time.monotonic() - lst.accepted_at > settle)
+        if len(lst.received) < 16:
+            return env.result("fail", f"stack sent only {len(lst.received)} packets before the NAK")
+        words = make_words(lst)
+        n_before = len(lst.arrivals)
+        lst.nak(words)
+        lst.run(0.5)
+        retx = [s for _, s in lst.arrivals[n_before:]]
+        notes = [f"NAK words {[hex(w & 0xFFFFFFFF) for w in words]}", f"{len(retx)} data packets in the next 0.5 s"]
+        if expect_retx is not None:
+            want = expect_retx(lst)
+            missing = want - set(retx)
+            notes.append(f"retransmitted {len(want) - len(missing)}/{len(want)} NAKed packets")
+        rc = cl.finish()
+        got = lst.stream()
+        intact = got == cl.payload[: len(got)]
+        complete = rc == 0 and got == cl.payload
+        notes.append(f"stack {_exit_desc(rc)}, received {len(got)}/{len(cl.payload)} bytes in order")
+        if rc is None or rc < 0 or rc >= 128:
+            return env.result("fail", f"stack {_exit_desc(rc)}", notes)
+        if not intact:
+            return env.result("fail", "delivered bytes differ from the input — corruption", notes)
+        if expect_retx is not None and missing:
+            return env.result("fail", f"{len(missing)} NAKed packet(s) not retransmitted within 0.5 s", notes)
+        if complete:
+            return env.result("tolerated" if allow_break else "pass", "transfer completed after the NAK", notes)
+        if allow_break:
+            return env.result("broken", "the stack dropped the connection (allowed: 4.11 marks it broken)", notes)
+        return env.result("fail", "transfer did not complete after a valid NAK", notes)
+    finally:
+        cl.close()
+
+
+@probe("client/nak-valid-mixed", "5.4, 8.7", "client",
+       "a valid NAK mixing singles and ranges ({3, 6..10, 13}): exactly those packets are retransmitted")
+def _nak_mixed(env: ProbeEnv) -> ProbeResult:
+    def lost(l: ListenerSession) -> set[int]:
+        return {incseq(l.isn, o) for o in (3, 6, 7, 8, 9, 10, 13)}
+    return _crafted_nak_probe(env, lambda l: encode_loss_list(sorted(lost(l), key=lambda s: seqoff(l.isn, s))),
+                              allow_break=False, expect_retx=lost)
+
+
+@probe("client/early-nak", "8.7, 16", "client",
+       "a valid NAK as soon as the first 16 packets arrived (a few ms after the handshake) is acted on: the "
+       "NAKed packet is retransmitted within 0.5 s")
+def _nak_early(env: ProbeEnv) -> ProbeResult:
+    return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 3)], allow_break=False,
+                              expect_retx=lambda l: {incseq(l.isn, 3)}, settle=0.0)
+
+
+@probe("client/nak-duplicates", "5.4", "client", "a NAK listing the same number three times, sent three times")
+def _nak_dup(env: ProbeEnv) -> ProbeResult:
+    return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 3)] * 3, allow_break=False,
+                              expect_retx=lambda l: {incseq(l.isn, 3)})
+
+
+@probe("client/nak-start-after-end", "5.4", "client",
+       "a NAK range whose start is after its end: 4.11 marks the connection broken; must not crash or corrupt")
+def _nak_inverted(env: ProbeEnv) -> ProbeResult:
+    return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 10) | 0x80000000, incseq(l.isn, 5)], allow_break=True)
+
+
+@probe("client/nak-beyond-sent", "5.4", "client",
+       "a NAK for a number the sender never sent: 4.11 marks the connection broken")
+def _nak_beyond(env: ProbeEnv) -> ProbeResult:
+    return _crafted_nak_probe(env, lambda l: [incseq(l.top or l.isn, 5000)], allow_break=True)
+
+
+@probe("client/nak-trailing-range-start", "5.4", "client",
+       "a NAK ending in a range-start word (4.11 reads past the end): must not crash or corrupt")
+def _nak_trailing(env: ProbeEnv) -> ProbeResult:
+    return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 2), incseq(l.isn, 4) | 0x80000000], allow_break=True)
+
+
+@probe("client/ack-beyond-sent", "8.6", "client",
+       "a full ACK acknowledging data never sent: 4.11 marks the connection broken; must not report success")
+def _ack_beyond(env: ProbeEnv) -> ProbeResult:
+    cl = _StackClient(env)
+    try:
+        lst = cl.lst
+        lst.accept()
+        lst.hold_acks = True
+        lst.keepalive_every = 0.1
+        lst.run(2.0, until=lambda: len(lst.received) >= 16 and time.monotonic() - lst.accepted_at > 0.2)
+        assert lst.peer
+        bogus = incseq(lst.top or lst.isn, 100_000)
+        lst.wire.send(Ack(dst_id=lst.peer_id, ack_seq_no=1, ack_no=bogus, rtt=10_000, rtt_var=5_000,
+                          avail_buffer=8192, arrival_speed=1000, link_capacity=1000), lst.peer)
+        lst.ack_sub = 1
+        rc = cl.finish()
+        got = lst.stream()
+        notes = [f"stack {_exit_desc(rc)}, received {len(got)}/{len(cl.payload)} bytes"]
+        if rc is None or rc < 0 or rc >= 128:
+            return env.result("fail", f"stack {_exit_desc(rc)}", notes)
+        if rc == 0 and got != cl.payload:
+            return env.result("fail", "sender reported success although the data never arrived (a bogus ACK released it)", notes)
+        if rc == 0:
+            return env.result("tolerated", "bogus ACK ignored, transfer completed", notes)
+        return env.result("broken", "connection broken as 4.11 does", notes)
+    finally:
+        cl.close()
+
+
+@probe("client/silence-exp-retransmit", "9.4", "client",
+       "the tester receives data but never ACKs for 2 s: the sender's EXP timer retransmits the unacknowledged "
+       "packets (first within 2 s), then the transfer completes when ACKs resume")
+def _silence_client(env: ProbeEnv) -> ProbeResult:
+    cl = _StackClient(env)
+    try:
+        lst = cl.lst
+        lst.accept()
+        lst.hold_acks = True
+        t0 = time.monotonic()
+        lst.run(2.0)
+        first_pass = {}
+        retx_times = []
+        for t, s in lst.arrivals:
+            if s in first_pass:
+                retx_times.append(t - t0)
+            else:
+                first_pass[s] = t
+        rc = cl.finish()
+        got = lst.stream()
+        notes = [f"{len(first_pass)} new packets, {len(retx_times)} retransmissions during silence, first at "
+                 f"{round(retx_times[0], 3) if retx_times else None} s", f"stack {_exit_desc(rc)}"]
+        if rc != 0 or got != cl.payload:
+            return env.result("fail", f"transfer did not complete after the silence: {_exit_desc(rc)}, {len(got)} bytes", notes)
+        if not retx_times:
+            return env.result("fail", "no retransmission during 2 s without any ACK (EXP §9.4)", notes)
+        return env.result("pass", "EXP retransmitted and the transfer completed", notes)
+    finally:
+        cl.close()
+
+
+def run_probe(stack: Stack, p: Probe, workdir: Path) -> ProbeResult:
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = ProbeEnv(stack, workdir, p)
+    try:
+        return p.fn(env)
+    except (TimeoutError, ConnectionError) as e:
+        return env.result("fail", f"{type(e).__name__}: {e}")
