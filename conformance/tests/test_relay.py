@@ -54,3 +54,20 @@ def test_without_shift_numbers_pass_unchanged() -> None:
         assert decode(server.recv(2048)).isn == 5  # type: ignore[union-attr]
         client.sendto(DataPacket(seq=5, msg_no=1, dst_id=9).encode(), relay.address)
         assert decode(server.recv(2048)).seq == 5  # type: ignore[union-attr]
+
+
+def test_bottleneck_paces_and_tail_drops() -> None:
+    import time
+
+    server, client = _sock(), _sock()
+    with LossRelay(server.getsockname(), rate_pps=200, queue=5) as relay:
+        client.sendto(Handshake(isn=0, socket_id=7).encode(), relay.address)
+        server.recv(2048)
+        t0 = time.monotonic()
+        for s in range(10):
+            client.sendto(DataPacket(seq=s, msg_no=1, dst_id=9).encode(), relay.address)
+        got = [decode(server.recv(2048)).seq for _ in range(5)]  # type: ignore[union-attr]
+        elapsed = time.monotonic() - t0
+    assert got == [0, 1, 2, 3, 4]  # handshake's slot freed before the burst; 5 queued, the rest tail-dropped
+    assert relay.dropped == [5, 6, 7, 8, 9] and relay.tail_drops == 5
+    assert elapsed >= 4 / 200  # five packets at 200 pps: at least 20 ms

@@ -9,8 +9,9 @@ transfer        2 MiB STREAM bulk
 dgram           1 MiB in DGRAM (message) mode
 rendezvous      256 KiB, both sides bind and connect to each other (UDT_RENDEZVOUS)
 loss            1 MiB STREAM through :class:`~udtconf.relay.LossRelay`, which drops chosen packets
-                (single, a run of 2, a long run, a run across the 2^31 wrap) and moves the
-                sequence space so the wrap happens 100 packets in
+                (single, a run of 2, a long run, a run across the 2^31 wrap), moves the
+                sequence space so the wrap happens 100 packets in, and forms a 3000 packet/s
+                drop-tail bottleneck (64-packet queue)
 close           64 KiB then a graceful close: both roles must exit 0 and a Shutdown is on the wire
 multiconnect    3 clients at once to one server port (OUTPUT is a directory, one file per connection)
 ==============  =================================================================================
@@ -48,6 +49,8 @@ CASE_BYTES = {
 CASE_TIMEOUT = {"rendezvous": 45.0, "loss": 60.0}
 LOSS_DROPS = [5, 20, 21, *range(40, 60), 99, 100, 101, 300]
 LOSS_WRAP_AT = 100
+LOSS_RATE_PPS = 3000.0  # ≈ 35 Mb/s bottleneck: makes the sender's pacing (and packet pairs) visible
+LOSS_QUEUE = 64
 MULTI_CONNECTIONS = 3
 
 
@@ -158,7 +161,8 @@ class InteropRunner:
         try:
             if case == "loss":
                 relay = LossRelay(("127.0.0.1", sport), drop=LOSS_DROPS, isn_target=wrap_target(LOSS_WRAP_AT),
-                                  capture=None if self.capture else logdir / "relay.pcap").__enter__()
+                                  capture=None if self.capture else logdir / "relay.pcap",
+                                  rate_pps=LOSS_RATE_PPS, queue=LOSS_QUEUE).__enter__()
                 ports.append(relay.address[1])
             if self.capture:
                 res.pcap = logdir / "capture.pcap"

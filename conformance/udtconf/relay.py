@@ -11,6 +11,11 @@ socket, so several connections through one relay stay apart.
   numbers, NAK words and the response ISN on the way out. Both stacks see a consistent
   connection.
 
+* ``rate_pps`` — if set, client → server traffic leaves through a drop-tail bottleneck of
+  that many packets per second with a ``queue``-packet buffer, so a sender's rate control
+  (and its packet pairs, §7) becomes visible on a loopback link. Tail drops of data packets are
+  counted in ``dropped`` like chosen drops.
+
 ``dropped`` collects the dropped numbers *as the server would have seen them*; the relay can
 also record both legs to a pcap (``capture=``) for runs without root.
 """
@@ -22,6 +27,7 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,7 +68,14 @@ class LossRelay:
         isn_target: int | None = None,
         capture: Path | None = None,
         lifetime: float = 120.0,
+        rate_pps: float | None = None,
+        queue: int = 100,
     ) -> None:
+        self.rate_pps = rate_pps
+        self.queue_limit = queue
+        self._queue: deque[tuple[float, _Flow, bytes]] = deque()
+        self._next_release = 0.0
+        self.tail_drops = 0
         self.server = server
         self.drop_offsets = set(drop or [])
         self.drop_times = drop_times
@@ -103,7 +116,11 @@ class LossRelay:
     def _run(self) -> None:
         deadline = time.monotonic() + self.lifetime
         while not self._stop.is_set() and time.monotonic() < deadline:
-            for key, _ in self._sel.select(timeout=0.05):
+            self._release()
+            wait = 0.05
+            if self._queue:
+                wait = max(0.0, min(wait, self._queue[0][0] - time.monotonic()))
+            for key, _ in self._sel.select(timeout=wait):
                 sock: socket.socket = key.fileobj  # type: ignore[assignment]
                 try:
                     data, src = sock.recvfrom(65535)
@@ -149,9 +166,29 @@ class LossRelay:
                     if self.isn_target is not None:
                         flow.delta = (self.isn_target - isn) & MAX
                 _W.pack_into(pkt, 24, _shift(isn, flow.delta))
+        if self.rate_pps:
+            if len(self._queue) >= self.queue_limit:
+                self.tail_drops += 1
+                if not _W.unpack_from(pkt, 0)[0] & 0x80000000:
+                    with self._lock:
+                        self.dropped.append(_W.unpack_from(pkt, 0)[0])
+                return
+            now = time.monotonic()
+            self._next_release = max(now, self._next_release) + 1.0 / self.rate_pps
+            self._queue.append((self._next_release, flow, bytes(pkt)))
+            return
+        self._forward(flow, bytes(pkt))
+
+    def _release(self) -> None:
+        now = time.monotonic()
+        while self._queue and self._queue[0][0] <= now:
+            _, flow, pkt = self._queue.popleft()
+            self._forward(flow, pkt)
+
+    def _forward(self, flow: _Flow, pkt: bytes) -> None:
         flow.upstream.sendto(pkt, self.server)
         self.forwarded += 1
-        self._record(flow.upstream.getsockname(), self.server, bytes(pkt))
+        self._record(flow.upstream.getsockname(), self.server, pkt)
 
     def _from_server(self, pkt: bytearray, flow: _Flow) -> None:
         self._record(self.server, flow.upstream.getsockname(), bytes(pkt))
