@@ -96,3 +96,13 @@ def test_shutdown_rule() -> None:
     assert run("udt4/5.6/shutdown-on-close", conn_of(*handshake(), data(ISN, 0.01)), case="close")
     ok = conn_of(*handshake(), data(ISN, 0.01), ("client", 0.02, Shutdown(dst_id=SID).encode()))
     assert run("udt4/5.6/shutdown-on-close", ok, case="close") == []
+
+
+def test_late_cookie_reply_does_not_change_the_servers_socket_id() -> None:
+    # 4.11 client repeats its first request; the listener answers with a cookie reply (client's
+    # ID) after its final response — the connection's server ID is still the final response's.
+    hs = handshake()
+    late = ("server", 0.004, Handshake(isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID).encode())
+    c = conn_of(*hs, late, data(ISN, 0.01))
+    assert c.socket_id("server") == SID
+    assert run("udt4/3.3/destination-id", c) == []

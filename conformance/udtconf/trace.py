@@ -55,8 +55,12 @@ class Connection:
         return list(self.of_type(Ack, sender))
 
     def socket_id(self, side: str) -> int | None:
-        """The socket ID ``side`` announced in its last handshake (the connection's ID)."""
-        ids = [h.socket_id for _, h in self.handshakes(side)]
+        """The socket ID ``side`` announced for the connection: from its last handshake that is not
+        a first-round request/cookie reply (a listener's cookie reply echoes the *client's* ID and
+        4.11 may send one after its final response when the client repeats its first request)."""
+        hs = [h for _, h in self.handshakes(side)]
+        settled = [h.socket_id for h in hs if h.req_type != 1]
+        ids = settled or [h.socket_id for h in hs]
         return ids[-1] if ids else None
 
     @property
