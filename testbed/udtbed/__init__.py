@@ -1,0 +1,1 @@
+"""UDT testbed: emulated WAN topologies, experiments, reports (issue 3)."""

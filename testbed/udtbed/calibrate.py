@@ -1,0 +1,89 @@
+"""Calibration: measure RTT and bottleneck rate through the built topology before a run.
+
+RTT: ``ping`` between the flow's hosts, compared (average) with the sum of the configured
+one-way delays. Rate: a paced UDP blast of 1514-byte frames offered at 1.1x the bottleneck;
+with the bottleneck busy from the first frame, frames arrive exactly one serialization time
+apart, so ``(n - 1) * 1514 * 8 / arrival span`` is the link rate the path really delivers.
+A path off by more than the tolerance (default RTT 1 ms, rate 2 %) fails the calibration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from .network import Network
+from .runtime import NamespaceRuntime
+
+
+@dataclass
+class PathCalibration:
+    src: str
+    dst: str
+    expected_rtt_ms: float
+    rtt_ms: float | None
+    rtt_min_ms: float | None
+    expected_rate_mbps: float | None
+    rate_mbps: float | None
+    rtt_ok: bool
+    rate_ok: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.rtt_ok and self.rate_ok
+
+    def line(self) -> str:
+        rate = (f"rate {self.rate_mbps:.1f} Mb/s (want {self.expected_rate_mbps:.1f}, "
+                f"{(self.rate_mbps / self.expected_rate_mbps - 1) * 100:+.2f}%)"
+                if self.rate_mbps and self.expected_rate_mbps else "rate unlimited (not measured)")
+        rtt = f"RTT {self.rtt_ms:.3f} ms (want {self.expected_rtt_ms:.3f})" if self.rtt_ms is not None else "RTT: no reply"
+        return f"{self.src}->{self.dst}: {rtt}; {rate} [{'ok' if self.ok else 'OFF'}]"
+
+
+def ping(net: Network, src: str, dst: str, count: int = 10) -> tuple[float | None, float | None]:
+    from .network import sh
+    interval = "0.05"
+    p = sh("ping", "-c", str(count), "-i", interval, "-W", "3", "-q", net.address(dst), ns=net.ns(src), check=False)
+    m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)", p.stdout)
+    return (float(m.group(2)), float(m.group(1))) if m else (None, None)
+
+
+def udp_rate(net: Network, src: str, dst: str, rate_bps: float, seconds: float, port: int = 5999) -> float | None:
+    rt = NamespaceRuntime(net)
+    wd = net.workdir
+    py = [sys.executable, "-m", "udtbed.probe"]
+    sink = rt.spawn(dst, py + ["udp-sink", "--port", str(port), "--seconds", str(seconds + 5)],
+                    stdout=wd / f"cal-sink-{dst}.json")
+    time.sleep(0.3)
+    src_p = rt.spawn(src, py + ["udp-source", "--dst", net.address(dst), "--port", str(port),
+                                "--rate", str(rate_bps * 1.1), "--seconds", str(seconds)])
+    src_p.wait(seconds + 10)
+    sink.wait(seconds + 10)
+    lines = (wd / f"cal-sink-{dst}.json").read_text().splitlines()
+    r = json.loads(lines[-1])
+    if r["packets"] < 10 or r["span_s"] <= 0:
+        return None
+    return (r["packets"] - 1) * 1514 * 8 / r["span_s"] / 1e6
+
+
+def calibrate(net: Network, pairs: list[tuple[str, str]], rtt_tol_ms: float = 1.0, rate_tol: float = 0.02,
+              seconds: float = 2.0, log=print) -> list[PathCalibration]:
+    out = []
+    for src, dst in dict.fromkeys(pairs):
+        want_rtt = net.topo.expected_rtt_s(src, dst) * 1e3
+        want_rate = net.topo.bottleneck_bps(src, dst, scale=net.scale)
+        rtt, rtt_min = ping(net, src, dst)
+        rate = udp_rate(net, src, dst, want_rate, seconds) if want_rate else None
+        c = PathCalibration(src, dst, want_rtt, rtt, rtt_min, want_rate / 1e6 if want_rate else None, rate,
+                            rtt is not None and abs(rtt - want_rtt) <= rtt_tol_ms,
+                            want_rate is None or (rate is not None and abs(rate / (want_rate / 1e6) - 1) <= rate_tol))
+        log(f"  calibration {c.line()}")
+        out.append(c)
+    return out
+
+
+def as_json(cals: list[PathCalibration]) -> list[dict]:
+    return [asdict(c) | {"ok": c.ok} for c in cals]

@@ -1,0 +1,314 @@
+"""Builds a :class:`~udtbed.topology.Topology` out of network namespaces, veths and bridges.
+
+Every node is a named namespace ``udtb-<tag>-<node>`` (hosts ``h-``, switches ``s-``), every
+emulated link a router namespace ``udtb-<tag>-l<i>`` whose two veths ``a``/``b`` are shaped by a
+backend: ``linkem`` (our userspace ``udt-linkem``, an L2 forwarder) or ``netem`` (a bridge plus
+``netem``+``tbf`` qdiscs on each egress). All hosts of a net share one subnet; ARP crosses the
+emulated links like any frame. Named namespaces (not Mininet's anonymous ones) make cleanup by
+prefix possible: ``udtbed cleanup`` deletes every ``udtb-*`` namespace after killing the
+processes inside it, so a crashed or interrupted run never blocks the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .topology import FRAME_BYTES, Direction, Link, Topology, scaled_direction
+
+PREFIX = "udtb-"
+REPO = Path(__file__).resolve().parents[2]
+LINKEM = Path(os.environ.get("UDT_LINKEM", REPO / "impl/target/release/udt-linkem"))
+
+
+def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess:
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed ({p.returncode}): {p.stderr.strip() or p.stdout.strip()}")
+    return p
+
+
+def list_namespaces(prefix: str = PREFIX) -> list[str]:
+    out = sh("ip", "netns", "list", check=False).stdout
+    return [l.split()[0] for l in out.splitlines() if l.startswith(prefix)]
+
+
+def kill_namespace(ns: str) -> None:
+    """Kill every process inside ``ns`` (TERM, then KILL), then delete it."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = [int(p) for p in sh("ip", "netns", "pids", ns, check=False).stdout.split()]
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+            time.sleep(0.02)
+        if not pids:
+            break
+    sh("ip", "netns", "del", ns, check=False)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
+
+
+def cleanup(prefix: str = PREFIX) -> list[str]:
+    """Remove every namespace with ``prefix`` and the processes in it; returns their names."""
+    gone = list_namespaces(prefix)
+    for ns in gone:
+        kill_namespace(ns)
+    return gone
+
+
+# --- backends ------------------------------------------------------------------------------
+
+
+def probe_netem() -> tuple[bool, str]:
+    """Whether this kernel has sch_netem: add a netem qdisc in a scratch namespace."""
+    ns = f"{PREFIX}probe-{os.getpid()}"
+    sh("ip", "netns", "add", ns, check=False)
+    try:
+        sh("ip", "link", "set", "dev", "lo", "up", ns=ns, check=False)
+        p = sh("tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms", ns=ns, check=False)
+        if p.returncode == 0:
+            return True, "`tc qdisc add ... netem` works in a scratch namespace"
+        return False, f"`tc qdisc add ... netem` fails here: {p.stderr.strip()}"
+    finally:
+        sh("ip", "netns", "del", ns, check=False)
+
+
+def choose_backend(requested: str = "auto") -> tuple[str, str]:
+    """(backend, why): ``netem`` where the kernel has it, else ``linkem``; overridable."""
+    if requested not in ("auto", "netem", "linkem"):
+        raise ValueError(f"backend {requested!r}: want auto, netem or linkem")
+    ok, why = probe_netem()
+    if requested == "netem" and not ok:
+        raise RuntimeError(f"backend netem requested but {why}; use BACKEND=linkem")
+    if requested == "linkem":
+        return "linkem", f"requested (netem probe: {why})"
+    if requested == "netem":
+        return "netem", "requested"
+    return ("netem", why) if ok else ("linkem", why)
+
+
+def linkem_spec(d: Direction, packets: int | None, nbytes: int | None) -> str:
+    parts = [f"delay={round(d.delay_s * 1e9)}ns"]
+    parts.append(f"rate={round(d.rate_bps)}bit" if d.rate_bps else "rate=unlimited")
+    parts.append(f"queue={packets}p" if packets else f"queue={nbytes}b" if nbytes else "queue=1000p")
+    if d.loss != "none":
+        parts.append(f"loss={d.loss}")
+    parts.append(f"seed={d.seed}")
+    return ",".join(parts)
+
+
+def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[list[str]]:
+    """tc commands (after ``tc qdisc add dev IF``) for one egress: netem (delay, loss), then
+    tbf (rate) with a pfifo/bfifo DropTail child. netem takes no seed here: recorded as such."""
+    netem = ["root", "handle", "1:", "netem", "limit", "1000000", "delay", f"{d.delay_s * 1e6:.3f}us"]
+    if d.loss.startswith("ge:"):
+        p, r, h, *k = [float(x) for x in d.loss[3:].split(",")]
+        k0 = k[0] if k else 0.0
+        netem += ["loss", "gemodel", f"{p * 100}%", f"{r * 100}%", f"{(1 - h) * 100}%", f"{(1 - k0) * 100}%"]
+    elif d.loss != "none":
+        t = d.loss.removeprefix("random:")
+        pct = float(t[:-1]) if t.endswith("%") else float(t) * 100
+        netem += ["loss", "random", f"{pct}%"]
+    cmds = [netem]
+    if d.rate_bps:
+        burst = max(FRAME_BYTES * 2, int(d.rate_bps / 8 / 1000))  # ~1 ms of tokens
+        cmds.append(["parent", "1:1", "handle", "10:", "tbf", "rate", f"{int(d.rate_bps)}bit",
+                     "burst", str(burst), "latency", "1s"])
+        cmds.append(["parent", "10:1", "handle", "20:"] +
+                    (["pfifo", "limit", str(packets)] if packets else ["bfifo", "limit", str(nbytes)]))
+    return cmds
+
+
+# --- the network ---------------------------------------------------------------------------
+
+
+@dataclass
+class Network:
+    """A built topology. Use as a context manager; :meth:`close` is idempotent."""
+
+    topo: Topology
+    scale: float = 1.0
+    backend: str = "linkem"
+    workdir: Path = field(default_factory=lambda: Path("/tmp"))
+    tag: str = field(default_factory=lambda: str(os.getpid()))
+    namespaces: list[str] = field(default_factory=list)
+    emulators: dict[int, subprocess.Popen] = field(default_factory=dict)
+    link_specs: dict[int, dict] = field(default_factory=dict)
+
+    def ns(self, node: str) -> str:
+        kind = "h" if node in self.topo.hosts else "s"
+        return f"{PREFIX}{self.tag}-{kind}-{node}"
+
+    def router_ns(self, link: Link) -> str:
+        return f"{PREFIX}{self.tag}-l{link.index}"
+
+    def address(self, host: str, net: str = "data") -> str:
+        return self.topo.address(host, net)
+
+    def __enter__(self) -> "Network":
+        try:
+            self.build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _add_ns(self, name: str) -> None:
+        sh("ip", "netns", "add", name)
+        self.namespaces.append(name)
+        sh("ip", "link", "set", "dev", "lo", "up", ns=name)
+        sh("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", ns=name)
+
+    def _port(self, node: str, link: Link, ns_counter: dict[str, int]) -> tuple[str, str]:
+        """(namespace, interface name) of ``node``'s end of ``link``."""
+        if node in self.topo.hosts:
+            return self.ns(node), link.net
+        ns_counter[node] = ns_counter.get(node, 0) + 1
+        return self.ns(node), f"p{ns_counter[node]}"
+
+    def build(self) -> None:
+        if not LINKEM.exists() and self.backend == "linkem":
+            raise RuntimeError(f"{LINKEM} is not built: cd impl && cargo build --release -p link-emulator")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        topo = self.topo
+        for h in topo.hosts:
+            self._add_ns(self.ns(h))
+            # Enough socket memory for a BDP of TCP at 1 Gb/s x 110 ms.
+            sh("sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 67108864",
+               "net.ipv4.tcp_wmem=4096 65536 67108864", "net.ipv4.tcp_no_metrics_save=1", ns=self.ns(h))
+        for s in topo.switches:
+            self._add_ns(self.ns(s))
+            sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=self.ns(s))
+            sh("ip", "link", "set", "dev", "br0", "up", ns=self.ns(s))
+        counter: dict[str, int] = {}
+        ends: list[tuple[str, str, str]] = []  # (node, ns, ifname) to configure
+        for link in topo.links:
+            na, ia = self._port(link.a, link, counter)
+            nb, ib = self._port(link.b, link, counter)
+            if link.emulated:
+                r = self.router_ns(link)
+                self._add_ns(r)
+                sh("ip", "link", "add", "name", "ra", "netns", r, "type", "veth", "peer", "name", ia, "netns", na)
+                sh("ip", "link", "add", "name", "rb", "netns", r, "type", "veth", "peer", "name", ib, "netns", nb)
+                for i in ("ra", "rb"):
+                    _offloads_off(r, i)
+                    sh("ip", "link", "set", "dev", i, "up", ns=r)
+            else:
+                sh("ip", "link", "add", "name", ia, "netns", na, "type", "veth", "peer", "name", ib, "netns", nb)
+            ends += [(link.a, na, ia), (link.b, nb, ib)]
+            for node, ns, ifn in ((link.a, na, ia), (link.b, nb, ib)):
+                _offloads_off(ns, ifn)
+                if node in topo.switches:
+                    sh("ip", "link", "set", "dev", ifn, "master", "br0", ns=ns)
+                else:
+                    sh("ip", "addr", "add", f"{topo.address(node, link.net)}/16", "dev", ifn, ns=ns)
+                sh("ip", "link", "set", "dev", ifn, "up", ns=ns)
+        for link in topo.links:
+            if link.emulated:
+                self._start_link(link)
+        self._resolve_arp()
+
+    def _start_link(self, link: Link) -> None:
+        r = self.router_ns(link)
+        fwd, rev = (scaled_direction(d, self.scale) for d in (link.forward, link.reverse))
+        qf = self.topo.queue_limit(link, link.forward, self.scale)
+        qr = self.topo.queue_limit(link, link.reverse, self.scale)
+        if self.backend == "linkem":
+            spec_f, spec_r = linkem_spec(fwd, *qf), linkem_spec(rev, *qr)
+            stats = self.workdir / f"linkem-{self.topo.name}-l{link.index}.jsonl"
+            log = open(self.workdir / f"linkem-{self.topo.name}-l{link.index}.log", "w")
+            p = subprocess.Popen(["ip", "netns", "exec", r, str(LINKEM), "--a", "ra", "--b", "rb",
+                                  "--a-to-b", spec_f, "--b-to-a", spec_r, "--stats", str(stats)],
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+            self.emulators[link.index] = p
+            self.link_specs[link.index] = {"ends": [link.a, link.b], "net": link.net,
+                                           "forward": spec_f, "reverse": spec_r, "stats": str(stats)}
+        else:
+            sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=r)
+            for i in ("ra", "rb"):
+                sh("ip", "link", "set", "dev", i, "master", "br0", ns=r)
+            sh("ip", "link", "set", "dev", "br0", "up", ns=r)
+            cmds = {}
+            for dev, d, q in (("rb", fwd, qf), ("ra", rev, qr)):
+                for args in netem_args(d, *q):
+                    sh("tc", "qdisc", "add", "dev", dev, *args, ns=r)
+                cmds[dev] = netem_args(d, *q)
+            self.link_specs[link.index] = {"ends": [link.a, link.b], "net": link.net,
+                                           "forward_tc": cmds["rb"], "reverse_tc": cmds["ra"],
+                                           "note": "netem has no loss seed here"}
+        time.sleep(0.05)
+        for i, p in self.emulators.items():
+            if p.poll() is not None:
+                raise RuntimeError(f"udt-linkem for link {i} exited ({p.returncode}); see "
+                                   f"{self.workdir}/linkem-{self.topo.name}-l{i}.log")
+
+    def _resolve_arp(self) -> None:
+        """Ping every host pair once so that no experiment's first frames wait for ARP."""
+        for net in self.topo.nets:
+            hosts = [h for h in self.topo.hosts if any(h in (l.a, l.b) and l.net == net for l in self.topo.links)]
+            procs = []
+            for i, a in enumerate(hosts):
+                for b in hosts[i + 1:]:
+                    procs.append(subprocess.Popen(
+                        ["ip", "netns", "exec", self.ns(a), "ping", "-c", "2", "-i", "0.2", "-W", "2", "-q",
+                         self.topo.address(b, net)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            for p in procs:
+                p.wait()
+
+    def link_stats(self) -> dict[int, dict]:
+        """The last stats line of each emulator (linkem backend)."""
+        out = {}
+        for i, spec in self.link_specs.items():
+            path = Path(spec.get("stats", ""))
+            if path.is_file():
+                lines = path.read_text().splitlines()
+                if lines:
+                    try:
+                        out[i] = json.loads(lines[-1])
+                    except json.JSONDecodeError:
+                        pass
+        return out
+
+    def close(self) -> None:
+        for p in self.emulators.values():
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for p in self.emulators.values():
+            try:
+                p.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.emulators.clear()
+        for ns in reversed(self.namespaces):
+            kill_namespace(ns)
+        self.namespaces.clear()
+
+
+def _offloads_off(ns: str, ifname: str) -> None:
+    if shutil.which("ethtool"):
+        sh("ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off", "gro", "off", ns=ns, check=False)
