@@ -1,0 +1,384 @@
+//! The multiplexer: one UDP port, one I/O thread, one [`Endpoint`] for every UDT socket on
+//! that port (UDT4.md §3.3).
+//!
+//! The I/O thread owns the UDP socket; the endpoint lives behind a mutex that application
+//! threads take briefly to hand over or pick up data. One pass of the thread's loop:
+//!
+//! 1. `recvmmsg` whatever is waiting (non-blocking) and feed it to the endpoint;
+//! 2. run due timers, drain `poll_transmit` into a batch, collect events, wake application
+//!    threads whose wait is over — all under the lock;
+//! 3. send the batch with `sendmmsg` (GSO where possible) after releasing the lock;
+//! 4. if nothing happened, wait for the next due time: spin when it is closer than the spin
+//!    threshold (pacing at microsecond intervals cannot afford a sleep), otherwise `ppoll` on
+//!    the socket and an eventfd that application threads signal.
+//!
+//! Time handed to the core is µs on a monotonic clock since the multiplexer started.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use udt_proto::connection::{BrokenReason, ConnectError, Event};
+use udt_proto::endpoint::Endpoint;
+
+use crate::error::{Result, UdtError};
+use crate::udp::{self, BufferSizes, RxBatch, TxBatch, UdpSocket, Waker};
+
+/// The clock starts at 1 s so that no timer of the core ever sits at 0.
+const EPOCH_OFFSET_US: u64 = 1_000_000;
+/// Datagrams drained from `poll_transmit` per batch.
+const TX_BATCH: usize = 128;
+/// A timed `ppoll` is cut this much short and the rest spun, so that a late wake-up does not
+/// shift the pacing schedule.
+const SLEEP_EARLY_US: u64 = 20;
+/// Re-check interval for a connection that claims to be due but has nothing to do.
+const STALE_RECHECK_US: u64 = 1_000;
+/// How often released, finished connections are forgotten.
+const REAP_INTERVAL_US: u64 = 100_000;
+/// Application waits re-check their condition at least this often (defence in depth).
+const MAX_WAIT: Duration = Duration::from_millis(500);
+
+/// Runtime options of a multiplexer.
+#[derive(Debug, Clone, Copy)]
+pub struct MuxOptions {
+    pub udp_buffers: BufferSizes,
+    /// Waits shorter than this are spun instead of slept.
+    pub spin: Duration,
+}
+
+impl Default for MuxOptions {
+    fn default() -> Self {
+        MuxOptions { udp_buffers: BufferSizes { send: 8 << 20, recv: 32 << 20 }, spin: Duration::from_micros(50) }
+    }
+}
+
+/// What application threads know about a connection beyond the core's own state.
+#[derive(Debug, Default)]
+pub(crate) struct SockInfo {
+    pub connect_error: Option<ConnectError>,
+    pub broken: Option<BrokenReason>,
+    pub closed: bool,
+    /// The application dropped or closed its handle: forget the connection once done.
+    pub released: bool,
+    /// A thread waits for this much send capacity.
+    pub want_send: usize,
+    pub want_recv: bool,
+    pub want_flush: bool,
+    /// A thread waits for connect/close to finish.
+    pub want_state: bool,
+}
+
+/// State shared between the I/O thread and application threads.
+pub(crate) struct Inner {
+    pub ep: Endpoint,
+    pub socks: HashMap<u32, SockInfo>,
+    /// Connections accepted by the endpoint, not yet by the application.
+    pub accepted: VecDeque<u32>,
+    pub listening: bool,
+    pub want_accept: bool,
+    /// Application handles (sockets) on this port.
+    pub handles: usize,
+    waiters: usize,
+    /// Set when the I/O thread ended; every blocking call fails with it.
+    pub stopped: Option<String>,
+    last_reap: u64,
+}
+
+impl Inner {
+    /// Moves accepted connections and connection events into the application-visible state.
+    /// Returns whether anything changed.
+    pub fn pump(&mut self, now: u64) -> bool {
+        let mut changed = false;
+        while let Some(id) = self.ep.accept() {
+            changed = true;
+            if self.listening {
+                self.accepted.push_back(id);
+            } else if let Some(c) = self.ep.connection_mut(id) {
+                c.close(now);
+                self.socks.entry(id).or_default().released = true;
+            }
+        }
+        while let Some((id, ev)) = self.ep.poll_event() {
+            changed = true;
+            let s = self.socks.entry(id).or_default();
+            match ev {
+                Event::ConnectFailed(e) => s.connect_error = Some(e),
+                Event::Closed => s.closed = true,
+                Event::Broken(r) => s.broken = Some(r),
+                Event::Connected | Event::PeerClosed => {}
+            }
+        }
+        if changed || now.saturating_sub(self.last_reap) > REAP_INTERVAL_US {
+            self.last_reap = now;
+            self.reap();
+        }
+        changed
+    }
+
+    /// Forgets connections that are finished and no longer held by the application.
+    fn reap(&mut self) {
+        let done: Vec<u32> = self
+            .ep
+            .connection_ids()
+            .filter(|id| {
+                self.socks.get(id).is_some_and(|s| s.released) && self.ep.connection(*id).is_none_or(|c| c.is_done())
+            })
+            .collect();
+        for id in done {
+            self.ep.remove(id);
+            self.socks.remove(&id);
+        }
+        self.socks.retain(|id, s| !s.released || self.ep.connection(*id).is_some());
+    }
+
+    /// Clears the wishes of waiting threads that can now proceed; true if any could.
+    fn take_ready(&mut self, events: bool) -> bool {
+        let mut ready = false;
+        if self.want_accept && !self.accepted.is_empty() {
+            self.want_accept = false;
+            ready = true;
+        }
+        for (id, s) in self.socks.iter_mut() {
+            if s.want_send == 0 && !s.want_recv && !s.want_flush && !s.want_state {
+                continue;
+            }
+            let hit = match self.ep.connection(*id) {
+                None => true,
+                Some(c) => {
+                    let over = !c.is_connected() || s.broken.is_some() || s.connect_error.is_some();
+                    (s.want_send > 0 && (over || c.peer_closed() || c.send_capacity() >= s.want_send))
+                        || (s.want_recv && (over || c.has_readable() || c.at_eof()))
+                        || (s.want_flush && (over || c.send_buffered() == 0))
+                        || (s.want_state && (events || over))
+                }
+            };
+            if hit {
+                s.want_send = 0;
+                s.want_recv = false;
+                s.want_flush = false;
+                s.want_state = false;
+                ready = true;
+            }
+        }
+        ready
+    }
+
+    /// When the I/O thread must look again, having just drained every due transmission.
+    ///
+    /// A connection whose deadline is still in the past at this point has nothing to send
+    /// yet claims to be due (an accepted connection waiting for its client's first packet
+    /// keeps its expired ACK and EXP deadlines, see the report on `Connection::poll_timeout`):
+    /// it is looked at again after a millisecond instead of being spun on, and does not
+    /// disturb the others' pacing.
+    fn next_due(&self, now: u64) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        let mut stale = false;
+        for id in self.ep.connection_ids() {
+            match self.ep.connection(id).and_then(|c| c.poll_timeout()) {
+                Some(t) if t <= now => stale = true,
+                Some(t) => next = Some(next.map_or(t, |n| n.min(t))),
+                None => {}
+            }
+        }
+        if stale {
+            next = Some(next.map_or(now + STALE_RECHECK_US, |n| n.min(now + STALE_RECHECK_US)));
+        }
+        next
+    }
+
+    fn all_done(&self) -> bool {
+        self.ep.connection_ids().all(|id| self.ep.connection(id).is_none_or(|c| c.is_done()))
+    }
+}
+
+/// A UDP port with its I/O thread.
+pub(crate) struct Mux {
+    inner: Mutex<Inner>,
+    cond: Condvar,
+    waker: Waker,
+    /// An application thread changed something the I/O thread must look at.
+    kick: AtomicBool,
+    /// The I/O thread is about to block (or blocks) in `ppoll`: kicks must use the eventfd.
+    sleeping: AtomicBool,
+    epoch: Instant,
+    local: SocketAddr,
+}
+
+fn random_seed() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+impl Mux {
+    /// Binds `addr` and starts the I/O thread, counting one handle for the caller.
+    pub fn open(addr: SocketAddr, options: MuxOptions) -> Result<Arc<Mux>> {
+        let udp = UdpSocket::bind(addr, options.udp_buffers).map_err(|source| UdtError::Bind { addr, source })?;
+        let mux = Arc::new(Mux {
+            inner: Mutex::new(Inner {
+                ep: Endpoint::new(random_seed()),
+                socks: HashMap::new(),
+                accepted: VecDeque::new(),
+                listening: false,
+                want_accept: false,
+                // The caller's handle: the thread must not see an unused port and quit.
+                handles: 1,
+                waiters: 0,
+                stopped: None,
+                last_reap: 0,
+            }),
+            cond: Condvar::new(),
+            waker: Waker::new()?,
+            kick: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            epoch: Instant::now(),
+            local: udp.local_addr(),
+        });
+        if std::env::var_os("UDT_DEBUG").is_some() {
+            let (snd, rcv) = udp.buffer_sizes();
+            let (gso, gro) = udp.offloads();
+            eprintln!("udt: UDP {} sndbuf {snd} rcvbuf {rcv} gso {gso} gro {gro}", udp.local_addr());
+        }
+        let m = mux.clone();
+        std::thread::Builder::new()
+            .name(format!("udt-mux-{}", udp.local_addr().port()))
+            .spawn(move || m.run(udp, options))?;
+        Ok(mux)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The core's clock: µs since the multiplexer started (plus a fixed offset).
+    pub fn now(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64 + EPOCH_OFFSET_US
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic on another thread must not take every socket down with it.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tells the I/O thread to look at the endpoint again (after a send, close, connect...).
+    pub fn kick(&self) {
+        self.kick.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.waker.wake();
+        }
+    }
+
+    /// Waits for the I/O thread to report progress; the caller re-checks its condition.
+    /// Err(TimedOut) once `deadline` passed.
+    pub fn wait<'a>(&'a self, mut g: MutexGuard<'a, Inner>, deadline: Option<Instant>) -> Result<MutexGuard<'a, Inner>> {
+        if let Some(why) = &g.stopped {
+            return Err(UdtError::Io(std::io::Error::other(why.clone())));
+        }
+        let mut limit = MAX_WAIT;
+        if let Some(d) = deadline {
+            let now = Instant::now();
+            if now >= d {
+                return Err(UdtError::TimedOut);
+            }
+            limit = limit.min(d - now);
+        }
+        g.waiters += 1;
+        let (mut g, _) = self.cond.wait_timeout(g, limit).unwrap_or_else(|e| e.into_inner());
+        g.waiters -= 1;
+        Ok(g)
+    }
+
+    /// Wakes every waiting application thread (after an application-side state change).
+    pub fn notify(&self) {
+        self.cond.notify_all();
+    }
+
+    fn run(self: Arc<Self>, mut udp: UdpSocket, options: MuxOptions) {
+        udp::set_fine_timer_slack();
+        let this = self.clone();
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || this.io_loop(&mut udp, options)));
+        let why = match result {
+            Ok(Ok(())) => "the UDP port was closed".to_string(),
+            Ok(Err(e)) => format!("UDP I/O failed: {e}"),
+            Err(p) => {
+                let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+                format!("the UDT I/O thread panicked: {}", msg.unwrap_or_default())
+            }
+        };
+        self.lock().stopped = Some(why);
+        self.cond.notify_all();
+    }
+
+    fn io_loop(&self, udp: &mut UdpSocket, options: MuxOptions) -> std::io::Result<()> {
+        let spin_us = options.spin.as_micros() as u64;
+        let mut tx = TxBatch::new(TX_BATCH, udp::MAX_DATAGRAM);
+        let (_, gro) = udp.offloads();
+        let mut rx = RxBatch::new(if gro { 32 } else { 64 }, 65_536);
+        loop {
+            let nrx = udp.recv_batch(&mut rx)?;
+            self.kick.store(false, Ordering::SeqCst);
+            let (next, _now, stop) = {
+                let mut g = self.lock();
+                let inner = &mut *g;
+                let now = self.now();
+                if nrx > 0 {
+                    rx.for_each(|from, d| inner.ep.handle_datagram(now, from, d));
+                }
+                inner.ep.handle_timeout(now);
+                tx.clear();
+                while !tx.is_full() {
+                    match inner.ep.poll_transmit(now, tx.next_slot()) {
+                        Some((to, len)) => tx.commit(to, len),
+                        None => break,
+                    }
+                }
+                let events = inner.pump(now);
+                if inner.waiters > 0 && inner.take_ready(events) {
+                    self.cond.notify_all();
+                }
+                let stop = inner.handles == 0 && inner.all_done();
+                (inner.next_due(now), now, stop)
+            };
+            if !tx.is_empty() {
+                udp.send_batch(&mut tx);
+            }
+            if stop {
+                return Ok(());
+            }
+            if nrx > 0 || tx.is_full() {
+                continue;
+            }
+            self.idle(udp, next, spin_us)?;
+        }
+    }
+
+    /// Waits until `next` (core time), a datagram arrives, or an application thread kicks.
+    fn idle(&self, udp: &UdpSocket, next: Option<u64>, spin_us: u64) -> std::io::Result<()> {
+        let now = self.now();
+        let wait_us = match next {
+            Some(t) if t <= now => return Ok(()),
+            Some(t) => Some(t - now),
+            None => None,
+        };
+        if let Some(w) = wait_us {
+            if w <= spin_us {
+                let deadline = now + w;
+                while self.now() < deadline && !self.kick.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+                return Ok(());
+            }
+        }
+        self.sleeping.store(true, Ordering::SeqCst);
+        if !self.kick.load(Ordering::SeqCst) {
+            let timeout = wait_us.map(|w| Duration::from_micros(w.saturating_sub(SLEEP_EARLY_US)));
+            udp.wait(&self.waker, timeout)?;
+        }
+        self.sleeping.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+}
