@@ -1,0 +1,224 @@
+"""``python -m udtbed``: run experiments, check topology files, calibrate, clean up.
+
+    udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|auto]
+               [--duration 20] [--stacks udt,libudt,tcp-cubic,tcp-bbr] [--backend auto]
+               [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
+    udtbed check topologies/*.toml     validate topology files (file:line: error)
+    udtbed calibrate TOPO SRC DST [--scale S]
+    udtbed cleanup                     remove every udtb-* namespace and the processes in it
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import network
+from .calibrate import calibrate
+from .experiments import EXPERIMENTS, TOPOLOGIES, CalibrationError, Run, run_experiment
+from .influx import InfluxWriter, LocalInfluxd
+from .network import Network, choose_backend
+from .stacks import all_stacks
+from .topology import TopologyError, load
+
+REPO = network.REPO
+AUTO_SCALES = [1.0, 0.5, 0.2, 0.1, 0.05]
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _commit() -> str:
+    p = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "testbed", "topologies", "impl"],
+                           capture_output=True, text=True).stdout.strip()
+    return p.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def stale_cleanup(log=print) -> None:
+    """Remove namespaces left by runs whose process is gone (udtb-<pid>-...)."""
+    for ns in network.list_namespaces():
+        parts = ns.split("-")
+        if len(parts) > 1 and parts[1].isdigit() and not Path(f"/proc/{parts[1]}").exists():
+            log(f"removing stale namespace {ns}")
+            network.kill_namespace(ns)
+
+
+def choose_scale(requested: str, backend: str, log) -> tuple[float, str]:
+    """A fixed SCALE, or the largest of AUTO_SCALES whose calibration on chicago-amsterdam passes."""
+    if requested != "auto":
+        return float(requested), "requested"
+    topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
+    rejected = []
+    for s in AUTO_SCALES:
+        log(f"scale auto: calibrating chicago-amsterdam at scale {s}")
+        with Network(topo, scale=s, backend=backend, workdir=Path("/tmp") / f"udtb-autoscale-{os.getpid()}") as net:
+            c = calibrate(net, [("chicago", "amsterdam")], log=log)[0]
+        if c.ok:
+            why = f"largest scale whose calibration passed ({c.line()})"
+            if rejected:
+                why += "; rejected: " + "; ".join(rejected)
+            return s, why
+        rejected.append(f"scale {s}: {c.line()}")
+    raise CalibrationError("no scale calibrates: " + "; ".join(rejected))
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    names = [e.strip() for e in a.experiments.split(",") if e.strip()]
+    for n in names:
+        if n not in EXPERIMENTS:
+            print(f"udtbed: unknown experiment {n!r} (have {', '.join(EXPERIMENTS)})", file=sys.stderr)
+            return 2
+    stacks_all = all_stacks()
+    stacks = []
+    for s in [x.strip() for x in a.stacks.split(",") if x.strip()]:
+        if s not in stacks_all:
+            print(f"udtbed: unknown stack {s!r} (have {', '.join(stacks_all)})", file=sys.stderr)
+            return 2
+        ok, why = stacks_all[s].available()
+        print(f"stack {s}: {'yes' if ok else 'SKIPPED'} ({why})")
+        if ok:
+            stacks.append(stacks_all[s])
+    if not stacks:
+        print("udtbed: no stack available", file=sys.stderr)
+        return 1
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
+    stale_cleanup()
+    run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    outdir = Path(a.results) / run_id
+    outdir.mkdir(parents=True, exist_ok=True)
+    backend, backend_why = choose_backend(a.backend)
+    print(f"backend: {backend} ({backend_why})")
+    influxd = None
+    url = None
+    if a.influx == "local":
+        try:
+            influxd = LocalInfluxd(Path(a.results) / "influxdb").start()
+            url = influxd.url
+            print(f"influxdb: local influxd at {url}, data in {influxd.datadir}")
+        except Exception as e:  # noqa: BLE001 - never fail the run on InfluxDB
+            print(f"influxdb: local influxd unavailable ({e}); series only in the JSON results")
+    elif a.influx not in ("none", ""):
+        url = a.influx.rstrip("/")
+        print(f"influxdb: {url}")
+    writer = InfluxWriter(url)
+    meta = {"run_id": run_id, "commit": _commit(), "backend": backend, "backend_reason": backend_why,
+            "experiments": names, "stacks": [s.name for s in stacks], "duration_s": a.duration,
+            "seed": "per link in the topology files (udt-linkem seed=...)", "influx": url or None,
+            "host_runtime": "netns-process", "started": time.time(), "status": "running", "results": {}}
+    rc = 0
+    try:
+        scale, scale_why = choose_scale(a.scale, backend, print)
+        meta |= {"scale": scale, "scale_reason": scale_why}
+        print(f"scale: {scale} ({scale_why})")
+        run = Run(outdir, scale, a.duration, backend, writer, run_id, a.calibration,
+                  rtt_tol_ms=a.rtt_tol_ms, rate_tol=a.rate_tol_pct / 100)
+        for n in names:
+            res = run_experiment(run, EXPERIMENTS[n], stacks)
+            res |= {k: meta[k] for k in ("run_id", "commit", "backend", "backend_reason", "scale", "scale_reason", "seed")}
+            path = outdir / f"{n}.json"
+            path.write_text(json.dumps(res, indent=1))
+            meta["results"][n] = path.name
+            print(f"   wrote {path}")
+        meta["status"] = "ok"
+    except KeyboardInterrupt:
+        print("\nudtbed: interrupted; cleaned up namespaces and processes", file=sys.stderr)
+        meta["status"] = "interrupted"
+        rc = 130
+    except CalibrationError as e:
+        print(f"udtbed: refused: {e}", file=sys.stderr)
+        meta["status"] = f"refused: {e}"
+        rc = 3
+    finally:
+        writer.close()
+        meta["influx_points"] = writer.written
+        meta["influx_error"] = writer.failed
+        if influxd:
+            influxd.stop()
+        (outdir / "run.json").write_text(json.dumps(meta, indent=1))
+        left = network.list_namespaces(f"{network.PREFIX}{os.getpid()}-")
+        if left:
+            network.cleanup(f"{network.PREFIX}{os.getpid()}-")
+    if meta["results"]:
+        from .report import write_report
+        rep = write_report(outdir)
+        print(f"\nreport: {rep}")
+    latest = Path(a.results) / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(run_id)
+    except OSError:
+        pass
+    return rc
+
+
+def cmd_check(a: argparse.Namespace) -> int:
+    bad = 0
+    for f in a.files:
+        try:
+            t = load(f)
+            print(f"{f}: ok ({len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links, nets {', '.join(t.nets)})")
+        except TopologyError as e:
+            print(e, file=sys.stderr)
+            bad += 1
+    return 1 if bad else 0
+
+
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
+    topo = load(a.topology)
+    backend, why = choose_backend(a.backend)
+    print(f"backend: {backend} ({why})")
+    with Network(topo, scale=a.scale, backend=backend, workdir=Path("/tmp") / f"udtb-cal-{os.getpid()}") as net:
+        cals = calibrate(net, [(a.src, a.dst)])
+    return 0 if all(c.ok for c in cals) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="udtbed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run experiments and write results + report")
+    r.add_argument("--experiments", default=",".join(EXPERIMENTS))
+    r.add_argument("--scale", default="0.1", help="rate multiplier, or 'auto' (default 0.1)")
+    r.add_argument("--duration", type=float, default=20.0, help="seconds per stack and part (default 20)")
+    r.add_argument("--stacks", default="udt,libudt,tcp-cubic,tcp-bbr")
+    r.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
+    r.add_argument("--influx", default="local", help="'local' (influxd under the results dir), 'none', or a URL")
+    r.add_argument("--calibration", default="refuse", choices=["refuse", "flag"])
+    r.add_argument("--rtt-tol-ms", type=float, default=1.0)
+    r.add_argument("--rate-tol-pct", type=float, default=2.0)
+    r.add_argument("--results", default=str(REPO / "results/testbed"))
+    c = sub.add_parser("check", help="validate topology files")
+    c.add_argument("files", nargs="+")
+    k = sub.add_parser("calibrate", help="build a topology and calibrate one path")
+    k.add_argument("topology"); k.add_argument("src"); k.add_argument("dst")
+    k.add_argument("--scale", type=float, default=0.1)
+    k.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
+    sub.add_parser("cleanup", help="remove every udtb-* namespace and its processes")
+    a = ap.parse_args(argv)
+    if a.cmd == "run":
+        return cmd_run(a)
+    if a.cmd == "check":
+        return cmd_check(a)
+    if a.cmd == "calibrate":
+        try:
+            return cmd_calibrate(a)
+        except KeyboardInterrupt:
+            return 130
+    gone = network.cleanup()
+    print(f"removed {len(gone)} namespace(s){': ' + ', '.join(gone) if gone else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
