@@ -10,6 +10,8 @@ UDT          := impl/target/release/udt
 LIBUDT_PEER  := build/libudt-peer
 FUZZ_TARGET  ?= decode
 FUZZ_SECONDS ?= 60
+# A broken stack fails every case at its timeout: stop early to stay within CI time.
+INTEROP_MAXFAIL ?= 20
 # Passed through to the conformance suite when set: make conformance STACKS=libudt CASES=handshake
 STACKS ?=
 CASES  ?=
@@ -51,11 +53,11 @@ test: setup build
 
 test-rust:
 	@echo "==> test: cargo test --release (impl/)"
-	cd impl && $(CARGO) test --release
+	cd impl && $(CARGO) test --release --no-fail-fast
 
 test-interop:
 	@echo "==> test: interop, our udt <-> libudt (impl/interop)"
-	$(PYTHON) -m pytest impl/interop
+	$(PYTHON) -m pytest impl/interop --maxfail=$(INTEROP_MAXFAIL)
 
 test-conformance:
 	@if compgen -G 'conformance/tests/test_*.py' >/dev/null || compgen -G 'conformance/tests/**/test_*.py' >/dev/null; then \

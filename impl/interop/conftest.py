@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import time
@@ -33,7 +34,18 @@ STACK_BINARIES = {
 }
 
 NS_PREFIX = "udtt-"
-SMALL_TIMEOUT_S = 60.0
+# A transfer of a few packets takes well under 2 s (rendezvous included); the
+# bound only has to keep a broken stack from eating CI's time.
+SMALL_TIMEOUT_S = 20.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (CI's timeout, a killed job) ends the session like Ctrl-C does:
+    # `finally` blocks kill the peers and fixture teardowns delete namespaces.
+    def terminate(signum: int, frame: object) -> None:
+        pytest.exit(f"terminated by signal {signum}", returncode=128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
 
 
 # ----------------------------------------------------------------- stacks

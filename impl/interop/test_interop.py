@@ -58,7 +58,7 @@ def test_one_gib_stream(net: Net, pair: tuple[str, str], gib_file: Path, tmp_pat
     dst = tmp_path / "out"
     try:
         result = transfer(sender=sender, receiver=receiver, net=net, input_path=gib_file, output_path=dst,
-                          workdir=tmp_path, timeout=300)
+                          workdir=tmp_path, timeout=120)
         check_transfer(result, gib_file, dst, GIB)
         s = result.summary("recv")
         print(f"{net.name} {sender}->{receiver}: 1 GiB in {s['seconds']:.2f} s, {s['mbps']:.0f} Mb/s")
