@@ -70,7 +70,7 @@ class VethNamespaces:
 
     def __init__(self) -> None:
         pid = os.getpid()
-        self.net = Net("veth", "10.233.0.1", "10.233.0.2", f"udtb-{pid}-a", f"udtb-{pid}-b")
+        self.net = Net("veth", "10.233.0.1", "10.233.0.2", f"udtcmp-{pid}-a", f"udtcmp-{pid}-b")
 
     def __enter__(self) -> Net:
         n = self.net
