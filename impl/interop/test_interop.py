@@ -9,6 +9,7 @@ off-by-one packetisation; 1 GiB exercises flow and congestion control.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -32,8 +33,10 @@ def small_files(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
 
 
 @pytest.fixture(scope="session")
-def gib_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return random_file(tmp_path_factory.mktemp("gib") / "in-1GiB", GIB)
+def gib_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = random_file(tmp_path_factory.mktemp("gib") / "in-1GiB", GIB)
+    yield path
+    path.unlink(missing_ok=True)  # pytest keeps the last runs' tmp dirs: do not leave 1 GiB in each
 
 
 @pytest.mark.parametrize("size", SMALL_SIZES)
