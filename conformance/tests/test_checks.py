@@ -106,3 +106,13 @@ def test_late_cookie_reply_does_not_change_the_servers_socket_id() -> None:
     c = conn_of(*hs, late, data(ISN, 0.01))
     assert c.socket_id("server") == SID
     assert run("udt4/3.3/destination-id", c) == []
+
+
+def test_data_timestamps_must_count_microseconds() -> None:
+    def stamped(unit: float) -> Connection:
+        pk = [("client", 0.01 * i, DataPacket(seq=ISN + i, msg_no=1, dst_id=SID, timestamp=int(0.01 * i * unit)).encode())
+              for i in range(40)]
+        return conn_of(*handshake(), *pk)
+
+    assert run("udt4/3.1/data-timestamp-us", stamped(1e6)) == []
+    assert run("udt4/3.1/data-timestamp-us", stamped(1e3))  # milliseconds: wrong unit

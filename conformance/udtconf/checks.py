@@ -334,6 +334,28 @@ def _payload(conn: Connection, ctx: Context) -> Iterable[Violation]:
             yield _v(r, f"payload {len(d.payload)} > MSS − 44 = {mss - 44}")
 
 
+@rule("udt4/3.1/data-timestamp-us", "3.1", "SHOULD",
+      "Time stamp: µs elapsed since the sending socket was opened, truncated to 32 bits; "
+      "retransmissions carry the current time stamp.", cases=frozenset({"transfer", "dgram", "loss", "rendezvous"}))
+def _data_ts(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    conn = ctx.sender_view(conn)
+    data = conn.data("client")
+    if len(data) < 20 or data[-1][0].time - data[0][0].time < 0.2:
+        raise Inconclusive("transfer shorter than 200 ms: time stamp rate not measurable")
+    prev = None
+    for r, d in data:
+        if prev is not None and ((d.timestamp - prev) & 0xFFFFFFFF) > 0x80000000:
+            yield _v(r, f"time stamp {d.timestamp} went backwards from {prev}")
+            break
+        prev = d.timestamp
+    (r0, d0), (r1, d1) = data[0], data[-1]
+    wall = r1.time - r0.time
+    stamped = ((d1.timestamp - d0.timestamp) & 0xFFFFFFFF) / 1e6
+    if not 0.8 * wall - 0.02 <= stamped <= 1.2 * wall + 0.02:
+        yield Violation("client", r1.frame,
+                        f"data time stamps advanced {stamped:.3f} s over {wall:.3f} s of capture time (not µs?)")
+
+
 @rule("udt4/3.1/message-boundaries", "3.1", "MUST",
       "FF bits: 10 first packet of a message, 00 middle, 01 last, 11 the only packet; all packets of one "
       "message share its message number; message numbers start at 1.", cases=frozenset({"dgram"}))
