@@ -1,0 +1,86 @@
+"""Ctrl-C (or TERM) mid-run leaves no namespace, process or qdisc behind; the next run works."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from udtbed import network
+
+pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
+
+
+def spawn_run(tmp_path):
+    return subprocess.Popen([sys.executable, "-m", "udtbed", "run", "--experiments", "fairness",
+                             "--stacks", "libudt", "--duration", "30", "--influx", "none", "--calibration", "flag",
+                             "--results", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def wait_for_transfer(p):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if "-- libudt" in line:  # the flows are running
+            time.sleep(2)
+            return
+        assert p.poll() is None, "run ended before the transfer started"
+    pytest.fail("transfer never started")
+
+
+def netns_inodes(prefix):
+    return {os.stat(f"/run/netns/{ns}").st_ino for ns in network.list_namespaces(prefix)}
+
+
+def processes_in(inodes):
+    """PIDs whose network namespace is one of ``inodes`` (alive even after `ip netns del`)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.stat(f"/proc/{d}/ns/net").st_ino in inodes:
+                    out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_leaves_nothing_and_next_run_works(tmp_path, sig):
+    p = spawn_run(tmp_path)
+    wait_for_transfer(p)
+    prefix = f"{network.PREFIX}{p.pid}-"
+    inodes = netns_inodes(prefix)
+    assert inodes, "the run's namespaces should exist mid-run"
+    assert processes_in(inodes), "stacks and emulators should be running in them"
+    p.send_signal(sig)
+    out = p.communicate(timeout=60)[0]
+    assert p.returncode == 130, out
+    assert network.list_namespaces(prefix) == []
+    time.sleep(0.5)
+    assert processes_in(inodes) == []
+    # The next run works (calibration only).
+    r = subprocess.run([sys.executable, "-m", "udtbed", "calibrate", str(network.REPO / "topologies/chicago-ottawa.toml"),
+                        "chicago", "ottawa"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_cleanup_command_removes_only_prefixed_namespaces():
+    other = f"udtz-{os.getpid()}"
+    mine = f"{network.PREFIX}{os.getpid()}-stray"
+    subprocess.run(["ip", "netns", "add", other], check=True)
+    subprocess.run(["ip", "netns", "add", mine], check=True)
+    try:
+        sleeper = subprocess.Popen(["ip", "netns", "exec", mine, "sleep", "300"])
+        time.sleep(0.2)
+        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup"], capture_output=True, text=True)
+        assert mine in r.stdout
+        assert mine not in network.list_namespaces()
+        assert other in network.list_namespaces("udtz-")
+        assert sleeper.wait(timeout=5) != 0
+    finally:
+        subprocess.run(["ip", "netns", "del", other])
+        subprocess.run(["ip", "netns", "del", mine], capture_output=True)

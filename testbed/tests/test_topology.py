@@ -1,0 +1,78 @@
+"""Topology files: the shipped ones load; bad ones fail naming file, line and what is wrong."""
+
+from pathlib import Path
+
+import pytest
+
+from udtbed.topology import TopologyError, load
+
+TOPOLOGIES = sorted((Path(__file__).resolve().parents[2] / "topologies").glob("*.toml"))
+
+GOOD = """name = "t"
+[hosts]
+x = {}
+y = {}
+[[link]]
+ends = ["x", "y"]
+delay = "5ms"
+rate = "100mbit"
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "t.toml"
+    p.write_text(text)
+    return p
+
+
+def test_shipped_topologies_load():
+    assert len(TOPOLOGIES) >= 7
+    for f in TOPOLOGIES:
+        load(f)
+
+
+def test_paper_paths_have_the_papers_rtt_and_rate():
+    d = Path(TOPOLOGIES[0]).parent
+    t = load(d / "chicago-amsterdam.toml")
+    assert t.expected_rtt_s("chicago", "amsterdam") == pytest.approx(0.110)
+    assert t.bottleneck_bps("chicago", "amsterdam") == 1e9
+    t = load(d / "three-site.toml")
+    assert t.bottleneck_bps("chicago", "ottawa", scale=0.1) == pytest.approx(62.2e6)
+    assert t.expected_rtt_s("chicago", "ottawa") == pytest.approx(0.016)
+    assert [h.to for h in t.route("chicago", "amsterdam")] == ["starlight", "amsterdam"]
+    t = load(d / "frtp-circuit.toml")
+    assert t.address("sender", "data") != t.address("sender", "control")
+
+
+def test_bdp_queue_scales_with_rate():
+    t = load(Path(TOPOLOGIES[0]).parent / "chicago-amsterdam.toml")
+    link = t.links[0]
+    assert t.queue_limit(link, link.forward, 1.0)[0] == 9082  # 1 Gb/s x 110 ms / 1514 B
+    assert t.queue_limit(link, link.forward, 0.1)[0] == 909
+
+
+@pytest.mark.parametrize("edit, line, words", [
+    (lambda s: s.replace('rate = "100mbit"', 'rate = "100 furlongs"'), 8, "rate"),
+    (lambda s: s.replace('delay = "5ms"', 'delay = "5"'), 7, "unit"),
+    (lambda s: s.replace('ends = ["x", "y"]', 'ends = ["x", "z"]'), 6, "'z' is neither a host nor a switch"),
+    (lambda s: s + 'jitter = "1ms"\n', 9, "unknown key 'jitter'"),
+    (lambda s: s.replace('[[link]]', '[[link]\n'), 5, "TOML syntax error"),
+    (lambda s: s.replace('y = {}', 'y = {}\nw = {}'), 5, "host 'w' has no link"),
+    (lambda s: s + '[[link]]\nends = ["y", "x"]\n', 10, "already has a link on net 'data'"),
+    (lambda s: s + '[link.reverse]\nloss = "ge:0.1,2,1"\n', 10, "within [0, 1]"),
+    (lambda s: s.replace('rate = "100mbit"', 'queue = "bdp"'), 8, "queue 'bdp' needs a rate"),
+])
+def test_bad_file_error_names_file_line_and_problem(tmp_path, edit, line, words):
+    p = write(tmp_path, edit(GOOD))
+    with pytest.raises(TopologyError) as e:
+        load(p)
+    msg = str(e.value)
+    assert msg.startswith(f"{p}:{line}"), msg
+    assert words in msg, msg
+
+
+def test_loop_without_stp_is_rejected(tmp_path):
+    text = GOOD.replace("y = {}", "y = {}\n[switches]\ns1 = {}\ns2 = {}") + "".join(
+        f'[[link]]\nends = ["{a}", "{b}"]\n' for a, b in (("s1", "s2"), ("s2", "s1")))
+    with pytest.raises(TopologyError, match="closes a loop"):
+        load(write(tmp_path, text))
