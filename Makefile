@@ -21,13 +21,15 @@ FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOT
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
 .PHONY: help setup build build-rust test test-rust test-interop test-conformance \
-        testbed bench fuzz conformance clean
+        testbed test-testbed testbed-cleanup bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
 	@echo "make build        cargo build --release (impl/) and $(LIBUDT_PEER)"
 	@echo "make test         setup + build + cargo tests + interop tests + conformance tests"
-	@echo "make testbed      256 MiB transfer udt <-> libudt across two network namespaces (root)"
+	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= STACKS=)"
+	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
+	@echo "make testbed-cleanup  remove every udtb-* namespace and the processes in it"
 	@echo "make bench        goodput and CPU: our udt vs libudt, then the loss_list bench"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "make conformance  the conformance suite (STACKS=..., CASES=... passed through)"
@@ -67,9 +69,27 @@ test-conformance:
 	  echo "==> test: conformance suite: no tests yet, skipped"; \
 	fi
 
+# Testbed (testbed/, topologies/): the SC'04 experiments on emulated links (docs/testbed.md).
+EXPERIMENTS ?= efficiency,fairness,join,friendliness
+SCALE       ?= 0.1
+DURATION    ?= 20
+BACKEND     ?= auto
+CALIBRATION ?= refuse
+INFLUX      ?= local
+TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' \
+               --backend '$(BACKEND)' --calibration '$(CALIBRATION)' --influx '$(INFLUX)' \
+               $(if $(STACKS),--stacks '$(STACKS)')
+
 testbed: setup build
-	@echo "==> testbed: demo transfer across two network namespaces (topologies/demo_transfer.sh)"
-	topologies/demo_transfer.sh
+	@echo "==> testbed: $(EXPERIMENTS) at scale $(SCALE), $(DURATION) s per stack (python -m udtbed run)"
+	$(PYTHON) -m udtbed run $(TESTBED_ARGS)
+
+test-testbed:
+	@echo "==> test: testbed (topology files, quick profiles, cleanup, dashboards)"
+	cd testbed && ../$(PYTHON) -m pytest tests
+
+testbed-cleanup:
+	$(PYTHON) -m udtbed cleanup
 
 bench: setup build
 	@echo "==> bench: goodput and CPU per Gb, ours vs libudt (impl/bench/compare.py)"
