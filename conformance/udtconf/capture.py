@@ -21,7 +21,9 @@ def can_capture() -> bool:
 class Capture:
     """Capture UDP traffic on ``ports`` of ``interface`` while the context is open."""
 
-    def __init__(self, path: Path, ports: list[int], interface: str = "lo", netns: str | None = None) -> None:
+    def __init__(self, path: Path, ports: list[int], interface: str = "lo", netns: str | None = None,
+                 tool: str | None = None) -> None:
+        self.tool = tool or ("dumpcap" if shutil.which("dumpcap") else "tcpdump")
         self.path = path
         self.ports = ports
         self.interface = interface
@@ -30,10 +32,12 @@ class Capture:
 
     def _argv(self) -> list[str]:
         bpf = " or ".join(f"udp port {p}" for p in self.ports)
-        if shutil.which("dumpcap"):
-            argv = ["dumpcap", "-q", "-P", "-i", self.interface, "-f", bpf, "-w", str(self.path)]
+        if self.tool == "dumpcap":
+            argv = ["dumpcap", "-P", "-i", self.interface, "-f", bpf, "-w", str(self.path)]
         else:
-            argv = ["tcpdump", "-q", "-U", "-i", self.interface, "-w", str(self.path), bpf]
+            # --immediate-mode: otherwise packets wait in libpcap's ring for up to 1 s and those
+            # still there at SIGINT are lost; -Z root keeps the output file writable.
+            argv = ["tcpdump", "--immediate-mode", "-Z", "root", "-U", "-i", self.interface, "-w", str(self.path), bpf]
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
         return argv
@@ -47,8 +51,11 @@ class Capture:
         log.close()
         deadline = time.monotonic() + 5.0
         # dumpcap writes the pcap header once the filter is installed; then it captures.
+        logpath = self.path.with_suffix(".capture.log")
         while time.monotonic() < deadline:
-            if self.path.exists() and self.path.stat().st_size >= 24:
+            # Both tools say so on stderr once the filter is attached and packets are captured.
+            started = b"listening on" in logpath.read_bytes() or b"Capturing on" in logpath.read_bytes()
+            if started and self.path.exists() and self.path.stat().st_size >= 24:
                 break
             if self._proc.poll() is not None:
                 raise RuntimeError(f"capture exited early: {self.path.with_suffix('.capture.log').read_text(errors='replace')}")

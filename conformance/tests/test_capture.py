@@ -1,0 +1,31 @@
+"""Capturing a port on loopback with each installed capture tool (needs root)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from udtconf.capture import Capture, can_capture
+from udtconf.interop import free_udp_port
+from udtconf.pcap import read_udp
+from udtconf.wire import KeepAlive, decode
+
+pytestmark = pytest.mark.needs_root
+
+
+@pytest.mark.parametrize("tool", ["dumpcap", "tcpdump"])
+def test_capture_tool_records_only_the_port(tool: str, tmp_path: Path) -> None:
+    if not can_capture() or shutil.which(tool) is None:
+        pytest.skip(f"{tool} unavailable or not root")
+    port, other = free_udp_port(), free_udp_port()
+    ka = KeepAlive(dst_id=5).encode()
+    with Capture(tmp_path / "c.pcap", [port], tool=tool), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _ in range(3):
+            s.sendto(ka, ("127.0.0.1", port))
+            s.sendto(b"other", ("127.0.0.1", other))
+    got = read_udp(tmp_path / "c.pcap")
+    assert [d.dst[1] for d in got] == [port] * 3
+    assert all(decode(d.payload) == KeepAlive(dst_id=5) for d in got)
