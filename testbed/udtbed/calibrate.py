@@ -1,6 +1,6 @@
 """Calibration: measure RTT and bottleneck rate through the built topology before a run.
 
-RTT: ``ping`` between the flow's hosts, compared (average) with the sum of the configured
+RTT: ``ping`` between the flow's hosts, compared (median) with the sum of the configured
 one-way delays. Rate: a paced UDP blast of 1514-byte frames offered at 1.1x the bottleneck;
 with the bottleneck busy from the first frame, frames arrive exactly one serialization time
 apart, so ``(n - 1) * 1514 * 8 / arrival span`` is the link rate the path really delivers.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -43,12 +44,15 @@ class PathCalibration:
         return f"{self.src}->{self.dst}: {rtt}; {rate} [{'ok' if self.ok else 'OFF'}]"
 
 
-def ping(net: Network, src: str, dst: str, count: int = 10) -> tuple[float | None, float | None]:
+def ping(net: Network, src: str, dst: str, count: int = 20) -> tuple[float | None, float | None]:
+    """(median, min) RTT in ms of ``count`` pings: the median, so that one probe delayed by a
+    preempted thread on a loaded machine does not move the figure."""
     from .network import sh
-    interval = "0.05"
-    p = sh("ping", "-c", str(count), "-i", interval, "-W", "3", "-q", net.address(dst), ns=net.ns(src), check=False)
-    m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)", p.stdout)
-    return (float(m.group(2)), float(m.group(1))) if m else (None, None)
+    p = sh("ping", "-c", str(count), "-i", "0.05", "-W", "3", net.address(dst), ns=net.ns(src), check=False)
+    rtts = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", p.stdout))
+    if not rtts:
+        return None, None
+    return statistics.median(rtts), rtts[0]
 
 
 def udp_rate(net: Network, src: str, dst: str, rate_bps: float, seconds: float, port: int = 5999) -> float | None:
