@@ -62,7 +62,8 @@ def item_key(item: pytest.Item) -> str | None:
     p = cs.params
     if "matrix_cell" in p:
         s, c, case = p["matrix_cell"]
-        return f"interop/{s.name}/{c.name}/{case}"
+        kind = "interop" if item.originalname == "test_matrix" else "codec"
+        return f"{kind}/{s.name}/{c.name}/{case}"
     if "matrix_rule" in p:
         s, c, case, r = p["matrix_rule"]
         return f"wire/{s.name}/{c.name}/{case}/{r.id}"
