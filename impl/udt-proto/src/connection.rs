@@ -1093,7 +1093,11 @@ impl Connection {
         let nowf = now as f64;
         // Bounded catch-up: a late wake-up may send up to `pacing_burst` packets back to back.
         let slack = snd.period * self.config.pacing_burst.max(1) as f64;
-        let base = if nowf - snd.next_send > slack { nowf } else { snd.next_send.max(0.0) };
+        // udt-proto fix (runtime): when later than the slack, keep `slack` worth of debt rather
+        // than none, so that the late pass sends up to `pacing_burst` packets back to back as
+        // documented; resetting to `now` let a driver whose passes take longer than the slack
+        // send one packet per pass.
+        let base = snd.next_send.max(nowf - slack).max(0.0);
         let ts = now.wrapping_sub(self.start) as u32;
 
         // 1. Retransmissions first (§7 step 1).
