@@ -1,1 +1,346 @@
-fn main() {}
+//! `udt`: send a file or pipe over UDT4, or receive one.
+
+mod report;
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use udt::{CcChoice, SocketType, UdtError, UdtSocket};
+
+use report::{Reporter, Role, Sink};
+
+const EXAMPLES: &str = "\
+Examples:
+  # receiver (start first), then sender
+  udt recv --listen 0.0.0.0:9000 --output /tmp/copy.bin
+  udt send --connect 127.0.0.1:9000 --input /tmp/file.bin
+
+  # a pipe, with statistics every 100 ms as JSON lines on stderr
+  dd if=/dev/zero bs=1M count=2048 | udt send --connect 127.0.0.1:9000 --input - --stats -
+  udt recv --listen 127.0.0.1:9000 --output /dev/null --stats recv.jsonl
+
+  # rendezvous: both sides bind a port and meet
+  udt recv --listen 10.0.0.2:9000 --rendezvous 10.0.0.1:9001 --output out.bin
+  udt send --connect 10.0.0.2:9000 --bind 10.0.0.1:9001 --rendezvous --input in.bin
+
+  # message mode: every 1 MB of input is one message
+  udt send --connect 127.0.0.1:9000 --input in.bin --dgram --msg-size 1000000
+  udt recv --listen 127.0.0.1:9000 --output out.bin --dgram
+
+Exit status: 0 success, 2 usage error or bad address, 3 connection setup failed,
+4 local I/O error (input/output file), 5 connection broken during the transfer.";
+
+#[derive(Parser, Debug)]
+#[command(name = "udt", version, about = "Send or receive data over UDT4 (UDP-based Data Transfer)", after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Connect to a receiver and send a file or standard input; exits 0 once every byte was
+    /// acknowledged by the receiver.
+    #[command(after_help = EXAMPLES)]
+    Send(SendArgs),
+    /// Accept one connection and write what arrives to a file or standard output; exits 0
+    /// once the sender closed and every byte was written.
+    #[command(after_help = EXAMPLES)]
+    Recv(RecvArgs),
+}
+
+#[derive(Args, Debug)]
+struct SendArgs {
+    /// Receiver address, HOST:PORT (with --rendezvous: the peer's address).
+    #[arg(long, value_name = "ADDR:PORT")]
+    connect: String,
+    /// File to send; `-` reads standard input.
+    #[arg(long, value_name = "PATH")]
+    input: String,
+    /// Local address to bind (required with --rendezvous; default: any, ephemeral port).
+    #[arg(long, value_name = "ADDR:PORT")]
+    bind: Option<String>,
+    /// Rendezvous mode: meet a `udt recv --rendezvous` peer instead of connecting to a listener.
+    #[arg(long)]
+    rendezvous: bool,
+    /// DGRAM mode: bytes per message (each input chunk of this size is one message).
+    #[arg(long, value_name = "BYTES", default_value_t = 65536, value_parser = clap::value_parser!(u32).range(1..))]
+    msg_size: u32,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args, Debug)]
+struct RecvArgs {
+    /// Address to listen on, HOST:PORT (with --rendezvous: the local address to bind).
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: String,
+    /// Where to write the data; `-` writes standard output.
+    #[arg(long, value_name = "PATH")]
+    output: String,
+    /// Rendezvous mode: meet the sender at PEER (HOST:PORT) instead of listening.
+    #[arg(long, value_name = "PEER")]
+    rendezvous: Option<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Options both sides share.
+#[derive(Args, Debug)]
+struct Common {
+    /// Maximum packet size in bytes, IP and UDP headers included (UDT_MSS, 76..=65535).
+    #[arg(long, value_name = "N", default_value_t = 1500)]
+    mss: u32,
+    /// Message (DGRAM) mode instead of a byte stream; both sides must agree.
+    #[arg(long)]
+    dgram: bool,
+    /// Congestion control: udt411 (UDT 4.11's native), paper (the SC'04 variant) or
+    /// fixed:<Mbit/s> (constant rate, no congestion control).
+    #[arg(long, value_name = "CC", default_value = "udt411")]
+    cc: String,
+    /// Write JSON-lines statistics to PATH (`-` = standard error).
+    #[arg(long, value_name = "PATH")]
+    stats: Option<String>,
+    /// Statistics interval in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    stats_interval: u64,
+    /// Maximum flow window in packets (UDT_FC).
+    #[arg(long, value_name = "PKTS")]
+    flow_window: Option<u32>,
+    /// Receive buffer in packets (UDT_RCVBUF / payload size).
+    #[arg(long, value_name = "PKTS")]
+    rcvbuf: Option<u32>,
+    /// Send buffer in packets (UDT_SNDBUF / payload size).
+    #[arg(long, value_name = "PKTS")]
+    sndbuf: Option<u32>,
+    /// Bandwidth cap in Mbit/s of payload (UDT_MAXBW).
+    #[arg(long, value_name = "MBIT")]
+    max_bw: Option<f64>,
+    /// Seconds `send` waits at the end for the last acknowledgements (UDT_LINGER).
+    #[arg(long, value_name = "SECS", default_value_t = 180)]
+    linger: u64,
+}
+
+/// A failure with its exit status; the message says what went wrong and what to do.
+struct Failure {
+    code: u8,
+    msg: String,
+}
+
+type Outcome = Result<(), Failure>;
+
+fn usage(msg: impl Into<String>) -> Failure {
+    Failure { code: 2, msg: msg.into() }
+}
+
+fn local_io(msg: impl Into<String>) -> Failure {
+    Failure { code: 4, msg: msg.into() }
+}
+
+/// Maps a socket error to the exit status of its phase.
+fn net(e: UdtError, during_setup: bool) -> Failure {
+    let code = match &e {
+        UdtError::BadAddress { .. } | UdtError::InvalidConfig(_) => 2,
+        UdtError::Bind { .. } | UdtError::ConnectTimedOut { .. } | UdtError::ConnectRefused { .. } => 3,
+        _ if during_setup => 3,
+        _ => 5,
+    };
+    Failure { code, msg: e.to_string() }
+}
+
+fn builder(c: &Common) -> Result<udt::Builder, Failure> {
+    let cc = CcChoice::parse(&c.cc, c.mss).map_err(usage)?;
+    let mut b = UdtSocket::builder().mss(c.mss).cc(cc).linger(Duration::from_secs(c.linger));
+    if c.dgram {
+        b = b.socket_type(SocketType::Dgram);
+    }
+    if let Some(w) = c.flow_window {
+        b = b.flow_window(w);
+    }
+    if let Some(n) = c.rcvbuf {
+        b = b.recv_buffer(n);
+    }
+    if let Some(n) = c.sndbuf {
+        b = b.send_buffer(n);
+    }
+    if let Some(m) = c.max_bw {
+        if !(m > 0.0 && m.is_finite()) {
+            return Err(usage("--max-bw must be a positive number of Mbit/s"));
+        }
+        b = b.max_bandwidth(Some((m * 1e6 / 8.0) as u64));
+    }
+    b.build().map_err(|e| net(e, true))?;
+    Ok(b)
+}
+
+fn stats_sink(c: &Common) -> Result<Option<Sink>, Failure> {
+    match &c.stats {
+        None => Ok(None),
+        Some(p) => Sink::open(p).map(Some).map_err(|e| local_io(format!("cannot write statistics to {p:?}: {e} (check the path)"))),
+    }
+}
+
+fn parse_addr(s: &str, what: &str) -> Result<std::net::SocketAddr, Failure> {
+    udt::resolve_addr(s).map_err(|e| usage(format!("{what}: {e}")))
+}
+
+/// Reads until `buf` is full or the input ends; returns the count.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// A duplicate of standard input or output as a plain file: no line buffering, no locking.
+fn std_file(fd: impl AsFd) -> io::Result<File> {
+    Ok(File::from(fd.as_fd().try_clone_to_owned()?))
+}
+
+const CHUNK: usize = 8 << 20;
+
+fn send(a: SendArgs) -> Outcome {
+    let b = builder(&a.common)?;
+    let peer = parse_addr(&a.connect, "--connect")?;
+    let bind = a.bind.as_deref().map(|s| parse_addr(s, "--bind")).transpose()?;
+    if a.rendezvous && bind.is_none() {
+        return Err(usage("--rendezvous needs --bind LOCAL:PORT (the address the peer's --rendezvous names)"));
+    }
+    let mut input: Box<dyn Read> = if a.input == "-" {
+        Box::new(std_file(io::stdin()).map_err(|e| local_io(format!("cannot read standard input: {e}")))?)
+    } else {
+        let f = File::open(&a.input)
+            .map_err(|e| local_io(format!("cannot read input {:?}: {e} (check the path and permissions)", a.input)))?;
+        if f.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(local_io(format!("cannot read input {:?}: it is a directory", a.input)));
+        }
+        Box::new(f)
+    };
+    let sink = stats_sink(&a.common)?;
+
+    let mut sock = match bind {
+        Some(local) => b.clone().rendezvous(a.rendezvous).bind(local).map_err(|e| net(e, true))?,
+        None => b.build().map_err(|e| net(e, true))?,
+    };
+    sock.connect(peer).map_err(|e| net(e, true))?;
+    let sock = Arc::new(sock);
+    let delivered = Arc::new(AtomicU64::new(0));
+    let reporter = sink.map(|s| Reporter::start(Role::Send, s, Duration::from_millis(a.common.stats_interval), sock.clone(), delivered.clone()));
+
+    let dgram = a.common.dgram;
+    let chunk = if dgram { a.msg_size as usize } else { CHUNK };
+    let mut buf = vec![0u8; chunk];
+    let mut total = 0u64;
+    loop {
+        let n = read_full(&mut input, &mut buf).map_err(|e| local_io(format!("reading input {:?} failed: {e}", a.input)))?;
+        if n == 0 {
+            break;
+        }
+        if dgram {
+            sock.sendmsg(&buf[..n]).map_err(|e| net(e, false))?;
+        } else {
+            sock.send_all(&buf[..n]).map_err(|e| net(e, false))?;
+        }
+        total += n as u64;
+        if n < chunk && !dgram {
+            break;
+        }
+    }
+    // Every byte acknowledged, then the summary, then the close that tells the receiver.
+    sock.flush().map_err(|e| net(e, false))?;
+    let final_stats = sock.stats().map_err(|e| net(e, false))?;
+    if let Some(r) = reporter {
+        r.finish(total, &final_stats.core).map_err(|e| local_io(format!("cannot write statistics: {e}")))?;
+    }
+    let mut sock = Arc::try_unwrap(sock).map_err(|_| local_io("internal error: socket still shared"))?;
+    sock.close().map_err(|e| net(e, false))
+}
+
+fn recv(a: RecvArgs) -> Outcome {
+    let b = builder(&a.common)?;
+    let local = parse_addr(&a.listen, "--listen")?;
+    let peer = a.rendezvous.as_deref().map(|s| parse_addr(s, "--rendezvous")).transpose()?;
+    let mut output: Box<dyn Write> = if a.output == "-" {
+        Box::new(std_file(io::stdout()).map_err(|e| local_io(format!("cannot write standard output: {e}")))?)
+    } else {
+        Box::new(File::create(&a.output).map_err(|e| {
+            local_io(format!("cannot write output {:?}: {e} (check that the directory exists and is writable)", a.output))
+        })?)
+    };
+    let sink = stats_sink(&a.common)?;
+
+    let sock = match peer {
+        Some(peer) => {
+            let mut s = b.clone().rendezvous(true).bind(local).map_err(|e| net(e, true))?;
+            s.connect(peer).map_err(|e| net(e, true))?;
+            s
+        }
+        None => {
+            let listener = b.listen(local).map_err(|e| net(e, true))?;
+            listener.accept().map_err(|e| net(e, true))?
+            // The listener closes here; the accepted connection keeps the port.
+        }
+    };
+    let sock = Arc::new(sock);
+    let delivered = Arc::new(AtomicU64::new(0));
+    let reporter = sink.map(|s| Reporter::start(Role::Recv, s, Duration::from_millis(a.common.stats_interval), sock.clone(), delivered.clone()));
+
+    let write_err = |e: io::Error| local_io(format!("writing output {:?} failed: {e}", a.output));
+    if a.common.dgram {
+        // A message can be as large as the receive buffer.
+        let cfg = sock.config();
+        let cap = cfg.rcv_capacity() as usize * udt_proto::wire::payload_size(cfg.mss);
+        let mut buf = vec![0u8; cap];
+        while let Some(n) = sock.recvmsg(&mut buf).map_err(|e| net(e, false))? {
+            output.write_all(&buf[..n]).map_err(write_err)?;
+            delivered.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    } else {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = sock.recv(&mut buf).map_err(|e| net(e, false))?;
+            if n == 0 {
+                break;
+            }
+            output.write_all(&buf[..n]).map_err(write_err)?;
+            delivered.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+    output.flush().map_err(write_err)?;
+    let total = delivered.load(Ordering::Relaxed);
+    let final_stats = sock.stats().map_err(|e| net(e, false))?;
+    if let Some(r) = reporter {
+        r.finish(total, &final_stats.core).map_err(|e| local_io(format!("cannot write statistics: {e}")))?;
+    }
+    let mut sock = Arc::try_unwrap(sock).map_err(|_| local_io("internal error: socket still shared"))?;
+    // The sender already closed; this only releases our side.
+    let _ = sock.close();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (name, result) = match cli.command {
+        Command::Send(a) => ("udt send", send(a)),
+        Command::Recv(a) => ("udt recv", recv(a)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("{name}: {}", f.msg);
+            ExitCode::from(f.code)
+        }
+    }
+}

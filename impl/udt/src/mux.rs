@@ -17,7 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -51,7 +51,9 @@ pub struct MuxOptions {
 
 impl Default for MuxOptions {
     fn default() -> Self {
-        MuxOptions { udp_buffers: BufferSizes { send: 8 << 20, recv: 32 << 20 }, spin: Duration::from_micros(50) }
+        // UDT_SPIN_US overrides the spin threshold (a tuning knob for experiments).
+        let spin_us = std::env::var("UDT_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+        MuxOptions { udp_buffers: BufferSizes { send: 8 << 20, recv: 32 << 20 }, spin: Duration::from_micros(spin_us) }
     }
 }
 
@@ -84,6 +86,10 @@ pub(crate) struct Inner {
     waiters: usize,
     /// Set when the I/O thread ended; every blocking call fails with it.
     pub stopped: Option<String>,
+    /// The latest time given to the core by anyone: the core's clock never goes back.
+    pub last_time: u64,
+    /// Count of the I/O thread's passes that drained datagrams out of the endpoint.
+    pub drained_pass: u64,
     last_reap: u64,
 }
 
@@ -203,6 +209,10 @@ pub(crate) struct Mux {
     kick: AtomicBool,
     /// The I/O thread is about to block (or blocks) in `ppoll`: kicks must use the eventfd.
     sleeping: AtomicBool,
+    /// The last drained pass whose datagrams were handed to the kernel.
+    sent_pass: AtomicU64,
+    /// An application thread waits for `sent_pass` to advance.
+    want_sent: AtomicBool,
     epoch: Instant,
     local: SocketAddr,
 }
@@ -229,12 +239,16 @@ impl Mux {
                 handles: 1,
                 waiters: 0,
                 stopped: None,
+                drained_pass: 0,
+                last_time: 0,
                 last_reap: 0,
             }),
             cond: Condvar::new(),
             waker: Waker::new()?,
             kick: AtomicBool::new(false),
             sleeping: AtomicBool::new(false),
+            sent_pass: AtomicU64::new(0),
+            want_sent: AtomicBool::new(false),
             epoch: Instant::now(),
             local: udp.local_addr(),
         });
@@ -257,6 +271,14 @@ impl Mux {
     /// The core's clock: µs since the multiplexer started (plus a fixed offset).
     pub fn now(&self) -> u64 {
         self.epoch.elapsed().as_micros() as u64 + EPOCH_OFFSET_US
+    }
+
+    /// [`Mux::now`] for a call into the core under the lock, never earlier than a time the
+    /// core has already seen.
+    pub fn clock(&self, g: &mut Inner) -> u64 {
+        let t = self.now().max(g.last_time);
+        g.last_time = t;
+        t
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -292,6 +314,17 @@ impl Mux {
         Ok(g)
     }
 
+    /// Waits until every datagram the endpoint has given out so far is in the kernel's hands
+    /// (so that a Shutdown queued by `close` leaves even if the process exits right after).
+    pub fn wait_sent<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> Result<MutexGuard<'a, Inner>> {
+        let target = g.drained_pass;
+        while self.sent_pass.load(Ordering::SeqCst) < target {
+            self.want_sent.store(true, Ordering::SeqCst);
+            g = self.wait(g, None)?;
+        }
+        Ok(g)
+    }
+
     /// Wakes every waiting application thread (after an application-side state change).
     pub fn notify(&self) {
         self.cond.notify_all();
@@ -318,15 +351,33 @@ impl Mux {
         let mut tx = TxBatch::new(TX_BATCH, udp::MAX_DATAGRAM);
         let (_, gro) = udp.offloads();
         let mut rx = RxBatch::new(if gro { 32 } else { 64 }, 65_536);
+        let debug = std::env::var_os("UDT_DEBUG").is_some();
+        let (mut passes, mut rx_datagrams) = (0u64, 0u64);
         loop {
+            passes += 1;
             let nrx = udp.recv_batch(&mut rx)?;
             self.kick.store(false, Ordering::SeqCst);
-            let (next, _now, stop) = {
+            let (next, pass, stop) = {
                 let mut g = self.lock();
                 let inner = &mut *g;
-                let now = self.now();
+                let floor = inner.last_time;
+                let now = self.clock(inner);
                 if nrx > 0 {
-                    rx.for_each(|from, d| inner.ep.handle_datagram(now, from, d));
+                    // The receiver's measurements (arrival speed, packet pairs; UDT4.md §10)
+                    // work on whole-µs intervals between datagrams. A batch read at once would
+                    // show intervals of 0, which their median filters discard, leaving the
+                    // sender without rate or capacity estimates. The datagrams of a batch
+                    // queued up faster than we read them, so they are stamped as arriving
+                    // back to back, 1 µs apart, ending now (never before a time the core has
+                    // already seen). Spreading them over the whole time since the previous
+                    // pass would instead measure our own pacing and erase the packet pairs.
+                    let mut left = rx.datagram_count() as u64;
+                    rx_datagrams += left;
+                    rx.for_each(|from, d| {
+                        left = left.saturating_sub(1);
+                        let t = now.saturating_sub(left).max(floor);
+                        inner.ep.handle_datagram(t, from, d);
+                    });
                 }
                 inner.ep.handle_timeout(now);
                 tx.clear();
@@ -336,17 +387,28 @@ impl Mux {
                         None => break,
                     }
                 }
+                if !tx.is_empty() {
+                    inner.drained_pass += 1;
+                }
                 let events = inner.pump(now);
                 if inner.waiters > 0 && inner.take_ready(events) {
                     self.cond.notify_all();
                 }
                 let stop = inner.handles == 0 && inner.all_done();
-                (inner.next_due(now), now, stop)
+                (inner.next_due(now), inner.drained_pass, stop)
             };
             if !tx.is_empty() {
                 udp.send_batch(&mut tx);
+                self.sent_pass.store(pass, Ordering::SeqCst);
+                if self.want_sent.swap(false, Ordering::SeqCst) {
+                    let _g = self.lock();
+                    self.cond.notify_all();
+                }
             }
             if stop {
+                if debug {
+                    eprintln!("udt: port {} passes {passes} rx datagrams {rx_datagrams} {:?}", self.local, udp.counters);
+                }
                 return Ok(());
             }
             if nrx > 0 || tx.is_full() {

@@ -338,7 +338,7 @@ impl UdtSocket {
                 self.state = State::Bound(h);
                 return Err(UdtError::InvalidState("another socket already listens on this port"));
             }
-            let now = h.0.now();
+            let now = h.0.clock(&mut g);
             g.ep.listen(self.builder.config.clone(), backlog, now);
             g.listening = true;
         }
@@ -429,7 +429,7 @@ impl UdtSocket {
         config.connect_timeout_us = config.connect_timeout_us.max(1);
         let id = {
             let mut g = mux.lock();
-            let now = mux.now();
+            let now = mux.clock(&mut g);
             let id = if rendezvous { g.ep.rendezvous(config, peer, now) } else { g.ep.connect(config, peer, now) };
             g.socks.entry(id).or_default();
             id
@@ -471,8 +471,9 @@ impl UdtSocket {
                 Ok(())
             }
             Err(e) => {
+                let now = mux.clock(&mut g);
                 if let Some(c) = g.ep.connection_mut(id) {
-                    c.close(mux.now());
+                    c.close(now);
                 }
                 g.socks.entry(id).or_default().released = true;
                 drop(g);
@@ -526,6 +527,7 @@ impl UdtSocket {
         let mut g = mux.lock();
         loop {
             check_open(&g, id)?;
+            let now = mux.clock(&mut g);
             let c: &mut Connection = g.ep.connection_mut(id).expect("checked");
             if c.peer_closed() {
                 return Err(UdtError::PeerClosed);
@@ -537,7 +539,7 @@ impl UdtSocket {
                 if n < data.len() && n >= payload {
                     n -= n % payload;
                 }
-                let n = c.send(mux.now(), &data[..n]);
+                let n = c.send(now, &data[..n]);
                 drop(g);
                 mux.kick();
                 self.sent.fetch_add(n as u64, Ordering::Relaxed);
@@ -606,11 +608,12 @@ impl UdtSocket {
         let mut g = mux.lock();
         loop {
             check_open(&g, id)?;
+            let now = mux.clock(&mut g);
             let c = g.ep.connection_mut(id).expect("checked");
             if c.peer_closed() {
                 return Err(UdtError::PeerClosed);
             }
-            if c.send_msg(mux.now(), msg, in_order, ttl) {
+            if c.send_msg(now, msg, in_order, ttl) {
                 drop(g);
                 mux.kick();
                 self.sent.fetch_add(msg.len() as u64, Ordering::Relaxed);
@@ -725,7 +728,7 @@ impl UdtSocket {
                 let mux = h.0.clone();
                 let result = {
                     let mut g = mux.lock();
-                    let now = mux.now();
+                    let now = mux.clock(&mut g);
                     if let Some(c) = g.ep.connection_mut(id) {
                         c.close(now);
                     }
@@ -740,8 +743,10 @@ impl UdtSocket {
                         if let Some(r) = info.and_then(|s| s.broken) {
                             break Err(UdtError::Broken(r));
                         }
-                        if info.is_none_or(|s| s.closed) || g.ep.connection(id).is_none_or(|c| c.is_done()) {
-                            break Ok(());
+                        // Finished, and the Shutdown out of the endpoint...
+                        if info.is_none_or(|s| s.closed || s.connect_error.is_some()) && g.ep.connection(id).is_none_or(|c| c.is_done()) {
+                            // ...and in the kernel's hands.
+                            break mux.wait_sent(g).map(drop);
                         }
                         if g.stopped.is_some() {
                             break Err(UdtError::Closed);
@@ -768,7 +773,7 @@ impl UdtSocket {
 
     fn release(mux: &Mux, id: u32) {
         let mut g = mux.lock();
-        let now = mux.now();
+        let now = mux.clock(&mut g);
         if let Some(c) = g.ep.connection_mut(id) {
             // Dropped without close(): linger in the background, as UDT does.
             c.close(now);
@@ -781,7 +786,7 @@ impl UdtSocket {
 
     fn stop_listening(mux: &Mux) {
         let mut g = mux.lock();
-        let now = mux.now();
+        let now = mux.clock(&mut g);
         g.listening = false;
         while let Some(id) = g.accepted.pop_front() {
             if let Some(c) = g.ep.connection_mut(id) {

@@ -100,6 +100,16 @@ pub struct BufferSizes {
     pub recv: usize,
 }
 
+/// System-call counters, for tuning (printed with `UDT_DEBUG`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IoCounters {
+    pub send_calls: u64,
+    pub send_msgs: u64,
+    pub send_pkts: u64,
+    pub recv_calls: u64,
+    pub recv_msgs: u64,
+}
+
 /// A bound, non-connected UDP socket.
 #[derive(Debug)]
 pub struct UdpSocket {
@@ -107,6 +117,7 @@ pub struct UdpSocket {
     local: SocketAddr,
     gso: bool,
     gro: bool,
+    pub counters: IoCounters,
 }
 
 impl UdpSocket {
@@ -128,7 +139,7 @@ impl UdpSocket {
         }
         let gso = getsockopt_int(raw, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok();
         let gro = setsockopt_int(raw, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
-        let mut socket = UdpSocket { fd, local: addr, gso, gro };
+        let mut socket = UdpSocket { fd, local: addr, gso, gro, counters: IoCounters::default() };
         socket.local = socket.query_local_addr()?;
         Ok(socket)
     }
@@ -161,6 +172,7 @@ impl UdpSocket {
     /// address) are dropped like any UDP loss; UDT recovers them.
     pub fn send_batch(&mut self, batch: &mut TxBatch) {
         let mut start = 0;
+        self.counters.send_pkts += batch.pkts.len() as u64;
         while start < batch.pkts.len() {
             let groups = batch.build(start, self.gso);
             let mut sent = 0;
@@ -170,7 +182,9 @@ impl UdpSocket {
                 let r = unsafe {
                     libc::sendmmsg(self.fd.as_raw_fd(), batch.hdrs.as_mut_ptr().add(sent), (groups - sent) as _, 0)
                 };
+                self.counters.send_calls += 1;
                 if r >= 0 {
+                    self.counters.send_msgs += r as u64;
                     sent += r as usize;
                     continue;
                 }
@@ -204,6 +218,7 @@ impl UdpSocket {
                 std::ptr::null_mut(),
             )
         };
+        self.counters.recv_calls += 1;
         if r < 0 {
             let err = io::Error::last_os_error();
             return match err.raw_os_error() {
@@ -212,6 +227,7 @@ impl UdpSocket {
             };
         }
         batch.count = r as usize;
+        self.counters.recv_msgs += r as u64;
         Ok(batch.count)
     }
 
@@ -444,6 +460,19 @@ impl RxBatch {
             hdr.msg_flags = 0;
             self.hdrs[i].msg_len = 0;
         }
+    }
+
+    /// Datagrams received by the last [`UdpSocket::recv_batch`] (GRO messages counted by
+    /// segment).
+    pub fn datagram_count(&self) -> usize {
+        (0..self.count)
+            .map(|i| {
+                let m = &self.hdrs[i];
+                let len = m.msg_len as usize;
+                let seg = gro_segment_size(&m.msg_hdr).unwrap_or(len).max(1);
+                len.div_ceil(seg).max(1)
+            })
+            .sum()
     }
 
     /// Calls `f(from, datagram)` for every datagram received by the last
