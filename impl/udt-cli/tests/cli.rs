@@ -1,0 +1,214 @@
+//! The `udt` binary end to end over loopback. Every child process runs under a time guard
+//! that kills it and fails the test instead of hanging; no test asserts on durations.
+
+use std::io::Write;
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_udt");
+
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("udt-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Waits for `child` while collecting its output, killing it after `secs`.
+fn finish(child: Child, secs: u64) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output().unwrap());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(out) => out,
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let out = rx.recv().unwrap();
+            panic!("udt hung; stderr: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+fn udt(args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Sends `data` from a file to a receiver writing a file; returns what arrived.
+fn transfer(name: &str, data: &[u8], extra: &[&str]) -> Vec<u8> {
+    transfer_with(name, data, extra, &[])
+}
+
+fn transfer_with(name: &str, data: &[u8], extra: &[&str], send_only: &[&str]) -> Vec<u8> {
+    let dir = tmpdir(name);
+    let (input, output) = (dir.join("in"), dir.join("out"));
+    std::fs::write(&input, data).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut recv_args = vec!["recv", "--listen", &addr, "--output", s(&output)];
+    recv_args.extend_from_slice(extra);
+    let recv = udt(&recv_args).spawn().unwrap();
+    let mut send_args = vec!["send", "--connect", &addr, "--input", s(&input)];
+    send_args.extend_from_slice(extra);
+    send_args.extend_from_slice(send_only);
+    let send = finish(udt(&send_args).spawn().unwrap(), 60);
+    let recv = finish(recv, 60);
+    assert!(send.status.success(), "send failed: {}", String::from_utf8_lossy(&send.stderr));
+    assert!(recv.status.success(), "recv failed: {}", String::from_utf8_lossy(&recv.stderr));
+    let got = std::fs::read(&output).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    got
+}
+
+#[test]
+fn transfers_are_byte_exact_at_packet_boundaries() {
+    // 1456 bytes is one full payload at MSS 1500.
+    for (i, &len) in [0usize, 1, 1455, 1456, 1457, 3_000_017].iter().enumerate() {
+        let data = pattern(len, i as u64);
+        let got = transfer(&format!("sizes-{len}"), &data, &[]);
+        assert_eq!(got.len(), len, "length for {len}");
+        assert!(got == data, "content for {len}");
+    }
+}
+
+#[test]
+fn dgram_mode_keeps_every_byte_in_order() {
+    let data = pattern(1_234_567, 42);
+    let got = transfer_with("dgram", &data, &["--dgram"], &["--msg-size", "10000"]);
+    assert!(got == data);
+}
+
+#[test]
+fn options_are_accepted_and_stats_are_json_lines() {
+    let dir = tmpdir("stats");
+    let stats = dir.join("send.jsonl");
+    let data = pattern(2_000_000, 7);
+    let got = transfer_with(
+        "options",
+        &data,
+        &["--mss", "1400", "--cc", "paper", "--flow-window", "4096", "--rcvbuf", "2048", "--sndbuf", "2048", "--max-bw", "2000"],
+        &["--stats", s(&stats), "--stats-interval", "20"],
+    );
+    assert!(got == data);
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let last = text.lines().last().expect("stats lines");
+    for key in ["\"stack\":\"udt-rs\"", "\"role\":", "\"t\":", "\"bytes\":2000000", "\"mbps\":", "\"rtt_ms\":", "\"flow_window\":",
+                "\"cwnd\":", "\"period_us\":", "\"losses\":", "\"retrans\":", "\"pkts_sent\":", "\"pkts_recv\":", "\"acks_sent\":",
+                "\"acks_recv\":", "\"naks_sent\":", "\"naks_recv\":", "\"summary\":true", "\"seconds\":"] {
+        assert!(last.contains(key), "{key} missing in {last}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn stdin_to_stdout() {
+    let data = pattern(777_777, 9);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let recv = udt(&["recv", "--listen", &addr, "--output", "-"]).spawn().unwrap();
+    let mut send = udt(&["send", "--connect", &addr, "--input", "-"]).stdin(Stdio::piped()).spawn().unwrap();
+    let mut stdin = send.stdin.take().unwrap();
+    let feed = data.clone();
+    let writer = std::thread::spawn(move || stdin.write_all(&feed).unwrap());
+    let recv = std::thread::spawn(move || finish(recv, 60));
+    let send = finish(send, 60);
+    writer.join().unwrap();
+    let recv = recv.join().unwrap();
+    assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
+    assert!(recv.status.success(), "{}", String::from_utf8_lossy(&recv.stderr));
+    assert!(recv.stdout == data);
+}
+
+#[test]
+fn rendezvous_transfer() {
+    let (a, b) = (format!("127.0.0.1:{}", free_port()), format!("127.0.0.1:{}", free_port()));
+    let dir = tmpdir("rendezvous");
+    let (input, output) = (dir.join("in"), dir.join("out"));
+    let data = pattern(500_000, 11);
+    std::fs::write(&input, &data).unwrap();
+    let recv = udt(&["recv", "--listen", &a, "--rendezvous", &b, "--output", s(&output)]).spawn().unwrap();
+    let send = finish(udt(&["send", "--connect", &a, "--bind", &b, "--rendezvous", "--input", s(&input)]).spawn().unwrap(), 60);
+    let recv = finish(recv, 60);
+    assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
+    assert!(recv.status.success(), "{}", String::from_utf8_lossy(&recv.stderr));
+    assert!(std::fs::read(&output).unwrap() == data);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn bad_address_is_a_usage_error_with_a_message() {
+    let out = finish(udt(&["send", "--connect", "nowhere:port", "--input", "/dev/null"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr_of(&out);
+    assert!(err.contains("bad address") && err.contains("nowhere:port"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+
+    let out = finish(udt(&["recv", "--listen", "300.1.1.1:5", "--output", "/dev/null"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+}
+
+#[test]
+fn connecting_to_nothing_fails_with_connect_status() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let out = finish(udt(&["send", "--connect", &addr, "--input", "/dev/null"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr_of(&out);
+    assert!(err.contains("timed out") && err.contains(&addr), "{err}");
+}
+
+#[test]
+fn unreadable_input_and_unwritable_output_are_io_errors() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let out = finish(udt(&["send", "--connect", &addr, "--input", "/nonexistent/file"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(stderr_of(&out).contains("cannot read input"), "{}", stderr_of(&out));
+
+    let out = finish(udt(&["recv", "--listen", &addr, "--output", "/nonexistent/dir/out"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(stderr_of(&out).contains("cannot write output"), "{}", stderr_of(&out));
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_documents_examples() {
+    let out = finish(udt(&["send", "--input", "x"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(2));
+    let out = finish(udt(&["recv", "--listen", "127.0.0.1:1", "--output", "-", "--cc", "bogus"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr_of(&out).contains("congestion control"), "{}", stderr_of(&out));
+
+    let help = finish(udt(&["--help"]).spawn().unwrap(), 30);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("Examples:") && text.contains("udt send --connect"), "{text}");
+    let help = finish(udt(&["send", "--help"]).spawn().unwrap(), 30);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for opt in ["--connect", "--input", "--bind", "--rendezvous", "--mss", "--dgram", "--msg-size", "--cc", "--stats",
+                "--stats-interval", "--flow-window", "--rcvbuf", "--sndbuf", "--max-bw", "Exit status"] {
+        assert!(text.contains(opt), "{opt} missing from send --help");
+    }
+}
