@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from udtconf.capture import Capture, can_capture
+from udtconf.capture import SENTINEL, Capture, can_capture
 from udtconf.interop import free_udp_port
 from udtconf.pcap import read_udp
 from udtconf.wire import KeepAlive, decode
 
-pytestmark = pytest.mark.needs_root
 
 
+
+@pytest.mark.needs_root
 @pytest.mark.parametrize("tool", ["dumpcap", "tcpdump"])
 def test_capture_tool_records_only_the_port(tool: str, tmp_path: Path) -> None:
     if not can_capture() or shutil.which(tool) is None:
@@ -26,6 +27,17 @@ def test_capture_tool_records_only_the_port(tool: str, tmp_path: Path) -> None:
         for _ in range(3):
             s.sendto(ka, ("127.0.0.1", port))
             s.sendto(b"other", ("127.0.0.1", other))
-    got = read_udp(tmp_path / "c.pcap")
+    got = [d for d in read_udp(tmp_path / "c.pcap") if d.payload != SENTINEL]
     assert [d.dst[1] for d in got] == [port] * 3
     assert all(decode(d.payload) == KeepAlive(dst_id=5) for d in got)
+
+
+@pytest.mark.parametrize("log,lost", [
+    ("tcpdump: listening on lo\n10 packets captured\n12 packets received by filter\n7 packets dropped by kernel\n", 7),
+    ("Capturing on 'Loopback: lo'\nPackets received/dropped on interface 'Loopback: lo': 1513/3 (pcap:0/dumpcap:0)\n", 3),
+    ("Capturing on 'Loopback: lo'\nPackets received/dropped on interface 'Loopback: lo': 1513/0 (pcap:0)\n", 0),
+])
+def test_capture_reports_its_own_losses(log: str, lost: int, tmp_path: Path) -> None:
+    c = Capture(tmp_path / "x.pcap", [1])
+    (tmp_path / "x.capture.log").write_text(log)
+    assert c.dropped() == lost

@@ -67,6 +67,7 @@ class RunResult:
     server_rc: int | None = None
     client_rc: list[int | None] = field(default_factory=list)
     seconds: float = 0.0
+    capture_lost: int = 0  # packets the capture tool itself dropped: the capture is incomplete
     dropped: list[int] = field(default_factory=list)
     conns: list[Connection] = field(default_factory=list, repr=False)
     client_leg: Connection | None = field(default=None, repr=False)  # loss case: client ↔ relay
@@ -201,6 +202,7 @@ class InteropRunner:
                 res.dropped = list(relay.dropped)
             if cap:
                 cap.stop()
+                res.capture_lost = cap.dropped()
             res.seconds = time.monotonic() - t0
 
         rcs = [res.server_rc, *res.client_rc]

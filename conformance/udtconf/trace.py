@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, TypeVar
 
+from .capture import SENTINEL
 from .pcap import UdpDatagram
 from .wire import Ack, DataPacket, Handshake, Packet, WireError, decode
 
@@ -72,6 +73,8 @@ def connections(datagrams: list[UdpDatagram], server: Endpoint) -> list[Connecti
     """Split a capture into one :class:`Connection` per remote endpoint talking to ``server``."""
     out: dict[Endpoint, Connection] = {}
     for frame, dg in enumerate(datagrams, start=1):
+        if dg.payload == SENTINEL:
+            continue  # the capture's own start marker
         if _same(dg.dst, server):
             peer, sender = dg.src, "client"
         elif _same(dg.src, server):
