@@ -4,7 +4,7 @@ mod report;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -122,6 +122,9 @@ struct Common {
     /// Bandwidth cap in Mbit/s of payload (UDT_MAXBW).
     #[arg(long, value_name = "MBIT")]
     max_bw: Option<f64>,
+    /// Most packets the pacer may send back to back to catch up after a late wake-up.
+    #[arg(long, value_name = "PKTS", default_value_t = 16)]
+    pacing_burst: u32,
     /// Seconds `send` waits at the end for the last acknowledgements (UDT_LINGER).
     #[arg(long, value_name = "SECS", default_value_t = 180)]
     linger: u64,
@@ -156,7 +159,7 @@ fn net(e: UdtError, during_setup: bool) -> Failure {
 
 fn builder(c: &Common) -> Result<udt::Builder, Failure> {
     let cc = CcChoice::parse(&c.cc, c.mss).map_err(usage)?;
-    let mut b = UdtSocket::builder().mss(c.mss).cc(cc).linger(Duration::from_secs(c.linger));
+    let mut b = UdtSocket::builder().mss(c.mss).cc(cc).linger(Duration::from_secs(c.linger)).pacing_burst(c.pacing_burst);
     if c.dgram {
         b = b.socket_type(SocketType::Dgram);
     }
@@ -205,8 +208,13 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// A duplicate of standard input or output as a plain file: no line buffering, no locking.
+/// If it is a pipe, the pipe is enlarged so that each read or write moves more than the
+/// default 64 KiB (fewer context switches with the process at the other end).
 fn std_file(fd: impl AsFd) -> io::Result<File> {
-    Ok(File::from(fd.as_fd().try_clone_to_owned()?))
+    let f = File::from(fd.as_fd().try_clone_to_owned()?);
+    // SAFETY: fcntl on an fd we own; failure (not a pipe, over pipe-max-size) is harmless.
+    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+    Ok(f)
 }
 
 const CHUNK: usize = 8 << 20;

@@ -36,6 +36,8 @@ const TX_BATCH: usize = 128;
 const SLEEP_EARLY_US: u64 = 20;
 /// Re-check interval for a connection that claims to be due but has nothing to do.
 const STALE_RECHECK_US: u64 = 1_000;
+/// While busy sending, the socket is read at least this often (µs).
+const RX_POLL_US: u64 = 10;
 /// How often released, finished connections are forgotten.
 const REAP_INTERVAL_US: u64 = 100_000;
 /// Application waits re-check their condition at least this often (defence in depth).
@@ -353,9 +355,19 @@ impl Mux {
         let mut rx = RxBatch::new(if gro { 32 } else { 64 }, 65_536);
         let debug = std::env::var_os("UDT_DEBUG").is_some();
         let (mut passes, mut rx_datagrams) = (0u64, 0u64);
+        // Whether the next pass must look at the socket; otherwise it looks at most every
+        // RX_POLL_US while busy sending (most of those calls would find nothing).
+        let mut poll_rx = true;
+        let mut last_rx_poll = 0u64;
         loop {
             passes += 1;
-            let nrx = udp.recv_batch(&mut rx)?;
+            let t = self.now();
+            let nrx = if poll_rx || t.saturating_sub(last_rx_poll) >= RX_POLL_US {
+                last_rx_poll = t;
+                udp.recv_batch(&mut rx)?
+            } else {
+                0
+            };
             self.kick.store(false, Ordering::SeqCst);
             let (next, pass, stop) = {
                 let mut g = self.lock();
@@ -412,17 +424,19 @@ impl Mux {
                 return Ok(());
             }
             if nrx > 0 || tx.is_full() {
+                poll_rx = nrx > 0;
                 continue;
             }
-            self.idle(udp, next, spin_us)?;
+            poll_rx = self.idle(udp, next, spin_us)?;
         }
     }
 
     /// Waits until `next` (core time), a datagram arrives, or an application thread kicks.
-    fn idle(&self, udp: &UdpSocket, next: Option<u64>, spin_us: u64) -> std::io::Result<()> {
+    /// Returns whether it blocked in `ppoll` (and so the socket may have become readable).
+    fn idle(&self, udp: &UdpSocket, next: Option<u64>, spin_us: u64) -> std::io::Result<bool> {
         let now = self.now();
         let wait_us = match next {
-            Some(t) if t <= now => return Ok(()),
+            Some(t) if t <= now => return Ok(false),
             Some(t) => Some(t - now),
             None => None,
         };
@@ -432,7 +446,7 @@ impl Mux {
                 while self.now() < deadline && !self.kick.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
-                return Ok(());
+                return Ok(false);
             }
         }
         self.sleeping.store(true, Ordering::SeqCst);
@@ -441,6 +455,6 @@ impl Mux {
             udp.wait(&self.waker, timeout)?;
         }
         self.sleeping.store(false, Ordering::SeqCst);
-        Ok(())
+        Ok(true)
     }
 }

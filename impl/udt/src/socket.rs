@@ -21,7 +21,7 @@ use crate::udp::BufferSizes;
 
 /// Most bytes copied in or out of the core per lock acquisition, so that the I/O thread is
 /// never held up for long.
-const MAX_COPY: usize = 1 << 20;
+const MAX_COPY: usize = 256 << 10;
 /// Chunk size of `sendfile` / `recvfile`.
 const FILE_CHUNK: usize = 4 << 20;
 
@@ -108,6 +108,12 @@ impl Builder {
     /// Waits of the I/O thread shorter than this are spun rather than slept (default 50 µs).
     pub fn spin_threshold(mut self, d: Duration) -> Self {
         self.mux.spin = d;
+        self
+    }
+
+    /// Largest catch-up burst of the pacer after a late wake-up (`ConnectionConfig::pacing_burst`).
+    pub fn pacing_burst(mut self, pkts: u32) -> Self {
+        self.config.pacing_burst = pkts.max(1);
         self
     }
 
