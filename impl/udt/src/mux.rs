@@ -71,8 +71,10 @@ pub(crate) struct SockInfo {
     pub want_send: usize,
     pub want_recv: bool,
     pub want_flush: bool,
-    /// A thread waits for connect/close to finish.
-    pub want_state: bool,
+    /// A thread waits for the handshake to finish.
+    pub want_connect: bool,
+    /// A thread waits for `close` to finish.
+    pub want_close: bool,
 }
 
 /// State shared between the I/O thread and application threads.
@@ -150,7 +152,7 @@ impl Inner {
             ready = true;
         }
         for (id, s) in self.socks.iter_mut() {
-            if s.want_send == 0 && !s.want_recv && !s.want_flush && !s.want_state {
+            if s.want_send == 0 && !s.want_recv && !s.want_flush && !s.want_connect && !s.want_close {
                 continue;
             }
             let hit = match self.ep.connection(*id) {
@@ -160,14 +162,16 @@ impl Inner {
                     (s.want_send > 0 && (over || c.peer_closed() || c.send_capacity() >= s.want_send))
                         || (s.want_recv && (over || c.has_readable() || c.at_eof()))
                         || (s.want_flush && (over || c.send_buffered() == 0))
-                        || (s.want_state && (events || over))
+                        || (s.want_connect && !c.is_connecting())
+                        || (s.want_close && (events || c.is_done()))
                 }
             };
             if hit {
                 s.want_send = 0;
                 s.want_recv = false;
                 s.want_flush = false;
-                s.want_state = false;
+                s.want_connect = false;
+                s.want_close = false;
                 ready = true;
             }
         }

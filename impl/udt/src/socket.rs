@@ -454,13 +454,10 @@ impl UdtSocket {
             if let Some(r) = info.and_then(|s| s.broken) {
                 break Err(UdtError::Broken(r));
             }
-            if c.is_none_or(|c| !c.is_connecting()) {
-                // Done without an event we saw yet: let the I/O thread pump it.
-                if g.stopped.is_some() {
-                    break Err(UdtError::Io(io::Error::other(g.stopped.clone().unwrap_or_default())));
-                }
+            if let Some(why) = &g.stopped {
+                break Err(UdtError::Io(io::Error::other(why.clone())));
             }
-            g.socks.entry(id).or_default().want_state = true;
+            g.socks.entry(id).or_default().want_connect = true;
             match mux.wait(g, None) {
                 Ok(ng) => g = ng,
                 Err(e) => {
@@ -566,6 +563,9 @@ impl UdtSocket {
             return Ok(0);
         }
         let (mux, id) = self.conn()?;
+        if self.builder.config.socket_type != SocketType::Stream {
+            return Err(UdtError::InvalidState("recv() is for STREAM sockets; use recvmsg() on a DGRAM socket"));
+        }
         let deadline = deadline(&self.recv_timeout_us);
         let mut g = mux.lock();
         loop {
@@ -637,6 +637,9 @@ impl UdtSocket {
     /// UDT). `Ok(None)` once the peer closed and every message was read.
     pub fn recvmsg(&self, buf: &mut [u8]) -> Result<Option<usize>> {
         let (mux, id) = self.conn()?;
+        if self.builder.config.socket_type != SocketType::Dgram {
+            return Err(UdtError::InvalidState("recvmsg() is for DGRAM sockets; use recv() on a STREAM socket"));
+        }
         let deadline = deadline(&self.recv_timeout_us);
         let mut g = mux.lock();
         loop {
@@ -757,7 +760,7 @@ impl UdtSocket {
                         if g.stopped.is_some() {
                             break Err(UdtError::Closed);
                         }
-                        g.socks.get_mut(&id).expect("checked").want_state = true;
+                        g.socks.get_mut(&id).expect("checked").want_close = true;
                         g = match mux.wait(g, None) {
                             Ok(g) => g,
                             Err(e) => break Err(e),
@@ -821,7 +824,7 @@ impl UdtSocket {
         })
     }
 
-    /// Payload bytes waiting in the send buffer (not yet acknowledged) — 0 once flushed.
+    /// Packets in the send buffer (unsent or unacknowledged) — 0 once flushed.
     pub fn send_buffered_packets(&self) -> Result<usize> {
         let (mux, id) = self.conn()?;
         let g = mux.lock();
