@@ -311,7 +311,7 @@ def _contig(conn: Connection, ctx: Context) -> Iterable[Violation]:
             top = d.seq
             continue
         if seqcmp(d.seq, top) > 0:
-            missing = []
+            missing: list[int] = []
             s = incseq(top)
             while s != d.seq and len(missing) < 100000:
                 missing.append(s)
@@ -593,7 +593,8 @@ def _pairs(conn: Connection, ctx: Context) -> Iterable[Violation]:
         if top is None or seqcmp(d.seq, top) > 0:
             new.append((r.time, d.seq))
             top = d.seq
-    pair_gaps, other_gaps = [], []
+    pair_gaps: list[float] = []
+    other_gaps: list[float] = []
     for (t0, s0), (t1, s1) in zip(new, new[1:]):
         if s1 != incseq(s0):
             continue

@@ -169,7 +169,7 @@ class InteropRunner:
             if self.capture:
                 res.pcap = logdir / "capture.pcap"
                 cap = Capture(res.pcap, ports).__enter__()
-            common = dict(SERVER_ADDR="127.0.0.1", SERVER_PORT=sport, CLIENT_ADDR="127.0.0.1")
+            common: dict[str, str | int | Path] = dict(SERVER_ADDR="127.0.0.1", SERVER_PORT=sport, CLIENT_ADDR="127.0.0.1")
             if cport:
                 common["CLIENT_PORT"] = cport
             srv = server.start("server", case, logdir / "server", OUTPUT=output, CONNECTIONS=n_clients, **common)
@@ -195,8 +195,8 @@ class InteropRunner:
             # don't sit out the whole case timeout when a client gave up early.
             res.server_rc = self._wait(srv, min(max(deadline, time.monotonic() + 5.0), time.monotonic() + SERVER_GRACE))
         finally:
-            for p in procs:
-                stop(p)
+            for proc in procs:
+                stop(proc)
             if relay:
                 relay.close()
                 res.dropped = list(relay.dropped)

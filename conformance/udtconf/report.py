@@ -64,11 +64,11 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
     servers = sorted({e.parts[1] for e in interop + wire})
     clients = sorted({e.parts[2] for e in interop + wire})
     cases = list(dict.fromkeys(e.parts[3] for e in interop + wire))
-    by_cell: dict[tuple[str, str, str], Entry] = {(e.parts[1], e.parts[2], e.parts[3]): e for e in interop}
+    by_cell: dict[tuple[str, str, str], Entry] = {(x.parts[1], x.parts[2], x.parts[3]): x for x in interop}
     wire_fail: dict[tuple[str, str, str], list[Entry]] = {}
-    for e in wire:
-        if e.status in ("failed", "xfail"):
-            wire_fail.setdefault((e.parts[1], e.parts[2], e.parts[3]), []).append(e)
+    for w in wire:
+        if w.status in ("failed", "xfail"):
+            wire_fail.setdefault((w.parts[1], w.parts[2], w.parts[3]), []).append(w)
 
     out = ["<!doctype html><meta charset='utf-8'><title>UDT4 conformance matrix</title>",
            "<style>body{font:14px sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"

@@ -450,7 +450,7 @@ def decode(buf: bytes) -> Packet:
                 f"{ControlType(ctype).name} must carry no information or 4 zero bytes, got {info.hex() or 'none'}",
                 "2",
             )
-        return _EMPTY_TYPES[ctype](ts, dst, addl=w1, info_len=len(info))
+        return _EMPTY_TYPES[ctype](ts, dst, addl=w1, info_len=len(info))  # type: ignore[return-value]
     if ctype == ControlType.ACK:
         if len(info) not in (4, 16, 24):
             raise WireError(f"ACK information is {len(info)} bytes; must be 4, 16 or 24", "5.3")
