@@ -538,6 +538,50 @@ def _wrong_id(env: ProbeEnv) -> ProbeResult:
         srv.close()
 
 
+@probe("server/many-connections-one-port", "3.3, 6.1", "server",
+       "three tester connections at once to the stack's one listening port: each is accepted (distinct "
+       "socket IDs, served to the end) or cleanly rejected (1002, backlog full, §6.1 rule 7); the accepted "
+       "one the application reads is delivered intact")
+def _many(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    wires = [Wire() for _ in range(3)]
+    try:
+        sessions: list[ClientSession] = []
+        rejected = 0
+        for w in wires:
+            try:
+                sessions.append(connect(w, srv.addr))
+            except ConnectionError:
+                rejected += 1
+        ids = {s.peer_id for s in sessions}
+        payloads = [os.urandom(24 * PAYLOAD) for _ in sessions]
+        acked = [s.send_stream(p, timeout=10.0) for s, p in zip(sessions, payloads)]
+        for s in sessions:
+            s.shutdown()
+        rc = srv.finish()
+        got = srv.output.read_bytes() if srv.output.exists() else b""
+        notes = [f"{len(sessions)} accepted (socket IDs {[hex(i) for i in ids]}), {rejected} rejected with 1002",
+                 f"acknowledged: {acked}", f"stack {_exit_desc(rc)}"]
+        if not sessions:
+            return env.result("fail", "no connection accepted", notes)
+        if len(ids) != len(sessions):
+            return env.result("fail", "connections from different ports share a socket ID", notes)
+        if not all(acked):
+            return env.result("fail", "an accepted connection on the shared port was not served to the end", notes)
+        if got not in payloads:
+            return env.result("fail", f"output ({len(got)} bytes) matches none of the connections — mixed or lost data", notes)
+        if rc != 0:
+            return env.result("fail", f"stack {_exit_desc(rc)}", notes)
+        return env.result("pass", f"{len(sessions)} served on one port, {rejected} cleanly rejected; "
+                                  f"connection {payloads.index(got)} delivered intact", notes)
+    except TimeoutError as e:
+        return env.result("fail", f"a connection attempt got no answer at all: {e}")
+    finally:
+        for w in wires:
+            w.close()
+        srv.close()
+
+
 @probe("server/silence-keepalive", "9.4", "server",
        "the tester goes silent mid-connection for 2.5 s: the stack (nothing to send) emits keep-alives on its "
        "EXP timer, ≥ 300 ms apart, and the connection survives")
