@@ -104,7 +104,8 @@ struct Common {
     /// fixed:<Mbit/s> (constant rate, no congestion control).
     #[arg(long, value_name = "CC", default_value = "udt411")]
     cc: String,
-    /// Write JSON-lines statistics to PATH (`-` = standard error).
+    /// Write JSON-lines statistics to PATH (`-` = standard output, or standard error when the
+    /// received data goes to standard output).
     #[arg(long, value_name = "PATH")]
     stats: Option<String>,
     /// Statistics interval in milliseconds.
@@ -182,10 +183,10 @@ fn builder(c: &Common) -> Result<udt::Builder, Failure> {
     Ok(b)
 }
 
-fn stats_sink(c: &Common) -> Result<Option<Sink>, Failure> {
+fn stats_sink(c: &Common, stdout_busy: bool) -> Result<Option<Sink>, Failure> {
     match &c.stats {
         None => Ok(None),
-        Some(p) => Sink::open(p).map(Some).map_err(|e| local_io(format!("cannot write statistics to {p:?}: {e} (check the path)"))),
+        Some(p) => Sink::open(p, stdout_busy).map(Some).map_err(|e| local_io(format!("cannot write statistics to {p:?}: {e} (check the path)"))),
     }
 }
 
@@ -236,7 +237,7 @@ fn send(a: SendArgs) -> Outcome {
         }
         Box::new(f)
     };
-    let sink = stats_sink(&a.common)?;
+    let sink = stats_sink(&a.common, false)?;
 
     let mut sock = match bind {
         Some(local) => b.clone().rendezvous(a.rendezvous).bind(local).map_err(|e| net(e, true))?,
@@ -273,7 +274,9 @@ fn send(a: SendArgs) -> Outcome {
         r.finish(total, &final_stats.core).map_err(|e| local_io(format!("cannot write statistics: {e}")))?;
     }
     let mut sock = Arc::try_unwrap(sock).map_err(|_| local_io("internal error: socket still shared"))?;
-    sock.close().map_err(|e| net(e, false))
+    sock.close().map_err(|e| net(e, false))?;
+    eprintln!("udt send: sent {total} bytes, all acknowledged");
+    Ok(())
 }
 
 fn recv(a: RecvArgs) -> Outcome {
@@ -287,7 +290,7 @@ fn recv(a: RecvArgs) -> Outcome {
             local_io(format!("cannot write output {:?}: {e} (check that the directory exists and is writable)", a.output))
         })?)
     };
-    let sink = stats_sink(&a.common)?;
+    let sink = stats_sink(&a.common, a.output == "-")?;
 
     let sock = match peer {
         Some(peer) => {
@@ -297,7 +300,14 @@ fn recv(a: RecvArgs) -> Outcome {
         }
         None => {
             let listener = b.listen(local).map_err(|e| net(e, true))?;
-            listener.accept().map_err(|e| net(e, true))?
+            if let Ok(addr) = listener.local_addr() {
+                eprintln!("udt recv: listening on {addr}");
+            }
+            let s = listener.accept().map_err(|e| net(e, true))?;
+            if let Ok(peer) = s.peer_addr() {
+                eprintln!("udt recv: accepted {peer}");
+            }
+            s
             // The listener closes here; the accepted connection keeps the port.
         }
     };
@@ -335,6 +345,7 @@ fn recv(a: RecvArgs) -> Outcome {
     let mut sock = Arc::try_unwrap(sock).map_err(|_| local_io("internal error: socket still shared"))?;
     // The sender already closed; this only releases our side.
     let _ = sock.close();
+    eprintln!("udt recv: received {total} bytes");
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use udt::{Stats, UdtSocket};
+use udt::{SocketStats, Stats, UdtSocket};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -28,21 +28,28 @@ impl Role {
 
 /// Where the lines go.
 pub enum Sink {
+    Stdout,
     Stderr,
     File(File),
 }
 
 impl Sink {
-    pub fn open(path: &str) -> io::Result<Sink> {
-        if path == "-" {
-            Ok(Sink::Stderr)
-        } else {
-            File::create(path).map(Sink::File)
+    /// `-` is standard output, or standard error when standard output carries the data.
+    pub fn open(path: &str, stdout_busy: bool) -> io::Result<Sink> {
+        match path {
+            "-" if stdout_busy => Ok(Sink::Stderr),
+            "-" => Ok(Sink::Stdout),
+            _ => File::create(path).map(Sink::File),
         }
     }
 
     fn write_line(&mut self, line: &str) -> io::Result<()> {
         match self {
+            Sink::Stdout => {
+                let mut out = io::stdout().lock();
+                writeln!(out, "{line}")?;
+                out.flush()
+            }
             Sink::Stderr => writeln!(io::stderr().lock(), "{line}"),
             Sink::File(f) => {
                 f.write_all(line.as_bytes())?;
@@ -103,10 +110,15 @@ pub struct Reporter {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Payload bytes so far, as the role counts them.
-pub fn progress_bytes(role: Role, s: &Stats, delivered: &AtomicU64) -> u64 {
+/// Payload bytes so far, as docs/cli.md counts them: the receiver's bytes written to the
+/// output; the sender's bytes acknowledged (bytes accepted by the socket minus the send
+/// buffer's content in whole packets, as the libudt peer does).
+pub fn progress_bytes(role: Role, st: &SocketStats, delivered: &AtomicU64) -> u64 {
     match role {
-        Role::Send => s.bytes_sent_unique,
+        Role::Send => {
+            let buffered = st.core.snd_buffered_pkts as u64 * st.payload_size as u64;
+            st.bytes_sent.saturating_sub(buffered)
+        }
         Role::Recv => delivered.load(Ordering::Relaxed),
     }
 }
@@ -133,7 +145,7 @@ impl Reporter {
                     next += interval;
                     let Ok(st) = sock.stats() else { break };
                     let t = start.elapsed().as_secs_f64();
-                    let bytes = progress_bytes(role, &st.core, &delivered);
+                    let bytes = progress_bytes(role, &st, &delivered).max(last_bytes);
                     let dt = t - last_t;
                     let mbps = if dt > 0.0 { bytes.saturating_sub(last_bytes) as f64 * 8.0 / dt / 1e6 } else { 0.0 };
                     (last_t, last_bytes) = (t, bytes);

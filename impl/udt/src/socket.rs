@@ -22,6 +22,9 @@ use crate::udp::BufferSizes;
 /// Most bytes copied in or out of the core per lock acquisition, so that the I/O thread is
 /// never held up for long.
 const MAX_COPY: usize = 256 << 10;
+/// How long after connecting `close` waits before the Shutdown if the peer has sent nothing
+/// yet (see `close`).
+const STARTUP_GRACE: Duration = Duration::from_millis(100);
 /// Chunk size of `sendfile` / `recvfile`.
 const FILE_CHUNK: usize = 4 << 20;
 
@@ -737,6 +740,21 @@ impl UdtSocket {
                 let mux = h.0.clone();
                 let result = {
                     let mut g = mux.lock();
+                    // UDT 4.11 drops control packets that reach a freshly connected socket
+                    // before its receive thread registered it (UDT4.md §16): a Shutdown sent
+                    // right after the handshake (an empty transfer) can vanish and leave the
+                    // peer waiting. Until the peer has sent us anything, keep a short grace
+                    // period after connecting before saying goodbye.
+                    let quiet = g.ep.connection(id).is_some_and(|c| {
+                        let s = c.stats();
+                        s.pkts_recv + s.acks_recv + s.ack2_recv + s.naks_recv == 0
+                    });
+                    let young = self.connected_at.map_or(Duration::ZERO, |t| STARTUP_GRACE.saturating_sub(t.elapsed()));
+                    if quiet && !young.is_zero() {
+                        drop(g);
+                        std::thread::sleep(young);
+                        g = mux.lock();
+                    }
                     let now = mux.clock(&mut g);
                     if let Some(c) = g.ep.connection_mut(id) {
                         c.close(now);
