@@ -862,6 +862,8 @@ impl Connection {
         match self.state {
             State::Done => None,
             State::Connecting => Some(self.hs_next_send.min(self.hs_deadline)),
+            // Only the dead-peer rule runs until the client's first packet (§16 pitfall 8).
+            State::Connected if self.awaiting_peer => Some(self.exp_deadline()),
             State::Connected => {
                 let rcv = self.rcv.as_ref().expect("connected");
                 let mut t = rcv.next_ack_time.min(self.exp_deadline());
@@ -918,6 +920,7 @@ impl Connection {
             }
             State::Connected => {
                 if self.awaiting_peer {
+                    self.check_exp_timer(now);
                     return;
                 }
                 self.check_ack_timer(now);
@@ -974,7 +977,7 @@ impl Connection {
         let avail = (rcv.buf.available() as u32).max(2);
         // 4.11 tests `> SYN` against a timer that always fires a little late; with exact
         // timers that would alternate full and medium ACKs, so a timer ACK counts as due at SYN.
-        let full = rcv.last_ack_time.is_none_or(|t| now - t >= SYN);
+        let full = rcv.last_ack_time.is_none_or(|t| now.saturating_sub(t) >= SYN);
         let a = if full {
             rcv.last_ack_time = Some(now);
             Ack::Full {
@@ -1019,12 +1022,14 @@ impl Connection {
         if now <= self.exp_deadline() {
             return;
         }
-        if self.exp_count > 16 && now - self.last_response > 5_000_000 {
+        if self.exp_count > 16 && now.saturating_sub(self.last_response) > 5_000_000 {
             self.set_broken(BrokenReason::PeerSilent);
             return;
         }
         let snd = self.snd.as_mut().expect("connected");
-        if !snd.buf.is_empty() {
+        if self.awaiting_peer {
+            // Nothing was sent yet and nothing may be: just count the silence.
+        } else if !snd.buf.is_empty() {
             if snd.curr_seq.next() != snd.last_ack && snd.loss.is_empty() {
                 self.stats.pkts_lost_snd += snd.loss.insert(snd.last_ack, snd.curr_seq) as u64;
             }
@@ -1093,10 +1098,8 @@ impl Connection {
         let nowf = now as f64;
         // Bounded catch-up: a late wake-up may send up to `pacing_burst` packets back to back.
         let slack = snd.period * self.config.pacing_burst.max(1) as f64;
-        // udt-proto fix (runtime): when later than the slack, keep `slack` worth of debt rather
-        // than none, so that the late pass sends up to `pacing_burst` packets back to back as
-        // documented; resetting to `now` let a driver whose passes take longer than the slack
-        // send one packet per pass.
+        // Later than the slack: keep `slack` worth of debt rather than none, so the late pass
+        // still sends up to `pacing_burst` packets back to back.
         let base = snd.next_send.max(nowf - slack).max(0.0);
         let ts = now.wrapping_sub(self.start) as u32;
 

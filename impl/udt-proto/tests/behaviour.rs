@@ -411,3 +411,41 @@ fn handshake_flood_keeps_no_state_before_the_cookie_round() {
     p.run_for(1_000_000);
     assert!(p.a.connection(c).unwrap().is_connected());
 }
+
+#[test]
+fn accepted_connection_whose_client_goes_silent_expires_without_busy_timers() {
+    let mut p = Pair::new(17, LinkConfig { delay_us: 5_000, ..Default::default() });
+    let (c, s) = p.connect(ConnectionConfig::default());
+    let _ = c;
+    // Build a second accepted connection whose client never sends anything after the
+    // handshake: cut a→b right after the response is sent.
+    let c2 = p.a.connect(ConnectionConfig::default(), p.b_addr, p.now);
+    let mut responses = 0;
+    let start = p.now;
+    while p.now < start + 1_000_000 && responses == 0 {
+        p.step();
+        responses = p.controls(Dir::BtoA).filter(|(t, c)| t.time >= start && matches!(c, Control::Handshake(h) if h.req_type == req_type::RESPONSE)).count();
+    }
+    p.drop_filter = Some(Box::new(|dir, _| dir == Dir::AtoB));
+    let s2 = p.b.accept().expect("accepted");
+    assert_ne!(s2, s);
+    let _ = c2;
+    // While it waits, its next deadline must lie in the future (no busy loop)...
+    let t = p.b.connection(s2).unwrap().poll_timeout().unwrap();
+    assert!(t > p.now, "deadline {t} not after now {}", p.now);
+    // ...it sends nothing (§16 pitfall 8), and the dead-peer rule eventually ends it (§9.4).
+    let mut broke = false;
+    while p.now < start + 120_000_000 && !broke {
+        p.step();
+        while let Some((id, ev)) = p.b.poll_event() {
+            broke |= id == s2 && ev == Event::Broken(BrokenReason::PeerSilent);
+        }
+    }
+    assert!(broke, "a silent client must not keep an accepted connection forever");
+    let s2_sent = p.trace.iter().filter(|t| t.dir == Dir::BtoA && t.time > start).filter(|t| match t.repr() {
+        Some(Repr::Data { header, .. }) => header.dst_socket_id != c,
+        Some(Repr::Control { dst_socket_id, control, .. }) => dst_socket_id != c && !matches!(control, Control::Handshake(_)),
+        None => false,
+    }).count();
+    assert_eq!(s2_sent, 0, "nothing but handshakes before the client's first packet");
+}

@@ -180,11 +180,10 @@ impl Inner {
 
     /// When the I/O thread must look again, having just drained every due transmission.
     ///
-    /// A connection whose deadline is still in the past at this point has nothing to send
-    /// yet claims to be due (an accepted connection waiting for its client's first packet
-    /// keeps its expired ACK and EXP deadlines, see the report on `Connection::poll_timeout`):
-    /// it is looked at again after a millisecond instead of being spun on, and does not
-    /// disturb the others' pacing.
+    /// Defensive: a connection whose deadline is still in the past at this point had nothing
+    /// to send although it claimed to be due (the core should not do that; it once did for
+    /// accepted connections waiting for their client). It is looked at again after a
+    /// millisecond instead of being spun on, so it cannot disturb the others' pacing.
     fn next_due(&self, now: u64) -> Option<u64> {
         let mut next: Option<u64> = None;
         let mut stale = false;
