@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 # name -> (env override, default path, how to build it)
 STACK_BINARIES = {
-    "udt": ("UDT_BIN", REPO / "impl/target/release/udt", "make build (cargo build --release in impl/)"),
+    "udt-rs": ("UDT_BIN", REPO / "impl/target/release/udt", "make build (cargo build --release in impl/)"),
     "libudt": ("LIBUDT_PEER", REPO / "build/libudt-peer", "make build/libudt-peer"),
 }
 

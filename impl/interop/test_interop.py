@@ -17,8 +17,8 @@ from conftest import Net, check_transfer, random_file, sha256_file, transfer
 
 # (sender, receiver): the sender is the client (or the rendezvous side that runs `send`).
 PAIRS = [
-    pytest.param(("udt", "libudt"), id="udt_to_libudt"),
-    pytest.param(("libudt", "udt"), id="libudt_to_udt"),
+    pytest.param(("udt-rs", "libudt"), id="udt_to_libudt"),
+    pytest.param(("libudt", "udt-rs"), id="libudt_to_udt"),
     pytest.param(("libudt", "libudt"), id="libudt_to_libudt"),
 ]
 NETS = [pytest.param("lo", id="lo"), pytest.param("veth", id="veth", marks=pytest.mark.needs_root)]
