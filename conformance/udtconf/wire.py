@@ -35,7 +35,12 @@ class WireError(ValueError):
 
     def __init__(self, message: str, section: str) -> None:
         super().__init__(f"{message} (UDT4.md §{section})")
+        self.message = message
         self.section = section
+
+    def __reduce__(self) -> tuple[type["WireError"], tuple[str, str]]:
+        # Keeps copy/pickle working (reports deep-copy trace entries that carry errors).
+        return (WireError, (self.message, self.section))
 
 
 class ControlType(IntEnum):

@@ -292,6 +292,9 @@ fn recv(a: RecvArgs) -> Outcome {
     };
     let sink = stats_sink(&a.common, a.output == "-")?;
 
+    // The listener stays open until the transfer ends: connections it accepted but we do not
+    // read are still served (acknowledged) rather than torn down, as 4.11 does.
+    let mut _listener = None;
     let sock = match peer {
         Some(peer) => {
             let mut s = b.clone().rendezvous(true).bind(local).map_err(|e| net(e, true))?;
@@ -307,8 +310,8 @@ fn recv(a: RecvArgs) -> Outcome {
             if let Ok(peer) = s.peer_addr() {
                 eprintln!("udt recv: accepted {peer}");
             }
+            _listener = Some(listener);
             s
-            // The listener closes here; the accepted connection keeps the port.
         }
     };
     let sock = Arc::new(sock);

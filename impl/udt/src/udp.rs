@@ -137,8 +137,11 @@ impl UdpSocket {
                 let _ = setsockopt_int(raw, libc::SOL_SOCKET, plain, size);
             }
         }
-        let gso = getsockopt_int(raw, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok();
-        let gro = setsockopt_int(raw, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        // UDT_OFFLOAD=0 turns GSO/GRO off: a capture on the sending host sees GSO
+        // super-datagrams before the kernel cuts them, which a wire checker cannot read.
+        let offload = std::env::var("UDT_OFFLOAD").map_or(true, |v| v != "0");
+        let gso = offload && getsockopt_int(raw, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok();
+        let gro = offload && setsockopt_int(raw, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
         let mut socket = UdpSocket { fd, local: addr, gso, gro, counters: IoCounters::default() };
         socket.local = socket.query_local_addr()?;
         Ok(socket)
