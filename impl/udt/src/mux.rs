@@ -19,7 +19,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use udt_proto::connection::{BrokenReason, ConnectError, Event};
 use udt_proto::endpoint::Endpoint;
@@ -362,6 +362,8 @@ impl Mux {
         // RX_POLL_US while busy sending (most of those calls would find nothing).
         let mut poll_rx = true;
         let mut last_rx_poll = 0u64;
+        // Arrival time given to the last datagram handed to the core.
+        let mut rx_last = 0u64;
         loop {
             passes += 1;
             let t = self.now();
@@ -379,20 +381,24 @@ impl Mux {
                 let now = self.clock(inner);
                 if nrx > 0 {
                     // The receiver's measurements (arrival speed, packet pairs; UDT4.md §10)
-                    // work on whole-µs intervals between datagrams. A batch read at once would
-                    // show intervals of 0, which their median filters discard, leaving the
-                    // sender without rate or capacity estimates. The datagrams of a batch
-                    // queued up faster than we read them, so they are stamped as arriving
-                    // back to back, 1 µs apart, ending now (never before a time the core has
-                    // already seen). Spreading them over the whole time since the previous
-                    // pass would instead measure our own pacing and erase the packet pairs.
-                    let mut left = rx.datagram_count() as u64;
-                    rx_datagrams += left;
-                    rx.for_each(|from, d| {
-                        left = left.saturating_sub(1);
-                        let t = now.saturating_sub(left).max(floor);
+                    // need each datagram's arrival time. The kernel stamps every datagram on
+                    // arrival (SO_TIMESTAMPNS, wall clock): map that onto our clock. The
+                    // segments of one GRO message share a stamp; they are spread evenly
+                    // between the previous datagram and it, which keeps the arrival rate right
+                    // (the packet-pair spacing inside such a message is unknowable). Without
+                    // a stamp a datagram counts as arriving now. Times never go backwards.
+                    let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+                    rx_datagrams += rx.datagram_count() as u64;
+                    let mut prev = rx_last.max(floor);
+                    rx.for_each(|from, d, stamp, j, k| {
+                        let at = stamp.map_or(now, |ns| now.saturating_sub(wall_ns.saturating_sub(ns) / 1000)).clamp(prev, now);
+                        let t = if k > 1 { prev + (at - prev) * (j as u64 + 1) / k as u64 } else { at };
                         inner.ep.handle_datagram(t, from, d);
+                        if j + 1 == k {
+                            prev = at;
+                        }
                     });
+                    rx_last = prev;
                 }
                 inner.ep.handle_timeout(now);
                 tx.clear();

@@ -24,8 +24,9 @@ const GSO_MAX_SEGMENTS: usize = 64;
 const GSO_MAX_BYTES: usize = 65_000;
 const SO_SNDBUFFORCE: libc::c_int = 32;
 const SO_RCVBUFFORCE: libc::c_int = 33;
-/// Room for one `UDP_SEGMENT` / `UDP_GRO` control message (`CMSG_SPACE(sizeof(int))`).
-const CMSG_LEN: usize = 32;
+/// Room for a `UDP_SEGMENT` / `UDP_GRO` control message (`CMSG_SPACE(sizeof(int))`) and an
+/// `SCM_TIMESTAMPNS` one (`CMSG_SPACE(sizeof(struct timespec))`).
+const CMSG_LEN: usize = 64;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -142,6 +143,9 @@ impl UdpSocket {
         let offload = std::env::var("UDT_OFFLOAD").map_or(true, |v| v != "0");
         let gso = offload && getsockopt_int(raw, libc::SOL_UDP, libc::UDP_SEGMENT).is_ok();
         let gro = offload && setsockopt_int(raw, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        // Kernel receive time stamps: the receiver's arrival-speed and packet-pair measurements
+        // (UDT4.md §10) need each datagram's arrival time, not the time we got round to it.
+        let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
         let mut socket = UdpSocket { fd, local: addr, gso, gro, counters: IoCounters::default() };
         socket.local = socket.query_local_addr()?;
         Ok(socket)
@@ -478,9 +482,11 @@ impl RxBatch {
             .sum()
     }
 
-    /// Calls `f(from, datagram)` for every datagram received by the last
-    /// [`UdpSocket::recv_batch`], splitting GRO messages at their segment size.
-    pub fn for_each(&self, mut f: impl FnMut(SocketAddr, &[u8])) {
+    /// Calls `f(from, datagram, arrival, index, count)` for every datagram received by the last
+    /// [`UdpSocket::recv_batch`], splitting GRO messages at their segment size: `arrival` is
+    /// the kernel's receive time stamp (CLOCK_REALTIME, ns) if it gave one, `index`/`count`
+    /// the datagram's place in its GRO message (0/1 without GRO).
+    pub fn for_each(&self, mut f: impl FnMut(SocketAddr, &[u8], Option<u64>, usize, usize)) {
         for i in 0..self.count {
             let m = &self.hdrs[i];
             if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
@@ -491,11 +497,32 @@ impl RxBatch {
             let len = m.msg_len as usize;
             let data = &self.buf[i * self.slot..i * self.slot + len];
             let seg = gro_segment_size(&m.msg_hdr).unwrap_or(len).max(1);
-            for d in data.chunks(seg) {
-                f(from, d);
+            let stamp = rx_timestamp(&m.msg_hdr);
+            let count = len.div_ceil(seg).max(1);
+            for (j, d) in data.chunks(seg).enumerate() {
+                f(from, d, stamp, j, count);
             }
         }
     }
+}
+
+/// The `SCM_TIMESTAMPNS` receive time stamp of a message, in ns of CLOCK_REALTIME.
+fn rx_timestamp(hdr: &libc::msghdr) -> Option<u64> {
+    if hdr.msg_controllen == 0 {
+        return None;
+    }
+    // SAFETY: walking the control buffer the kernel filled, with the CMSG_* helpers.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(hdr);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SO_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::timespec);
+                return Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            cmsg = libc::CMSG_NXTHDR(hdr, cmsg);
+        }
+    }
+    None
 }
 
 fn gro_segment_size(hdr: &libc::msghdr) -> Option<usize> {
@@ -540,7 +567,10 @@ mod tests {
         for _ in 0..1000 {
             b.wait(&Waker::new().unwrap(), Some(Duration::from_millis(10))).unwrap();
             b.recv_batch(&mut rx).unwrap();
-            rx.for_each(|_, d| got.push(d.to_vec()));
+            rx.for_each(|_, d, stamp, _, _| {
+                assert!(stamp.is_some(), "the kernel stamps received datagrams");
+                got.push(d.to_vec())
+            });
             if got.len() >= want {
                 break;
             }
