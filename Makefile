@@ -20,7 +20,7 @@ CASES  ?=
 FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
-.PHONY: help setup build build-rust test test-rust test-interop test-conformance \
+.PHONY: help setup build build-rust test test-rust test-interop test-conformance test-testbed-gating \
         testbed test-testbed testbed-cleanup bench fuzz conformance clean
 
 help:
@@ -51,7 +51,7 @@ $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
 
 test: setup build
-	@$(MAKE) --no-print-directory -k test-rust test-interop test-conformance
+	@$(MAKE) --no-print-directory -k test-rust test-interop test-conformance test-testbed-gating
 
 test-rust:
 	@echo "==> test: cargo test --release (impl/)"
@@ -87,6 +87,13 @@ testbed: setup build
 test-testbed:
 	@echo "==> test: testbed (topology files, quick profiles, cleanup, dashboards)"
 	cd testbed && ../$(PYTHON) -m pytest tests
+
+# What `make test` gates on: topology files, cleanup, dashboards against a live influxd.
+# The quick profiles (-m profile) do not gate yet: UDT 4.11's dynamics miss several of the
+# papers' bands in their short runs, for libudt and ours alike (see docs/testbed.md).
+test-testbed-gating:
+	@echo "==> test: testbed without the quick profiles (topology files, cleanup, dashboards)"
+	cd testbed && ../$(PYTHON) -m pytest tests -m "not profile"
 
 testbed-cleanup:
 	$(PYTHON) -m udtbed cleanup
