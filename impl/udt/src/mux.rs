@@ -383,16 +383,16 @@ impl Mux {
                     // The receiver's measurements (arrival speed, packet pairs; UDT4.md §10)
                     // need each datagram's arrival time. The kernel stamps every datagram on
                     // arrival (SO_TIMESTAMPNS, wall clock): map that onto our clock. The
-                    // segments of one GRO message share a stamp; they are spread evenly
-                    // between the previous datagram and it, which keeps the arrival rate right
-                    // (the packet-pair spacing inside such a message is unknowable). Without
-                    // a stamp a datagram counts as arriving now. Times never go backwards.
+                    // segments of one GRO message share a stamp: they were coalesced because
+                    // they arrived back to back (on loopback they were one GSO send), so they
+                    // are stamped 1 µs apart, ending at the message's stamp. Without a stamp a
+                    // datagram counts as arriving now. Times never go backwards.
                     let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
                     rx_datagrams += rx.datagram_count() as u64;
                     let mut prev = rx_last.max(floor);
                     rx.for_each(|from, d, stamp, j, k| {
                         let at = stamp.map_or(now, |ns| now.saturating_sub(wall_ns.saturating_sub(ns) / 1000)).clamp(prev, now);
-                        let t = if k > 1 { prev + (at - prev) * (j as u64 + 1) / k as u64 } else { at };
+                        let t = at.saturating_sub((k - 1 - j) as u64).max(prev);
                         inner.ep.handle_datagram(t, from, d);
                         if j + 1 == k {
                             prev = at;
