@@ -674,6 +674,9 @@ impl Connection {
             self.stats.pkts_lost_rcv += expected.len_to(last) as u64;
             let words = if expected == last { vec![expected.get()] } else { vec![expected.get() | 0x8000_0000, last.get()] };
             self.ctrl.push_back(CtrlOut::Nak(words));
+            // §8.4: every NAK restarts the NAK interval (used by draft mode only).
+            let interval = nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
+            rcv.next_nak_time = now + interval;
         }
         if payload.len() != full_payload {
             rcv.next_ack_time = now;
@@ -1009,9 +1012,7 @@ impl Connection {
         }
         let mut words = Vec::new();
         rcv.loss.encode_nak(max_words, &mut words);
-        let speed = rcv.arrival.speed().max(1) as u64;
-        let interval = self.rtt as u64 + 4 * self.rtt_var as u64 + rcv.loss.len() as u64 * 1_000_000 / speed;
-        rcv.next_nak_time = now + interval.max(MIN_EXP);
+        rcv.next_nak_time = now + nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
         if !words.is_empty() {
             self.ctrl.push_back(CtrlOut::Nak(words));
         }
@@ -1151,6 +1152,12 @@ impl Connection {
         snd.next_send = if seq.get() & 0xF == 0 { base } else { base + snd.period };
         Some(n)
     }
+}
+
+/// The NAK interval of §8.4: `RTT + 4·RTTVar + losses / arrival speed`, at least 300 ms.
+fn nak_interval(rtt: u32, rtt_var: u32, losses: u32, speed: u32) -> u64 {
+    let base = rtt as u64 + 4 * rtt_var as u64 + losses as u64 * 1_000_000 / speed.max(1) as u64;
+    base.max(MIN_EXP)
 }
 
 fn write_data(buf: &mut [u8], seq: SeqNo, msg_word: u32, ts: u32, dst: u32, payload: &[u8]) -> usize {

@@ -449,3 +449,47 @@ fn accepted_connection_whose_client_goes_silent_expires_without_busy_timers() {
     }).count();
     assert_eq!(s2_sent, 0, "nothing but handshakes before the client's first packet");
 }
+
+#[test]
+fn draft_mode_resends_the_whole_loss_list_when_a_nak_is_lost() {
+    // §8.4: 4.11 sends one immediate NAK per gap; draft mode (`periodic_nak`) also re-sends the
+    // whole receiver loss list every NAK interval, so a lost NAK is repaired before EXP.
+    let config = ConnectionConfig { periodic_nak: true, ..Default::default() };
+    let mut p = Pair::new(18, LinkConfig { delay_us: 10_000, ..Default::default() });
+    let (c, _s) = p.connect(config);
+    // Warm up so that RTT and arrival speed are measured (the NAK interval uses both).
+    p.a.connection_mut(c).unwrap().send(p.now, &pattern(300 * 1456, 17));
+    p.run_for(1_000_000);
+    let isn = p.a.connection(c).unwrap().isn();
+    let lost = isn.add(302);
+    let mut data_dropped = false;
+    let mut nak_dropped = false;
+    p.drop_filter = Some(Box::new(move |dir, b| match (dir, Repr::parse_bytes(b)) {
+        (Dir::AtoB, Ok(Repr::Data { header, .. })) if header.seq == lost && !data_dropped => {
+            data_dropped = true;
+            true
+        }
+        (Dir::BtoA, Ok(Repr::Control { control: Control::Nak(_), .. })) if !nak_dropped => {
+            nak_dropped = true;
+            true
+        }
+        _ => false,
+    }));
+    p.a.connection_mut(c).unwrap().send(p.now, &pattern(10 * 1456, 18));
+    p.run_for(2_000_000);
+    let naks: Vec<(u64, Vec<u32>)> = p
+        .controls(Dir::BtoA)
+        .filter_map(|(t, c)| match c {
+            Control::Nak(l) => Some((t.time, l.words().collect())),
+            _ => None,
+        })
+        .collect();
+    let lost_sends: Vec<u64> = data_seqs(&p, Dir::AtoB).iter().filter(|(_, s, _)| *s == lost).map(|(t, ..)| *t).collect();
+    assert!(naks.len() >= 2, "the lost NAK is followed by a periodic one: {naks:?} sends of the lost packet {lost_sends:?}");
+    assert_eq!(naks[1].1, vec![lost.get()]);
+    // The periodic NAK comes after the NAK interval (≥ 300 ms), before the first EXP
+    // retransmission could have repaired the loss.
+    assert!(naks[1].0 - naks[0].0 >= 300_000);
+    let retx = data_seqs(&p, Dir::AtoB).iter().filter(|(_, s, _)| *s == lost).count();
+    assert_eq!(retx, 2, "sent once, lost, retransmitted once after the periodic NAK");
+}
