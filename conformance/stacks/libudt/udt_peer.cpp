@@ -4,6 +4,7 @@
 // binary.
 //
 //   libudt-peer recv --listen ADDR:PORT --output PATH [--rendezvous PEER]
+//   libudt-peer recv --listen ADDR:PORT --connections N --output DIR
 //   libudt-peer send --connect ADDR:PORT --input PATH [--bind LOCAL] [--rendezvous]
 //   common: --mss N  --dgram  --msg-size N  --stats PATH  --stats-interval MS
 //
@@ -32,6 +33,7 @@
 #include <functional>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <string>
@@ -53,6 +55,7 @@ const char* const kUsage =
     "usage:\n"
     "  libudt-peer recv --listen ADDR:PORT --output PATH [options]\n"
     "  libudt-peer recv --listen LOCAL:PORT --rendezvous PEER:PORT --output PATH [options]\n"
+    "  libudt-peer recv --listen ADDR:PORT --connections N --output DIR [options]\n"
     "  libudt-peer send --connect ADDR:PORT --input PATH [--bind LOCAL:PORT] [options]\n"
     "  libudt-peer send --connect PEER:PORT --bind LOCAL:PORT --rendezvous --input PATH [options]\n"
     "\n"
@@ -60,6 +63,11 @@ const char* const kUsage =
     "\n"
     "recv accepts one connection, writes every byte received to PATH ('-' = stdout)\n"
     "and exits 0 once the peer closed and everything was written.\n"
+    "recv --connections N (N > 1) accepts N connections on the one port, serves\n"
+    "them concurrently (a thread each), writes each to DIR/conn-K.bin (K = accept\n"
+    "order from 1; DIR is created if missing) and exits 0 once all N peers closed\n"
+    "and everything was written; a failing connection ends it with an error\n"
+    "naming the connection. STREAM only: not with --dgram or --rendezvous.\n"
     "send sends PATH ('-' = stdin) and exits 0 only when every byte was acknowledged.\n"
     "\n"
     "options:\n"
@@ -70,6 +78,9 @@ const char* const kUsage =
     "  --stats PATH          write JSON stats lines to PATH ('-' = stdout), one every\n"
     "                        interval and a final {\"summary\":true,...} line\n"
     "  --stats-interval MS   stats period in milliseconds (default 100)\n"
+    "  --connections N       recv: accept N connections (default 1); with --stats\n"
+    "                        every line carries \"conn\":K, one series and one\n"
+    "                        summary line per connection\n"
     "  -h, --help            show this help\n"
     "\n"
     "exit status: 0 success, 1 transfer or network failure, 2 usage error\n";
@@ -102,6 +113,7 @@ struct Options {
   int mss = 0;  // 0: library default
   int msg_size = kDefaultMsgSize;
   int stats_interval_ms = 100;
+  int connections = 1;
 };
 
 long parse_int(const std::string& flag, const std::string& v, long lo, long hi) {
@@ -145,12 +157,19 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--msg-size") o.msg_size = parse_int(a, value(), 1, kMaxMsgSize);
     else if (a == "--stats") o.stats = value();
     else if (a == "--stats-interval") o.stats_interval_ms = parse_int(a, value(), 1, 3600000);
+    else if (a == "--connections" && o.role == "recv") o.connections = parse_int(a, value(), 1, 10000);
     else usage_error("unknown option '" + a + "' for '" + o.role + "'");
   }
   if (o.role == "recv") {
     if (o.listen.empty()) usage_error("recv needs --listen ADDR:PORT");
     if (o.output.empty()) usage_error("recv needs --output PATH");
     if (o.output == "-" && o.stats == "-") usage_error("--output - and --stats - both use stdout");
+    if (o.connections > 1) {
+      std::string n = "--connections " + std::to_string(o.connections);
+      if (o.dgram) usage_error(n + " is STREAM only: it cannot be combined with --dgram");
+      if (o.rendezvous) usage_error(n + " needs a listener: it cannot be combined with --rendezvous");
+      if (o.output == "-") usage_error(n + " writes one file per connection: --output must be a directory, not -");
+    }
   } else {
     if (o.connect.empty()) usage_error("send needs --connect ADDR:PORT");
     if (o.input.empty()) usage_error("send needs --input PATH");
@@ -218,8 +237,15 @@ std::string format_addr(const sockaddr* sa) {
 // data path share only `bytes` (atomic) and `last` (under `mu`).
 class Stats {
  public:
-  Stats(const Options& o, UDTSOCKET sock, double t0)
-      : role_(o.role), sock_(sock), t0_(t0), interval_ms_(o.stats_interval_ms) {
+  // `shared` (not null): write to that already open file, which other Stats
+  // share, and tag every line with "conn":conn; the caller closes it.
+  Stats(const Options& o, UDTSOCKET sock, double t0, FILE* shared = nullptr, int conn = 0)
+      : role_(o.role), sock_(sock), t0_(t0), interval_ms_(o.stats_interval_ms), conn_(conn) {
+    if (shared) {
+      out_ = shared;
+      owned_ = false;
+      return;
+    }
     if (o.stats.empty()) return;
     if (o.stats == "-") {
       out_ = stdout;
@@ -261,6 +287,7 @@ class Stats {
     if (!out_) return;
     double mbps = t > 0 ? total_bytes * 8.0 / t / 1e6 : 0.0;
     write_line(t, total_bytes, mbps, true);
+    if (!owned_) return;
     if (out_ != stdout) fclose(out_);
     else fflush(out_);
   }
@@ -293,7 +320,8 @@ class Stats {
       if (have_) p = last_;
     }
     bool send = role_ == "send";
-    fprintf(out_,
+    char line[1024];
+    int len = snprintf(line, sizeof line,
             "{\"stack\":\"libudt\",\"role\":\"%s\",\"t\":%.6f,\"bytes\":%lld,\"mbps\":%.3f,"
             "\"rtt_ms\":%.3f,\"flow_window\":%d,\"cwnd\":%.3f,\"period_us\":%.3f,"
             "\"losses\":%d,\"retrans\":%d,\"pkts_sent\":%lld,\"pkts_recv\":%lld,"
@@ -303,8 +331,17 @@ class Stats {
             send ? p.pktSndLossTotal : p.pktRcvLossTotal, p.pktRetransTotal,
             (long long)p.pktSentTotal, (long long)p.pktRecvTotal, p.pktSentACKTotal,
             p.pktRecvACKTotal, p.pktSentNAKTotal, p.pktRecvNAKTotal);
-    if (summary) fprintf(out_, ",\"summary\":true,\"seconds\":%.6f", t);
-    fputs("}\n", out_);
+    std::string l(line, len > 0 ? std::min<size_t>(static_cast<size_t>(len), sizeof line - 1) : 0);
+    if (conn_ > 0) l += ",\"conn\":" + std::to_string(conn_);
+    if (summary) {
+      snprintf(line, sizeof line, ",\"summary\":true,\"seconds\":%.6f", t);
+      l += line;
+    }
+    l += "}\n";
+    // One write per line: several connections may share the file.
+    static std::mutex write_mu;
+    std::lock_guard<std::mutex> g(write_mu);
+    fputs(l.c_str(), out_);
     fflush(out_);
   }
 
@@ -312,7 +349,9 @@ class Stats {
   UDTSOCKET sock_;
   double t0_;
   int interval_ms_;
+  int conn_ = 0;
   FILE* out_ = nullptr;
+  bool owned_ = true;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -469,6 +508,100 @@ int run_recv(const Options& o) {
   return 0;
 }
 
+// ---------------------------------------------------------------- recv --connections N
+
+// One connection of `recv --connections N`: the STREAM loop of run_recv into
+// its own file. A failure ends the whole process at once (exit 1) with a
+// message naming the connection; _exit, because other threads are still in
+// libudt and exit()'s static destructors would tear it down under them.
+void serve_connection(const Options& o, UDTSOCKET conn, int k, const std::string& peer,
+                      const std::string& path, FILE* stats_out) {
+  const std::string who = "connection " + std::to_string(k) + " of " +
+                          std::to_string(o.connections) + " (from " + peer + ")";
+  auto fail = [&](const std::string& msg) {
+    fprintf(stderr, "%s: error: %s: %s\n", kProg, who.c_str(), msg.c_str());
+    fflush(stderr);
+    _exit(1);
+  };
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail("cannot open output '" + path + "': " + strerror(errno));
+  Stats stats(o, conn, now_s(), stats_out, k);
+  stats.sample();
+  stats.start();
+  std::vector<char> buf(kStreamChunk);
+  int64_t total = 0;
+  double last_sample = now_s();
+  for (;;) {
+    int n = UDT::recv(conn, buf.data(), static_cast<int>(buf.size()), 0);
+    if (n == UDT::ERROR) {
+      int code = UDT::getlasterror_code();
+      if (code == CUDTException::ECONNLOST || code == CUDTException::ENOCONN) break;
+      fail("receive failed after " + std::to_string(total) + " bytes: " + udt_error());
+    }
+    if (n > 0 && !write_all(fd, buf.data(), static_cast<size_t>(n)))
+      fail("cannot write output '" + path + "' after " + std::to_string(total) + " bytes: " + strerror(errno));
+    total += n;
+    stats.bytes.store(total);
+    double t = now_s();
+    if (t - last_sample > 0.005) {
+      stats.sample();
+      last_sample = t;
+    }
+  }
+  if (close(fd) != 0) fail("cannot write output '" + path + "': " + strerror(errno));
+  stats.finish(total);
+  UDT::close(conn);
+  fprintf(stderr, "%s: %s: received %lld bytes\n", kProg, who.c_str(), (long long)total);
+}
+
+int run_recv_many(const Options& o) {
+  const int n = o.connections;
+  std::error_code ec;
+  std::filesystem::create_directories(o.output, ec);
+  if (ec) die(1, "cannot create output directory '" + o.output + "': " + ec.message());
+  struct stat st;
+  if (stat(o.output.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    die(1, "output '" + o.output + "' is not a directory");
+  FILE* stats_out = nullptr;
+  if (!o.stats.empty()) {
+    stats_out = o.stats == "-" ? stdout : fopen(o.stats.c_str(), "w");
+    if (!stats_out) die(1, "cannot open stats file '" + o.stats + "': " + strerror(errno));
+  }
+  Addr local = resolve("--listen", o.listen, true);
+  UDTSOCKET s = make_socket(o, local.family());
+  do_bind(s, local, o.listen);
+  if (UDT::listen(s, n) == UDT::ERROR) die(1, "cannot listen on " + o.listen + ": " + udt_error());
+  sockaddr_storage bound{};
+  int blen = sizeof bound;
+  UDT::getsockname(s, reinterpret_cast<sockaddr*>(&bound), &blen);
+  fprintf(stderr, "%s: listening on %s, accepting %d connections\n", kProg,
+          format_addr(reinterpret_cast<sockaddr*>(&bound)).c_str(), n);
+  std::string dir = o.output;
+  if (dir.back() != '/') dir += '/';
+  std::vector<std::thread> workers;
+  for (int k = 1; k <= n; ++k) {
+    sockaddr_storage peer{};
+    int plen = sizeof peer;
+    UDTSOCKET conn = UDT::accept(s, reinterpret_cast<sockaddr*>(&peer), &plen);
+    if (conn == UDT::INVALID_SOCK) {
+      fprintf(stderr, "%s: error: accepting connection %d of %d failed: %s\n", kProg, k, n, udt_error().c_str());
+      fflush(stderr);
+      _exit(1);
+    }
+    std::string from = format_addr(reinterpret_cast<sockaddr*>(&peer));
+    fprintf(stderr, "%s: accepted connection %d of %d from %s\n", kProg, k, n, from.c_str());
+    std::string path = dir + "conn-" + std::to_string(k) + ".bin";
+    workers.emplace_back(serve_connection, std::cref(o), conn, k, from, path, stats_out);
+  }
+  for (auto& w : workers) w.join();
+  UDT::close(s);
+  if (stats_out && stats_out != stdout && fclose(stats_out) != 0)
+    die(1, "cannot write stats file '" + o.stats + "': " + strerror(errno));
+  if (stats_out == stdout) fflush(stdout);
+  fprintf(stderr, "%s: received %d connections\n", kProg, n);
+  return 0;
+}
+
 // ---------------------------------------------------------------- send
 
 // Send-buffer occupancy in packets, or -1 if the connection is gone.
@@ -600,7 +733,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   Options o = parse_args(argc, argv);
   UDT::startup();
-  int rc = o.role == "recv" ? run_recv(o) : run_send(o);
+  int rc = o.role == "send" ? run_send(o) : o.connections > 1 ? run_recv_many(o) : run_recv(o);
   UDT::cleanup();
   return rc;
 }

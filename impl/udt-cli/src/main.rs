@@ -29,6 +29,10 @@ Examples:
   udt recv --listen 10.0.0.2:9000 --rendezvous 10.0.0.1:9001 --output out.bin
   udt send --connect 10.0.0.2:9000 --bind 10.0.0.1:9001 --rendezvous --input in.bin
 
+  # three senders at once to one port, one output file per connection
+  udt recv --listen 0.0.0.0:9000 --connections 3 --output /tmp/incoming/
+  #   writes /tmp/incoming/conn-1.bin, conn-2.bin, conn-3.bin in accept order
+
   # message mode: every 1 MB of input is one message
   udt send --connect 127.0.0.1:9000 --input in.bin --dgram --msg-size 1000000
   udt recv --listen 127.0.0.1:9000 --output out.bin --dgram
@@ -49,8 +53,9 @@ enum Command {
     /// acknowledged by the receiver.
     #[command(after_help = EXAMPLES)]
     Send(SendArgs),
-    /// Accept one connection and write what arrives to a file or standard output; exits 0
-    /// once the sender closed and every byte was written.
+    /// Accept one connection (or --connections N, served concurrently) and write what arrives
+    /// to a file or standard output (N > 1: one file per connection in a directory); exits 0
+    /// once every sender closed and every byte was written.
     #[command(after_help = EXAMPLES)]
     Recv(RecvArgs),
 }
@@ -81,12 +86,20 @@ struct RecvArgs {
     /// Address to listen on, HOST:PORT (with --rendezvous: the local address to bind).
     #[arg(long, value_name = "ADDR:PORT")]
     listen: String,
-    /// Where to write the data; `-` writes standard output.
+    /// Where to write the data; `-` writes standard output. With --connections N > 1: a
+    /// directory (created if missing) that receives conn-1.bin ... conn-N.bin in accept order.
     #[arg(long, value_name = "PATH")]
     output: String,
     /// Rendezvous mode: meet the sender at PEER (HOST:PORT) instead of listening.
     #[arg(long, value_name = "PEER")]
     rendezvous: Option<String>,
+    /// Accept N connections on the listening port and serve them concurrently (a thread each),
+    /// each into its own file under the --output directory; exits 0 once all N senders closed
+    /// and every byte was written, non-zero naming the connection if one fails. N > 1 is
+    /// STREAM only (not with --dgram or --rendezvous). With --stats, every line carries
+    /// "conn":K (1-based accept order), one series and one summary line per connection.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    connections: u32,
     #[command(flatten)]
     common: Common,
 }
@@ -280,6 +293,9 @@ fn send(a: SendArgs) -> Outcome {
 }
 
 fn recv(a: RecvArgs) -> Outcome {
+    if a.connections > 1 {
+        return recv_many(a);
+    }
     let b = builder(&a.common)?;
     let local = parse_addr(&a.listen, "--listen")?;
     let peer = a.rendezvous.as_deref().map(|s| parse_addr(s, "--rendezvous")).transpose()?;
@@ -319,7 +335,7 @@ fn recv(a: RecvArgs) -> Outcome {
     let reporter = sink.map(|s| Reporter::start(Role::Recv, s, Duration::from_millis(a.common.stats_interval), sock.clone(), delivered.clone()));
 
     let write_err = |e: io::Error| local_io(format!("writing output {:?} failed: {e}", a.output));
-    if a.common.dgram {
+    let total = if a.common.dgram {
         // A message can be as large as the receive buffer.
         let cfg = sock.config();
         let cap = cfg.rcv_capacity() as usize * udt_proto::wire::payload_size(cfg.mss);
@@ -328,19 +344,11 @@ fn recv(a: RecvArgs) -> Outcome {
             output.write_all(&buf[..n]).map_err(write_err)?;
             delivered.fetch_add(n as u64, Ordering::Relaxed);
         }
+        output.flush().map_err(write_err)?;
+        delivered.load(Ordering::Relaxed)
     } else {
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            let n = sock.recv(&mut buf).map_err(|e| net(e, false))?;
-            if n == 0 {
-                break;
-            }
-            output.write_all(&buf[..n]).map_err(write_err)?;
-            delivered.fetch_add(n as u64, Ordering::Relaxed);
-        }
-    }
-    output.flush().map_err(write_err)?;
-    let total = delivered.load(Ordering::Relaxed);
+        recv_stream(&sock, &mut output, &delivered, &a.output)?
+    };
     let final_stats = sock.stats().map_err(|e| net(e, false))?;
     if let Some(r) = reporter {
         r.finish(total, &final_stats.core).map_err(|e| local_io(format!("cannot write statistics: {e}")))?;
@@ -349,6 +357,120 @@ fn recv(a: RecvArgs) -> Outcome {
     // The sender already closed; this only releases our side.
     let _ = sock.close();
     eprintln!("udt recv: received {total} bytes");
+    Ok(())
+}
+
+/// Copies a STREAM connection to `output` until the peer closes; returns the byte count.
+fn recv_stream(sock: &UdtSocket, output: &mut dyn Write, delivered: &AtomicU64, path: &str) -> Result<u64, Failure> {
+    let write_err = |e: io::Error| local_io(format!("writing output {path:?} failed: {e}"));
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = sock.recv(&mut buf).map_err(|e| net(e, false))?;
+        if n == 0 {
+            break;
+        }
+        output.write_all(&buf[..n]).map_err(write_err)?;
+        delivered.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    output.flush().map_err(write_err)?;
+    Ok(delivered.load(Ordering::Relaxed))
+}
+
+/// `recv --connections N` (N > 1): N connections on one listening port, a thread each, each
+/// into `<output>/conn-K.bin` (K = accept order from 1). The first failure ends the process.
+fn recv_many(a: RecvArgs) -> Outcome {
+    let n = a.connections;
+    if a.common.dgram {
+        return Err(usage(format!("--connections {n} is STREAM only: it cannot be combined with --dgram")));
+    }
+    if a.rendezvous.is_some() {
+        return Err(usage(format!("--connections {n} needs a listener: it cannot be combined with --rendezvous")));
+    }
+    if a.output == "-" {
+        return Err(usage(format!("--connections {n} writes one file per connection: --output must be a directory, not -")));
+    }
+    let b = builder(&a.common)?;
+    let local = parse_addr(&a.listen, "--listen")?;
+    let dir = std::path::PathBuf::from(&a.output);
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        local_io(format!("cannot create output directory {:?}: {e} (check the path and permissions)", a.output))
+    })?;
+    if !dir.is_dir() {
+        return Err(local_io(format!("cannot write output directory {:?}: it is not a directory", a.output)));
+    }
+    let sink = stats_sink(&a.common, false)?.map(|s| Arc::new(std::sync::Mutex::new(s)));
+    let interval = Duration::from_millis(a.common.stats_interval);
+
+    let listener = b.listen(local).map_err(|e| net(e, true))?;
+    if let Ok(addr) = listener.local_addr() {
+        eprintln!("udt recv: listening on {addr}, accepting {n} connections");
+    }
+    // Each worker reports (connection number, peer, outcome); the first failure wins.
+    let (tx, rx) = std::sync::mpsc::channel::<(u32, String, Result<u64, Failure>)>();
+    let failed = |k: u32, peer: &str, f: Failure| Failure { code: f.code, msg: format!("connection {k} of {n} (from {peer}): {}", f.msg) };
+    let mut workers = Vec::new();
+    // (connections finished, bytes) so far.
+    let tally = std::cell::Cell::new((0u32, 0u64));
+    let on_result = |(k, peer, r): (u32, String, Result<u64, Failure>)| -> Outcome {
+        let bytes = r.map_err(|f| failed(k, &peer, f))?;
+        eprintln!("udt recv: connection {k} (from {peer}): received {bytes} bytes");
+        let (d, t) = tally.get();
+        tally.set((d + 1, t + bytes));
+        Ok(())
+    };
+    for k in 1..=n {
+        let sock = loop {
+            while let Ok(r) = rx.try_recv() {
+                on_result(r)?;
+            }
+            if let Some(s) = listener.accept_timeout(Duration::from_millis(100)).map_err(|e| {
+                Failure { code: 3, msg: format!("accepting connection {k} of {n} failed: {e}") }
+            })? {
+                break s;
+            }
+        };
+        let peer = sock.peer_addr().map(|p| p.to_string()).unwrap_or_else(|_| "?".into());
+        eprintln!("udt recv: accepted connection {k} of {n} from {peer}");
+        let path = dir.join(format!("conn-{k}.bin"));
+        let path_s = path.display().to_string();
+        let file = File::create(&path)
+            .map_err(|e| failed(k, &peer, local_io(format!("cannot write output {path_s:?}: {e}"))))?;
+        let sock = Arc::new(sock);
+        let delivered = Arc::new(AtomicU64::new(0));
+        let reporter = sink.clone().map(|s| {
+            Reporter::start_shared(Role::Recv, s, interval, sock.clone(), delivered.clone(), format!(",\"conn\":{k}"))
+        });
+        let tx = tx.clone();
+        let worker = std::thread::Builder::new().name(format!("udt-recv-{k}")).spawn(move || {
+            let r = (|| {
+                let mut out = io::BufWriter::with_capacity(1 << 20, file);
+                let total = recv_stream(&sock, &mut out, &delivered, &path_s)?;
+                drop(out);
+                let final_stats = sock.stats().map_err(|e| net(e, false))?;
+                if let Some(r) = reporter {
+                    r.finish(total, &final_stats.core).map_err(|e| local_io(format!("cannot write statistics: {e}")))?;
+                }
+                if let Ok(mut sock) = Arc::try_unwrap(sock) {
+                    let _ = sock.close();
+                }
+                Ok(total)
+            })();
+            let _ = tx.send((k, peer, r));
+        });
+        workers.push(worker.map_err(|e| local_io(format!("cannot start a thread for connection {k}: {e}")))?);
+    }
+    drop(tx);
+    while tally.get().0 < n {
+        match rx.recv() {
+            Ok(r) => on_result(r)?,
+            Err(_) => return Err(local_io("internal error: a connection thread ended without a result")),
+        }
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    drop(listener);
+    eprintln!("udt recv: received {} bytes on {n} connections", tally.get().1);
     Ok(())
 }
 

@@ -43,6 +43,13 @@ impl Sink {
         }
     }
 
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            _ => Ok(()),
+        }
+    }
+
     fn write_line(&mut self, line: &str) -> io::Result<()> {
         match self {
             Sink::Stdout => {
@@ -106,6 +113,8 @@ pub struct Reporter {
     role: Role,
     start: Instant,
     sink: Arc<Mutex<Sink>>,
+    /// Appended to every line inside the object, e.g. `,"conn":2` (empty: nothing).
+    tag: String,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -126,10 +135,22 @@ pub fn progress_bytes(role: Role, st: &SocketStats, delivered: &AtomicU64) -> u6
 impl Reporter {
     /// Starts reporting on `sock` every `interval`; `delivered` counts the receiver's output.
     pub fn start(role: Role, sink: Sink, interval: Duration, sock: Arc<UdtSocket>, delivered: Arc<AtomicU64>) -> Reporter {
+        Reporter::start_shared(role, Arc::new(Mutex::new(sink)), interval, sock, delivered, String::new())
+    }
+
+    /// Like [`Reporter::start`], writing to a sink that other reporters share (one line at a
+    /// time) and appending `tag` (e.g. `,"conn":2`) inside every line.
+    pub fn start_shared(
+        role: Role,
+        sink: Arc<Mutex<Sink>>,
+        interval: Duration,
+        sock: Arc<UdtSocket>,
+        delivered: Arc<AtomicU64>,
+        tag: String,
+    ) -> Reporter {
         let start = Instant::now();
-        let sink = Arc::new(Mutex::new(sink));
         let stop = Arc::new(AtomicBool::new(false));
-        let (sink2, stop2) = (sink.clone(), stop.clone());
+        let (sink2, stop2, tag2) = (sink.clone(), stop.clone(), tag.clone());
         let thread = std::thread::Builder::new()
             .name("udt-stats".into())
             .spawn(move || {
@@ -149,14 +170,14 @@ impl Reporter {
                     let dt = t - last_t;
                     let mbps = if dt > 0.0 { bytes.saturating_sub(last_bytes) as f64 * 8.0 / dt / 1e6 } else { 0.0 };
                     (last_t, last_bytes) = (t, bytes);
-                    let l = line(role, t, bytes, mbps, &st.core, "");
+                    let l = line(role, t, bytes, mbps, &st.core, &tag2);
                     if sink2.lock().unwrap().write_line(&l).is_err() {
                         break;
                     }
                 }
             })
             .expect("spawn stats thread");
-        Reporter { role, start, sink, stop, thread: Some(thread) }
+        Reporter { role, start, sink, tag, stop, thread: Some(thread) }
     }
 
     /// Stops the periodic lines and writes the summary.
@@ -167,13 +188,10 @@ impl Reporter {
         }
         let secs = self.start.elapsed().as_secs_f64();
         let mbps = if secs > 0.0 { bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 };
-        let l = line(self.role, secs, bytes, mbps, stats, &format!(",\"summary\":true,\"seconds\":{:.6}", secs));
+        let l = line(self.role, secs, bytes, mbps, stats, &format!("{},\"summary\":true,\"seconds\":{:.6}", self.tag, secs));
         let mut sink = self.sink.lock().unwrap();
         sink.write_line(&l)?;
-        if let Sink::File(f) = &mut *sink {
-            f.flush()?;
-        }
-        Ok(())
+        sink.flush()
     }
 }
 

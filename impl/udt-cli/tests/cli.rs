@@ -212,3 +212,73 @@ fn usage_errors_exit_2_and_help_documents_examples() {
         assert!(text.contains(opt), "{opt} missing from send --help");
     }
 }
+
+#[test]
+fn recv_connections_serves_concurrent_senders_one_file_each() {
+    let dir = tmpdir("connections");
+    let out = dir.join("out").join("nested"); // created by recv
+    let stats = dir.join("recv.jsonl");
+    let inputs: Vec<(PathBuf, Vec<u8>)> = (0..3)
+        .map(|i| {
+            let data = pattern(700_001 + i * 333_333, 100 + i as u64);
+            let p = dir.join(format!("in-{i}"));
+            std::fs::write(&p, &data).unwrap();
+            (p, data)
+        })
+        .collect();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let recv = udt(&["recv", "--listen", &addr, "--connections", "3", "--output", s(&out), "--stats", s(&stats),
+                     "--stats-interval", "20"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let senders: Vec<Child> =
+        inputs.iter().map(|(p, _)| udt(&["send", "--connect", &addr, "--input", s(p)]).spawn().unwrap()).collect();
+    let handles: Vec<_> = senders.into_iter().map(|c| std::thread::spawn(move || finish(c, 60))).collect();
+    for h in handles {
+        let o = h.join().unwrap();
+        assert!(o.status.success(), "send failed: {}", stderr_of(&o));
+    }
+    let recv = finish(recv, 60);
+    assert!(recv.status.success(), "recv failed: {}", stderr_of(&recv));
+
+    // conn-1..3.bin in accept order: each must be exactly one of the inputs, all inputs covered.
+    let mut names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["conn-1.bin", "conn-2.bin", "conn-3.bin"]);
+    let mut got: Vec<Vec<u8>> = names.iter().map(|n| std::fs::read(out.join(n)).unwrap()).collect();
+    got.sort_by_key(|d| d.len());
+    for ((_, want), got) in inputs.iter().zip(&got) {
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "content of a {} byte connection differs", want.len());
+    }
+    // --stats: one summary line per connection, tagged "conn":K, bytes = that file's size.
+    let text = std::fs::read_to_string(&stats).unwrap();
+    let summaries: Vec<&str> = text.lines().filter(|l| l.contains("\"summary\":true")).collect();
+    assert_eq!(summaries.len(), 3, "{text}");
+    for (k, name) in names.iter().enumerate() {
+        let size = std::fs::metadata(out.join(name)).unwrap().len();
+        let tag = format!("\"conn\":{}", k + 1);
+        let line = summaries.iter().find(|l| l.contains(&tag)).unwrap_or_else(|| panic!("no summary with {tag}: {text}"));
+        assert!(line.contains(&format!("\"bytes\":{size},")), "{line}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn recv_connections_rejects_dgram_rendezvous_and_stdout() {
+    for extra in [&["--dgram"][..], &["--rendezvous", "127.0.0.1:9"][..]] {
+        let mut args = vec!["recv", "--listen", "127.0.0.1:0", "--connections", "2", "--output", "/tmp/udt-cli-never"];
+        args.extend_from_slice(extra);
+        let out = finish(udt(&args).spawn().unwrap(), 30);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr_of(&out));
+        assert!(stderr_of(&out).contains("--connections"), "{}", stderr_of(&out));
+    }
+    let out = finish(udt(&["recv", "--listen", "127.0.0.1:0", "--connections", "2", "--output", "-"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let out = finish(udt(&["recv", "--listen", "127.0.0.1:0", "--connections", "0", "--output", "x"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let help = finish(udt(&["recv", "--help"]).spawn().unwrap(), 30);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--connections"));
+}
