@@ -101,6 +101,8 @@ testbed-cleanup:
 bench: setup build
 	@echo "==> bench: goodput and CPU per Gb, ours vs libudt (impl/bench/compare.py)"
 	$(PYTHON) impl/bench/compare.py
+	@echo "==> bench: the link emulator on its own (RTT error, achieved rate, CPU per frame; root)"
+	cd impl && $(CARGO) bench -p link-emulator --bench forward
 
 fuzz:
 	@echo "==> fuzz: cargo fuzz run $(FUZZ_TARGET) for $(FUZZ_SECONDS) s (impl/fuzz)"
