@@ -278,31 +278,8 @@ def transfer(
 
     rx = Proc("receiver", receiver, net.wrap(net.ns_b, recv_argv), workdir / "recv.stderr")
     tx = Proc("sender", sender, net.wrap(net.ns_a, send_argv), workdir / "send.stderr")
-    started = time.monotonic()
     procs = [rx, tx]
-    try:
-        for p in procs:
-            with open(p.stderr_path, "wb") as err:
-                p.popen = subprocess.Popen(p.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-            if p is rx and not rendezvous:
-                time.sleep(0.1)  # let the listener bind; the client's handshake retries cover the rest
-        deadline = started + timeout
-        for p in procs:
-            assert p.popen is not None
-            try:
-                p.rc = p.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        if any(p.rc is None for p in procs):
-            pytest.fail(describe(procs, f"transfer did not finish within {timeout:.0f} s"), pytrace=False)
-    finally:
-        for p in procs:
-            if p.popen is not None and p.popen.poll() is None:
-                p.popen.kill()
-                p.popen.wait()
-    seconds = time.monotonic() - started
-    if rx.rc != 0 or tx.rc != 0:
-        pytest.fail(describe(procs, "a peer exited non-zero"), pytrace=False)
+    seconds = run_processes(procs, listener=None if rendezvous else rx, timeout=timeout)
     return TransferResult(tx, rx, seconds, _read_stats(workdir / "send-stats.jsonl"),
                           _read_stats(workdir / "recv-stats.jsonl"))
 
@@ -337,3 +314,33 @@ def check_transfer(result: TransferResult, input_path: Path, output_path: Path, 
                 problems.append(f"stack/role {s.get('stack')}/{s.get('role')} != {stack}/{role}")
         if problems:
             pytest.fail(describe(procs, f"{role} stats summary: {'; '.join(problems)}: {s}"), pytrace=False)
+
+
+def run_processes(procs: list, listener, timeout: float, what: str = "transfer") -> float:
+    """Starts `procs` in order (pausing after `listener` so that it can bind), waits for all of
+    them within `timeout` s, kills what is left, and fails the test on a timeout or a non-zero
+    exit. Returns the seconds it took."""
+    started = time.monotonic()
+    try:
+        for p in procs:
+            with open(p.stderr_path, "wb") as err:
+                p.popen = subprocess.Popen(p.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+            if p is listener:
+                time.sleep(0.1)  # let the listener bind; the clients' handshake retries cover the rest
+        deadline = started + timeout
+        for p in procs:
+            assert p.popen is not None
+            try:
+                p.rc = p.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        if any(p.rc is None for p in procs):
+            pytest.fail(describe(procs, f"{what} did not finish within {timeout:.0f} s"), pytrace=False)
+    finally:
+        for p in procs:
+            if p.popen is not None and p.popen.poll() is None:
+                p.popen.kill()
+                p.popen.wait()
+    if any(p.rc != 0 for p in procs):
+        pytest.fail(describe(procs, "a peer exited non-zero"), pytrace=False)
+    return time.monotonic() - started

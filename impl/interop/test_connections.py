@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import Net, Proc, describe, pick_port, random_file, sha256_file, stack_binary
+from conftest import Net, Proc, describe, pick_port, random_file, run_processes, sha256_file, stack_binary
 
 N = 3
 # Distinct sizes (not multiples of the 1456-byte payload) so a mix-up shows as a size mismatch.
@@ -44,29 +43,7 @@ def run_many(*, senders: str, receiver: str, net: Net, inputs: list[Path], outdi
         for i, p in enumerate(inputs)
     ]
     procs = [rx, *txs]
-    started = time.monotonic()
-    try:
-        for p in procs:
-            with open(p.stderr_path, "wb") as err:
-                p.popen = subprocess.Popen(p.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-            if p is rx:
-                time.sleep(0.1)  # let the listener bind; the clients' handshake retries cover the rest
-        deadline = started + TIMEOUT_S
-        for p in procs:
-            assert p.popen is not None
-            try:
-                p.rc = p.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        if any(p.rc is None for p in procs):
-            pytest.fail(describe(procs, f"transfers did not finish within {TIMEOUT_S:.0f} s"), pytrace=False)
-    finally:
-        for p in procs:
-            if p.popen is not None and p.popen.poll() is None:
-                p.popen.kill()
-                p.popen.wait()
-    if any(p.rc != 0 for p in procs):
-        pytest.fail(describe(procs, "a peer exited non-zero"), pytrace=False)
+    run_processes(procs, listener=rx, timeout=TIMEOUT_S, what="transfers")
     return procs
 
 
