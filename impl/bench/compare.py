@@ -26,24 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "impl/interop"))
+from netns import Net, create_veth_namespaces, delete_namespaces  # noqa: E402
+
 STACKS = {
     "udt": Path(os.environ.get("UDT_BIN") or REPO / "impl/target/release/udt"),
     "libudt": Path(os.environ.get("LIBUDT_PEER") or REPO / "build/libudt-peer"),
 }
 GOODPUT_TARGET = 2.5
 CPU_TARGET = 0.5
-
-
-@dataclass
-class Net:
-    name: str
-    addr_a: str
-    addr_b: str
-    ns_a: str | None = None
-    ns_b: str | None = None
-
-    def wrap(self, ns: str | None, argv: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", ns, *argv] if ns else argv
 
 
 @dataclass
@@ -61,10 +52,6 @@ class Run:
         return cpu / (size_bytes * 8 / 1e9)
 
 
-def sh(*argv: str) -> None:
-    subprocess.run(argv, check=True, capture_output=True, text=True)
-
-
 class VethNamespaces:
     """Two namespaces joined by a veth pair, deleted on exit even after a failure."""
 
@@ -74,22 +61,11 @@ class VethNamespaces:
 
     def __enter__(self) -> Net:
         n = self.net
-        try:
-            sh("ip", "netns", "add", n.ns_a)
-            sh("ip", "netns", "add", n.ns_b)
-            sh("ip", "link", "add", "veth0", "netns", n.ns_a, "type", "veth", "peer", "name", "veth0", "netns", n.ns_b)
-            for ns, addr in ((n.ns_a, n.addr_a), (n.ns_b, n.addr_b)):
-                sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "veth0")
-                sh("ip", "-n", ns, "link", "set", "veth0", "up")
-                sh("ip", "-n", ns, "link", "set", "lo", "up")
-        except BaseException:
-            self.__exit__()
-            raise
+        create_veth_namespaces(n.ns_a, n.ns_b, n.addr_a, n.addr_b)
         return n
 
     def __exit__(self, *exc: object) -> None:
-        for ns in (self.net.ns_a, self.net.ns_b):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        delete_namespaces([self.net.ns_a, self.net.ns_b])
 
 
 def wait_with_rusage(pid: int, deadline: float) -> tuple[int | None, float]:
