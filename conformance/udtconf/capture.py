@@ -78,18 +78,24 @@ class Capture:
     def _await_sentinel(self, deadline: float) -> None:
         """The tools announce themselves before packets really flow: send sentinel datagrams to a
         captured port until one shows up in the file (readers skip them, see ``SENTINEL``)."""
+        if self._sentinel_recorded(deadline + 3.0):
+            return
+        self.stop()
+        raise RuntimeError("capture started but recorded no sentinel packet")
+
+    def _sentinel_recorded(self, until: float) -> bool:
+        """Sends sentinel datagrams until the capture file grows (True) or `until` passes."""
         base = self.path.stat().st_size
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            while time.monotonic() < deadline + 3.0:
+            while time.monotonic() < until:
                 try:
                     s.sendto(SENTINEL, ("127.0.0.1", self.ports[0]))
                 except OSError:
                     pass
                 time.sleep(0.03)
                 if self.path.stat().st_size > base:
-                    return
-        self.stop()
-        raise RuntimeError("capture started but recorded no sentinel packet")
+                    return True
+        return False
 
     def stop(self) -> None:
         p = self._proc
@@ -98,17 +104,7 @@ class Capture:
         # A closing sentinel: once it is in the file, everything sent before it is too
         # (dumpcap otherwise loses what is still in libpcap's ring at SIGINT).
         if self.path.exists():
-            base = self.path.stat().st_size
-            deadline = time.monotonic() + 2.0
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                while time.monotonic() < deadline:
-                    try:
-                        s.sendto(SENTINEL, ("127.0.0.1", self.ports[0]))
-                    except OSError:
-                        pass
-                    time.sleep(0.03)
-                    if self.path.stat().st_size > base:
-                        break
+            self._sentinel_recorded(time.monotonic() + 2.0)
         try:
             os.killpg(p.pid, signal.SIGINT)
             p.wait(timeout=5)
