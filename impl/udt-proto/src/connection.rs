@@ -372,7 +372,7 @@ impl Connection {
     pub fn peer_closed(&self) -> bool {
         self.peer_closed
     }
-    /// The handshake this connection answered with, if it was accepted by a listener.
+    /// Our current handshake: the request while connecting, the response once accepted.
     pub fn handshake(&self) -> &Handshake {
         &self.hs
     }

@@ -5,7 +5,7 @@
 //! packet path neither allocates nor copies more than once. The slot of sequence number `s`
 //! is found by its offset from the oldest unacknowledged packet.
 
-use crate::seq::{MsgNo, SeqNo};
+use crate::seq::MsgNo;
 use crate::wire::Boundary;
 
 #[derive(Debug)]
@@ -149,11 +149,6 @@ impl SendBuffer {
         }
         Some((first, last))
     }
-}
-
-/// Sequence number `base + offset`.
-pub fn seq_at(base: SeqNo, offset: usize) -> SeqNo {
-    base.add(offset as u32)
 }
 
 #[cfg(test)]
