@@ -42,6 +42,9 @@ const INITIAL_RTT: u32 = 100_000;
 const INITIAL_RTT_VAR: u32 = 50_000;
 /// The minimum EXP period per EXPCount (§9.4).
 const MIN_EXP: u64 = 300_000;
+/// With no packet from the peer, 4.11 evaluates a connection's timers only once it has gone
+/// this long unchecked (§9, §14 row 18); see `Connection::check_ack_timer`.
+pub const IDLE_CHECK: u64 = 100_000;
 
 /// Why a connection attempt failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +155,8 @@ struct Receiver {
     ack_no: AckNo,
     last_ack_time: Option<u64>,
     next_ack_time: u64,
+    /// When the ACK timer was last evaluated: at the last packet from the peer or idle check.
+    last_check: u64,
     pkt_count: u32,
     light_ack_count: u32,
     loss: RcvLossList,
@@ -322,6 +327,7 @@ impl Connection {
             ack_no: AckNo::new(0),
             last_ack_time: None,
             next_ack_time: now + SYN,
+            last_check: now,
             pkt_count: 0,
             light_ack_count: 1,
             loss: RcvLossList::new(self.config.flight_flag_size),
@@ -563,7 +569,8 @@ impl Connection {
                 }
             }
         }
-        self.handle_timeout(now);
+        // 4.11 checks the connection's timers right after every packet from the peer (§9).
+        self.run_timers(now, true);
     }
 
     fn on_handshake(&mut self, now: u64, h: &Handshake) {
@@ -869,7 +876,9 @@ impl Connection {
             State::Connected if self.awaiting_peer => Some(self.exp_deadline()),
             State::Connected => {
                 let rcv = self.rcv.as_ref().expect("connected");
-                let mut t = rcv.next_ack_time.min(self.exp_deadline());
+                // The ACK timer is only looked at when a packet arrives or at the idle check.
+                let ack_check = rcv.next_ack_time.max(rcv.last_check.saturating_add(IDLE_CHECK));
+                let mut t = ack_check.min(self.exp_deadline());
                 if self.config.periodic_nak && !rcv.loss.is_empty() {
                     t = t.min(rcv.next_nak_time);
                 }
@@ -912,8 +921,15 @@ impl Connection {
         Some(t)
     }
 
-    /// Runs the ACK, NAK, EXP, handshake and linger timers that are due.
+    /// Runs the ACK, NAK, EXP, handshake and linger timers that are due. The ACK timer is
+    /// otherwise checked after each packet from the peer; here only at the idle check
+    /// ([`IDLE_CHECK`] after the last check), as in 4.11.
     pub fn handle_timeout(&mut self, now: u64) {
+        self.run_timers(now, false);
+    }
+
+    /// `after_packet`: called right after a packet from the peer was processed.
+    fn run_timers(&mut self, now: u64, after_packet: bool) {
         match self.state {
             State::Done => {}
             State::Connecting => {
@@ -926,7 +942,7 @@ impl Connection {
                     self.check_exp_timer(now);
                     return;
                 }
-                self.check_ack_timer(now);
+                self.check_ack_timer(now, after_packet);
                 self.check_nak_timer(now);
                 self.check_exp_timer(now);
                 if self.close_deadline.is_some() {
@@ -936,8 +952,19 @@ impl Connection {
         }
     }
 
-    fn check_ack_timer(&mut self, now: u64) {
+    /// §9.2–§9.3. As in 4.11 (§9, §14 row 18), the ACK timer is evaluated right after a
+    /// packet from the peer, or when none arrived for [`IDLE_CHECK`] — never on a bare 10 ms
+    /// timer. So a timer ACK leaves with the first packet after the ACK period: more than SYN
+    /// after the previous one (the sender's rate control runs at most once per SYN, §12.3, and
+    /// would drop about half of ACKs spaced exactly SYN apart once the path adds any jitter),
+    /// and in a slow start whose bursts leave idle gaps it is clocked by the arrivals (an
+    /// ACK2, the next burst) as 4.11's is.
+    fn check_ack_timer(&mut self, now: u64, after_packet: bool) {
         let rcv = self.rcv.as_mut().expect("connected");
+        if !after_packet && now < rcv.last_check.saturating_add(IDLE_CHECK) {
+            return;
+        }
+        rcv.last_check = now;
         if now >= rcv.next_ack_time {
             self.send_ack(now, false);
             let rcv = self.rcv.as_mut().expect("connected");

@@ -85,6 +85,9 @@ struct Link {
     busy_until: u64,
     /// Departure times of queued packets (for the DropTail limit).
     queued: VecDeque<u64>,
+    /// See [`Pair::set_late_release`]: 0 = deliver on time.
+    release_every_us: u64,
+    last_release: u64,
 }
 
 /// Drop filter: return `true` to drop the datagram.
@@ -115,7 +118,7 @@ impl Pair {
     }
 
     pub fn asymmetric(seed: u64, a_to_b: LinkConfig, b_to_a: LinkConfig) -> Pair {
-        let mk = |c| Link { config: c, busy_until: 0, queued: VecDeque::new() };
+        let mk = |c| Link { config: c, busy_until: 0, queued: VecDeque::new(), release_every_us: 0, last_release: 0 };
         Pair {
             now: 1_000_000,
             a: Endpoint::new(seed.wrapping_mul(3).wrapping_add(1)),
@@ -135,6 +138,13 @@ impl Pair {
 
     pub fn link_mut(&mut self, dir: Dir) -> &mut LinkConfig {
         &mut self.links[dir as usize].config
+    }
+
+    /// Makes `dir` deliver like a link emulator that gets the CPU only every `every_us`: what
+    /// fell due meanwhile arrives in one burst, 2 µs apart (`udt-linkem`'s `bunched` frames on
+    /// a busy machine). 0 restores on-time delivery.
+    pub fn set_late_release(&mut self, dir: Dir, every_us: u64) {
+        self.links[dir as usize].release_every_us = every_us;
     }
 
     fn random(&mut self) -> f64 {
@@ -199,6 +209,11 @@ impl Pair {
             return;
         }
         let mut arrive = depart + cfg.delay_us;
+        let link = &mut self.links[dir as usize];
+        if link.release_every_us > 0 {
+            arrive = (arrive.div_ceil(link.release_every_us) * link.release_every_us).max(link.last_release + 2);
+            link.last_release = arrive;
+        }
         if cfg.reorder > 0.0 && self.random() < cfg.reorder {
             arrive += cfg.reorder_us;
         }

@@ -1,8 +1,10 @@
 //! Protocol behaviour on the virtual-clock harness (`udt_proto::sim`): each test is named
 //! after the behaviour it checks and cites the section of UDT4.md that requires it.
 
-use udt_proto::config::ConnectionConfig;
-use udt_proto::connection::{BrokenReason, Event};
+use std::collections::HashSet;
+
+use udt_proto::config::{CcChoice, ConnectionConfig};
+use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK, SYN};
 use udt_proto::seq::SeqNo;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
 use udt_proto::wire::{self, req_type, Ack, Control, Repr};
@@ -25,6 +27,16 @@ fn data_seqs(p: &Pair, dir: Dir) -> Vec<(u64, SeqNo, bool)> {
         .filter(|t| t.dir == dir)
         .filter_map(|t| match t.repr()? {
             Repr::Data { header, .. } => Some((t.time, header.seq, t.dropped)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every ACK sent in `dir`, with its send time.
+fn acks_sent(p: &Pair, dir: Dir) -> Vec<(u64, Ack)> {
+    p.controls(dir)
+        .filter_map(|(t, c)| match c {
+            Control::Ack(a) => Some((t.time, a)),
             _ => None,
         })
         .collect()
@@ -149,13 +161,7 @@ fn full_ack_every_syn_while_data_flows_and_ack2_echoes_it() {
     let (_c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
     assert_eq!(got.len(), data.len());
     p.run_for(1_000_000); // let the last ACKs be answered
-    let acks: Vec<(u64, Ack)> = p
-        .controls(Dir::BtoA)
-        .filter_map(|(t, c)| match c {
-            Control::Ack(a) => Some((t.time, a)),
-            _ => None,
-        })
-        .collect();
+    let acks = acks_sent(&p, Dir::BtoA);
     let full: Vec<u64> = acks.iter().filter(|(_, a)| matches!(a, Ack::Full { .. })).map(|(t, _)| *t).collect();
     assert!(full.len() > 50, "{} full ACKs", full.len());
     // §8.3/§9.2: while data flows, consecutive full ACKs are about SYN (10 ms) apart.
@@ -492,4 +498,55 @@ fn draft_mode_resends_the_whole_loss_list_when_a_nak_is_lost() {
     assert!(naks[1].0 - naks[0].0 >= 300_000);
     let retx = data_seqs(&p, Dir::AtoB).iter().filter(|(_, s, _)| *s == lost).count();
     assert_eq!(retx, 2, "sent once, lost, retransmitted once after the periodic NAK");
+}
+
+#[test]
+fn timer_ack_leaves_with_the_first_packet_after_the_ack_period() {
+    // §9, §14 row 18: 4.11 looks at the ACK timer right after each packet from the peer, so a
+    // timer ACK goes out with the first packet after the 10 ms period, more than SYN after the
+    // previous one (the sender's rate control acts at most once per SYN, §12.3). A packet
+    // every 3 ms (and ACK2s 14 ms after their ACKs): full ACKs 12 ms apart, each sent as a
+    // packet arrives.
+    let delay = 7_000;
+    let mut p = Pair::new(21, LinkConfig { delay_us: delay, ..Default::default() });
+    let config = ConnectionConfig { cc: CcChoice::FixedRate { period_us: 3_000.0 }, ..Default::default() };
+    let data = pattern(300 * 1456, 21);
+    let (_c, _s, got) = transfer(&mut p, config, &data, 10_000_000);
+    assert_eq!(got.len(), data.len());
+    let arrivals: HashSet<u64> = p.trace.iter().filter(|t| t.dir == Dir::AtoB && !t.dropped).map(|t| t.time + delay).collect();
+    let last_data = data_seqs(&p, Dir::AtoB).last().map(|d| d.0 + delay).unwrap();
+    let full: Vec<u64> = p
+        .controls(Dir::BtoA)
+        .filter(|(t, c)| matches!(c, Control::Ack(Ack::Full { .. })) && t.time <= last_data)
+        .map(|(t, _)| t.time)
+        .collect();
+    assert!(full.len() > 50, "{} full ACKs", full.len());
+    for &t in &full {
+        assert!(arrivals.contains(&t), "full ACK at {t} µs with no packet from the peer arriving then");
+    }
+    for w in full[1..].windows(2) {
+        let gap = w[1] - w[0];
+        assert!(gap > SYN && gap <= SYN + 3_000, "full ACKs {gap} µs apart");
+    }
+}
+
+#[test]
+fn ack_waits_for_the_idle_check_when_no_packet_follows_the_ack_period() {
+    // §9, §16: when nothing arrives after the ACK period, 4.11 sends the ACK at its idle check,
+    // IDLE_CHECK (100 ms) after the connection was last looked at ("the first ACK after a
+    // 16-packet slow-start burst arrives ~100 ms later").
+    let delay = 5_000;
+    let mut p = Pair::new(22, LinkConfig { delay_us: delay, ..Default::default() });
+    let (c, _s) = p.connect(ConnectionConfig::default());
+    let data = pattern(16 * 1456, 22);
+    assert_eq!(p.a.connection_mut(c).unwrap().send(p.now, &data), data.len());
+    p.run_for(250_000);
+    let sent = data_seqs(&p, Dir::AtoB);
+    assert_eq!(sent.len(), 16, "one burst of 16 full-sized packets (the initial window)");
+    let (last_sent, last_seq, _) = *sent.last().unwrap();
+    let acks = acks_sent(&p, Dir::BtoA);
+    let (t_ack, _) = *acks.iter().find(|(_, a)| a.ack() == last_seq.next()).expect("the burst is acknowledged");
+    let last_rx = p.trace.iter().filter(|t| t.dir == Dir::AtoB && t.time + delay <= t_ack).map(|t| t.time + delay).max().unwrap();
+    assert_eq!(t_ack, last_rx + IDLE_CHECK, "ACK at the idle check, not SYN after the previous one");
+    assert!(acks.iter().all(|(t, _)| *t <= last_sent + delay || *t >= t_ack), "no ACK between the burst and the idle check");
 }
