@@ -8,6 +8,9 @@
 //! closer together than `spin` and the thread simply runs.
 //!
 //! Counters are published to a [`DirectionStats`] of atomics that the stats writer reads.
+//! A thread that gets the CPU late releases what fell due meanwhile in one burst; such frames
+//! are counted as `bunched` ([`Spacing`]), because a receiver that times arrivals (UDT's
+//! arrival speed, §10.1 of the spec) then sees a faster link than the emulated one.
 
 use crate::afpacket::{PacketSocket, Received, RecvBatch, SendBatch};
 use crate::clock::{now_ns, tighten_timer_slack};
@@ -60,6 +63,35 @@ pub struct DirectionStats {
     pub late_sum_ns: AtomicU64,
     pub late_count: AtomicU64,
     pub late_max_ns: AtomicU64,
+    /// Frames that left less than half their scheduled spacing after the previous frame
+    /// (cumulative): released in a late burst. See [`Spacing`].
+    pub bunched: AtomicU64,
+}
+
+/// Tells which released frames were bunched: handed to the kernel less than half their
+/// scheduled spacing after the frame before them. The bottleneck spaces back-to-back frames
+/// by their serialization time (121 µs for 1514 bytes at 100 Mbit/s); a release that comes
+/// late and then catches up sends frames closer together than that, so whoever measures the
+/// spacing at the far end (UDT's arrival speed and packet pairs) sees a faster link.
+/// Jitter of a few µs around the due times does not count, nor do frames that arrived
+/// back to back on a link without a rate (their scheduled spacing is already ~0).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Spacing {
+    /// (due, released) of the previous frame.
+    prev: Option<(u64, u64)>,
+}
+
+impl Spacing {
+    /// Records a frame due at `due` and released at `released` (ns, non-decreasing);
+    /// true if it left bunched with the previous one.
+    pub fn bunched(&mut self, due: u64, released: u64) -> bool {
+        let b = match self.prev {
+            Some((pd, pr)) => released.saturating_sub(pr) < due.saturating_sub(pd) / 2,
+            None => false,
+        };
+        self.prev = Some((due, released));
+        b
+    }
 }
 
 /// Runs one direction until `stop` is set. Frames still in flight then are discarded.
@@ -80,6 +112,7 @@ pub fn run(
     let max_frame = tx.max_frame();
     let mut warned_oversize = false;
     let mut warned_recv = false;
+    let mut spacing = Spacing::default();
 
     while !stop.load(Relaxed) {
         // Take in what is ready, stamped with the time it was read — at most a few batches,
@@ -141,6 +174,9 @@ pub fn run(
                 stats.late_sum_ns.fetch_add(late, Relaxed);
                 stats.late_count.fetch_add(1, Relaxed);
                 stats.late_max_ns.fetch_max(late, Relaxed);
+                if spacing.bunched(due, now) {
+                    stats.bunched.fetch_add(1, Relaxed);
+                }
                 out.push(f);
             }
             if out.is_empty() {
@@ -197,5 +233,48 @@ fn oversize(
              ethtool -K IFACE tso off gso off gro off",
             rx.iface, tx.iface, tx.mtu
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Spacing;
+
+    const TX: u64 = 121_120; // 1514 bytes at 100 Mbit/s, ns
+
+    #[test]
+    fn frames_released_on_time_are_not_bunched_despite_jitter() {
+        let mut s = Spacing::default();
+        let jitter = [0, 4_000, 1_000, 9_000, 0, 3_000];
+        let n = jitter
+            .iter()
+            .enumerate()
+            .filter(|&(i, &j)| s.bunched(i as u64 * TX, i as u64 * TX + j))
+            .count();
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn frames_caught_up_after_a_late_wakeup_count_as_bunched() {
+        // Frames 1..=8 fell due while the thread was off the CPU for 1 ms; it sends them
+        // back to back (2 µs apart) when it runs again: all but the first of the burst,
+        // which still left more than half its spacing after frame 0, are bunched.
+        let mut s = Spacing::default();
+        assert!(!s.bunched(0, 0));
+        let wake = 1_000_000;
+        let got: Vec<bool> = (1..=8u64)
+            .map(|i| s.bunched(i * TX, wake + i * 2_000))
+            .collect();
+        assert_eq!(got, [false, true, true, true, true, true, true, true]);
+        // Caught up: frame 9 leaves at its due time, 74 µs after the burst's last frame.
+        assert!(!s.bunched(9 * TX, 9 * TX));
+    }
+
+    #[test]
+    fn back_to_back_arrivals_on_a_link_without_rate_are_not_bunched() {
+        let mut s = Spacing::default();
+        assert!(!s.bunched(1_000, 1_500));
+        assert!(!s.bunched(1_000, 1_600));
+        assert!(!s.bunched(1_001, 1_700));
     }
 }

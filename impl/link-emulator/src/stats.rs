@@ -5,13 +5,14 @@
 //!  "a_to_b":{"frames_in":..,"frames_out":..,"bytes_in":..,"bytes_out":..,"dropped_queue":..,
 //!            "dropped_loss":..,"dropped_oversize":..,"send_errors":..,"in_flight":..,
 //!            "queue_frames":..,"queue_delay_avg_us":..,"queue_delay_max_us":..,
-//!            "late_avg_us":..,"late_max_us":..},
+//!            "bunched":..,"late_avg_us":..,"late_max_us":..},
 //!  "b_to_a":{...}}
 //! ```
 //! Counters and CPU times are cumulative since start; `in_flight`/`queue_frames` are gauges;
 //! the `*_avg_us`/`*_max_us` pairs cover the interval since the previous line. `late_*` is
 //! how far after its due time a frame was handed to the kernel — the emulator's own timing
-//! error.
+//! error; `bunched` (cumulative) counts the frames that error squeezed against the frame before
+//! them ([`crate::forwarder::Spacing`]).
 
 use crate::forwarder::DirectionStats;
 use std::fmt::Write;
@@ -57,7 +58,7 @@ fn direction(s: &mut String, d: &DirectionStats) {
         s,
         "{{\"frames_in\":{},\"frames_out\":{},\"bytes_in\":{},\"bytes_out\":{},\"dropped_queue\":{},\
          \"dropped_loss\":{},\"dropped_oversize\":{},\"send_errors\":{},\"in_flight\":{},\"queue_frames\":{},\
-         \"queue_delay_avg_us\":{:.1},\"queue_delay_max_us\":{:.1},\"late_avg_us\":{:.1},\"late_max_us\":{:.1}}}",
+         \"queue_delay_avg_us\":{:.1},\"queue_delay_max_us\":{:.1},\"bunched\":{},\"late_avg_us\":{:.1},\"late_max_us\":{:.1}}}",
         d.frames_in.load(Relaxed),
         d.frames_out.load(Relaxed),
         d.bytes_in.load(Relaxed),
@@ -70,6 +71,7 @@ fn direction(s: &mut String, d: &DirectionStats) {
         d.queue_frames.load(Relaxed),
         avg_us(qsum, qn),
         qmax as f64 / 1e3,
+        d.bunched.load(Relaxed),
         avg_us(lsum, ln),
         lmax as f64 / 1e3,
     );
@@ -87,17 +89,18 @@ mod tests {
         a.late_sum_ns.store(3000, Relaxed);
         a.late_count.store(3, Relaxed);
         a.late_max_ns.store(2000, Relaxed);
+        a.bunched.store(2, Relaxed);
         let l1 = take_line(1.0, false, (0.5, 0.25), &a, &b);
         assert!(
             l1.starts_with("{\"t_s\":1.000,\"final\":false,\"cpu_user_s\":0.500"),
             "{l1}"
         );
         assert!(l1.contains("\"a_to_b\":{\"frames_in\":3,"));
-        assert!(l1.contains("\"late_avg_us\":1.0,\"late_max_us\":2.0}"));
+        assert!(l1.contains("\"bunched\":2,\"late_avg_us\":1.0,\"late_max_us\":2.0}"));
         let l2 = take_line(2.0, true, (0.5, 0.25), &a, &b);
         assert!(
             l2.contains("\"frames_in\":3,")
-                && l2.contains("\"late_avg_us\":0.0,\"late_max_us\":0.0}")
+                && l2.contains("\"bunched\":2,\"late_avg_us\":0.0,\"late_max_us\":0.0}")
         );
         assert!(l2.ends_with("}}"));
     }
