@@ -20,16 +20,17 @@ CASES  ?=
 FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
-.PHONY: help setup build build-rust test test-rust test-interop test-conformance test-testbed-gating \
-        testbed test-testbed testbed-cleanup bench fuzz conformance clean
+.PHONY: help setup build build-rust test test-rust test-interop test-conformance \
+        testbed testbed-image test-testbed testbed-cleanup bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
 	@echo "make build        cargo build --release (impl/) and $(LIBUDT_PEER)"
-	@echo "make test         setup + build + cargo tests + interop tests + conformance tests"
-	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= STACKS=)"
+	@echo "make test         setup + build + cargo tests + interop + conformance + testbed tests (with quick profiles)"
+	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= STACKS= RUNTIME=netns|docker)"
+	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
 	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
-	@echo "make testbed-cleanup  remove every udtb-* namespace and the processes in it"
+	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
 	@echo "make bench        goodput and CPU: our udt vs libudt, then the loss_list bench"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "make conformance  the conformance suite (STACKS=..., CASES=... passed through)"
@@ -51,7 +52,7 @@ $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
 
 test: setup build
-	@$(MAKE) --no-print-directory -k test-rust test-interop test-conformance test-testbed-gating
+	@$(MAKE) --no-print-directory -k test-rust test-interop test-conformance test-testbed
 
 test-rust:
 	@echo "==> test: cargo test --release (impl/)"
@@ -76,27 +77,38 @@ DURATION    ?= 20
 BACKEND     ?= auto
 CALIBRATION ?= refuse
 INFLUX      ?= local
+# Where the stacks run on the topology hosts: netns (processes in the hosts' namespaces) or
+# docker (a container each, image TESTBED_IMAGE, optionally pinned to CPUSET, e.g. CPUSET=1).
+RUNTIME       ?= netns
+TESTBED_IMAGE ?= udtbed-stacks
+CPUSET        ?=
 TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' \
                --backend '$(BACKEND)' --calibration '$(CALIBRATION)' --influx '$(INFLUX)' \
-               $(if $(STACKS),--stacks '$(STACKS)')
+               --runtime '$(RUNTIME)' $(if $(STACKS),--stacks '$(STACKS)') \
+               $(if $(filter docker,$(RUNTIME)),--image '$(TESTBED_IMAGE)' $(if $(CPUSET),--cpuset '$(CPUSET)'))
 
-testbed: setup build
+testbed: setup build $(if $(filter docker,$(RUNTIME)),testbed-image)
 	@echo "==> testbed: $(EXPERIMENTS) at scale $(SCALE), $(DURATION) s per stack (python -m udtbed run)"
 	$(PYTHON) -m udtbed run $(TESTBED_ARGS)
 
+# Base image first where no registry has it (docker/build-base.sh: debootstrap, once), then the
+# stacks' image from the repository root (.dockerignore lets in only the files it copies). Each
+# copied file's sha256 is a label (udtbed.runtime.IMAGE_FILES), so the runtime refuses a stale image.
+testbed-image: build
+	@docker/build-base.sh
+	@echo "==> testbed-image: $(TESTBED_IMAGE) (docker/Dockerfile.stacks)"
+	@docker build -f docker/Dockerfile.stacks -t '$(TESTBED_IMAGE)' \
+	  $$($(PYTHON) -c 'from udtbed.runtime import image_label_args; print(*image_label_args())') . \
+	  >build/testbed-image.log 2>&1 || { tail -n 30 build/testbed-image.log >&2; exit 1; }
+
+# The quick profiles (-m profile) hold each topology to the papers' bands, as UDT 4.11 can
+# meet them (docs/testbed.md); `make test` gates on them.
 test-testbed:
 	@echo "==> test: testbed (topology files, quick profiles, cleanup, dashboards)"
 	cd testbed && ../$(PYTHON) -m pytest tests
 
-# What `make test` gates on: topology files, cleanup, dashboards against a live influxd.
-# The quick profiles (-m profile) do not gate yet: UDT 4.11's dynamics miss several of the
-# papers' bands in their short runs, for libudt and ours alike (see docs/testbed.md).
-test-testbed-gating:
-	@echo "==> test: testbed without the quick profiles (topology files, cleanup, dashboards)"
-	cd testbed && ../$(PYTHON) -m pytest tests -m "not profile"
-
 testbed-cleanup:
-	$(PYTHON) -m udtbed cleanup
+	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all)
 
 bench: setup build
 	@echo "==> bench: goodput and CPU per Gb, ours vs libudt (impl/bench/compare.py)"

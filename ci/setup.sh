@@ -20,6 +20,7 @@ APT_PACKAGES=(
   libudt-dev g++ make                     # the libudt reference peer
   tshark tcpdump                          # captures (conformance)
   iperf3 iproute2 iputils-ping bridge-utils ethtool mininet   # testbed
+  strace                                  # testbed: the netem request tc sends (test_netem_commands)
   influxdb jq                             # metrics
   python3-venv
 )

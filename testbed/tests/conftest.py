@@ -1,9 +1,21 @@
 import os
 import shutil
+import subprocess
 
 import pytest
 
-from udtbed import network
+from udtbed import network, runtime
+
+
+def docker_unusable() -> str | None:
+    """Why Docker cannot run containers here, or None."""
+    if shutil.which("docker") is None:
+        return "docker is not installed"
+    try:
+        p = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "the Docker daemon does not answer"
+    return None if p.returncode == 0 else f"the Docker daemon is not running ({p.stderr.strip()[:120]})"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -12,12 +24,20 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "needs_root" in item.keywords:
                 item.add_marker(skip)
+    if any("needs_docker" in item.keywords for item in items) and (why := docker_unusable()):
+        skip = pytest.mark.skip(reason=f"needs Docker: {why}")
+        for item in items:
+            if "needs_docker" in item.keywords:
+                item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)
 def no_leftover_namespaces(request):
-    """Every root test must leave none of its namespaces behind."""
+    """Every root test must leave none of its namespaces (nor containers) behind."""
     yield
+    if "needs_docker" in request.keywords and os.geteuid() == 0:
+        boxes = runtime.cleanup_containers(f"{network.PREFIX}{os.getpid()}-")
+        assert not boxes, f"containers left behind: {boxes}"
     if "needs_root" in request.keywords and os.geteuid() == 0:
         mine = network.list_namespaces(f"{network.PREFIX}{os.getpid()}-")
         network.cleanup(f"{network.PREFIX}{os.getpid()}-")
@@ -26,3 +46,12 @@ def no_leftover_namespaces(request):
 
 def have_linkem() -> bool:
     return network.LINKEM.exists() and shutil.which("ip") is not None
+
+
+def root_links() -> set[str]:
+    """Names of the veths and bridges in the root namespace (a topology must add none)."""
+    out = set()
+    for kind in ("veth", "bridge"):
+        p = subprocess.run(["ip", "-o", "link", "show", "type", kind], capture_output=True, text=True, check=True)
+        out |= {line.split(":")[1].strip().split("@")[0] for line in p.stdout.splitlines()}
+    return out

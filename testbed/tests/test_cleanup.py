@@ -1,4 +1,5 @@
-"""Ctrl-C (or TERM) mid-run leaves no namespace, process or qdisc behind; the next run works."""
+"""Ctrl-C (or TERM) mid-run leaves no namespace, process or qdisc behind; after a kill -9,
+`udtbed cleanup` removes what is left by name. Either way the next run works."""
 
 import os
 import signal
@@ -8,6 +9,7 @@ import time
 
 import pytest
 
+from conftest import root_links
 from udtbed import network
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
@@ -62,13 +64,48 @@ def test_interrupt_leaves_nothing_and_next_run_works(tmp_path, sig):
     assert network.list_namespaces(prefix) == []
     time.sleep(0.5)
     assert processes_in(inodes) == []
-    # The next run works (calibration only).
+    assert_next_run_works()
+
+
+def assert_next_run_works():
+    """A calibration run builds and calibrates chicago-ottawa."""
     r = subprocess.run([sys.executable, "-m", "udtbed", "calibrate", str(network.REPO / "topologies/chicago-ottawa.toml"),
                         "chicago", "ottawa"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_cleanup_removes_a_killed_runs_namespaces_and_processes(tmp_path):
+    """kill -9 of the runner: no Python unwinds anything, so the namespaces (with the stacks,
+    the emulators and Mininet's node shells in them) stay until `udtbed cleanup` removes them
+    by name; nothing was ever in the root namespace."""
+    before = root_links()
+    p = spawn_run(tmp_path)
+    wait_for_transfer(p)
+    prefix = f"{network.PREFIX}{p.pid}-"
+    names = network.list_namespaces(prefix)
+    inodes = netns_inodes(prefix)
+    assert names and processes_in(inodes)
+    assert any(network.is_node_shell(pid) for pid in processes_in(inodes)), "Mininet node shells"
+    assert root_links() == before
+    p.kill()
+    p.wait(timeout=10)
+    p.stdout.close()
+    time.sleep(0.5)
+    assert sorted(network.list_namespaces(prefix)) == sorted(names)
+    assert processes_in(inodes), "the stacks and emulators outlive a killed runner"
+    r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup", "--prefix", prefix],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert all(ns in r.stdout for ns in names), r.stdout
+    assert network.list_namespaces(prefix) == []
+    time.sleep(0.5)
+    assert processes_in(inodes) == []
+    assert root_links() == before
+    assert_next_run_works()
+
+
 def test_cleanup_command_removes_only_prefixed_namespaces():
+    # --prefix keeps this test off the udtb-* namespaces of runs going on beside it.
     other = f"udtz-{os.getpid()}"
     mine = f"{network.PREFIX}{os.getpid()}-stray"
     subprocess.run(["ip", "netns", "add", other], check=True)
@@ -76,11 +113,34 @@ def test_cleanup_command_removes_only_prefixed_namespaces():
     try:
         sleeper = subprocess.Popen(["ip", "netns", "exec", mine, "sleep", "300"])
         time.sleep(0.2)
-        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup"], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup", "--prefix", f"{network.PREFIX}{os.getpid()}-"],
+                           capture_output=True, text=True)
         assert mine in r.stdout
         assert mine not in network.list_namespaces()
         assert other in network.list_namespaces("udtz-")
         assert sleeper.wait(timeout=5) != 0
+        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup", "--prefix", "udtz-"], capture_output=True, text=True)
+        assert r.returncode == 2 and other in network.list_namespaces("udtz-"), r.stderr
     finally:
         subprocess.run(["ip", "netns", "del", other])
         subprocess.run(["ip", "netns", "del", mine], capture_output=True)
+
+
+def test_cleanup_keeps_live_runs_and_removes_dead_ones():
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead_pid = gone.pid
+    assert not os.path.exists(f"/proc/{dead_pid}")
+    live = f"{network.PREFIX}{os.getpid()}-live"
+    dead = f"{network.PREFIX}{dead_pid}-dead"
+    for ns in (live, dead):
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert dead not in network.list_namespaces() and dead in r.stdout
+        assert live in network.list_namespaces(), "a live run's namespace was removed"
+        assert "--all" in r.stdout and live in r.stdout
+    finally:
+        for ns in (live, dead):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)

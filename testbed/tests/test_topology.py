@@ -1,9 +1,15 @@
-"""Topology files: the shipped ones load; bad ones fail naming file, line and what is wrong."""
+"""Topology files: the shipped ones load; bad ones fail naming file, line and what is wrong.
+A built topology is made of Mininet nodes and has the configured delays."""
 
+import importlib.machinery
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from udtbed import network
 from udtbed.topology import TopologyError, load
 
 TOPOLOGIES = sorted((Path(__file__).resolve().parents[2] / "topologies").glob("*.toml"))
@@ -76,3 +82,55 @@ def test_loop_without_stp_is_rejected(tmp_path):
         f'[[link]]\nends = ["{a}", "{b}"]\n' for a, b in (("s1", "s2"), ("s2", "s1")))
     with pytest.raises(TopologyError, match="closes a loop"):
         load(write(tmp_path, text))
+
+
+def test_mininet_is_loaded_alone_from_debians_package():
+    """From the venv, only the mininet package comes from dist-packages; without it, a clear error."""
+    if importlib.machinery.PathFinder.find_spec("mininet") is not None:
+        pytest.skip("this interpreter imports mininet from its own sys.path")
+    code = ("import sys; from udtbed import network; network.mininet(); site = str(network.MININET_SITE); "
+            "print(site not in sys.path, sorted({m.split('.')[0] for m, v in list(sys.modules.items()) "
+            "if (getattr(v, '__file__', '') or '').startswith(site)}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "['mininet']"], r.stdout
+    code = "from udtbed import network; network.mininet()"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1],
+                       env={**os.environ, "UDTBED_MININET_SITE": "/nonexistent"})
+    assert r.returncode != 0 and "MininetMissing" in r.stderr and "make setup" in r.stderr, r.stderr
+
+
+def shell_argv(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().split("\0")[:-1]
+
+
+@pytest.mark.needs_root
+@pytest.mark.slow
+def test_nodes_are_mininet_nodes_and_hosts_see_the_configured_rtt(tmp_path):
+    """chicago-ottawa at scale 0.1: each node is a Mininet node (its shell runs in the named
+    namespace), interfaces carry the configured names, nothing lands in the root namespace,
+    and a ping through the emulated link takes the configured 16 ms."""
+    from conftest import root_links
+    from udtbed.calibrate import ping
+    from udtbed.network import Network
+
+    if not network.LINKEM.exists():
+        pytest.skip(f"{network.LINKEM} is not built")
+    before = root_links()
+    topo = load(Path(TOPOLOGIES[0]).parent / "chicago-ottawa.toml")
+    with Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net:
+        router = net.router_ns(topo.links[0])
+        expect = {net.ns("chicago"): {"data"}, net.ns("ottawa"): {"data"}, router: {"ra", "rb"}}
+        for ns, ifnames in expect.items():
+            node = net.nodes[ns]
+            pids = [int(p) for p in network.sh("ip", "netns", "pids", ns).stdout.split()]
+            assert node.pid in pids and network.is_node_shell(node.pid), (ns, pids)
+            assert shell_argv(node.pid)[-1] == f"mininet:{ns}"
+            links = network.sh("ip", "-o", "link", "show", ns=ns).stdout
+            assert ifnames <= {l.split(":")[1].strip().split("@")[0] for l in links.splitlines()}, links
+        assert net.link_specs[0]["built_by"].startswith("mininet ")
+        assert root_links() == before
+        median, _ = ping(net, "chicago", "ottawa")
+        assert median is not None and abs(median - 16.0) <= 1.0, median
+    assert network.list_namespaces(f"{network.PREFIX}{net.tag}-") == []
+    assert root_links() == before

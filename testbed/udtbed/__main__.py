@@ -3,15 +3,17 @@
     udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|auto]
                [--duration 20] [--stacks udt,libudt,tcp-cubic,tcp-bbr] [--backend auto]
                [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
+               [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS]
     udtbed check topologies/*.toml     validate topology files (file:line: error)
     udtbed calibrate TOPO SRC DST [--scale S]
-    udtbed cleanup                     remove every udtb-* namespace and the processes in it
+    udtbed cleanup [--prefix udtb-PID-] [--all]   remove the udtb-* namespaces and containers of runs that are gone
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import os
 import signal
@@ -20,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import network
+from . import network, runtime
 from .calibrate import calibrate
 from .experiments import EXPERIMENTS, TOPOLOGIES, CalibrationError, Run, run_experiment
 from .influx import InfluxWriter, LocalInfluxd
@@ -44,12 +46,10 @@ def _commit() -> str:
 
 
 def stale_cleanup(log=print) -> None:
-    """Remove namespaces left by runs whose process is gone (udtb-<pid>-...)."""
-    for ns in network.list_namespaces():
-        parts = ns.split("-")
-        if len(parts) > 1 and parts[1].isdigit() and not Path(f"/proc/{parts[1]}").exists():
-            log(f"removing stale namespace {ns}")
-            network.kill_namespace(ns)
+    """Remove containers and namespaces left by runs whose process is gone (udtb-<pid>-...)."""
+    boxes, namespaces = runtime.cleanup_run(live=False)
+    for name in boxes + namespaces:
+        log(f"removed stale {'container' if name in boxes else 'namespace'} {name}")
 
 
 def choose_scale(requested: str, backend: str, log) -> tuple[float, str]:
@@ -90,6 +90,15 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not stacks:
         print("udtbed: no stack available", file=sys.stderr)
         return 1
+    host_runtime, image = runtime.NamespaceRuntime, None
+    if a.runtime == "docker":
+        try:
+            image = runtime.StacksImage.resolve(a.image)
+        except runtime.DockerError as e:
+            print(f"udtbed: docker runtime: {e}", file=sys.stderr)
+            return 2
+        host_runtime = functools.partial(runtime.DockerRuntime, image=image, cpuset=a.cpuset)
+        print(f"host runtime: docker, image {image.name} ({image.id}){f', cpuset {a.cpuset}' if a.cpuset else ''}")
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
     stale_cleanup()
@@ -114,24 +123,27 @@ def cmd_run(a: argparse.Namespace) -> int:
     meta = {"run_id": run_id, "commit": _commit(), "backend": backend, "backend_reason": backend_why,
             "experiments": names, "stacks": [s.name for s in stacks], "duration_s": a.duration,
             "seed": "per link in the topology files (udt-linkem seed=...)", "influx": url or None,
-            "host_runtime": "netns-process", "started": time.time(), "status": "running", "results": {}}
+            "host_runtime": "docker" if image else runtime.NamespaceRuntime.name,
+            "host_image": {"name": image.name, "id": image.id} if image else None,
+            "host_cpuset": a.cpuset if image else None, "started": time.time(), "status": "running", "results": {}}
     rc = 0
     try:
         scale, scale_why = choose_scale(a.scale, backend, print)
         meta |= {"scale": scale, "scale_reason": scale_why}
         print(f"scale: {scale} ({scale_why})")
         run = Run(outdir, scale, a.duration, backend, writer, run_id, a.calibration,
-                  rtt_tol_ms=a.rtt_tol_ms, rate_tol=a.rate_tol_pct / 100)
+                  rtt_tol_ms=a.rtt_tol_ms, rate_tol=a.rate_tol_pct / 100, host_runtime=host_runtime)
         for n in names:
             res = run_experiment(run, EXPERIMENTS[n], stacks)
-            res |= {k: meta[k] for k in ("run_id", "commit", "backend", "backend_reason", "scale", "scale_reason", "seed")}
+            res |= {k: meta[k] for k in ("run_id", "commit", "backend", "backend_reason", "scale", "scale_reason", "seed",
+                                         "host_runtime", "host_image", "host_cpuset")}
             path = outdir / f"{n}.json"
             path.write_text(json.dumps(res, indent=1))
             meta["results"][n] = path.name
             print(f"   wrote {path}")
         meta["status"] = "ok"
     except KeyboardInterrupt:
-        print("\nudtbed: interrupted; cleaned up namespaces and processes", file=sys.stderr)
+        print(f"\nudtbed: interrupted; cleaned up namespaces{', containers' if image else ''} and processes", file=sys.stderr)
         meta["status"] = "interrupted"
         rc = 130
     except CalibrationError as e:
@@ -145,9 +157,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         if influxd:
             influxd.stop()
         (outdir / "run.json").write_text(json.dumps(meta, indent=1))
-        left = network.list_namespaces(f"{network.PREFIX}{os.getpid()}-")
-        if left:
-            network.cleanup(f"{network.PREFIX}{os.getpid()}-")
+        runtime.cleanup_run(f"{network.PREFIX}{os.getpid()}-")
     if meta["results"]:
         from .report import write_report
         rep = write_report(outdir)
@@ -185,6 +195,7 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    sys.stdout.reconfigure(line_buffering=True)  # progress as it goes, also into a pipe or a log
     ap = argparse.ArgumentParser(prog="udtbed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run experiments and write results + report")
@@ -198,13 +209,22 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rtt-tol-ms", type=float, default=1.0)
     r.add_argument("--rate-tol-pct", type=float, default=2.0)
     r.add_argument("--results", default=str(REPO / "results/testbed"))
+    r.add_argument("--runtime", default="netns", choices=["netns", "docker"],
+                   help="where the stacks run on the hosts: processes in the hosts' namespaces (default), "
+                        "or a container each on the host's namespace (make testbed-image)")
+    r.add_argument("--image", default=runtime.IMAGE, help=f"the stacks' image for --runtime docker (default {runtime.IMAGE})")
+    r.add_argument("--cpuset", help="--runtime docker: pin the containers to these CPUs (docker --cpuset-cpus, e.g. 1)")
     c = sub.add_parser("check", help="validate topology files")
     c.add_argument("files", nargs="+")
     k = sub.add_parser("calibrate", help="build a topology and calibrate one path")
     k.add_argument("topology"); k.add_argument("src"); k.add_argument("dst")
     k.add_argument("--scale", type=float, default=0.1)
     k.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
-    sub.add_parser("cleanup", help="remove every udtb-* namespace and its processes")
+    x = sub.add_parser("cleanup", help="remove the udtb-* namespaces (and their processes) and containers of runs that are gone")
+    x.add_argument("--prefix", default=network.PREFIX,
+                   help=f"only namespaces starting with this, e.g. {network.PREFIX}PID- for one run, "
+                        f"removed even while that run is alive (must start with {network.PREFIX})")
+    x.add_argument("--all", action="store_true", help="also remove the namespaces and containers of runs still alive")
     a = ap.parse_args(argv)
     if a.cmd == "run":
         return cmd_run(a)
@@ -215,8 +235,17 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_calibrate(a)
         except KeyboardInterrupt:
             return 130
-    gone = network.cleanup()
+    if not a.prefix.startswith(network.PREFIX):
+        print(f"udtbed cleanup: --prefix must start with {network.PREFIX}", file=sys.stderr)
+        return 2
+    boxes, gone = runtime.cleanup_run(a.prefix, live=a.all or a.prefix != network.PREFIX)
+    if boxes:
+        print(f"removed {len(boxes)} container(s): {', '.join(boxes)}")
     print(f"removed {len(gone)} namespace(s){': ' + ', '.join(gone) if gone else ''}")
+    kept = network.list_namespaces(a.prefix) + runtime.list_containers(a.prefix)
+    if kept:
+        print(f"kept {len(kept)} namespace(s) and container(s) of runs still alive ({', '.join(kept)}): "
+              "stop those runs, or pass --all (make testbed-cleanup ALL=1)")
     return 0
 
 

@@ -18,14 +18,17 @@ from typing import Callable
 
 from udtconf import metrics
 
+from . import hostwatch
 from .calibrate import as_json, calibrate
 from .influx import InfluxWriter
 from .network import Network
-from .runtime import NamespaceRuntime
+from .runtime import HostRuntime, NamespaceRuntime
 from .stacks import Stack, resample
 from .topology import Topology, load
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+# Concurrent 1 MB TCP flows in the friendliness experiment at scale 1 (Fig. 13).
+SHORT_TCP_WORKERS = 5
 
 
 @dataclass
@@ -86,12 +89,18 @@ class Run:
 
     def __init__(self, outdir: Path, scale: float, duration: float, backend: str, influx: InfluxWriter,
                  run_id: str, on_calibration_fail: str = "refuse", log: Callable[[str], None] = print,
-                 rtt_tol_ms: float = 1.0, rate_tol: float = 0.02):
+                 rtt_tol_ms: float = 1.0, rate_tol: float = 0.02,
+                 host_runtime: Callable[[Network], HostRuntime] = NamespaceRuntime):
         self.outdir, self.scale, self.duration, self.backend = outdir, scale, duration, backend
         self.influx, self.run_id, self.on_cal_fail, self.log = influx, run_id, on_calibration_fail, log
         self.rtt_tol_ms, self.rate_tol = rtt_tol_ms, rate_tol
         self.raw = outdir / "raw"
         self.raw.mkdir(parents=True, exist_ok=True)
+        self.host_runtime = host_runtime
+
+    def runtime(self, net: Network) -> HostRuntime:
+        """Where the stacks run on ``net``'s hosts (calibration always uses NamespaceRuntime)."""
+        return self.host_runtime(net)
 
     @property
     def warmup(self) -> float:
@@ -140,7 +149,7 @@ def _tags(run: Run, exp: Experiment, part: Part, stack: Stack, flow: str) -> dic
             "flow": flow, "scale": str(run.scale), "backend": run.backend}
 
 
-def _start_bulk(rt: NamespaceRuntime, net: Network, stack: Stack, flows: list[Flow], work: Path,
+def _start_bulk(rt: HostRuntime, net: Network, stack: Stack, flows: list[Flow], work: Path,
                 seconds: float, port0: int, tag: str) -> tuple[list[tuple[Flow, Path, float]], list]:
     receivers, started = [], []
     for i, f in enumerate(flows):
@@ -155,10 +164,31 @@ def _start_bulk(rt: NamespaceRuntime, net: Network, stack: Stack, flows: list[Fl
         while time.monotonic() - t0 < f.start:
             time.sleep(0.05)
         idx = flows.index(f)
-        senders.append(rt.spawn(f.src, stack.sender(net.address(f.dst), port0 + idx, seconds),
+        senders.append(rt.spawn(f.src, stack.sender(net.address(f.dst), port0 + idx, seconds,
+                                                    stats=_send_stats(stack, work, tag, f)),
                                 stderr=work / f"{stack.name}-{tag}-{f.name}.send.log"))
         started.append((f, stats, time.monotonic() - t0))
     return started, senders
+
+
+def _send_stats(stack: Stack, work: Path, tag: str, f: Flow) -> Path:
+    return work / f"{stack.name}-{tag}-{f.name}.send.stats"
+
+
+def _host_check(run: Run, net: Network, stack: Stack, host: dict | None, work: Path, tag: str,
+                flows: list[Flow]) -> dict | None:
+    """The part's CPU and emulator timing (:mod:`hostwatch`), with the UDT senders' pacing
+    against the bottleneck and the flags that say the result is not the protocol's alone."""
+    if host is None:
+        return None
+    if stack.kind == "udt":
+        host["sender_pacing"] = hostwatch.sender_pacing(
+            {f.name: _send_stats(stack, work, tag, f) for f in flows},
+            {f.name: net.topo.bottleneck_bps(f.src, f.dst, scale=run.scale) for f in flows})
+    host["flags"] = hostwatch.flags(host, host.get("sender_pacing"))
+    for fl in host["flags"]:
+        run.log(f"     TIMING {stack.name}: {fl}")
+    return host
 
 
 def _watch(run: Run, stack: Stack, started, seconds: float, tags: Callable[[str], dict], t_wall0: float,
@@ -202,16 +232,20 @@ def _flow_results(run: Run, stack: Stack, started, seconds: float) -> list[dict]
 
 
 def _bulk(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, work: Path, topo: Topology) -> dict:
-    rt = NamespaceRuntime(net)
+    host = None
+    rt = run.runtime(net)
     try:
         t_wall0, t_mono0 = time.time(), time.monotonic()
         started, _ = _start_bulk(rt, net, stack, part.flows, work, run.duration, 7000, "bulk")
+        watch = hostwatch.HostWatch(net)
         _watch(run, stack, started, run.duration, lambda fl: _tags(run, exp, part, stack, fl), t_wall0, t_mono0)
+        host = watch.finish()
     finally:
         rt.stop_all()
     flows = _flow_results(run, stack, started, run.duration)
     means = [f["mean_mbps"] for f in flows]
-    res: dict = {"kind": stack.kind, "flows": flows, "metrics": {}}
+    res: dict = {"kind": stack.kind, "flows": flows, "metrics": {},
+                 "host": _host_check(run, net, stack, host, work, "bulk", part.flows)}
     m = res["metrics"]
     for f in flows:
         cap = topo.bottleneck_bps(f["src"], f["dst"], scale=run.scale)
@@ -238,13 +272,19 @@ def _bulk(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, wor
 def _friendliness(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, work: Path) -> dict:
     points = []
     warm = min(5.0, run.duration / 3)
+    # The 1 MB flows are RTT-bound (slow start over 110 ms), so their throughput does not
+    # shrink with SCALE; their number does, to keep their share of the link: 5 at a time
+    # give about the paper's 69 Mb/s of 1 Gb/s (7 %), so 5 x scale (at least 1) at a scale.
+    workers = max(1, round(SHORT_TCP_WORKERS * run.scale))
     for n in part.short_tcp or []:
-        rt = NamespaceRuntime(net)
+        rt = run.runtime(net)
         flows = [Flow(f"bulk{j}", "chicago", "amsterdam") for j in range(n)]
         tag = f"n{n}"
+        host = None
         try:
             t_wall0, t_mono0 = time.time(), time.monotonic()
             started, _ = _start_bulk(rt, net, stack, flows, work, run.duration + warm, 7100, tag)
+            watch = hostwatch.HostWatch(net)
             tags = lambda fl: _tags(run, exp, part, stack, fl) | {"bulk_flows": str(n)}  # noqa: E731
             _watch(run, stack, started, warm, tags, t_wall0, t_mono0)
             py = [sys.executable, "-m", "udtbed.probe"]
@@ -253,10 +293,11 @@ def _friendliness(run: Run, exp: Experiment, part: Part, net: Network, stack: St
             time.sleep(0.3)
             short_out = work / f"{stack.name}-{tag}-short.json"
             short = rt.spawn("chicago", py + ["tcp-short", "--dst", net.address("amsterdam"), "--port", "6000",
-                                              "--workers", "5", "--count", "500", "--seconds", str(run.duration)],
+                                              "--workers", str(workers), "--count", "500", "--seconds", str(run.duration)],
                              stdout=short_out, stderr=work / f"{stack.name}-{tag}-short.log")
             _watch(run, stack, started, run.duration, tags, t_wall0, time.monotonic())
             short.wait(timeout=60)
+            host = watch.finish()
         finally:
             rt.stop_all()
         try:
@@ -268,10 +309,11 @@ def _friendliness(run: Run, exp: Experiment, part: Part, net: Network, stack: St
                          {"aggregate_mbps": r["aggregate_mbps"], "flows": len(r["flows"])})
         points.append({"bulk_flows": n, "short_aggregate_mbps": r["aggregate_mbps"], "short_flows": len(r["flows"]),
                        "bulk_mean_mbps": [f["mean_mbps"] for f in bulk],
-                       "bulk_series_1s": {f["name"]: f["series_1s"] for f in bulk}})
+                       "bulk_series_1s": {f["name"]: f["series_1s"] for f in bulk},
+                       "host": _host_check(run, net, stack, host, work, tag, flows)})
         run.log(f"     {n:2d} bulk {stack.name}: short TCP aggregate {r['aggregate_mbps']:.1f} Mb/s "
                 f"({len(r['flows'])} flows), bulk total {sum(f['mean_mbps'] for f in bulk):.1f} Mb/s")
     base = points[0]["short_aggregate_mbps"] if points else 0
-    return {"kind": stack.kind, "points": points,
+    return {"kind": stack.kind, "points": points, "short_tcp_workers": workers,
             "metrics": {"short_aggregate_ratio_last_over_first":
                         (points[-1]["short_aggregate_mbps"] / base) if base else None}}

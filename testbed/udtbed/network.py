@@ -1,30 +1,92 @@
-"""Builds a :class:`~udtbed.topology.Topology` out of network namespaces, veths and bridges.
+"""Builds a :class:`~udtbed.topology.Topology` with Mininet, under names that survive a crash.
 
-Every node is a named namespace ``udtb-<tag>-<node>`` (hosts ``h-``, switches ``s-``), every
-emulated link a router namespace ``udtb-<tag>-l<i>`` whose two veths ``a``/``b`` are shaped by a
+Every node (host, switch, and the router of each emulated link) is a Mininet ``Node`` in its own
+network namespace, and every link a Mininet ``Link``: a veth pair created inside the two nodes'
+namespaces, with the interface names the experiments use (a host's is named after its net,
+``data`` or ``control``; a switch's ports ``p1``, ``p2``...; a router's ends ``ra``/``rb``). A
+switch is a Linux bridge ``br0`` inside its node. An emulated link's router is shaped by a
 backend: ``linkem`` (our userspace ``udt-linkem``, an L2 forwarder) or ``netem`` (a bridge plus
-``netem``+``tbf`` qdiscs on each egress). All hosts of a net share one subnet; ARP crosses the
-emulated links like any frame. Named namespaces (not Mininet's anonymous ones) make cleanup by
-prefix possible: ``udtbed cleanup`` deletes every ``udtb-*`` namespace after killing the
-processes inside it, so a crashed or interrupted run never blocks the next one.
+``netem``+``tbf`` qdiscs on each egress). Mininet's ``TCLink`` shaping is not used (it needs
+sch_netem too and does nothing without it), nor its ``Mininet`` class (no controller here, and
+its start-up raises root-namespace sysctls). All hosts of a net share one subnet; ARP crosses the
+emulated links like any frame.
+
+Mininet's namespaces are anonymous: right after a node starts, ``ip netns attach`` names it
+``udtb-<tag>-h-<host>``, ``udtb-<tag>-s-<switch>`` or ``udtb-<tag>-l<i>`` (router of link *i*).
+Everything else runs its commands with ``ip netns exec <name>``, and cleanup works by name:
+``udtbed cleanup`` kills every process in each ``udtb-*`` namespace (Mininet's node shells
+included) and deletes it, so a crashed or killed run never blocks the next one. Nothing is
+created in the root namespace. (``mn -c`` is never used: it kills by process name.)
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.machinery
+import importlib.metadata
+import importlib.util
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .topology import FRAME_BYTES, Direction, Link, Topology, scaled_direction
 
 PREFIX = "udtb-"
 REPO = Path(__file__).resolve().parents[2]
 LINKEM = Path(os.environ.get("UDT_LINKEM", REPO / "impl/target/release/udt-linkem"))
+# Real-time forwarding threads that spin only the last 20 us: on 2 shared cores the default
+# scheduling releases 18-40 % of a loaded direction's frames in bunches, which receivers timing
+# arrivals (UDT's arrival speed, packet pairs) take for a faster link. UDT_LINKEM_ARGS overrides.
+LINKEM_ARGS = "--realtime --spin-us 20"
+# Debian installs mininet for its own python3 only; the project's venv loads it from there.
+MININET_SITE = Path(os.environ.get("UDTBED_MININET_SITE", "/usr/lib/python3/dist-packages"))
+
+
+class MininetMissing(RuntimeError):
+    """Mininet (its Python package or ``mnexec``) is not installed."""
+
+
+@functools.cache
+def mininet() -> tuple[Any, Any, str]:
+    """Mininet's ``Node`` and ``Link`` classes and its version.
+
+    Where ``mininet`` is not importable (the venv), only that package is loaded from
+    :data:`MININET_SITE`; nothing else of dist-packages goes on ``sys.path``."""
+    if "mininet" not in sys.modules and importlib.util.find_spec("mininet") is None:
+        spec = importlib.machinery.PathFinder.find_spec("mininet", [str(MININET_SITE)])
+        if spec is None or spec.loader is None:
+            raise MininetMissing(f"Mininet is not installed (no mininet package in {MININET_SITE}): "
+                                 "run `make setup` (it installs Debian's mininet)")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["mininet"] = module
+        no_pyc, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # not into a system directory
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules["mininet"]
+            raise
+        finally:
+            sys.dont_write_bytecode = no_pyc
+    no_pyc, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        from mininet.link import Link as MnLink
+        from mininet.node import Node as MnNode
+    except ImportError as e:
+        raise MininetMissing(f"Mininet cannot be imported ({e}): run `make setup`") from e
+    finally:
+        sys.dont_write_bytecode = no_pyc
+    if shutil.which("mnexec") is None:
+        raise MininetMissing("mnexec (Mininet's node launcher) is not on PATH: run `make setup`")
+    site = Path(sys.modules["mininet"].__file__).resolve().parents[1]
+    version = next((d.version for d in importlib.metadata.distributions(name="mininet", path=[str(site)])), "?")
+    return MnNode, MnLink, version
 
 
 def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess:
@@ -41,10 +103,13 @@ def list_namespaces(prefix: str = PREFIX) -> list[str]:
 
 
 def kill_namespace(ns: str) -> None:
-    """Kill every process inside ``ns`` (TERM, then KILL), then delete it."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    """Kill every process inside ``ns`` (TERM, then KILL), then delete it.
+
+    A Mininet node's shell gets HUP instead of TERM: an interactive bash ignores TERM."""
+    for first in (True, False):
         pids = [int(p) for p in sh("ip", "netns", "pids", ns, check=False).stdout.split()]
         for pid in pids:
+            sig = (signal.SIGHUP if is_node_shell(pid) else signal.SIGTERM) if first else signal.SIGKILL
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
@@ -58,6 +123,15 @@ def kill_namespace(ns: str) -> None:
     sh("ip", "netns", "del", ns, check=False)
 
 
+def is_node_shell(pid: int) -> bool:
+    """Whether ``pid`` is a Mininet node's shell (``bash ... -is mininet:<node>``)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return argv[0] == b"bash" and any(a.startswith(b"mininet:") for a in argv)
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -65,9 +139,16 @@ def _state(pid: int) -> str:
         return "Z"
 
 
-def cleanup(prefix: str = PREFIX) -> list[str]:
-    """Remove every namespace with ``prefix`` and the processes in it; returns their names."""
-    gone = list_namespaces(prefix)
+def owner_alive(ns: str) -> bool:
+    """Whether the run that made ``ns`` (``udtb-<pid>-...``, ``udtb-probe-<pid>``) still runs."""
+    pid = next((p for p in ns.removeprefix(PREFIX).split("-") if p.isdigit()), None)
+    return pid is not None and Path(f"/proc/{pid}").exists()
+
+
+def cleanup(prefix: str = PREFIX, live: bool = True) -> list[str]:
+    """Remove every namespace with ``prefix`` and the processes in it; returns their names.
+    With ``live=False`` the namespaces of runs still alive are left alone."""
+    gone = [ns for ns in list_namespaces(prefix) if live or not owner_alive(ns)]
     for ns in gone:
         kill_namespace(ns)
     return gone
@@ -120,12 +201,12 @@ def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[li
     netem = ["root", "handle", "1:", "netem", "limit", "1000000", "delay", f"{d.delay_s * 1e6:.3f}us"]
     if d.loss.startswith("ge:"):
         p, r, h, *k = [float(x) for x in d.loss[3:].split(",")]
-        k0 = k[0] if k else 0.0
-        netem += ["loss", "gemodel", f"{p * 100}%", f"{r * 100}%", f"{(1 - h) * 100}%", f"{(1 - k0) * 100}%"]
+        # `gemodel P R 1-H 1-K`: netem's h and k are the probabilities that a frame gets through
+        # in Bad and Good, so its 1-H and 1-K are the loss probabilities, our h and k as they are.
+        netem += ["loss", "gemodel", _percent(p), _percent(r), _percent(h), _percent(k[0] if k else 0.0)]
     elif d.loss != "none":
         t = d.loss.removeprefix("random:")
-        pct = float(t[:-1]) if t.endswith("%") else float(t) * 100
-        netem += ["loss", "random", f"{pct}%"]
+        netem += ["loss", "random", _percent(float(t[:-1]) / 100 if t.endswith("%") else float(t))]
     cmds = [netem]
     if d.rate_bps:
         burst = max(FRAME_BYTES * 2, int(d.rate_bps / 8 / 1000))  # ~1 ms of tokens
@@ -134,6 +215,10 @@ def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[li
         cmds.append(["parent", "10:1", "handle", "20:"] +
                     (["pfifo", "limit", str(packets)] if packets else ["bfifo", "limit", str(nbytes)]))
     return cmds
+
+
+def _percent(probability: float) -> str:
+    return f"{probability * 100:.10g}%"
 
 
 # --- the network ---------------------------------------------------------------------------
@@ -149,8 +234,10 @@ class Network:
     workdir: Path = field(default_factory=lambda: Path("/tmp"))
     tag: str = field(default_factory=lambda: str(os.getpid()))
     namespaces: list[str] = field(default_factory=list)
+    nodes: dict[str, Any] = field(default_factory=dict)  # namespace name -> Mininet Node
     emulators: dict[int, subprocess.Popen] = field(default_factory=dict)
     link_specs: dict[int, dict] = field(default_factory=dict)
+    built_by: str = ""
 
     def ns(self, node: str) -> str:
         kind = "h" if node in self.topo.hosts else "s"
@@ -173,11 +260,16 @@ class Network:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _add_ns(self, name: str) -> None:
-        sh("ip", "netns", "add", name)
+    def _add_node(self, name: str) -> Any:
+        """A Mininet node in a new namespace, named ``name`` at once so that cleanup finds it."""
+        node_cls, _, _ = mininet()
+        node = node_cls(name, inNamespace=True)
+        self.nodes[name] = node
+        sh("ip", "netns", "attach", name, str(node.pid))
         self.namespaces.append(name)
         sh("ip", "link", "set", "dev", "lo", "up", ns=name)
         sh("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", ns=name)
+        return node
 
     def _port(self, node: str, link: Link, ns_counter: dict[str, int]) -> tuple[str, str]:
         """(namespace, interface name) of ``node``'s end of ``link``."""
@@ -187,42 +279,42 @@ class Network:
         return self.ns(node), f"p{ns_counter[node]}"
 
     def build(self) -> None:
+        _, mn_link, version = mininet()
+        self.built_by = f"mininet {version} (Node, Link)"
         if not LINKEM.exists() and self.backend == "linkem":
             raise RuntimeError(f"{LINKEM} is not built: cd impl && cargo build --release -p link-emulator")
         self.workdir.mkdir(parents=True, exist_ok=True)
         topo = self.topo
         for h in topo.hosts:
-            self._add_ns(self.ns(h))
+            self._add_node(self.ns(h))
             # Enough socket memory for a BDP of TCP at 1 Gb/s x 110 ms.
             sh("sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 67108864",
                "net.ipv4.tcp_wmem=4096 65536 67108864", "net.ipv4.tcp_no_metrics_save=1", ns=self.ns(h))
         for s in topo.switches:
-            self._add_ns(self.ns(s))
+            self._add_node(self.ns(s))
             sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=self.ns(s))
             sh("ip", "link", "set", "dev", "br0", "up", ns=self.ns(s))
         counter: dict[str, int] = {}
-        ends: list[tuple[str, str, str]] = []  # (node, ns, ifname) to configure
         for link in topo.links:
             na, ia = self._port(link.a, link, counter)
             nb, ib = self._port(link.b, link, counter)
+            # Mininet creates each veth pair inside the first node's namespace with the peer
+            # directly in the second's, and brings both ends up: nothing touches the root namespace.
             if link.emulated:
                 r = self.router_ns(link)
-                self._add_ns(r)
-                sh("ip", "link", "add", "name", "ra", "netns", r, "type", "veth", "peer", "name", ia, "netns", na)
-                sh("ip", "link", "add", "name", "rb", "netns", r, "type", "veth", "peer", "name", ib, "netns", nb)
+                router = self._add_node(r)
+                mn_link(router, self.nodes[na], intfName1="ra", intfName2=ia)
+                mn_link(router, self.nodes[nb], intfName1="rb", intfName2=ib)
                 for i in ("ra", "rb"):
                     _offloads_off(r, i)
-                    sh("ip", "link", "set", "dev", i, "up", ns=r)
             else:
-                sh("ip", "link", "add", "name", ia, "netns", na, "type", "veth", "peer", "name", ib, "netns", nb)
-            ends += [(link.a, na, ia), (link.b, nb, ib)]
+                mn_link(self.nodes[na], self.nodes[nb], intfName1=ia, intfName2=ib)
             for node, ns, ifn in ((link.a, na, ia), (link.b, nb, ib)):
                 _offloads_off(ns, ifn)
                 if node in topo.switches:
                     sh("ip", "link", "set", "dev", ifn, "master", "br0", ns=ns)
                 else:
                     sh("ip", "addr", "add", f"{topo.address(node, link.net)}/16", "dev", ifn, ns=ns)
-                sh("ip", "link", "set", "dev", ifn, "up", ns=ns)
         for link in topo.links:
             if link.emulated:
                 self._start_link(link)
@@ -237,13 +329,16 @@ class Network:
             spec_f, spec_r = linkem_spec(fwd, *qf), linkem_spec(rev, *qr)
             stats = self.workdir / f"linkem-{self.topo.name}-l{link.index}.jsonl"
             log = open(self.workdir / f"linkem-{self.topo.name}-l{link.index}.log", "w")
+            # How the emulator threads are scheduled (docs/testbed.md, "CPU and emulation timing").
+            extra = os.environ.get("UDT_LINKEM_ARGS", LINKEM_ARGS).split()
             p = subprocess.Popen(["ip", "netns", "exec", r, str(LINKEM), "--a", "ra", "--b", "rb",
-                                  "--a-to-b", spec_f, "--b-to-a", spec_r, "--stats", str(stats)],
+                                  "--a-to-b", spec_f, "--b-to-a", spec_r, "--stats", str(stats), *extra],
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             log.close()
             self.emulators[link.index] = p
-            self.link_specs[link.index] = {"ends": [link.a, link.b], "net": link.net,
-                                           "forward": spec_f, "reverse": spec_r, "stats": str(stats)}
+            self.link_specs[link.index] = {"ends": [link.a, link.b], "net": link.net, "built_by": self.built_by,
+                                           "forward": spec_f, "reverse": spec_r, "stats": str(stats),
+                                           "linkem_args": extra}
         else:
             sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=r)
             for i in ("ra", "rb"):
@@ -254,7 +349,7 @@ class Network:
                 for args in netem_args(d, *q):
                     sh("tc", "qdisc", "add", "dev", dev, *args, ns=r)
                 cmds[dev] = netem_args(d, *q)
-            self.link_specs[link.index] = {"ends": [link.a, link.b], "net": link.net,
+            self.link_specs[link.index] = {"ends": [link.a, link.b], "net": link.net, "built_by": self.built_by,
                                            "forward_tc": cmds["rb"], "reverse_tc": cmds["ra"],
                                            "note": "netem has no loss seed here"}
         time.sleep(0.05)
@@ -304,6 +399,12 @@ class Network:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
         self.emulators.clear()
+        for node in self.nodes.values():
+            try:
+                node.stop()  # HUP to the node's shell's process group, close its pty, reap it
+            except ProcessLookupError:
+                node.cleanup()
+        self.nodes.clear()
         for ns in reversed(self.namespaces):
             kill_namespace(ns)
         self.namespaces.clear()

@@ -2,20 +2,31 @@
 
 Experiments and stacks only call :meth:`HostRuntime.spawn` with a host name and an argv; the
 runtime decides where the process lives. :class:`NamespaceRuntime` runs it in the host's
-network namespace (``ip netns exec``). A container runtime would implement the same protocol
-(e.g. ``docker run --network ns:/run/netns/<ns>`` with the stack's image) without any change
-to topologies or experiments.
+network namespace (``ip netns exec``). :class:`DockerRuntime` runs each process in a container
+of its own (the ``udtbed-stacks`` image, ``docker/Dockerfile.stacks``): the container's
+filesystem, PIDs and hostname, the topology host's network. Docker cannot start a container in
+a named namespace, so the container starts with ``--network none`` and ``udtbed-exec`` (in the
+image) joins the host's ``/run/netns`` file with ``nsenter`` before it runs the program.
+Topologies and experiments are the same under either.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
+import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol, Sequence
 
-from .network import Network
+from .network import PREFIX, REPO, Network, owner_alive
+from .network import cleanup as cleanup_namespaces
 
 
 class Process(Protocol):
@@ -93,3 +104,236 @@ class NamespaceRuntime:
         for p in self.procs:
             p.stop(timeout=2)
         self.procs.clear()
+
+
+# --- containers ------------------------------------------------------------------------------
+
+IMAGE = "udtbed-stacks"  # make testbed-image TESTBED_IMAGE=...; udtbed run --image ...
+# Files the image copies in (name in the image -> file on the host); `make testbed-image` labels
+# the image with each one's sha256 (org.udtbed.sha256.<name>) so that a stale image is refused.
+IMAGE_FILES = {
+    "udt": REPO / "impl/target/release/udt",
+    "libudt-peer": REPO / "build/libudt-peer",
+    "udtbed-exec": REPO / "docker/udtbed-exec",
+    "probe.py": REPO / "testbed/udtbed/probe.py",
+}
+_LABEL = "org.udtbed.sha256."
+_names = itertools.count()  # container numbers, unique within this process (= run tag)
+_KILLED = 128 + signal.SIGKILL  # status of a container that is gone (removed from outside)
+
+
+def image_label_args() -> list[str]:
+    """``docker build`` arguments that label the image with the sha256 of each of IMAGE_FILES
+    (`make testbed-image` passes them)."""
+    return [f"--label={_LABEL}{name}={_sha256(path)}" for name, path in IMAGE_FILES.items()]
+
+
+class DockerError(RuntimeError):
+    """Docker cannot run the testbed's containers; the message says what to do."""
+
+
+def docker(*args: str, check: bool = True, timeout: float | None = 60) -> subprocess.CompletedProcess:
+    p = subprocess.run(["docker", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout)
+    if check and p.returncode != 0:
+        raise DockerError(f"`docker {' '.join(args[:3])} ...` failed ({p.returncode}): {p.stderr.strip()}")
+    return p
+
+
+def _sha256(path: Path, _cache: dict = {}) -> str:  # noqa: B006 - a cache on purpose
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _cache:
+        with open(path, "rb") as f:
+            _cache[key] = hashlib.file_digest(f, "sha256").hexdigest()
+    return _cache[key]
+
+
+@dataclass(frozen=True)
+class StacksImage:
+    """The stacks' image, checked usable: Docker answers, the image exists and was built from
+    the binaries and scripts the host has now."""
+
+    name: str
+    id: str
+    labels: dict[str, str]
+
+    @classmethod
+    def resolve(cls, name: str = IMAGE) -> "StacksImage":
+        if shutil.which("docker") is None:
+            raise DockerError("docker is not installed: the docker runtime needs Docker Engine "
+                              "(Debian: apt-get install docker.io), or use --runtime netns")
+        try:
+            p = docker("version", "--format", "{{.Server.Version}}", check=False, timeout=20)
+        except subprocess.TimeoutExpired:
+            raise DockerError("the Docker daemon does not answer (20 s): check `docker info`, "
+                              "or use --runtime netns") from None
+        if p.returncode != 0:
+            raise DockerError(f"the Docker daemon is not reachable ({p.stderr.strip().splitlines()[-1] if p.stderr.strip() else 'no answer'}): "
+                              "start it (systemctl start docker) or use --runtime netns")
+        p = docker("image", "inspect", "--format", "{{json .}}", name, check=False)
+        if p.returncode != 0:
+            raise DockerError(f"image {name} does not exist: build it with `make testbed-image` "
+                              f"(docker/Dockerfile.stacks)")
+        info = json.loads(p.stdout)
+        image = cls(name, info["Id"], (info.get("Config") or {}).get("Labels") or {})
+        for file, path in IMAGE_FILES.items():
+            if path.exists():
+                image.check_file(file, path)
+        return image
+
+    def check_file(self, file: str, path: Path) -> None:
+        want = self.labels.get(_LABEL + file)
+        if want is None:
+            raise DockerError(f"image {self.name} has no {file} (label {_LABEL}{file}): rebuild it with `make testbed-image`")
+        if want != _sha256(path):
+            raise DockerError(f"image {self.name} holds another {file} than {path}: rebuild it with `make testbed-image`")
+
+    def program(self, argv0: str) -> str:
+        """The image's path for a host program: the project's binaries by name, this Python as
+        the image's python3 (``-m udtbed.probe``), anything else (iperf3, ping) from the PATH."""
+        if argv0 == sys.executable:
+            return "python3"
+        path = Path(argv0)
+        if not path.is_absolute():
+            return argv0
+        if path.name not in IMAGE_FILES:
+            raise DockerError(f"{argv0} is not in image {self.name} (it has {', '.join(IMAGE_FILES)} "
+                              "and Debian's iperf3, python3, ping)")
+        self.check_file(path.name, path)
+        return f"/usr/local/bin/{path.name}"
+
+
+class DockerProcess:
+    """A process in a container ``udtb-<tag>-c<n>-<host>``; :meth:`stop` sends SIGINT, then TERM,
+    then KILL (``docker kill --signal``) and removes the container. Exit statuses are the
+    container's (128+N after signal N)."""
+
+    def __init__(self, name: str, argv: Sequence[str]):
+        self.name = name
+        self.argv = list(argv)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = _exit_codes([self.name]).get(self.name)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                p = docker("wait", self.name, check=False, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise subprocess.TimeoutExpired(self.argv, timeout or 0) from None
+            self.returncode = int(p.stdout) if p.returncode == 0 and p.stdout.strip().isdigit() else _KILLED
+        return self.returncode
+
+    def stop(self, timeout: float = 3.0) -> int:
+        _stop([self], timeout)
+        return self.returncode if self.returncode is not None else _KILLED
+
+
+def _exit_codes(names: list[str]) -> dict[str, int]:
+    """Exit status of each of ``names`` that is no longer running (gone counts as killed)."""
+    p = docker("inspect", "--format", "{{.Name}} {{.State.Running}} {{.State.ExitCode}}", *names, check=False)
+    found: dict[str, int | None] = {}
+    for line in p.stdout.splitlines():
+        name, running, code = line.split()
+        found[name.lstrip("/")] = None if running == "true" else int(code)
+    out = {}
+    for n in names:
+        code = found.get(n, _KILLED)
+        if code is not None:
+            out[n] = code
+    return out
+
+
+def _stop(procs: list[DockerProcess], timeout: float) -> None:
+    """Stop ``procs`` together (one docker call per step, not per container), then remove them."""
+    def running() -> list[DockerProcess]:
+        pending = [p for p in procs if p.returncode is None]
+        codes = _exit_codes([p.name for p in pending]) if pending else {}
+        for p in pending:
+            p.returncode = codes.get(p.name)
+        return [p for p in pending if p.returncode is None]
+
+    left = running()
+    for sig in ("INT", "TERM", "KILL"):
+        if not left:
+            break
+        docker("kill", "--signal", sig, *[p.name for p in left], check=False)
+        deadline = time.monotonic() + timeout
+        while (left := running()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    remove_containers([p.name for p in procs])
+
+
+class DockerRuntime:
+    """Runs each process in its own container on the topology host's network namespace.
+
+    Files: the network's work directory (where experiments put stats and logs) and the
+    directories of ``stdout``/``stderr`` are bind-mounted at the same paths; a process writes
+    nowhere else on the host. ``env`` is the container's environment beyond the image's (the
+    runner's own environment is not passed in). ``cpuset`` pins the containers
+    (``--cpuset-cpus``)."""
+
+    name = "docker"
+
+    def __init__(self, net: Network, image: StacksImage, cpuset: str | None = None):
+        self.net, self.image, self.cpuset = net, image, cpuset
+        self.procs: list[DockerProcess] = []
+
+    def spawn(self, host, argv, *, stdout=None, stderr=None, env=None) -> DockerProcess:
+        ns = self.net.ns(host)
+        proc = DockerProcess(f"{PREFIX}{self.net.tag}-c{next(_names)}-{host}", argv)
+        dirs = {self.net.workdir.resolve()} | {Path(f).resolve().parent for f in (stdout, stderr) if f}
+        cmd = ["run", "--detach", "--name", proc.name, "--hostname", host,
+               "--label", f"org.udtbed.run={self.net.tag}", "--label", f"org.udtbed.host={host}",
+               "--network", "none", "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
+               "--mount", f"type=bind,src=/run/netns/{ns},dst=/run/netns/{ns},readonly"]
+        for d in sorted(dirs):
+            cmd += ["--mount", f"type=bind,src={d},dst={d}"]
+        for k, v in (env or {}).items():
+            cmd += ["--env", f"{k}={v}"]
+        if self.cpuset:
+            cmd += ["--cpuset-cpus", self.cpuset]
+        cmd += [self.image.id, "udtbed-exec", f"/run/netns/{ns}", str(stdout or "/dev/null"), str(stderr or "/dev/null"),
+                self.image.program(argv[0]), *argv[1:]]
+        self.procs.append(proc)  # before the container exists: stop_all removes it even if `run` is interrupted
+        docker(*cmd)
+        return proc
+
+    def stop_all(self) -> None:
+        _stop(self.procs, timeout=2)
+        self.procs.clear()
+
+
+def list_containers(prefix: str = PREFIX) -> list[str]:
+    """Names of the containers (running or not) whose name starts with ``prefix``; none where
+    Docker is not installed or not running."""
+    if shutil.which("docker") is None:
+        return []
+    try:
+        p = docker("ps", "--all", "--format", "{{.Names}}", "--filter", f"name=^{prefix}", check=False, timeout=20)
+    except subprocess.TimeoutExpired:
+        return []
+    return sorted(n for n in p.stdout.split() if n.startswith(prefix))
+
+
+def remove_containers(names: list[str]) -> None:
+    if names:
+        docker("rm", "--force", *names, check=False)
+
+
+def cleanup_containers(prefix: str = PREFIX, live: bool = True) -> list[str]:
+    """Remove (``docker rm -f``) every container with ``prefix``; returns their names. With
+    ``live=False`` the containers of runs still alive are left alone."""
+    gone = [c for c in list_containers(prefix) if live or not owner_alive(c)]
+    remove_containers(gone)
+    return gone
+
+
+def cleanup_run(prefix: str = PREFIX, live: bool = True) -> tuple[list[str], list[str]]:
+    """Remove the containers, then the namespaces (with their processes) named with ``prefix``:
+    a container's processes live in a namespace. Returns (containers, namespaces) removed;
+    ``live=False`` leaves those of runs still alive alone."""
+    return cleanup_containers(prefix, live), cleanup_namespaces(prefix, live)

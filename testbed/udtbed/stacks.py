@@ -3,7 +3,7 @@ read the receiver's progress as ``(t, cumulative bytes)`` samples.
 
 - :class:`UdtCli`: any stack with the shared ``udt`` CLI contract (our Rust ``udt``, the
   libudt 4.11 peer): ``recv --listen --output /dev/null --stats``, ``send --connect --input
-  /dev/zero`` (an endless stream the runner stops at the end of the run).
+  /dev/zero --stats`` (an endless stream the runner stops at the end of the run).
 - :class:`Iperf3Tcp`: kernel TCP with a chosen congestion control (cubic, bbr) via iperf3; the
   server's per-interval report (``--forceflush``) is the receiver's series.
 """
@@ -38,7 +38,8 @@ class Stack:
         """(argv, path the process's stdout goes to, or None)."""
         raise NotImplementedError
 
-    def sender(self, dst: str, port: int, seconds: float) -> list[str]:
+    def sender(self, dst: str, port: int, seconds: float, stats: Path | None = None) -> list[str]:
+        """argv of a bulk sender; ``stats``: where a stack that has them writes its sender stats."""
         raise NotImplementedError
 
     def parse(self, text: str) -> list[Sample]:
@@ -63,8 +64,10 @@ class UdtCli(Stack):
         return [str(self.binary), "recv", "--listen", f"0.0.0.0:{port}", "--output", "/dev/null",
                 "--stats", str(stats), "--stats-interval", "200"], None
 
-    def sender(self, dst, port, seconds):
-        return [str(self.binary), "send", "--connect", f"{dst}:{port}", "--input", "/dev/zero"]
+    def sender(self, dst, port, seconds, stats=None):
+        argv = [str(self.binary), "send", "--connect", f"{dst}:{port}", "--input", "/dev/zero"]
+        # The sender's pacing (period_us) shows whether timing artifacts made it faster than the path.
+        return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
 
     def parse(self, text):
         out = []
@@ -103,7 +106,7 @@ class Iperf3Tcp(Stack):
     def receiver(self, port, stats):
         return ["iperf3", "-s", "-1", "-p", str(port), "-i", "0.2", "--forceflush", "-f", "k"], stats
 
-    def sender(self, dst, port, seconds):
+    def sender(self, dst, port, seconds, stats=None):
         return ["iperf3", "-c", dst, "-p", str(port), "-t", str(int(seconds) + 30), "-C", self.cc, "-i", "0"]
 
     def parse(self, text):

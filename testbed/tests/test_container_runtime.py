@@ -1,0 +1,172 @@
+"""The docker host runtime: our udt runs in containers of the stacks' image on the topology hosts'
+namespaces and moves data at the link's rate; a Ctrl-C of the runner, `udtbed cleanup` and bad
+input leave no container behind. The image is built once per session where it is missing or
+stale (`make testbed-image`: about 2 minutes on a machine without it, seconds after)."""
+
+import dataclasses
+import functools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from test_cleanup import netns_inodes, processes_in
+from udtbed import network, runtime
+from udtbed.experiments import EXPERIMENTS, Run, run_experiment
+from udtbed.influx import InfluxWriter
+from udtbed.runtime import DockerError, DockerRuntime, StacksImage
+from udtbed.stacks import all_stacks
+
+
+def docker_test(f):
+    return pytest.mark.needs_root(pytest.mark.slow(pytest.mark.needs_docker(f)))
+
+
+@pytest.fixture(scope="session")
+def image() -> StacksImage:
+    """The stacks' image, built (`make testbed-image`) unless it exists and holds this tree's files."""
+    try:
+        return StacksImage.resolve()
+    except DockerError:
+        r = subprocess.run(["make", "-C", str(network.REPO), "--no-print-directory", "testbed-image"],
+                           capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        return StacksImage.resolve()
+
+
+class ContainerWatch(threading.Thread):
+    """Samples the containers with ``prefix`` while a run goes: for each, the program that tini
+    (the container's PID 1) started, and that program's network and mount namespaces."""
+
+    def __init__(self, prefix: str):
+        super().__init__(daemon=True)
+        self.prefix, self.seen, self.done = prefix, {}, threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.5):
+            for name in set(runtime.list_containers(self.prefix)) - set(self.seen):
+                p = runtime.docker("inspect", "--format", "{{.State.Pid}}", name, check=False)
+                try:
+                    init = int(p.stdout)
+                    child = int(Path(f"/proc/{init}/task/{init}/children").read_text().split()[0])
+                    comm = Path(f"/proc/{child}/comm").read_text().strip()
+                    if comm in ("tini", "udtbed-exec", "nsenter", "setpriv"):
+                        continue  # still on its way to the program: look again
+                    self.seen[name] = {"comm": comm, "net": os.stat(f"/proc/{child}/ns/net").st_ino,
+                                       "mnt": os.stat(f"/proc/{child}/ns/mnt").st_ino}
+                except (ValueError, IndexError, OSError):
+                    pass  # not started yet, or gone
+
+
+@docker_test
+def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
+    exp = EXPERIMENTS["efficiency"]
+    exp = dataclasses.replace(exp, parts=[p for p in exp.parts if p.label == "chicago-local"])
+    backend, _ = network.choose_backend("auto")
+    hosts: dict[int, str] = {}  # namespace inode -> topology host
+
+    def docker_runtime(net):
+        hosts.update({os.stat(f"/run/netns/{net.ns(h)}").st_ino: h for h in net.topo.hosts})
+        return DockerRuntime(net, image)
+
+    run = Run(tmp_path, 0.1, 8.0, backend, InfluxWriter(None), "container-test", on_calibration_fail="flag",
+              host_runtime=docker_runtime)
+    prefix = f"{network.PREFIX}{os.getpid()}-"
+    watch = ContainerWatch(prefix)
+    watch.start()
+    try:
+        res = run_experiment(run, exp, [all_stacks()["udt"]])
+    finally:
+        watch.done.set()
+        watch.join()
+    flow = res["parts"][0]["stacks"]["udt"]["flows"][0]
+    assert flow["mean_mbps"] >= 50, f"{flow['mean_mbps']:.1f} Mb/s over the 100 Mb/s link"
+    udts = {n: s for n, s in watch.seen.items() if s["comm"] == "udt"}
+    assert sorted(hosts.get(s["net"], "?") for s in udts.values()) == ["chicago", "local"], \
+        f"one udt in each host's namespace; seen {watch.seen}, hosts {hosts}"
+    assert all(n.endswith(f"-{hosts[s['net']]}") for n, s in udts.items()), udts
+    assert all(s["mnt"] != os.stat("/proc/self/ns/mnt").st_ino for s in udts.values()), "not in a container"
+    assert runtime.list_containers(prefix) == []
+
+
+@docker_test
+def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image):
+    p = subprocess.Popen([sys.executable, "-m", "udtbed", "run", "--runtime", "docker", "--image", image.name,
+                          "--experiments", "efficiency", "--stacks", "udt", "--duration", "30", "--influx", "none",
+                          "--calibration", "flag", "--results", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    prefix = f"{network.PREFIX}{p.pid}-"
+    try:
+        deadline = time.monotonic() + 90
+        while "-- udt" not in (line := p.stdout.readline()):
+            assert line and time.monotonic() < deadline, "the transfer never started"
+        while len(boxes := runtime.list_containers(prefix)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(boxes) == 2, f"a receiver and a sender container mid-run: {boxes}"
+        time.sleep(1)  # data flowing
+        inodes = netns_inodes(prefix)
+        assert processes_in(inodes)
+        p.send_signal(signal.SIGINT)
+        out = p.communicate(timeout=60)[0]
+        assert p.returncode == 130, out
+        assert runtime.list_containers(prefix) == []
+        assert network.list_namespaces(prefix) == []
+        time.sleep(0.5)
+        assert processes_in(inodes) == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+        runtime.cleanup_containers(prefix)
+        network.cleanup(prefix)
+
+
+@docker_test
+def test_cleanup_removes_containers_of_dead_runs_only(image):
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: its pid names a run that is over
+    dead_pid = gone.pid
+    dead, live = f"{network.PREFIX}{dead_pid}-c0-x", f"{network.PREFIX}{os.getpid()}-c0-x"
+    for name in (dead, live):
+        runtime.docker("run", "--detach", "--name", name, "--network", "none", image.id, "sleep", "300")
+    try:
+        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert dead in r.stdout and runtime.list_containers(dead) == []
+        assert live in r.stdout and runtime.list_containers(live) == [live], "a live run's container was removed"
+        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup", "--prefix", f"{network.PREFIX}{os.getpid()}-"],
+                           capture_output=True, text=True, timeout=60)
+        assert live in r.stdout and runtime.list_containers(live) == [], r.stdout + r.stderr
+    finally:
+        runtime.remove_containers([dead, live])
+
+
+@docker_test
+@pytest.mark.parametrize("env, image_name, says", [
+    ({}, "udtbed-stacks:no-such-tag", "make testbed-image"),
+    ({"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, runtime.IMAGE, "Docker daemon is not reachable"),
+], ids=["image-missing", "docker-not-running"])
+def test_docker_runtime_refuses_clearly_and_builds_nothing(tmp_path, env, image_name, says):
+    r = subprocess.run([sys.executable, "-m", "udtbed", "run", "--runtime", "docker", "--image", image_name,
+                        "--experiments", "efficiency", "--stacks", "udt", "--influx", "none", "--results", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert says in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == [], "nothing written before the runtime is usable"
+
+
+def test_image_older_than_a_binary_is_refused(tmp_path):
+    binary = tmp_path / "udt"
+    binary.write_bytes(b"new build")
+    stale = StacksImage("udtbed-stacks", "sha256:0", {"org.udtbed.sha256.udt": "0" * 64})
+    with pytest.raises(DockerError, match="make testbed-image"):
+        stale.program(str(binary))
+    with pytest.raises(DockerError, match="not in image"):
+        stale.program(str(tmp_path / "other-tool"))
+    assert stale.program(sys.executable) == "python3"
+    assert stale.program("iperf3") == "iperf3"

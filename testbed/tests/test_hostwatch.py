@@ -1,0 +1,96 @@
+"""A part's CPU and emulation timing are recorded, and a part whose emulator released frames
+in bursts, or whose UDT senders paced faster than the bottleneck, is flagged."""
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import have_linkem
+from udtbed import hostwatch
+from udtbed.experiments import TOPOLOGIES
+from udtbed.network import Network
+from udtbed.runtime import NamespaceRuntime
+from udtbed.topology import load
+
+
+def direction(frames, bunched, judged=True, max_1s=None):
+    pct = round(100 * bunched / frames, 1) if frames else 0.0
+    return {"frames_out": frames, "bunched": bunched, "bunched_pct": pct, "bunched_pct_max_1s": max_1s or pct,
+            "dropped_queue": 0, "judged": judged}
+
+
+def test_emulator_direction_with_bunched_releases_is_flagged_and_a_punctual_one_is_not():
+    host = {"emulators": {"l0": {"a_to_b": direction(160_000, 33_800),   # 10 flows, default scheduling
+                                 "b_to_a": direction(14_000, 1_000, judged=False)}}}  # ACKs
+    assert len(hostwatch.flags(host)) == 1 and "l0 a_to_b: 21 %" in hostwatch.flags(host)[0]
+    host["emulators"]["l0"]["a_to_b"] = direction(160_000, 1_750)            # --realtime --spin-us 20
+    assert hostwatch.flags(host) == []
+    host["emulators"]["l0"]["a_to_b"] = direction(100, 60, judged=False)     # too few frames to judge
+    assert hostwatch.flags(host) == []
+    # 2 % overall, but 20 % in the second slow start ended in: flagged.
+    host["emulators"]["l0"]["a_to_b"] = direction(250_000, 5_000, max_1s=20.1)
+    (flag,) = hostwatch.flags(host)
+    assert "20 % of the frames of one second" in flag
+
+
+def test_udt_sender_pacing_faster_than_the_bottleneck_is_flagged(tmp_path):
+    def stats(name, periods):
+        p = tmp_path / f"{name}.send.stats"
+        p.write_text("".join(json.dumps({"t": i * 0.2, "period_us": x}) + "\n" for i, x in enumerate(periods)) +
+                     json.dumps({"summary": True, "period_us": 0.5}) + "\n")
+        return p
+    # 100 Mb/s: a 1514-byte frame takes 121 us. Slow start paces at 1 us and does not count.
+    paths = {"slow": stats("slow", [1.0, 1.0, 450.0, 900.0]), "fast": stats("fast", [1.0, 27.0, 115.0])}
+    pacing = hostwatch.sender_pacing(paths, {"slow": 100e6, "fast": 100e6})
+    assert pacing["slow"]["min_period_us"] == 450.0 and pacing["slow"]["times_bottleneck"] == 0.27
+    assert pacing["fast"]["times_bottleneck"] == 4.49
+    (flag,) = hostwatch.flags({"emulators": {}}, pacing)
+    assert flag.startswith("1 UDT sender(s) paced faster than the bottleneck, up to 4.5x")
+
+
+@pytest.mark.needs_root
+@pytest.mark.slow
+@pytest.mark.skipif(not have_linkem(), reason="udt-linkem is not built")
+def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_path):
+    topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
+    with Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net:
+        rt = NamespaceRuntime(net)
+        py = [sys.executable, "-m", "udtbed.probe"]
+        try:
+            rt.spawn("amsterdam", py + ["udp-sink", "--port", "5999", "--seconds", "10"])
+            time.sleep(0.5)
+            watch = hostwatch.HostWatch(net)
+            rt.spawn("chicago", py + ["udp-source", "--dst", net.address("amsterdam"), "--port", "5999",
+                                      "--rate", "110e6", "--seconds", "8"])
+            # Take the emulator off the CPU for 10 ms every 50 ms, as a busy machine does: what
+            # fell due meanwhile leaves in one burst when it runs again.
+            emu = net.emulators[0].pid
+            stop = threading.Event()
+
+            def stall():
+                while not stop.wait(0.04):
+                    os.kill(emu, signal.SIGSTOP)
+                    time.sleep(0.01)
+                    os.kill(emu, signal.SIGCONT)
+            t = threading.Thread(target=stall)
+            t.start()
+            time.sleep(4.5)  # the watch sees live processes only: finish while the blast runs
+            host = watch.finish()
+            stop.set()
+            t.join()
+        finally:
+            rt.stop_all()
+    fwd = host["emulators"]["l0"]["a_to_b"]
+    assert fwd["frames_out"] > 20_000, host["emulators"]  # 3.5 s at 100 Mb/s is 28,900 frames
+    assert fwd["bunched_pct"] > 10 and fwd["judged"] and 40 < fwd["mbps"] <= 100.5, fwd
+    (flag,) = [f for f in hostwatch.flags(host) if "a_to_b" in f]
+    assert "left bunched" in flag
+    source = [p for p in host["processes"] if p["ns"] == "h-chicago" and p["comm"].startswith("python")]
+    assert source and source[0]["cpu_pct"] > 0, host["processes"]
+    assert "l0/udt-linkem" in host["cpu_by_process"], host["cpu_by_process"]
+    assert 0 <= host["machine_busy_pct"] <= 100 and host["cores"] == os.cpu_count()

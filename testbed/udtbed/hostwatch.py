@@ -1,0 +1,216 @@
+"""What the machine did while a part ran, and whether the emulated links kept their timing.
+
+The stacks, the link emulators and whatever else runs on the machine share its cores. When
+they are short of CPU, two things happen that the protocols then measure as if they were the
+network: ``udt-linkem`` releases frames late and then in bursts (``bunched`` in its stats:
+frames that left less than half their scheduled spacing after the previous one), and a
+receiver that timestamps arrivals in user space (libudt 4.11) reads packets in bursts. UDT
+4.11 sets its sending rate from the receiver's packet arrival speed (spec §10.1, §12.4), so
+either one makes each sender pace faster than the bottleneck can carry; with several flows
+that ends in congestion collapse (docs/testbed.md, "CPU and emulation timing").
+
+:class:`HostWatch` takes one snapshot when a measurement starts and one before its processes
+stop: CPU time of every process in the topology's namespaces (stacks, probes, emulators), the
+machine's busy time and load average, and each emulator's frames and ``bunched`` counts in
+between. :func:`sender_pacing` reads the UDT senders' stats for the fastest pacing after slow
+start, against the bottleneck. :func:`flags` turns both into the warnings a result carries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from .network import PREFIX
+from .topology import FRAME_BYTES
+
+# A measurement is flagged when more than this share of an emulated direction's frames left
+# bunched. Measured with 10 udt-rs flows on chicago-amsterdam at scale 0.1 on the shared
+# 2-core machine: 18-21 % with udt-linkem's defaults (also 18 % with a single flow), 1.1 %
+# with `--realtime --spin-us 20`.
+BUNCHED_MAX = 0.05
+# ... or more than this share in any one second with at least MIN_FRAMES frames: slow start
+# ends on the arrival speed of a few RTTs, so a burst of lateness then is enough (20 % in the
+# second 10 udt-rs flows left slow start made two of them pace at 3.5x the bottleneck, with
+# 2 % over the whole run; parts that kept the link's timing stayed under 11 %).
+BUNCHED_MAX_1S = 0.15
+# ... or when a UDT sender paced faster than this many times the bottleneck's packet rate:
+# on a path that keeps its timing the arrival speed it is given cannot exceed the bottleneck.
+PACING_MAX = 1.5
+# A direction is judged when it carried at least this many frames and, on a rate-limited link,
+# this share of the link rate: the data directions. An ACK direction's timing error does not
+# distort arrival speeds, and its frames are not spaced by the link.
+MIN_FRAMES = 500
+MIN_UTILISATION = 0.1
+
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _ns_inode(name: str) -> int | None:
+    try:
+        return os.stat(f"/run/netns/{name}").st_ino
+    except OSError:
+        return None
+
+
+def _machine() -> tuple[int, int]:
+    """(total, idle+iowait) jiffies of all cores."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v), v[3] + v[4]
+
+
+def _json_lines(path: Path) -> list[dict]:
+    """The complete JSON lines of an emulator's stats file (the last one may be being written)."""
+    out = []
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+class HostWatch:
+    """Start of a measured window on ``net``; :meth:`finish` before its processes stop."""
+
+    def __init__(self, net: Any):
+        self.net = net
+        self.prefix = f"{PREFIX}{net.tag}-"
+        self.skip = {getattr(n, "pid", None) for n in getattr(net, "nodes", {}).values()}  # Mininet node shells
+        self.t0 = time.monotonic()
+        self.load0 = os.getloadavg()[0]
+        self.m0 = _machine()
+        self.p0 = self._processes()
+        # Per emulator: its lines so far (the last one is the window's baseline).
+        self.e0 = {i: len(_json_lines(Path(s["stats"]))) for i, s in net.link_specs.items() if s.get("stats")}
+
+    def _processes(self) -> dict[int, tuple[str, str, int]]:
+        """pid -> (namespace label, comm, CPU ticks) of every process in the run's namespaces."""
+        label = {ino: ns[len(self.prefix):] if ns.startswith(self.prefix) else ns
+                 for ns in self.net.namespaces if (ino := _ns_inode(ns)) is not None}
+        out = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) in self.skip:
+                continue
+            try:
+                ino = os.stat(f"/proc/{d}/ns/net").st_ino
+                if ino not in label:
+                    continue
+                with open(f"/proc/{d}/stat") as f:
+                    s = f.read()
+            except OSError:
+                continue
+            comm = s[s.index("(") + 1:s.rindex(")")]
+            fields = s[s.rindex(")") + 2:].split()
+            out[int(d)] = (label[ino], comm, int(fields[11]) + int(fields[12]))  # utime + stime
+        return out
+
+    def finish(self) -> dict:
+        wall = max(1e-6, time.monotonic() - self.t0)
+        m1, p1 = _machine(), self._processes()
+        procs = []
+        for pid, (ns, comm, ticks) in sorted(p1.items()):
+            before = self.p0.get(pid, (ns, comm, 0))[2]
+            procs.append({"ns": ns, "comm": comm, "pid": pid,
+                          "cpu_pct": round((ticks - before) / _HZ / wall * 100, 1)})
+        groups: dict[str, dict] = {}
+        for p in procs:
+            g = groups.setdefault(f"{p['ns']}/{p['comm']}", {"n": 0, "cpu_pct": 0.0})
+            g["n"] += 1
+            g["cpu_pct"] = round(g["cpu_pct"] + p["cpu_pct"], 1)
+        cores = os.cpu_count() or 1
+        total, idle = m1[0] - self.m0[0], m1[1] - self.m0[1]
+        busy_cores = (total - idle) / total * cores if total else 0.0
+        ours = sum(p["cpu_pct"] for p in procs) / 100
+        emulators = {}
+        for i, spec in self.net.link_specs.items():
+            if not spec.get("stats"):
+                continue
+            lines = _json_lines(Path(spec["stats"]))
+            window = lines[max(0, self.e0.get(i, 0) - 1):]  # from the baseline on
+            if not window:
+                continue
+            emulators[f"l{i}"] = {d: _direction(window, d, _rate(spec.get(key, "")))
+                                  for d, key in (("a_to_b", "forward"), ("b_to_a", "reverse"))}
+        return {"seconds": round(wall, 1), "cores": cores,
+                "machine_busy_pct": round(busy_cores / cores * 100, 1),
+                # busy CPU not charged to the run's processes: other work, interrupts (% of one core)
+                "outside_cpu_pct": round(max(0.0, busy_cores - ours) * 100, 1),
+                "loadavg_1m": [round(self.load0, 2), round(os.getloadavg()[0], 2)],
+                "cpu_by_process": groups, "processes": procs, "emulators": emulators}
+
+
+def _rate(spec: str) -> float | None:
+    """Bits/s of a udt-linkem direction spec (``...,rate=100000000bit,...``), None if unlimited."""
+    m = re.search(r"rate=(\d+)bit", spec)
+    return float(m.group(1)) if m else None
+
+
+def _direction(lines: list[dict], d: str, rate_bps: float | None) -> dict:
+    """One direction over the window: ``lines[0]`` is the baseline (none if the emulator started
+    in the window: then it counts from zero)."""
+    zero = {"t_s": 0.0, d: {}}
+    if len(lines) == 1:
+        lines = [zero] + lines
+    a, b = lines[-1][d], lines[0][d]
+    frames = a["frames_out"] - b.get("frames_out", 0)
+    bunched = a.get("bunched", 0) - b.get("bunched", 0)
+    seconds = lines[-1]["t_s"] - lines[0]["t_s"]  # the emulator's own clock
+    mbps = (a["bytes_out"] - b.get("bytes_out", 0)) * 8 / seconds / 1e6 if seconds > 0 else 0.0
+    per_s = [(y[d].get("bunched", 0) - x[d].get("bunched", 0)) / n
+             for x, y in zip(lines, lines[1:]) if (n := y[d]["frames_out"] - x[d].get("frames_out", 0)) >= MIN_FRAMES]
+    return {"frames_out": frames, "bunched": bunched,
+            "bunched_pct": round(100 * bunched / frames, 1) if frames else 0.0,
+            "bunched_pct_max_1s": round(100 * max(per_s), 1) if per_s else 0.0,
+            "dropped_queue": a["dropped_queue"] - b.get("dropped_queue", 0), "mbps": round(mbps, 1),
+            "judged": frames >= MIN_FRAMES and (rate_bps is None or mbps * 1e6 >= MIN_UTILISATION * rate_bps)}
+
+
+def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None]) -> dict[str, dict]:
+    """Per flow: the shortest packet sending period after slow start (UDT ``--stats`` lines of
+    the sender) and how many times the bottleneck's packet rate that is."""
+    out = {}
+    for name, path in stats.items():
+        try:
+            lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        except (OSError, json.JSONDecodeError):
+            continue
+        periods = [x["period_us"] for x in lines if not x.get("summary") and x.get("period_us", 0) > 1.0]
+        bps = bottleneck_bps.get(name)
+        if not periods or not bps:
+            continue
+        pkt_us = FRAME_BYTES * 8 / bps * 1e6
+        out[name] = {"min_period_us": min(periods), "bottleneck_packet_us": round(pkt_us, 1),
+                     "times_bottleneck": round(pkt_us / min(periods), 2)}
+    return out
+
+
+def flags(host: dict, pacing: dict[str, dict] | None = None) -> list[str]:
+    """Why a measurement is not the protocols' alone (empty: nothing seen)."""
+    out = []
+    for link, dirs in host.get("emulators", {}).items():
+        for d, s in dirs.items():
+            if not s.get("judged"):
+                continue
+            if s["bunched_pct"] > BUNCHED_MAX * 100:
+                out.append(f"emulator {link} {d}: {s['bunched_pct']:.0f} % of {s['frames_out']} frames left bunched "
+                           f"(released late, limit {BUNCHED_MAX * 100:.0f} %)")
+            elif s.get("bunched_pct_max_1s", 0) > BUNCHED_MAX_1S * 100:
+                out.append(f"emulator {link} {d}: {s['bunched_pct_max_1s']:.0f} % of the frames of one second left bunched "
+                           f"(released late, limit {BUNCHED_MAX_1S * 100:.0f} % in any second, {BUNCHED_MAX * 100:.0f} % overall)")
+    fast = {n: p for n, p in (pacing or {}).items() if p["times_bottleneck"] > PACING_MAX}
+    if fast:
+        worst = max(fast.values(), key=lambda p: p["times_bottleneck"])
+        out.append(f"{len(fast)} UDT sender(s) paced faster than the bottleneck, up to {worst['times_bottleneck']:.1f}x "
+                   f"(period {worst['min_period_us']:.0f} us, a packet takes {worst['bottleneck_packet_us']:.0f} us): "
+                   f"arrival timing was compressed (limit {PACING_MAX}x)")
+    return out
