@@ -38,6 +38,29 @@ def test_emulator_direction_with_bunched_releases_is_flagged_and_a_punctual_one_
     assert "20 % of the frames of one second" in flag
 
 
+def test_bunching_before_the_bottleneck_is_not_flagged_because_the_bottleneck_respaces_frames(tmp_path):
+    # streaming-join: a and b reach c through delay-only access links (l0, l1) and the rate-
+    # limited bottleneck at c (l2). libudt's busy-waiting senders leave 7-9 % of the access links'
+    # frames bunched; what the receiver times is l2's spacing.
+    topo = load(TOPOLOGIES / "streaming-join.toml")
+    assert [(h.link.index, h.frm) for h in topo.timing_hops("a", "c")] == [(2, "edge")]
+    assert [(h.link.index, h.frm) for h in topo.timing_hops("b", "c")] == [(2, "edge")]
+    seen = {(f"l{h.link.index}", "a_to_b" if h.frm == h.link.a else "b_to_a")
+            for src in "ab" for h in topo.timing_hops(src, "c")}
+    host = {"emulators": {"l0": {"a_to_b": direction(78_684, 5_500)}, "l1": {"a_to_b": direction(102_121, 8_200)},
+                          "l2": {"a_to_b": direction(180_000, 900)}}}
+    assert hostwatch.flags(host, None, seen) == []
+    assert host["emulators"]["l0"]["a_to_b"]["before_bottleneck"]
+    host["emulators"]["l2"]["a_to_b"] = direction(180_000, 18_000)           # the bottleneck itself: flagged
+    (flag,) = hostwatch.flags(host, None, seen)
+    assert flag.startswith("emulator l2 a_to_b: 10 %")
+    # A path without any rate: every hop's timing reaches the receiver.
+    (tmp_path / "norate.toml").write_text('name = "norate"\n[hosts]\nx = {}\ny = {}\n[switches]\ns = {}\n'
+                                          '[[link]]\nends = ["x", "s"]\ndelay = "1ms"\n'
+                                          '[[link]]\nends = ["s", "y"]\ndelay = "1ms"\n')
+    assert [h.link.index for h in load(tmp_path / "norate.toml").timing_hops("x", "y")] == [0, 1]
+
+
 def test_udt_sender_pacing_faster_than_the_bottleneck_is_flagged(tmp_path):
     def stats(name, periods):
         p = tmp_path / f"{name}.send.stats"

@@ -185,7 +185,9 @@ def _host_check(run: Run, net: Network, stack: Stack, host: dict | None, work: P
         host["sender_pacing"] = hostwatch.sender_pacing(
             {f.name: _send_stats(stack, work, tag, f) for f in flows},
             {f.name: net.topo.bottleneck_bps(f.src, f.dst, scale=run.scale) for f in flows})
-    host["flags"] = hostwatch.flags(host, host.get("sender_pacing"))
+    seen_by_receivers = {(f"l{h.link.index}", "a_to_b" if h.frm == h.link.a else "b_to_a")
+                         for f in flows for h in net.topo.timing_hops(f.src, f.dst)}
+    host["flags"] = hostwatch.flags(host, host.get("sender_pacing"), seen_by_receivers)
     for fl in host["flags"]:
         run.log(f"     TIMING {stack.name}: {fl}")
     return host

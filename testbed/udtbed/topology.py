@@ -241,6 +241,18 @@ class Topology:
         rates = [h.dir.rate_bps for h in self.route(src, dst, net) if h.dir.rate_bps]
         return min(rates) * scale if rates else None
 
+    def timing_hops(self, src: str, dst: str, net: str = "data") -> list[Hop]:
+        """The hops whose release timing the receiver sees: from the bottleneck (the first hop
+        of the lowest rate) to ``dst``; every hop when no link on the path has a rate. A hop
+        before the bottleneck may release frames late and bunched without effect on arrivals:
+        the bottleneck spaces them again by their serialization time."""
+        hops = self.route(src, dst, net)
+        rates = [h.dir.rate_bps for h in hops if h.dir.rate_bps]
+        if not rates:
+            return hops
+        first = next(i for i, h in enumerate(hops) if h.dir.rate_bps == min(rates))
+        return hops[first:]
+
     def queue_limit(self, link: Link, d: Direction, scale: float) -> tuple[int | None, int | None]:
         """(packets, bytes) DropTail limit of direction ``d`` of ``link`` at ``scale``."""
         rtt = d.bdp_rtt_s if d.bdp_rtt_s is not None else link.forward.delay_s + link.reverse.delay_s
