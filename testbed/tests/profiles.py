@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 from udtbed.experiments import Experiment, Flow, Part, Run, run_experiment
 from udtbed.influx import InfluxWriter
@@ -21,22 +22,37 @@ def udt_stacks() -> list[str]:
 
 
 def run_profile(tmp_path: Path, topology: str, flows: list[tuple[str, str]], stack: str, duration: float,
-                influx: InfluxWriter | None = None, exp_name: str = "profile") -> dict:
-    """One part; run a second time if the first was flagged for emulation timing (hostwatch):
-    such a result measures the machine's load, not the stack (docs/testbed.md, "CPU and
-    emulation timing"). Twice flagged fails, saying so."""
+                bands: Callable[[dict], None], influx: InfluxWriter | None = None,
+                exp_name: str = "profile") -> dict:
+    """One part, judged by ``bands`` (asserts on the stack's result).
+
+    A part whose emulation timing was flagged (hostwatch: bunched releases, a UDT sender pacing
+    faster than the bottleneck) measured the machine as well as the stack (docs/testbed.md,
+    "CPU and emulation timing"). The bands are lower bounds, and those distortions push a UDT
+    sender into loss, below them: a flagged part that meets the bands passes, its flags
+    printed. A flagged part that misses them runs once more, since the miss may be the
+    machine's. A miss without a flag fails at once; two flagged misses fail, saying so."""
     part = Part(topology, topology, [Flow(f"{s}-{d}", s, d) for s, d in flows])
+    missed: list[str] = []
     for attempt in (1, 2):
         run = Run(tmp_path / f"try{attempt}", SCALE, duration, "linkem", influx or InfluxWriter(None), f"test-{os.getpid()}")
         res = run_experiment(run, Experiment(exp_name, topology, "", [part]), [all_stacks()[stack]])
         p = res["parts"][0]
         assert p["calibration_ok"], p["calibration"]
         r = p["stacks"][stack]
+        for f in r["flows"]:  # into the test's captured output, for the bands' "measured" notes
+            print(f"     {f['name']}: time to 90 % {f.get('time_to_90pct_s')} s, mean {f['mean_mbps']:.1f} Mb/s")
         timing = (r.get("host") or {}).get("flags") or []
-        if not timing:
-            break
-        print(f"     attempt {attempt}: emulation timing off ({'; '.join(timing)})")
-    assert not timing, f"emulation timing off in both attempts (machine too loaded?): {timing}"
-    for f in r["flows"]:  # into the test's captured output, for the bands' "measured" notes
-        print(f"     {f['name']}: time to 90 % {f.get('time_to_90pct_s')} s, mean {f['mean_mbps']:.1f} Mb/s")
-    return r
+        try:
+            bands(r)
+        except AssertionError as e:
+            if not timing:
+                raise
+            missed.append(f"attempt {attempt}: {str(e).splitlines()[0][:300]} -- with emulation timing off: {'; '.join(timing)}")
+            print(f"     {missed[-1]}")
+            continue
+        if timing:
+            print(f"     attempt {attempt}: met the bands with emulation timing off ({'; '.join(timing)})")
+        return r
+    raise AssertionError("missed the bands in both attempts, each with emulation timing off (machine too loaded?):\n"
+                         + "\n".join(missed))
