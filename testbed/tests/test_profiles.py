@@ -100,7 +100,7 @@ def test_dumbbell_rtt_fairness(tmp_path, stack):
         means = {f["name"]: f["mean_mbps"] for f in r["flows"]}
         # SC'04 Fig. 6: RTT fairness within 10 % for RTTs 1-1000 ms; here 10 vs 100 ms over
         # 25 s (the paper runs 100 s). Measured long/short (2026-11-22, 4 runs each): udt-rs
-        # 0.88-1.07, libudt 0.75-0.94, and one run 0.70; the same after the first 10 s, so it
+        # 0.88-1.07, libudt 0.75-0.94, one run (stack not recorded) 0.70; the same after the first 10 s, so it
         # is 4.11's share at this rate, not the long flow's start-up. TCP's 1/RTT would give
         # ~0.1 -> long/short >= 0.6, and the link >= 85 % full (measured 91-94 %).
         assert means["s2-r2"] / means["s1-r1"] >= 0.6, means
