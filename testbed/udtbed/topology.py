@@ -244,8 +244,9 @@ class Topology:
     def timing_hops(self, src: str, dst: str, net: str = "data") -> list[Hop]:
         """The hops whose release timing the receiver sees: from the bottleneck (the first hop
         of the lowest rate) to ``dst``; every hop when no link on the path has a rate. A hop
-        before the bottleneck may release frames late and bunched without effect on arrivals:
-        the bottleneck spaces them again by their serialization time."""
+        before the bottleneck may release frames late and bunched, but the bottleneck spaces
+        them again by at least their serialization time: the receiver never sees them arrive
+        faster than the bottleneck, which is the distortion hostwatch flags."""
         hops = self.route(src, dst, net)
         rates = [h.dir.rate_bps for h in hops if h.dir.rate_bps]
         if not rates:
