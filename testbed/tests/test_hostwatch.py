@@ -49,10 +49,12 @@ def test_bunching_before_the_bottleneck_is_not_flagged_because_the_bottleneck_re
             for src in "ab" for h in topo.timing_hops(src, "c")}
     host = {"emulators": {"l0": {"a_to_b": direction(78_684, 5_500)}, "l1": {"a_to_b": direction(102_121, 8_200)},
                           "l2": {"a_to_b": direction(180_000, 900)}}}
-    assert hostwatch.flags(host, None, seen) == []
+    hostwatch.mark_before_bottleneck(host, seen)
+    assert hostwatch.flags(host) == []
     assert host["emulators"]["l0"]["a_to_b"]["before_bottleneck"]
     host["emulators"]["l2"]["a_to_b"] = direction(180_000, 18_000)           # the bottleneck itself: flagged
-    (flag,) = hostwatch.flags(host, None, seen)
+    hostwatch.mark_before_bottleneck(host, seen)
+    (flag,) = hostwatch.flags(host)
     assert flag.startswith("emulator l2 a_to_b: 10 %")
     # A path without any rate: every hop's timing reaches the receiver.
     (tmp_path / "norate.toml").write_text('name = "norate"\n[hosts]\nx = {}\ny = {}\n[switches]\ns = {}\n'

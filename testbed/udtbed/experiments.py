@@ -187,7 +187,8 @@ def _host_check(run: Run, net: Network, stack: Stack, host: dict | None, work: P
             {f.name: net.topo.bottleneck_bps(f.src, f.dst, scale=run.scale) for f in flows})
     seen_by_receivers = {(f"l{h.link.index}", "a_to_b" if h.frm == h.link.a else "b_to_a")
                          for f in flows for h in net.topo.timing_hops(f.src, f.dst)}
-    host["flags"] = hostwatch.flags(host, host.get("sender_pacing"), seen_by_receivers)
+    hostwatch.mark_before_bottleneck(host, seen_by_receivers)
+    host["flags"] = hostwatch.flags(host, host.get("sender_pacing"))
     for fl in host["flags"]:
         run.log(f"     TIMING {stack.name}: {fl}")
     return host

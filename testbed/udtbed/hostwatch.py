@@ -194,18 +194,22 @@ def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None
     return out
 
 
-def flags(host: dict, pacing: dict[str, dict] | None = None,
-          seen_by_receivers: set[tuple[str, str]] | None = None) -> list[str]:
-    """Why a measurement is not the protocols' alone (empty: nothing seen).
-    ``seen_by_receivers``: the (``l<i>``, direction) pairs from a flow's bottleneck on
-    (:meth:`Topology.timing_hops`); the others are not judged, because the bottleneck spaces
-    their frames again. None judges every direction."""
+def mark_before_bottleneck(host: dict, seen_by_receivers: set[tuple[str, str]]) -> None:
+    """Marks every emulated direction not in ``seen_by_receivers`` (the (``l<i>``, direction)
+    pairs from a flow's bottleneck on, :meth:`Topology.timing_hops`) ``before_bottleneck`` and
+    not judged: the bottleneck spaces their frames again."""
+    for link, dirs in host.get("emulators", {}).items():
+        for d, s in dirs.items():
+            if (link, d) not in seen_by_receivers:
+                s["judged"] = False
+                s["before_bottleneck"] = True
+
+
+def flags(host: dict, pacing: dict[str, dict] | None = None) -> list[str]:
+    """Why a measurement is not the protocols' alone (empty: nothing seen)."""
     out = []
     for link, dirs in host.get("emulators", {}).items():
         for d, s in dirs.items():
-            if seen_by_receivers is not None and (link, d) not in seen_by_receivers:
-                s["judged"] = False
-                s["before_bottleneck"] = True
             if not s.get("judged"):
                 continue
             if s["bunched_pct"] > BUNCHED_MAX * 100:
