@@ -59,23 +59,20 @@ def mininet() -> tuple[Any, Any, str]:
 
     Where ``mininet`` is not importable (the venv), only that package is loaded from
     :data:`MININET_SITE`; nothing else of dist-packages goes on ``sys.path``."""
-    if "mininet" not in sys.modules and importlib.util.find_spec("mininet") is None:
-        spec = importlib.machinery.PathFinder.find_spec("mininet", [str(MININET_SITE)])
-        if spec is None or spec.loader is None:
-            raise MininetMissing(f"Mininet is not installed (no mininet package in {MININET_SITE}): "
-                                 "run `make setup` (it installs Debian's mininet)")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["mininet"] = module
-        no_pyc, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # not into a system directory
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules["mininet"]
-            raise
-        finally:
-            sys.dont_write_bytecode = no_pyc
-    no_pyc, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    no_pyc, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # not into a system directory
     try:
+        if "mininet" not in sys.modules and importlib.util.find_spec("mininet") is None:
+            spec = importlib.machinery.PathFinder.find_spec("mininet", [str(MININET_SITE)])
+            if spec is None or spec.loader is None:
+                raise MininetMissing(f"Mininet is not installed (no mininet package in {MININET_SITE}): "
+                                     "run `make setup` (it installs Debian's mininet)")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["mininet"] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules["mininet"]
+                raise
         from mininet.link import Link as MnLink
         from mininet.node import Node as MnNode
     except ImportError as e:
