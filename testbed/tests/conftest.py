@@ -7,24 +7,13 @@ import pytest
 from udtbed import network, runtime
 
 
-def docker_unusable() -> str | None:
-    """Why Docker cannot run containers here, or None."""
-    if shutil.which("docker") is None:
-        return "docker is not installed"
-    try:
-        p = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20)
-    except subprocess.TimeoutExpired:
-        return "the Docker daemon does not answer"
-    return None if p.returncode == 0 else f"the Docker daemon is not running ({p.stderr.strip()[:120]})"
-
-
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="needs root (network namespaces)")
         for item in items:
             if "needs_root" in item.keywords:
                 item.add_marker(skip)
-    if any("needs_docker" in item.keywords for item in items) and (why := docker_unusable()):
+    if any("needs_docker" in item.keywords for item in items) and (why := runtime.docker_unusable()):
         skip = pytest.mark.skip(reason=f"needs Docker: {why}")
         for item in items:
             if "needs_docker" in item.keywords:
@@ -55,3 +44,11 @@ def root_links() -> set[str]:
         p = subprocess.run(["ip", "-o", "link", "show", "type", kind], capture_output=True, text=True, check=True)
         out |= {line.split(":")[1].strip().split("@")[0] for line in p.stdout.splitlines()}
     return out
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped: it names a run that is over."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    assert not os.path.exists(f"/proc/{gone.pid}")
+    return gone.pid

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import root_links
+from conftest import dead_pid, root_links
 from udtbed import network
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
@@ -127,12 +127,8 @@ def test_cleanup_command_removes_only_prefixed_namespaces():
 
 
 def test_cleanup_keeps_live_runs_and_removes_dead_ones():
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    dead_pid = gone.pid
-    assert not os.path.exists(f"/proc/{dead_pid}")
     live = f"{network.PREFIX}{os.getpid()}-live"
-    dead = f"{network.PREFIX}{dead_pid}-dead"
+    dead = f"{network.PREFIX}{dead_pid()}-dead"
     for ns in (live, dead):
         subprocess.run(["ip", "netns", "add", ns], check=True)
     try:

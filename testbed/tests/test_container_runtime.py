@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import dead_pid
 from test_cleanup import netns_inodes, processes_in
 from udtbed import network, runtime
 from udtbed.experiments import EXPERIMENTS, Run, run_experiment
@@ -122,16 +123,12 @@ def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image
         if p.poll() is None:
             p.kill()
             p.communicate()
-        runtime.cleanup_containers(prefix)
-        network.cleanup(prefix)
+        runtime.cleanup_run(prefix)
 
 
 @docker_test
 def test_cleanup_removes_containers_of_dead_runs_only(image):
-    gone = subprocess.Popen(["true"])
-    gone.wait()  # reaped: its pid names a run that is over
-    dead_pid = gone.pid
-    dead, live = f"{network.PREFIX}{dead_pid}-c0-x", f"{network.PREFIX}{os.getpid()}-c0-x"
+    dead, live = f"{network.PREFIX}{dead_pid()}-c0-x", f"{network.PREFIX}{os.getpid()}-c0-x"
     for name in (dead, live):
         runtime.docker("run", "--detach", "--name", name, "--network", "none", image.id, "sleep", "300")
     try:

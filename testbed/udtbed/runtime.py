@@ -148,6 +148,20 @@ def _sha256(path: Path, _cache: dict = {}) -> str:  # noqa: B006 - a cache on pu
     return _cache[key]
 
 
+def docker_unusable() -> str | None:
+    """Why Docker cannot run containers here (with what to do), or None."""
+    if shutil.which("docker") is None:
+        return "docker is not installed: the docker runtime needs Docker Engine (Debian: apt-get install docker.io)"
+    try:
+        p = docker("version", "--format", "{{.Server.Version}}", check=False, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "the Docker daemon does not answer (20 s): check `docker info`"
+    if p.returncode != 0:
+        last = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "no answer"
+        return f"the Docker daemon is not reachable ({last}): start it (systemctl start docker)"
+    return None
+
+
 @dataclass(frozen=True)
 class StacksImage:
     """The stacks' image, checked usable: Docker answers, the image exists and was built from
@@ -159,17 +173,8 @@ class StacksImage:
 
     @classmethod
     def resolve(cls, name: str = IMAGE) -> "StacksImage":
-        if shutil.which("docker") is None:
-            raise DockerError("docker is not installed: the docker runtime needs Docker Engine "
-                              "(Debian: apt-get install docker.io), or use --runtime netns")
-        try:
-            p = docker("version", "--format", "{{.Server.Version}}", check=False, timeout=20)
-        except subprocess.TimeoutExpired:
-            raise DockerError("the Docker daemon does not answer (20 s): check `docker info`, "
-                              "or use --runtime netns") from None
-        if p.returncode != 0:
-            raise DockerError(f"the Docker daemon is not reachable ({p.stderr.strip().splitlines()[-1] if p.stderr.strip() else 'no answer'}): "
-                              "start it (systemctl start docker) or use --runtime netns")
+        if why := docker_unusable():
+            raise DockerError(f"{why}, or use --runtime netns")
         p = docker("image", "inspect", "--format", "{{json .}}", name, check=False)
         if p.returncode != 0:
             raise DockerError(f"image {name} does not exist: build it with `make testbed-image` "
