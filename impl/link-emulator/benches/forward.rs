@@ -22,10 +22,7 @@ fn main() {
     if !can_run_netns("link-emulator forward benchmark") {
         return;
     }
-    let secs: u64 = std::env::var("LINKEM_BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+    let secs: u64 = std::env::var("LINKEM_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
     println!("udt-linkem calibration: delay=20ms each way, queue=1000p, 1472-byte UDP payloads, {secs} s blasts");
     println!(
         "{:>9} | {:>11} {:>11} {:>11} | {:>11} {:>11} {:>9} {:>8} | {:>10} {:>10}",
@@ -74,7 +71,10 @@ fn main() {
             cpu / frames * 1e6,
         );
         if b.offered_bps < rate {
-            println!("{:>9}   note: the sender could not offer more than the link rate; the achieved rate is sender-bound", "");
+            println!(
+                "{:>9}   note: the sender could not offer more than the link rate; the achieved rate is sender-bound",
+                ""
+            );
         }
     }
 }

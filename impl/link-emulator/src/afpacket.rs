@@ -25,18 +25,9 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 /// Opening an interface failed; the message says what to do.
 #[derive(Debug)]
 pub enum AfPacketError {
-    NoSuchInterface {
-        iface: String,
-    },
-    NeedsPrivilege {
-        iface: String,
-        source: io::Error,
-    },
-    Io {
-        iface: String,
-        what: &'static str,
-        source: io::Error,
-    },
+    NoSuchInterface { iface: String },
+    NeedsPrivilege { iface: String, source: io::Error },
+    Io { iface: String, what: &'static str, source: io::Error },
 }
 
 impl fmt::Display for AfPacketError {
@@ -78,43 +69,27 @@ fn last_err() -> io::Error {
 
 impl PacketSocket {
     pub fn open(iface: &str) -> Result<Self, AfPacketError> {
-        let io_err = |what, source| AfPacketError::Io {
-            iface: iface.to_string(),
-            what,
-            source,
-        };
-        let cname = CString::new(iface).map_err(|_| AfPacketError::NoSuchInterface {
-            iface: iface.into(),
-        })?;
+        let io_err = |what, source| AfPacketError::Io { iface: iface.to_string(), what, source };
+        let cname = CString::new(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
         let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) } as i32;
         if ifindex == 0 || iface.len() >= libc::IFNAMSIZ {
-            return Err(AfPacketError::NoSuchInterface {
-                iface: iface.into(),
-            });
+            return Err(AfPacketError::NoSuchInterface { iface: iface.into() });
         }
         // Protocol 0 until bound, so no frame of another interface slips in before bind().
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                0,
-            )
-        };
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
         if fd < 0 {
             let e = last_err();
             return Err(match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => AfPacketError::NeedsPrivilege {
-                    iface: iface.into(),
-                    source: e,
-                },
+                Some(libc::EPERM) | Some(libc::EACCES) => {
+                    AfPacketError::NeedsPrivilege { iface: iface.into(), source: e }
+                }
                 _ => io_err("socket(AF_PACKET)", e),
             });
         }
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
 
-        let ignores_outgoing =
-            setsockopt_int(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1).is_ok();
+        let ignores_outgoing = setsockopt_int(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1).is_ok();
         // Deep buffers absorb bursts while a thread spins towards a deadline.
         if setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20).is_err() {
             let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, 32 << 20);
@@ -136,10 +111,7 @@ impl PacketSocket {
             )
         };
         if rc < 0 {
-            return Err(io_err(
-                "setting promiscuous mode (PACKET_ADD_MEMBERSHIP)",
-                last_err(),
-            ));
+            return Err(io_err("setting promiscuous mode (PACKET_ADD_MEMBERSHIP)", last_err()));
         }
 
         let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
@@ -147,32 +119,18 @@ impl PacketSocket {
         sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
         sll.sll_ifindex = ifindex;
         let rc = unsafe {
-            libc::bind(
-                raw,
-                &sll as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_ll>() as u32,
-            )
+            libc::bind(raw, &sll as *const _ as *const libc::sockaddr, size_of::<libc::sockaddr_ll>() as u32)
         };
         if rc < 0 {
             let e = last_err();
             return Err(match e.raw_os_error() {
-                Some(libc::ENODEV) => AfPacketError::NoSuchInterface {
-                    iface: iface.into(),
-                },
+                Some(libc::ENODEV) => AfPacketError::NoSuchInterface { iface: iface.into() },
                 _ => io_err("bind", e),
             });
         }
 
-        let (mtu, flags) = iface_mtu_and_flags(raw, iface)
-            .map_err(|e| io_err("reading MTU/flags (SIOCGIFMTU)", e))?;
-        Ok(Self {
-            fd,
-            iface: iface.into(),
-            ifindex,
-            mtu,
-            is_up: flags & libc::IFF_UP as i16 != 0,
-            ignores_outgoing,
-        })
+        let (mtu, flags) = iface_mtu_and_flags(raw, iface).map_err(|e| io_err("reading MTU/flags (SIOCGIFMTU)", e))?;
+        Ok(Self { fd, iface: iface.into(), ifindex, mtu, is_up: flags & libc::IFF_UP as i16 != 0, ignores_outgoing })
     }
 
     /// Largest frame (Ethernet header included, no FCS) the interface accepts for sending;
@@ -183,15 +141,9 @@ impl PacketSocket {
 
     /// Waits until a frame is readable or `timeout_ns` passes (ppoll, ns resolution).
     pub fn wait_readable(&self, timeout_ns: u64) {
-        let mut pfd = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ts = libc::timespec {
-            tv_sec: (timeout_ns / 1_000_000_000) as _,
-            tv_nsec: (timeout_ns % 1_000_000_000) as _,
-        };
+        let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let ts =
+            libc::timespec { tv_sec: (timeout_ns / 1_000_000_000) as _, tv_nsec: (timeout_ns % 1_000_000_000) as _ };
         unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
     }
 }
@@ -202,20 +154,9 @@ impl AsRawFd for PacketSocket {
     }
 }
 
-fn setsockopt_int(
-    fd: RawFd,
-    level: libc::c_int,
-    name: libc::c_int,
-    val: libc::c_int,
-) -> io::Result<()> {
+fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, val: libc::c_int) -> io::Result<()> {
     let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &val as *const _ as *const libc::c_void,
-            size_of::<libc::c_int>() as u32,
-        )
+        libc::setsockopt(fd, level, name, &val as *const _ as *const libc::c_void, size_of::<libc::c_int>() as u32)
     };
     if rc < 0 {
         Err(last_err())
@@ -264,13 +205,7 @@ impl RecvBatch {
     pub fn new(batch: usize) -> Self {
         Self {
             bufs: vec![0; batch * SLOT_BYTES],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                batch
-            ],
+            iovs: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; batch],
             addrs: vec![unsafe { zeroed() }; batch],
             hdrs: vec![unsafe { zeroed() }; batch],
             n: 0,
@@ -285,10 +220,8 @@ impl RecvBatch {
     pub fn recv(&mut self, sock: &PacketSocket) -> io::Result<usize> {
         // Pointers are set on every call so the struct stays freely movable.
         for i in 0..self.hdrs.len() {
-            self.iovs[i] = libc::iovec {
-                iov_base: self.bufs[i * SLOT_BYTES..].as_mut_ptr() as *mut _,
-                iov_len: SLOT_BYTES,
-            };
+            self.iovs[i] =
+                libc::iovec { iov_base: self.bufs[i * SLOT_BYTES..].as_mut_ptr() as *mut _, iov_len: SLOT_BYTES };
             let h = &mut self.hdrs[i].msg_hdr;
             h.msg_name = &mut self.addrs[i] as *mut _ as *mut libc::c_void;
             h.msg_namelen = size_of::<libc::sockaddr_ll>() as u32;
@@ -342,10 +275,7 @@ pub struct SendBatch {
 
 impl SendBatch {
     pub fn new(batch: usize) -> Self {
-        Self {
-            iovs: Vec::with_capacity(batch),
-            hdrs: Vec::with_capacity(batch),
-        }
+        Self { iovs: Vec::with_capacity(batch), hdrs: Vec::with_capacity(batch) }
     }
 
     /// Sends `frames` in order. Returns how many were sent; a frame the kernel refuses
@@ -358,10 +288,7 @@ impl SendBatch {
             self.hdrs.clear();
             for f in &frames[start..] {
                 let f = f.as_ref();
-                self.iovs.push(libc::iovec {
-                    iov_base: f.as_ptr() as *mut _,
-                    iov_len: f.len(),
-                });
+                self.iovs.push(libc::iovec { iov_base: f.as_ptr() as *mut _, iov_len: f.len() });
             }
             for iov in self.iovs.iter_mut() {
                 let mut h: libc::mmsghdr = unsafe { zeroed() };
@@ -369,14 +296,7 @@ impl SendBatch {
                 h.msg_hdr.msg_iovlen = 1;
                 self.hdrs.push(h);
             }
-            let rc = unsafe {
-                libc::sendmmsg(
-                    sock.as_raw_fd(),
-                    self.hdrs.as_mut_ptr(),
-                    self.hdrs.len() as u32,
-                    0,
-                )
-            };
+            let rc = unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, 0) };
             if rc > 0 {
                 sent += rc as usize;
                 start += rc as usize;

@@ -88,10 +88,7 @@ impl<T> DelayLine<T> {
             None => true,
         });
         self.in_flight.push_back((release_at, len, frame));
-        Admission::Queued {
-            release_at,
-            queue_delay: departure - now,
-        }
+        Admission::Queued { release_at, queue_delay: departure - now }
     }
 
     /// When the next frame is due, if any is in flight.
@@ -178,10 +175,7 @@ mod tests {
         let arrivals = vec![(0, 1250); 5];
         let (out, _) = run("delay=10ms,rate=10mbit", &arrivals);
         let times: Vec<_> = out.iter().map(|o| o.0).collect();
-        assert_eq!(
-            times,
-            vec![11_000_000, 12_000_000, 13_000_000, 14_000_000, 15_000_000]
-        );
+        assert_eq!(times, vec![11_000_000, 12_000_000, 13_000_000, 14_000_000, 15_000_000]);
     }
 
     #[test]
@@ -219,8 +213,7 @@ mod tests {
         let mut line = DelayLine::new(&parse("rate=8mbit,queue=4p").unwrap());
         let mut worst = 0;
         for i in 0..100 {
-            if let Admission::Queued { queue_delay, .. } = line.handle_frame(i * 100_000, 1000, ())
-            {
+            if let Admission::Queued { queue_delay, .. } = line.handle_frame(i * 100_000, 1000, ()) {
                 worst = worst.max(queue_delay);
             }
         }
@@ -242,11 +235,7 @@ mod tests {
         let arrivals: Vec<_> = (0..200_000).map(|i| (i * 1000, 100)).collect();
         let (out, st) = run("loss=ge:0.001,0.2,1", &arrivals);
         // Gaps in the released indices are the loss bursts; mean length 1/r = 5.
-        let gaps: Vec<usize> = out
-            .windows(2)
-            .map(|w| w[1].1 - w[0].1 - 1)
-            .filter(|&g| g > 0)
-            .collect();
+        let gaps: Vec<usize> = out.windows(2).map(|w| w[1].1 - w[0].1 - 1).filter(|&g| g > 0).collect();
         let mean = gaps.iter().sum::<usize>() as f64 / gaps.len() as f64;
         assert!((mean - 5.0).abs() < 0.6, "mean burst {mean}");
         assert_eq!(gaps.iter().sum::<usize>() as u64, st.dropped_loss);

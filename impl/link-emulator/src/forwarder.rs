@@ -34,11 +34,7 @@ pub struct ForwarderConfig {
 
 impl Default for ForwarderConfig {
     fn default() -> Self {
-        Self {
-            spin_ns: 80_000,
-            batch: 64,
-            max_sleep_ns: 20_000_000,
-        }
+        Self { spin_ns: 80_000, batch: 64, max_sleep_ns: 20_000_000 }
     }
 }
 
@@ -148,9 +144,7 @@ pub fn run(
                 let mut buf = pool.pop().unwrap_or_else(|| Vec::with_capacity(2048));
                 buf.clear();
                 buf.extend_from_slice(frame);
-                if let Admission::Queued { queue_delay, .. } =
-                    line.handle_frame(now, frame.len() as u32, buf)
-                {
+                if let Admission::Queued { queue_delay, .. } = line.handle_frame(now, frame.len() as u32, buf) {
                     stats.queue_delay_sum_ns.fetch_add(queue_delay, Relaxed);
                     stats.queue_delay_count.fetch_add(1, Relaxed);
                     stats.queue_delay_max_ns.fetch_max(queue_delay, Relaxed);
@@ -204,26 +198,16 @@ pub fn run(
 
         // Sleep towards the next deadline, spinning the last stretch.
         let now = now_ns();
-        stats
-            .queue_frames
-            .store(line.queue_occupancy(now).0 as u64, Relaxed);
+        stats.queue_frames.store(line.queue_occupancy(now).0 as u64, Relaxed);
         match line.poll_timeout() {
             None => rx.wait_readable(cfg.max_sleep_ns),
-            Some(due) if due > now + cfg.spin_ns => {
-                rx.wait_readable((due - now - cfg.spin_ns).min(cfg.max_sleep_ns))
-            }
+            Some(due) if due > now + cfg.spin_ns => rx.wait_readable((due - now - cfg.spin_ns).min(cfg.max_sleep_ns)),
             Some(_) => std::hint::spin_loop(),
         }
     }
 }
 
-fn oversize(
-    stats: &DirectionStats,
-    warned: &mut bool,
-    len: usize,
-    rx: &PacketSocket,
-    tx: &PacketSocket,
-) {
+fn oversize(stats: &DirectionStats, warned: &mut bool, len: usize, rx: &PacketSocket, tx: &PacketSocket) {
     stats.dropped_oversize.fetch_add(1, Relaxed);
     if !*warned {
         *warned = true;
@@ -246,11 +230,7 @@ mod tests {
     fn frames_released_on_time_are_not_bunched_despite_jitter() {
         let mut s = Spacing::default();
         let jitter = [0, 4_000, 1_000, 9_000, 0, 3_000];
-        let n = jitter
-            .iter()
-            .enumerate()
-            .filter(|&(i, &j)| s.bunched(i as u64 * TX, i as u64 * TX + j))
-            .count();
+        let n = jitter.iter().enumerate().filter(|&(i, &j)| s.bunched(i as u64 * TX, i as u64 * TX + j)).count();
         assert_eq!(n, 0);
     }
 
@@ -262,9 +242,7 @@ mod tests {
         let mut s = Spacing::default();
         assert!(!s.bunched(0, 0));
         let wake = 1_000_000;
-        let got: Vec<bool> = (1..=8u64)
-            .map(|i| s.bunched(i * TX, wake + i * 2_000))
-            .collect();
+        let got: Vec<bool> = (1..=8u64).map(|i| s.bunched(i * TX, wake + i * 2_000)).collect();
         assert_eq!(got, [false, true, true, true, true, true, true, true]);
         // Caught up: frame 9 leaves at its due time, 74 µs after the burst's last frame.
         assert!(!s.bunched(9 * TX, 9 * TX));

@@ -38,13 +38,7 @@ pub struct LinkSpec {
 impl Default for LinkSpec {
     /// A transparent link: no delay, no rate limit, netem's default 1000-packet queue.
     fn default() -> Self {
-        Self {
-            delay_ns: 0,
-            rate_bps: None,
-            queue: QueueLimit::Packets(1000),
-            loss: LossSpec::None,
-            seed: 1,
-        }
+        Self { delay_ns: 0, rate_bps: None, queue: QueueLimit::Packets(1000), loss: LossSpec::None, seed: 1 }
     }
 }
 
@@ -61,11 +55,7 @@ impl fmt::Display for LinkSpecError {
         if self.key.is_empty() {
             write!(f, "link spec: {}", self.reason)
         } else {
-            write!(
-                f,
-                "link spec: {}={:?}: {}",
-                self.key, self.value, self.reason
-            )
+            write!(f, "link spec: {}={:?}: {}", self.key, self.value, self.reason)
         }
     }
 }
@@ -103,11 +93,7 @@ impl fmt::Display for LinkSpec {
 }
 
 fn err(key: &str, value: &str, reason: impl Into<String>) -> LinkSpecError {
-    LinkSpecError {
-        key: key.into(),
-        value: value.into(),
-        reason: reason.into(),
-    }
+    LinkSpecError { key: key.into(), value: value.into(), reason: reason.into() }
 }
 
 /// Parses a link spec; see the module docs for the syntax.
@@ -123,9 +109,13 @@ pub fn parse(s: &str) -> Result<LinkSpec, LinkSpecError> {
                     v.push_str(part);
                 }
                 None => {
-                    return Err(err("", "", format!(
+                    return Err(err(
+                        "",
+                        "",
+                        format!(
                         "{part:?} is not key=value; write e.g. delay=20ms,rate=100mbit,queue=1000p,loss=0.001,seed=1"
-                    )))
+                    ),
+                    ))
                 }
             },
         }
@@ -142,18 +132,8 @@ pub fn parse(s: &str) -> Result<LinkSpec, LinkSpecError> {
             "rate" => spec.rate_bps = parse_rate_bps(v).map_err(|r| err(k, v, r))?,
             "queue" | "limit" => spec.queue = parse_queue(v).map_err(|r| err(k, v, r))?,
             "loss" => spec.loss = parse_loss(v).map_err(|r| err(k, v, r))?,
-            "seed" => {
-                spec.seed = v
-                    .parse()
-                    .map_err(|_| err(k, v, "not an unsigned 64-bit integer; e.g. seed=1"))?
-            }
-            _ => {
-                return Err(err(
-                    k,
-                    v,
-                    "unknown key; known keys are delay, rate, queue, loss, seed",
-                ))
-            }
+            "seed" => spec.seed = v.parse().map_err(|_| err(k, v, "not an unsigned 64-bit integer; e.g. seed=1"))?,
+            _ => return Err(err(k, v, "unknown key; known keys are delay, rate, queue, loss, seed")),
         }
     }
     Ok(spec)
@@ -161,16 +141,12 @@ pub fn parse(s: &str) -> Result<LinkSpec, LinkSpecError> {
 
 /// Splits "55ms" into (55.0, "ms").
 fn split_number(v: &str) -> Result<(f64, String), String> {
-    let end = v
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(v.len());
+    let end = v.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(v.len());
     let (num, unit) = v.split_at(end);
     if num.is_empty() {
         return Err("expected a number first".into());
     }
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("{num:?} is not a number"))?;
+    let x: f64 = num.parse().map_err(|_| format!("{num:?} is not a number"))?;
     if !x.is_finite() || x < 0.0 {
         return Err("must be a non-negative number".into());
     }
@@ -196,10 +172,7 @@ fn parse_duration_ns(v: &str) -> Result<u64, String> {
 }
 
 fn parse_rate_bps(v: &str) -> Result<Option<u64>, String> {
-    if matches!(
-        v.to_ascii_lowercase().as_str(),
-        "unlimited" | "none" | "inf"
-    ) {
+    if matches!(v.to_ascii_lowercase().as_str(), "unlimited" | "none" | "inf") {
         return Ok(None);
     }
     let (x, unit) = split_number(v)?;
@@ -209,11 +182,7 @@ fn parse_rate_bps(v: &str) -> Result<Option<u64>, String> {
         "mbit" | "mbps" => 1e6,
         "gbit" | "gbps" => 1e9,
         "" => return Err("missing unit; write e.g. 100mbit, 1gbit or 64kbit".into()),
-        _ => {
-            return Err(format!(
-                "unknown unit {unit:?}; use bit, kbit, mbit or gbit (bits per second)"
-            ))
-        }
+        _ => return Err(format!("unknown unit {unit:?}; use bit, kbit, mbit or gbit (bits per second)")),
     };
     let bps = (x * scale).round();
     if bps < 1.0 {
@@ -226,10 +195,7 @@ fn parse_rate_bps(v: &str) -> Result<Option<u64>, String> {
 }
 
 fn parse_queue(v: &str) -> Result<QueueLimit, String> {
-    if matches!(
-        v.to_ascii_lowercase().as_str(),
-        "unlimited" | "none" | "inf"
-    ) {
+    if matches!(v.to_ascii_lowercase().as_str(), "unlimited" | "none" | "inf") {
         return Ok(QueueLimit::Unlimited);
     }
     let (x, unit) = split_number(v)?;
@@ -243,11 +209,7 @@ fn parse_queue(v: &str) -> Result<QueueLimit, String> {
         "kb" => QueueLimit::Bytes(n * 1024),
         "mb" => QueueLimit::Bytes(n * 1024 * 1024),
         "" => return Err("missing unit; write e.g. 1000p (packets) or 256kb (bytes)".into()),
-        _ => {
-            return Err(format!(
-                "unknown unit {unit:?}; use p (packets) or b, kb, mb (bytes)"
-            ))
-        }
+        _ => return Err(format!("unknown unit {unit:?}; use p (packets) or b, kb, mb (bytes)")),
     };
     if n == 0 {
         return Err("a zero queue drops everything; give at least 1p".into());
@@ -260,10 +222,7 @@ fn parse_probability(v: &str) -> Result<f64, String> {
         Some(s) => (s, 0.01),
         None => (v, 1.0),
     };
-    let p: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{v:?} is not a probability; write e.g. 0.001 or 0.1%"))?;
+    let p: f64 = s.trim().parse().map_err(|_| format!("{v:?} is not a probability; write e.g. 0.001 or 0.1%"))?;
     let p = p * scale;
     if !(0.0..=1.0).contains(&p) {
         return Err(format!("{v:?} is not a probability between 0 and 1"));
@@ -277,15 +236,10 @@ fn parse_loss(v: &str) -> Result<LossSpec, String> {
         return Ok(LossSpec::None);
     }
     if let Some(p) = lower.strip_prefix("random:") {
-        return Ok(LossSpec::Random {
-            p: parse_probability(p)?,
-        });
+        return Ok(LossSpec::Random { p: parse_probability(p)? });
     }
     if let Some(params) = lower.strip_prefix("ge:") {
-        let ps = params
-            .split(',')
-            .map(|x| parse_probability(x.trim()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ps = params.split(',').map(|x| parse_probability(x.trim())).collect::<Result<Vec<_>, _>>()?;
         return match ps[..] {
             [p, r, h] => Ok(LossSpec::GilbertElliott { p, r, h, k: 0.0 }),
             [p, r, h, k] => Ok(LossSpec::GilbertElliott { p, r, h, k }),
@@ -295,9 +249,7 @@ fn parse_loss(v: &str) -> Result<LossSpec, String> {
     if lower.contains(':') {
         return Err("unknown loss model; use random:P or ge:p,r,h".into());
     }
-    Ok(LossSpec::Random {
-        p: parse_probability(&lower)?,
-    })
+    Ok(LossSpec::Random { p: parse_probability(&lower)? })
 }
 
 #[cfg(test)]
@@ -306,9 +258,7 @@ mod tests {
 
     #[test]
     fn parses_the_full_example() {
-        let s: LinkSpec = "delay=55ms,rate=1gbit,queue=1000p,loss=0.001,seed=1"
-            .parse()
-            .unwrap();
+        let s: LinkSpec = "delay=55ms,rate=1gbit,queue=1000p,loss=0.001,seed=1".parse().unwrap();
         assert_eq!(
             s,
             LinkSpec {
@@ -343,44 +293,25 @@ mod tests {
         assert_eq!(parse("queue=50p").unwrap().queue, QueueLimit::Packets(50));
         assert_eq!(parse("queue=1500b").unwrap().queue, QueueLimit::Bytes(1500));
         assert_eq!(parse("queue=64kb").unwrap().queue, QueueLimit::Bytes(65536));
-        assert_eq!(
-            parse("queue=2mb").unwrap().queue,
-            QueueLimit::Bytes(2 << 20)
-        );
-        assert_eq!(
-            parse("queue=unlimited").unwrap().queue,
-            QueueLimit::Unlimited
-        );
+        assert_eq!(parse("queue=2mb").unwrap().queue, QueueLimit::Bytes(2 << 20));
+        assert_eq!(parse("queue=unlimited").unwrap().queue, QueueLimit::Unlimited);
     }
 
     #[test]
     fn loss_models() {
-        assert_eq!(
-            parse("loss=random:0.01").unwrap().loss,
-            LossSpec::Random { p: 0.01 }
-        );
+        assert_eq!(parse("loss=random:0.01").unwrap().loss, LossSpec::Random { p: 0.01 });
         assert_eq!(parse("loss=1%").unwrap().loss, LossSpec::Random { p: 0.01 });
         assert_eq!(
             parse("loss=ge:0.01,0.3,0.8,rate=1gbit").unwrap(),
             LinkSpec {
                 rate_bps: Some(1_000_000_000),
-                loss: LossSpec::GilbertElliott {
-                    p: 0.01,
-                    r: 0.3,
-                    h: 0.8,
-                    k: 0.0
-                },
+                loss: LossSpec::GilbertElliott { p: 0.01, r: 0.3, h: 0.8, k: 0.0 },
                 ..LinkSpec::default()
             }
         );
         assert_eq!(
             parse("loss=ge:0.01,0.3,1,0.001").unwrap().loss,
-            LossSpec::GilbertElliott {
-                p: 0.01,
-                r: 0.3,
-                h: 1.0,
-                k: 0.001
-            }
+            LossSpec::GilbertElliott { p: 0.01, r: 0.3, h: 1.0, k: 0.001 }
         );
     }
 
@@ -391,11 +322,9 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in [
-            "delay=55ms,rate=1gbit,queue=1000p,loss=0.001,seed=9",
-            "delay=1us,queue=64kb,loss=ge:0.01,0.3,0.8",
-            "",
-        ] {
+        for s in
+            ["delay=55ms,rate=1gbit,queue=1000p,loss=0.001,seed=9", "delay=1us,queue=64kb,loss=ge:0.01,0.3,0.8", ""]
+        {
             let a = parse(s).unwrap();
             assert_eq!(parse(&a.to_string()).unwrap(), a, "{a}");
         }

@@ -59,11 +59,7 @@ pub struct LossModel {
 impl LossModel {
     /// The Gilbert–Elliott chain starts in Good.
     pub fn new(spec: LossSpec, seed: u64) -> Self {
-        Self {
-            spec,
-            rng: Xoshiro256::seed_from_u64(seed),
-            bad: false,
-        }
+        Self { spec, rng: Xoshiro256::seed_from_u64(seed), bad: false }
     }
 
     /// Steps the model for one frame; returns true if the frame is lost.
@@ -74,11 +70,7 @@ impl LossModel {
             LossSpec::GilbertElliott { p, r, h, k } => {
                 // Transition first, then draw the loss in the new state: a burst can start
                 // with the very frame that triggered it.
-                self.bad = if self.bad {
-                    !self.rng.chance(r)
-                } else {
-                    self.rng.chance(p)
-                };
+                self.bad = if self.bad { !self.rng.chance(r) } else { self.rng.chance(p) };
                 self.rng.chance(if self.bad { h } else { k })
             }
         }
@@ -124,10 +116,7 @@ mod tests {
     #[test]
     fn random_loss_rate_matches_p_with_fixed_seed() {
         let n = 200_000;
-        let lost = losses(LossSpec::Random { p: 0.01 }, 1, n)
-            .iter()
-            .filter(|&&x| x)
-            .count();
+        let lost = losses(LossSpec::Random { p: 0.01 }, 1, n).iter().filter(|&&x| x).count();
         // 4 sigma of a binomial(200000, 0.01) is ~178.
         assert!((lost as i64 - 2000).abs() < 180, "lost {lost}");
     }
@@ -150,49 +139,28 @@ mod tests {
     #[test]
     fn gilbert_elliott_bursts_have_mean_length_one_over_r() {
         // h = 1: every frame in Bad is lost, so loss bursts are exactly Bad sojourns.
-        let spec = LossSpec::GilbertElliott {
-            p: 0.002,
-            r: 0.25,
-            h: 1.0,
-            k: 0.0,
-        };
+        let spec = LossSpec::GilbertElliott { p: 0.002, r: 0.25, h: 1.0, k: 0.0 };
         let l = losses(spec, 1, 1_000_000);
         let b = bursts(&l);
         let mean = b.iter().sum::<usize>() as f64 / b.len() as f64;
         assert!((mean - 4.0).abs() < 0.3, "mean burst {mean}, want 1/r = 4");
         let rate = l.iter().filter(|&&x| x).count() as f64 / l.len() as f64;
         let want = spec.mean_loss();
-        assert!(
-            (rate - want).abs() < 0.1 * want,
-            "loss rate {rate}, want {want}"
-        );
+        assert!((rate - want).abs() < 0.1 * want, "loss rate {rate}, want {want}");
     }
 
     #[test]
     fn gilbert_elliott_loss_in_bad_state_scales_the_rate() {
-        let spec = LossSpec::GilbertElliott {
-            p: 0.01,
-            r: 0.1,
-            h: 0.5,
-            k: 0.0,
-        };
+        let spec = LossSpec::GilbertElliott { p: 0.01, r: 0.1, h: 0.5, k: 0.0 };
         let l = losses(spec, 9, 1_000_000);
         let rate = l.iter().filter(|&&x| x).count() as f64 / l.len() as f64;
         let want = 0.01 / 0.11 * 0.5;
-        assert!(
-            (rate - want).abs() < 0.05 * want,
-            "loss rate {rate}, want {want}"
-        );
+        assert!((rate - want).abs() < 0.05 * want, "loss rate {rate}, want {want}");
     }
 
     #[test]
     fn gilbert_elliott_is_burstier_than_random_at_equal_mean() {
-        let ge = LossSpec::GilbertElliott {
-            p: 0.001,
-            r: 0.1,
-            h: 1.0,
-            k: 0.0,
-        };
+        let ge = LossSpec::GilbertElliott { p: 0.001, r: 0.1, h: 1.0, k: 0.0 };
         let rnd = LossSpec::Random { p: ge.mean_loss() };
         let mb = |s| {
             let b = bursts(&losses(s, 5, 500_000));

@@ -58,12 +58,7 @@ fn parse_args() -> Result<Args, String> {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
             _ => (arg.clone(), None),
         };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| it.next())
-                .ok_or(format!("{flag} needs a value"))
-        };
+        let mut value = || inline.clone().or_else(|| it.next()).ok_or(format!("{flag} needs a value"));
         match flag.as_str() {
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -74,11 +69,7 @@ fn parse_args() -> Result<Args, String> {
             "--a-to-b" => ab = value()?.parse().map_err(|e| format!("--a-to-b: {e}"))?,
             "--b-to-a" => ba = value()?.parse().map_err(|e| format!("--b-to-a: {e}"))?,
             "--stats" => stats = Some(value()?),
-            "--spin-us" => {
-                spin_us = value()?
-                    .parse()
-                    .map_err(|_| "--spin-us takes a whole number of microseconds")?
-            }
+            "--spin-us" => spin_us = value()?.parse().map_err(|_| "--spin-us takes a whole number of microseconds")?,
             "--realtime" => realtime = true,
             _ => return Err(format!("unknown argument {arg:?}")),
         }
@@ -88,15 +79,7 @@ fn parse_args() -> Result<Args, String> {
     if a == b {
         return Err("--a and --b must be different interfaces".into());
     }
-    Ok(Args {
-        a,
-        b,
-        a_to_b: ab,
-        b_to_a: ba,
-        stats,
-        spin_us,
-        realtime,
-    })
+    Ok(Args { a, b, a_to_b: ab, b_to_a: ba, stats, spin_us, realtime })
 }
 
 fn install_signal_handlers() {
@@ -124,10 +107,7 @@ fn main() -> ExitCode {
     };
     for s in [&sa, &sb] {
         if !s.is_up {
-            eprintln!(
-                "udt-linkem: warning: {} is down; bring it up with `ip link set {} up`",
-                s.iface, s.iface
-            );
+            eprintln!("udt-linkem: warning: {} is down; bring it up with `ip link set {} up`", s.iface, s.iface);
         }
         if !s.ignores_outgoing {
             eprintln!("udt-linkem: note: kernel lacks PACKET_IGNORE_OUTGOING; filtering outgoing frames by type");
@@ -136,14 +116,12 @@ fn main() -> ExitCode {
     let mut stats_out: Option<Box<dyn Write>> = match args.stats.as_deref() {
         None => None,
         Some("-") => Some(Box::new(std::io::stdout())),
-        Some(path) => match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
+        Some(path) => match std::fs::OpenOptions::new().create(true).append(true).open(path) {
             Ok(f) => Some(Box::new(f)),
             Err(e) => {
-                eprintln!("udt-linkem: cannot open stats file {path:?}: {e}; check the directory exists and is writable");
+                eprintln!(
+                    "udt-linkem: cannot open stats file {path:?}: {e}; check the directory exists and is writable"
+                );
                 return ExitCode::from(1);
             }
         },
@@ -152,10 +130,7 @@ fn main() -> ExitCode {
     eprintln!("udt-linkem: {} -> {}: {}", args.a, args.b, args.a_to_b);
     eprintln!("udt-linkem: {} -> {}: {}", args.b, args.a, args.b_to_a);
 
-    let cfg = ForwarderConfig {
-        spin_ns: args.spin_us * 1000,
-        ..ForwarderConfig::default()
-    };
+    let cfg = ForwarderConfig { spin_ns: args.spin_us * 1000, ..ForwarderConfig::default() };
     let (st_ab, st_ba) = (DirectionStats::default(), DirectionStats::default());
     let start = now_ns();
     let realtime = args.realtime;
@@ -164,10 +139,7 @@ fn main() -> ExitCode {
             move || {
                 if realtime {
                     let p = libc::sched_param { sched_priority: 10 };
-                    if unsafe {
-                        libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p)
-                    } != 0
-                    {
+                    if unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) } != 0 {
                         eprintln!("udt-linkem: --realtime: SCHED_FIFO refused; continuing at normal priority");
                     }
                 }
@@ -175,10 +147,7 @@ fn main() -> ExitCode {
             }
         };
         let spawn = |name: &str, f| {
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn_scoped(scope, f)
-                .expect("spawning a forwarding thread")
+            std::thread::Builder::new().name(name.into()).spawn_scoped(scope, f).expect("spawning a forwarding thread")
         };
         spawn("a-to-b", run(&sa, &sb, &args.a_to_b, &st_ab));
         spawn("b-to-a", run(&sb, &sa, &args.b_to_a, &st_ba));
@@ -187,32 +156,18 @@ fn main() -> ExitCode {
         while !STOP.load(Ordering::Relaxed) {
             let now = now_ns();
             if now < next {
-                std::thread::sleep(std::time::Duration::from_nanos(
-                    (next - now).min(50_000_000),
-                ));
+                std::thread::sleep(std::time::Duration::from_nanos((next - now).min(50_000_000)));
                 continue;
             }
             next += 1_000_000_000;
             if let Some(out) = stats_out.as_mut() {
-                let line = take_line(
-                    (now - start) as f64 / 1e9,
-                    false,
-                    process_cpu_seconds(),
-                    &st_ab,
-                    &st_ba,
-                );
+                let line = take_line((now - start) as f64 / 1e9, false, process_cpu_seconds(), &st_ab, &st_ba);
                 let _ = writeln!(out, "{line}").and_then(|_| out.flush());
             }
         }
     });
     // The forwarding threads have stopped: the final line has complete counters.
-    let line = take_line(
-        (now_ns() - start) as f64 / 1e9,
-        true,
-        process_cpu_seconds(),
-        &st_ab,
-        &st_ba,
-    );
+    let line = take_line((now_ns() - start) as f64 / 1e9, true, process_cpu_seconds(), &st_ab, &st_ba);
     if let Some(out) = stats_out.as_mut() {
         let _ = writeln!(out, "{line}").and_then(|_| out.flush());
     }

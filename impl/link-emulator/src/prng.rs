@@ -31,9 +31,7 @@ pub struct Xoshiro256 {
 impl Xoshiro256 {
     pub fn seed_from_u64(seed: u64) -> Self {
         let mut sm = SplitMix64::new(seed);
-        Self {
-            s: [sm.next_u64(), sm.next_u64(), sm.next_u64(), sm.next_u64()],
-        }
+        Self { s: [sm.next_u64(), sm.next_u64(), sm.next_u64(), sm.next_u64()] }
     }
 
     pub fn next_u64(&mut self) -> u64 {

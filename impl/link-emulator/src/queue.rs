@@ -34,14 +34,7 @@ pub struct SerializationQueue {
 
 impl SerializationQueue {
     pub fn new(rate_bps: Option<u64>, limit: QueueLimit) -> Self {
-        Self {
-            rate_bps,
-            limit,
-            busy_until: 0,
-            carry: 0,
-            backlog: VecDeque::new(),
-            backlog_bytes: 0,
-        }
+        Self { rate_bps, limit, busy_until: 0, carry: 0, backlog: VecDeque::new(), backlog_bytes: 0 }
     }
 
     /// Offers a frame of `len` bytes arriving at `now`; returns its departure time
@@ -109,9 +102,7 @@ mod tests {
     fn back_to_back_frames_are_spaced_by_serialization_time() {
         // 1500 B at 100 Mbit/s = 120 µs.
         let mut q = SerializationQueue::new(Some(100_000_000), QueueLimit::Unlimited);
-        let deps: Vec<_> = (0..4)
-            .map(|_| q.handle_enqueue(1_000, 1500).unwrap())
-            .collect();
+        let deps: Vec<_> = (0..4).map(|_| q.handle_enqueue(1_000, 1500).unwrap()).collect();
         assert_eq!(deps, vec![121_000, 241_000, 361_000, 481_000]);
     }
 
@@ -160,10 +151,7 @@ mod tests {
     #[test]
     fn queue_drains_completely_at_the_last_departure() {
         let mut q = SerializationQueue::new(Some(8_000_000), QueueLimit::Packets(10));
-        let last = (0..5)
-            .map(|_| q.handle_enqueue(0, 1000).unwrap())
-            .last()
-            .unwrap();
+        let last = (0..5).map(|_| q.handle_enqueue(0, 1000).unwrap()).last().unwrap();
         assert_eq!(q.occupancy(last - 1), (1, 1000));
         assert_eq!(q.occupancy(last), (0, 0));
     }

@@ -27,11 +27,7 @@ pub fn take_line(
     b_to_a: &DirectionStats,
 ) -> String {
     let mut s = String::with_capacity(768);
-    let _ = write!(
-        s,
-        "{{\"t_s\":{t_s:.3},\"final\":{is_final},\"cpu_user_s\":{:.3},\"cpu_sys_s\":{:.3}",
-        cpu.0, cpu.1
-    );
+    let _ = write!(s, "{{\"t_s\":{t_s:.3},\"final\":{is_final},\"cpu_user_s\":{:.3},\"cpu_sys_s\":{:.3}", cpu.0, cpu.1);
     for (name, d) in [("a_to_b", a_to_b), ("b_to_a", b_to_a)] {
         let _ = write!(s, ",\"{name}\":");
         direction(&mut s, d);
@@ -91,16 +87,12 @@ mod tests {
         a.late_max_ns.store(2000, Relaxed);
         a.bunched.store(2, Relaxed);
         let l1 = take_line(1.0, false, (0.5, 0.25), &a, &b);
-        assert!(
-            l1.starts_with("{\"t_s\":1.000,\"final\":false,\"cpu_user_s\":0.500"),
-            "{l1}"
-        );
+        assert!(l1.starts_with("{\"t_s\":1.000,\"final\":false,\"cpu_user_s\":0.500"), "{l1}");
         assert!(l1.contains("\"a_to_b\":{\"frames_in\":3,"));
         assert!(l1.contains("\"bunched\":2,\"late_avg_us\":1.0,\"late_max_us\":2.0}"));
         let l2 = take_line(2.0, true, (0.5, 0.25), &a, &b);
         assert!(
-            l2.contains("\"frames_in\":3,")
-                && l2.contains("\"bunched\":2,\"late_avg_us\":0.0,\"late_max_us\":0.0}")
+            l2.contains("\"frames_in\":3,") && l2.contains("\"bunched\":2,\"late_avg_us\":0.0,\"late_max_us\":0.0}")
         );
         assert!(l2.ends_with("}}"));
     }

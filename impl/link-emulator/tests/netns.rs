@@ -25,22 +25,11 @@ fn ping_rtt_is_the_sum_of_both_one_way_delays() {
     let rtt = ping(&topo, 5, 0.2);
     let last = emu.stop();
     eprintln!("rtt {rtt:?}\nstats {last}");
-    assert!(
-        (rtt.avg - 40.0).abs() < 1.0,
-        "avg RTT {} ms, want 40 ± 1",
-        rtt.avg
-    );
+    assert!((rtt.avg - 40.0).abs() < 1.0, "avg RTT {} ms, want 40 ± 1", rtt.avg);
     // Never early is a hard guarantee; the max is left out because one preempted release on a
     // busy shared machine can add milliseconds to a single probe (see `late_max_us`).
-    assert!(
-        (39.9..41.0).contains(&rtt.min),
-        "min RTT {} ms, want 40 ms (never less)",
-        rtt.min
-    );
-    assert_eq!(
-        stat(&last, "a_to_b", "dropped_queue") + stat(&last, "a_to_b", "dropped_loss"),
-        0.0
-    );
+    assert!((39.9..41.0).contains(&rtt.min), "min RTT {} ms, want 40 ms (never less)", rtt.min);
+    assert_eq!(stat(&last, "a_to_b", "dropped_queue") + stat(&last, "a_to_b", "dropped_loss"), 0.0);
 }
 
 #[test]
@@ -56,38 +45,21 @@ fn rate_limit_holds_under_a_udp_blast() {
     let b = udp_blast(&topo, 65e6, Duration::from_secs(2), 1472);
     let last = emu.stop();
     eprintln!("blast {b:?}\nstats {last}");
-    assert!(
-        (b.link_bps - 50e6).abs() < 50e6 * 0.03,
-        "link rate {:.2} Mb/s, want 50 ± 3%",
-        b.link_bps / 1e6
-    );
+    assert!((b.link_bps - 50e6).abs() < 50e6 * 0.03, "link rate {:.2} Mb/s, want 50 ± 3%", b.link_bps / 1e6);
     assert_eq!(b.reordered, 0, "frames reordered");
-    assert!(
-        stat(&last, "a_to_b", "dropped_queue") > 0.0,
-        "a 30% overload must overflow the queue"
-    );
+    assert!(stat(&last, "a_to_b", "dropped_queue") > 0.0, "a 30% overload must overflow the queue");
     assert_eq!(stat(&last, "a_to_b", "send_errors"), 0.0);
 }
 
 #[test]
 fn missing_interface_is_reported_with_a_remedy() {
     let out = Command::new(env!("CARGO_BIN_EXE_udt-linkem"))
-        .args([
-            "--a",
-            "udtl-nonexist0",
-            "--b",
-            "udtl-nonexist1",
-            "--a-to-b",
-            "delay=1ms",
-        ])
+        .args(["--a", "udtl-nonexist0", "--b", "udtl-nonexist1", "--a-to-b", "delay=1ms"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(
-        err.contains("\"udtl-nonexist0\" does not exist") && err.contains("ip netns exec"),
-        "{err}"
-    );
+    assert!(err.contains("\"udtl-nonexist0\" does not exist") && err.contains("ip netns exec"), "{err}");
 }
 
 #[test]
@@ -98,8 +70,5 @@ fn bad_link_spec_is_reported_with_an_example() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        err.contains("--a-to-b: link spec: delay=\"20\": missing unit"),
-        "{err}"
-    );
+    assert!(err.contains("--a-to-b: link spec: delay=\"20\": missing unit"), "{err}");
 }

@@ -173,7 +173,8 @@ fn net(e: UdtError, during_setup: bool) -> Failure {
 
 fn builder(c: &Common) -> Result<udt::Builder, Failure> {
     let cc = CcChoice::parse(&c.cc, c.mss).map_err(usage)?;
-    let mut b = UdtSocket::builder().mss(c.mss).cc(cc).linger(Duration::from_secs(c.linger)).pacing_burst(c.pacing_burst);
+    let mut b =
+        UdtSocket::builder().mss(c.mss).cc(cc).linger(Duration::from_secs(c.linger)).pacing_burst(c.pacing_burst);
     if c.dgram {
         b = b.socket_type(SocketType::Dgram);
     }
@@ -199,7 +200,9 @@ fn builder(c: &Common) -> Result<udt::Builder, Failure> {
 fn stats_sink(c: &Common, stdout_busy: bool) -> Result<Option<Sink>, Failure> {
     match &c.stats {
         None => Ok(None),
-        Some(p) => Sink::open(p, stdout_busy).map(Some).map_err(|e| local_io(format!("cannot write statistics to {p:?}: {e} (check the path)"))),
+        Some(p) => Sink::open(p, stdout_busy)
+            .map(Some)
+            .map_err(|e| local_io(format!("cannot write statistics to {p:?}: {e} (check the path)"))),
     }
 }
 
@@ -259,14 +262,17 @@ fn send(a: SendArgs) -> Outcome {
     sock.connect(peer).map_err(|e| net(e, true))?;
     let sock = Arc::new(sock);
     let delivered = Arc::new(AtomicU64::new(0));
-    let reporter = sink.map(|s| Reporter::start(Role::Send, s, Duration::from_millis(a.common.stats_interval), sock.clone(), delivered.clone()));
+    let reporter = sink.map(|s| {
+        Reporter::start(Role::Send, s, Duration::from_millis(a.common.stats_interval), sock.clone(), delivered.clone())
+    });
 
     let dgram = a.common.dgram;
     let chunk = if dgram { a.msg_size as usize } else { CHUNK };
     let mut buf = vec![0u8; chunk];
     let mut total = 0u64;
     loop {
-        let n = read_full(&mut input, &mut buf).map_err(|e| local_io(format!("reading input {:?} failed: {e}", a.input)))?;
+        let n = read_full(&mut input, &mut buf)
+            .map_err(|e| local_io(format!("reading input {:?} failed: {e}", a.input)))?;
         if n == 0 {
             break;
         }
@@ -303,7 +309,10 @@ fn recv(a: RecvArgs) -> Outcome {
         Box::new(std_file(io::stdout()).map_err(|e| local_io(format!("cannot write standard output: {e}")))?)
     } else {
         Box::new(File::create(&a.output).map_err(|e| {
-            local_io(format!("cannot write output {:?}: {e} (check that the directory exists and is writable)", a.output))
+            local_io(format!(
+                "cannot write output {:?}: {e} (check that the directory exists and is writable)",
+                a.output
+            ))
         })?)
     };
     let sink = stats_sink(&a.common, a.output == "-")?;
@@ -332,7 +341,9 @@ fn recv(a: RecvArgs) -> Outcome {
     };
     let sock = Arc::new(sock);
     let delivered = Arc::new(AtomicU64::new(0));
-    let reporter = sink.map(|s| Reporter::start(Role::Recv, s, Duration::from_millis(a.common.stats_interval), sock.clone(), delivered.clone()));
+    let reporter = sink.map(|s| {
+        Reporter::start(Role::Recv, s, Duration::from_millis(a.common.stats_interval), sock.clone(), delivered.clone())
+    });
 
     let write_err = |e: io::Error| local_io(format!("writing output {:?} failed: {e}", a.output));
     let total = if a.common.dgram {
@@ -387,7 +398,9 @@ fn recv_many(a: RecvArgs) -> Outcome {
         return Err(usage(format!("--connections {n} needs a listener: it cannot be combined with --rendezvous")));
     }
     if a.output == "-" {
-        return Err(usage(format!("--connections {n} writes one file per connection: --output must be a directory, not -")));
+        return Err(usage(format!(
+            "--connections {n} writes one file per connection: --output must be a directory, not -"
+        )));
     }
     let b = builder(&a.common)?;
     let local = parse_addr(&a.listen, "--listen")?;
@@ -407,7 +420,10 @@ fn recv_many(a: RecvArgs) -> Outcome {
     }
     // Each worker reports (connection number, peer, outcome); the first failure wins.
     let (tx, rx) = std::sync::mpsc::channel::<(u32, String, Result<u64, Failure>)>();
-    let failed = |k: u32, peer: &str, f: Failure| Failure { code: f.code, msg: format!("connection {k} of {n} (from {peer}): {}", f.msg) };
+    let failed = |k: u32, peer: &str, f: Failure| Failure {
+        code: f.code,
+        msg: format!("connection {k} of {n} (from {peer}): {}", f.msg),
+    };
     let mut workers = Vec::new();
     // (connections finished, bytes) so far.
     let tally = std::cell::Cell::new((0u32, 0u64));
@@ -423,9 +439,10 @@ fn recv_many(a: RecvArgs) -> Outcome {
             while let Ok(r) = rx.try_recv() {
                 on_result(r)?;
             }
-            if let Some(s) = listener.accept_timeout(Duration::from_millis(100)).map_err(|e| {
-                Failure { code: 3, msg: format!("accepting connection {k} of {n} failed: {e}") }
-            })? {
+            if let Some(s) = listener
+                .accept_timeout(Duration::from_millis(100))
+                .map_err(|e| Failure { code: 3, msg: format!("accepting connection {k} of {n} failed: {e}") })?
+            {
                 break s;
             }
         };
@@ -448,7 +465,8 @@ fn recv_many(a: RecvArgs) -> Outcome {
                 drop(out);
                 let final_stats = sock.stats().map_err(|e| net(e, false))?;
                 if let Some(r) = reporter {
-                    r.finish(total, &final_stats.core).map_err(|e| local_io(format!("cannot write statistics: {e}")))?;
+                    r.finish(total, &final_stats.core)
+                        .map_err(|e| local_io(format!("cannot write statistics: {e}")))?;
                 }
                 if let Ok(mut sock) = Arc::try_unwrap(sock) {
                     let _ = sock.close();

@@ -134,7 +134,13 @@ pub fn progress_bytes(role: Role, st: &SocketStats, delivered: &AtomicU64) -> u6
 
 impl Reporter {
     /// Starts reporting on `sock` every `interval`; `delivered` counts the receiver's output.
-    pub fn start(role: Role, sink: Sink, interval: Duration, sock: Arc<UdtSocket>, delivered: Arc<AtomicU64>) -> Reporter {
+    pub fn start(
+        role: Role,
+        sink: Sink,
+        interval: Duration,
+        sock: Arc<UdtSocket>,
+        delivered: Arc<AtomicU64>,
+    ) -> Reporter {
         Reporter::start_shared(role, Arc::new(Mutex::new(sink)), interval, sock, delivered, String::new())
     }
 
@@ -188,7 +194,14 @@ impl Reporter {
         }
         let secs = self.start.elapsed().as_secs_f64();
         let mbps = if secs > 0.0 { bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 };
-        let l = line(self.role, secs, bytes, mbps, stats, &format!("{},\"summary\":true,\"seconds\":{:.6}", self.tag, secs));
+        let l = line(
+            self.role,
+            secs,
+            bytes,
+            mbps,
+            stats,
+            &format!("{},\"summary\":true,\"seconds\":{:.6}", self.tag, secs),
+        );
         let mut sink = self.sink.lock().unwrap();
         sink.write_line(&l)?;
         sink.flush()
@@ -212,10 +225,22 @@ mod tests {
     fn line_has_every_shared_key_in_order() {
         let s = Stats { rtt_us: 1500, cwnd: f64::INFINITY, ..Stats::default() };
         let l = line(Role::Recv, 1.5, 42, 3.0, &s, ",\"summary\":true");
-        assert!(l.starts_with("{\"stack\":\"udt-rs\",\"role\":\"recv\",\"t\":1.500000,\"bytes\":42,\"mbps\":3.000,\"rtt_ms\":1.500,"));
+        assert!(l.starts_with(
+            "{\"stack\":\"udt-rs\",\"role\":\"recv\",\"t\":1.500000,\"bytes\":42,\"mbps\":3.000,\"rtt_ms\":1.500,"
+        ));
         for key in [
-            "flow_window", "cwnd", "period_us", "losses", "retrans", "pkts_sent", "pkts_recv", "acks_sent", "acks_recv",
-            "naks_sent", "naks_recv", "summary",
+            "flow_window",
+            "cwnd",
+            "period_us",
+            "losses",
+            "retrans",
+            "pkts_sent",
+            "pkts_recv",
+            "acks_sent",
+            "acks_recv",
+            "naks_sent",
+            "naks_recv",
+            "summary",
         ] {
             assert!(l.contains(&format!("\"{key}\":")), "{key} missing in {l}");
         }

@@ -109,15 +109,46 @@ fn options_are_accepted_and_stats_are_json_lines() {
     let got = transfer_with(
         "options",
         &data,
-        &["--mss", "1400", "--cc", "paper", "--flow-window", "4096", "--rcvbuf", "2048", "--sndbuf", "2048", "--max-bw", "2000"],
+        &[
+            "--mss",
+            "1400",
+            "--cc",
+            "paper",
+            "--flow-window",
+            "4096",
+            "--rcvbuf",
+            "2048",
+            "--sndbuf",
+            "2048",
+            "--max-bw",
+            "2000",
+        ],
         &["--stats", s(&stats), "--stats-interval", "20"],
     );
     assert!(got == data);
     let text = std::fs::read_to_string(&stats).unwrap();
     let last = text.lines().last().expect("stats lines");
-    for key in ["\"stack\":\"udt-rs\"", "\"role\":", "\"t\":", "\"bytes\":2000000", "\"mbps\":", "\"rtt_ms\":", "\"flow_window\":",
-                "\"cwnd\":", "\"period_us\":", "\"losses\":", "\"retrans\":", "\"pkts_sent\":", "\"pkts_recv\":", "\"acks_sent\":",
-                "\"acks_recv\":", "\"naks_sent\":", "\"naks_recv\":", "\"summary\":true", "\"seconds\":"] {
+    for key in [
+        "\"stack\":\"udt-rs\"",
+        "\"role\":",
+        "\"t\":",
+        "\"bytes\":2000000",
+        "\"mbps\":",
+        "\"rtt_ms\":",
+        "\"flow_window\":",
+        "\"cwnd\":",
+        "\"period_us\":",
+        "\"losses\":",
+        "\"retrans\":",
+        "\"pkts_sent\":",
+        "\"pkts_recv\":",
+        "\"acks_sent\":",
+        "\"acks_recv\":",
+        "\"naks_sent\":",
+        "\"naks_recv\":",
+        "\"summary\":true",
+        "\"seconds\":",
+    ] {
         assert!(last.contains(key), "{key} missing in {last}");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -149,7 +180,10 @@ fn rendezvous_transfer() {
     let data = pattern(500_000, 11);
     std::fs::write(&input, &data).unwrap();
     let recv = udt(&["recv", "--listen", &a, "--rendezvous", &b, "--output", s(&output)]).spawn().unwrap();
-    let send = finish(udt(&["send", "--connect", &a, "--bind", &b, "--rendezvous", "--input", s(&input)]).spawn().unwrap(), 60);
+    let send = finish(
+        udt(&["send", "--connect", &a, "--bind", &b, "--rendezvous", "--input", s(&input)]).spawn().unwrap(),
+        60,
+    );
     let recv = finish(recv, 60);
     assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
     assert!(recv.status.success(), "{}", String::from_utf8_lossy(&recv.stderr));
@@ -207,8 +241,23 @@ fn usage_errors_exit_2_and_help_documents_examples() {
     assert!(text.contains("Examples:") && text.contains("udt send --connect"), "{text}");
     let help = finish(udt(&["send", "--help"]).spawn().unwrap(), 30);
     let text = String::from_utf8_lossy(&help.stdout);
-    for opt in ["--connect", "--input", "--bind", "--rendezvous", "--mss", "--dgram", "--msg-size", "--cc", "--stats",
-                "--stats-interval", "--flow-window", "--rcvbuf", "--sndbuf", "--max-bw", "Exit status"] {
+    for opt in [
+        "--connect",
+        "--input",
+        "--bind",
+        "--rendezvous",
+        "--mss",
+        "--dgram",
+        "--msg-size",
+        "--cc",
+        "--stats",
+        "--stats-interval",
+        "--flow-window",
+        "--rcvbuf",
+        "--sndbuf",
+        "--max-bw",
+        "Exit status",
+    ] {
         assert!(text.contains(opt), "{opt} missing from send --help");
     }
 }
@@ -227,10 +276,21 @@ fn recv_connections_serves_concurrent_senders_one_file_each() {
         })
         .collect();
     let addr = format!("127.0.0.1:{}", free_port());
-    let recv = udt(&["recv", "--listen", &addr, "--connections", "3", "--output", s(&out), "--stats", s(&stats),
-                     "--stats-interval", "20"])
-        .spawn()
-        .unwrap();
+    let recv = udt(&[
+        "recv",
+        "--listen",
+        &addr,
+        "--connections",
+        "3",
+        "--output",
+        s(&out),
+        "--stats",
+        s(&stats),
+        "--stats-interval",
+        "20",
+    ])
+    .spawn()
+    .unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let senders: Vec<Child> =
         inputs.iter().map(|(p, _)| udt(&["send", "--connect", &addr, "--input", s(p)]).spawn().unwrap()).collect();
@@ -260,7 +320,8 @@ fn recv_connections_serves_concurrent_senders_one_file_each() {
     for (k, name) in names.iter().enumerate() {
         let size = std::fs::metadata(out.join(name)).unwrap().len();
         let tag = format!("\"conn\":{}", k + 1);
-        let line = summaries.iter().find(|l| l.contains(&tag)).unwrap_or_else(|| panic!("no summary with {tag}: {text}"));
+        let line =
+            summaries.iter().find(|l| l.contains(&tag)).unwrap_or_else(|| panic!("no summary with {tag}: {text}"));
         assert!(line.contains(&format!("\"bytes\":{size},")), "{line}");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -275,9 +336,11 @@ fn recv_connections_rejects_dgram_rendezvous_and_stdout() {
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr_of(&out));
         assert!(stderr_of(&out).contains("--connections"), "{}", stderr_of(&out));
     }
-    let out = finish(udt(&["recv", "--listen", "127.0.0.1:0", "--connections", "2", "--output", "-"]).spawn().unwrap(), 30);
+    let out =
+        finish(udt(&["recv", "--listen", "127.0.0.1:0", "--connections", "2", "--output", "-"]).spawn().unwrap(), 30);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
-    let out = finish(udt(&["recv", "--listen", "127.0.0.1:0", "--connections", "0", "--output", "x"]).spawn().unwrap(), 30);
+    let out =
+        finish(udt(&["recv", "--listen", "127.0.0.1:0", "--connections", "0", "--output", "x"]).spawn().unwrap(), 30);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     let help = finish(udt(&["recv", "--help"]).spawn().unwrap(), 30);
     assert!(String::from_utf8_lossy(&help.stdout).contains("--connections"));

@@ -118,16 +118,8 @@ struct Row {
     cols: Vec<f64>,
 }
 
-const COLS: [&str; 8] = [
-    "snd.insert",
-    "snd.ins.shuf",
-    "snd.pop",
-    "snd.ack",
-    "rcv.append",
-    "rcv.rm.order",
-    "rcv.rm.shuf",
-    "rcv.nak",
-];
+const COLS: [&str; 8] =
+    ["snd.insert", "snd.ins.shuf", "snd.pop", "snd.ack", "rcv.append", "rcv.rm.order", "rcv.rm.shuf", "rcv.nak"];
 
 fn run(label: String, p: &Pattern, rng: &mut Rng) -> Row {
     let mut shuffled = p.events.clone();
@@ -247,7 +239,10 @@ fn main() {
     println!(
         "reference: UDT paper (SC'04, Fig. 9) ~{PAPER_NS:.0} ns per insert/delete/query on a dual 2.4 GHz Xeon (2004)"
     );
-    println!("columns: insert = one loss event; pop / rm = one number; ack = one remove_up_to; nak = one {}-word export", nak_word_limit(1500));
+    println!(
+        "columns: insert = one loss event; pop / rm = one number; ack = one remove_up_to; nak = one {}-word export",
+        nak_word_limit(1500)
+    );
     print!("{:<10} {:>7}", "event", "events");
     for c in COLS {
         print!(" {c:>12}");

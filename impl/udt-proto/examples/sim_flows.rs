@@ -14,9 +14,15 @@ use udt_proto::sim::{Dir, LinkConfig, Pair};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
-    let (flows, rate, rtt_ms, queue, secs) = (num(0, 10.0) as usize, num(1, 100.0), num(2, 110.0), num(3, 908.0) as usize, num(4, 30.0));
+    let (flows, rate, rtt_ms, queue, secs) =
+        (num(0, 10.0) as usize, num(1, 100.0), num(2, 110.0), num(3, 908.0) as usize, num(4, 30.0));
     let late_us = num(5, 0.0) as u64;
-    let link = LinkConfig { delay_us: (rtt_ms * 500.0) as u64, rate_bps: Some((rate * 1e6) as u64), queue_pkts: queue, ..Default::default() };
+    let link = LinkConfig {
+        delay_us: (rtt_ms * 500.0) as u64,
+        rate_bps: Some((rate * 1e6) as u64),
+        queue_pkts: queue,
+        ..Default::default()
+    };
     let mut p = Pair::new(42, link);
     p.tracing = false;
     p.set_late_release(Dir::AtoB, late_us);
@@ -48,8 +54,14 @@ fn main() {
             let mut period: Vec<f64> = ids.iter().map(|&(c, _)| p.a.connection(c).unwrap().stats().period_us).collect();
             period.sort_by(f64::total_cmp);
             let mbps: Vec<String> = got.iter().map(|&g| format!("{:5.1}", g as f64 * 8.0 / 1e6)).collect();
-            println!("t={:4.0}s total {:6.1} Mb/s  retrans {:7}  period min {:7.1} us  flows {}", (p.now - start) as f64 / 1e6,
-                     got.iter().sum::<usize>() as f64 * 8.0 / 1e6, lost, period[0], mbps.join(" "));
+            println!(
+                "t={:4.0}s total {:6.1} Mb/s  retrans {:7}  period min {:7.1} us  flows {}",
+                (p.now - start) as f64 / 1e6,
+                got.iter().sum::<usize>() as f64 * 8.0 / 1e6,
+                lost,
+                period[0],
+                mbps.join(" ")
+            );
             got.iter_mut().for_each(|g| *g = 0);
             next_report += 1_000_000;
         }

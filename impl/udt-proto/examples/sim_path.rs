@@ -10,10 +10,21 @@ fn main() {
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (rate, rtt_ms, queue, secs) = (num(0, 100.0), num(1, 110.0), num(2, 1000.0) as usize, num(3, 20.0));
     let cc = CcChoice::parse(args.get(4).map_or("udt411", |s| s.as_str()), 1500).expect("cc");
-    let link = LinkConfig { delay_us: (rtt_ms * 500.0) as u64, rate_bps: Some((rate * 1e6) as u64), queue_pkts: queue, ..Default::default() };
+    let link = LinkConfig {
+        delay_us: (rtt_ms * 500.0) as u64,
+        rate_bps: Some((rate * 1e6) as u64),
+        queue_pkts: queue,
+        ..Default::default()
+    };
     let mut p = Pair::new(42, link);
     p.tracing = false;
-    let config = ConnectionConfig { cc, rcv_buf_pkts: 100_000, flight_flag_size: 100_000, snd_buf_pkts: 100_000, ..Default::default() };
+    let config = ConnectionConfig {
+        cc,
+        rcv_buf_pkts: 100_000,
+        flight_flag_size: 100_000,
+        snd_buf_pkts: 100_000,
+        ..Default::default()
+    };
     let (c, s) = p.connect(config);
     let chunk = vec![0u8; 1 << 20];
     let mut buf = vec![0u8; 1 << 20];

@@ -31,11 +31,10 @@ impl CcChoice {
             "udt411" | "native" | "udt" => Ok(CcChoice::Udt411),
             "paper" => Ok(CcChoice::Paper),
             _ => {
-                let rate = s
-                    .strip_prefix("fixed:")
-                    .and_then(|r| r.parse::<f64>().ok())
-                    .filter(|r| *r > 0.0)
-                    .ok_or_else(|| format!("unknown congestion control {s:?}: use udt411, paper or fixed:<Mbit/s>"))?;
+                let rate =
+                    s.strip_prefix("fixed:").and_then(|r| r.parse::<f64>().ok()).filter(|r| *r > 0.0).ok_or_else(
+                        || format!("unknown congestion control {s:?}: use udt411, paper or fixed:<Mbit/s>"),
+                    )?;
                 Ok(CcChoice::FixedRate { period_us: (mss as f64 * 8.0) / rate })
             }
         }
@@ -98,7 +97,10 @@ impl ConnectionConfig {
     /// Checks option ranges (§13.4) and says what is wrong.
     pub fn validate(&self) -> Result<(), String> {
         if self.mss < 76 || self.mss > 65_535 {
-            return Err(format!("MSS {} out of range: UDT needs 76..=65535 bytes (IP+UDP+UDT headers included)", self.mss));
+            return Err(format!(
+                "MSS {} out of range: UDT needs 76..=65535 bytes (IP+UDP+UDT headers included)",
+                self.mss
+            ));
         }
         if self.flight_flag_size < 32 {
             return Err("flow window (UDT_FC) must be at least 32 packets".into());

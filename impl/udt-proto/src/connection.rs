@@ -63,8 +63,12 @@ pub enum ConnectError {
 impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            ConnectError::TimedOut => "connection setup timed out: no UDT peer answered (is the address right and the peer listening?)",
-            ConnectError::Rejected => "connection rejected by the peer (socket type or version mismatch, or its backlog is full)",
+            ConnectError::TimedOut => {
+                "connection setup timed out: no UDT peer answered (is the address right and the peer listening?)"
+            }
+            ConnectError::Rejected => {
+                "connection rejected by the peer (socket type or version mismatch, or its backlog is full)"
+            }
             ConnectError::IsnMismatch => "peer's handshake response did not echo our initial sequence number",
             ConnectError::RendezvousRefused => "rendezvous peer is a regular client, not in rendezvous mode",
         })
@@ -268,7 +272,13 @@ impl Connection {
     /// Creates the listener side of a connection from a client's cookie-bearing request
     /// (§6.1 listener rule 8) and queues the response. `client_ip` is the client's address in
     /// handshake form. Both directions start at the client's ISN.
-    pub fn accept(config: ConnectionConfig, local_id: u32, req: &Handshake, client_ip: [u32; 4], now: u64) -> Connection {
+    pub fn accept(
+        config: ConnectionConfig,
+        local_id: u32,
+        req: &Handshake,
+        client_ip: [u32; 4],
+        now: u64,
+    ) -> Connection {
         let mss = req.mss.min(config.mss).max(76);
         let response = Handshake {
             version: 4,
@@ -679,7 +689,8 @@ impl Connection {
             let last = h.seq.prev();
             rcv.loss.append(expected, last);
             self.stats.pkts_lost_rcv += expected.len_to(last) as u64;
-            let words = if expected == last { vec![expected.get()] } else { vec![expected.get() | 0x8000_0000, last.get()] };
+            let words =
+                if expected == last { vec![expected.get()] } else { vec![expected.get() | 0x8000_0000, last.get()] };
             self.ctrl.push_back(CtrlOut::Nak(words));
             // §8.4: every NAK restarts the NAK interval (used by draft mode only).
             let interval = nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
@@ -743,9 +754,10 @@ impl Connection {
     }
 
     fn cc_input(&self, now: u64) -> CcInput {
-        let (curr, rate, bw, maxw) = self.snd.as_ref().map_or((self.isn.prev(), 16, 1, 2), |s| {
-            (s.curr_seq, s.delivery_rate, s.bandwidth, s.max_window)
-        });
+        let (curr, rate, bw, maxw) = self
+            .snd
+            .as_ref()
+            .map_or((self.isn.prev(), 16, 1, 2), |s| (s.curr_seq, s.delivery_rate, s.bandwidth, s.max_window));
         CcInput {
             now,
             mss: self.mss,

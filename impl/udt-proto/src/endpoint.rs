@@ -232,7 +232,9 @@ impl Endpoint {
             e.peer == from && e.conn.role() == crate::connection::Role::Rendezvous
         });
         match (hs, rendezvous) {
-            (Some(h), _) if self.listener.is_some() && h.req_type != req_type::RENDEZVOUS => self.on_request(now, from, &h),
+            (Some(h), _) if self.listener.is_some() && h.req_type != req_type::RENDEZVOUS => {
+                self.on_request(now, from, &h)
+            }
             (_, Some(id)) => self.conns.get_mut(&id).expect("listed").conn.handle_packet(now, datagram),
             _ => self.stats.unroutable += 1,
         }

@@ -748,10 +748,7 @@ mod tests {
         assert_eq!(decode_nak(&[]), Err(NakError::Empty));
         assert_eq!(decode_nak(&[1, 0x8000_0005]), Err(NakError::TrailingRangeStart { index: 1 }));
         assert_eq!(decode_nak(&[0x8000_0005, 0x8000_0006]), Err(NakError::RangeEndFlagged { index: 0 }));
-        assert_eq!(
-            decode_nak(&[0x8000_0009, 5]),
-            Err(NakError::ReversedRange { index: 0, first: s(9), last: s(5) })
-        );
+        assert_eq!(decode_nak(&[0x8000_0009, 5]), Err(NakError::ReversedRange { index: 0, first: s(9), last: s(5) }));
         // A range across the wrap is fine; its mirror image is reversed.
         assert_eq!(rs(decode_nak(&[0xFFFF_FFFE, 1]).unwrap().into_iter()), [(SEQ_MAX - 1, 1)]);
         assert!(decode_nak(&[0x8000_0001, SEQ_MAX - 1]).is_err());

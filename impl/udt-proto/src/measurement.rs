@@ -166,7 +166,7 @@ mod tests {
             s.on_data(t);
         }
         assert_eq!(s.speed(), 10_000); // median of 15 (9×100, 6×1e6) is 100; kept: 9 × 100
-        // Fill slots 9..15 so that 15 = 130 µs: 6 more of 1e6 untouched, slot 15 written last.
+                                       // Fill slots 9..15 so that 15 = 130 µs: 6 more of 1e6 untouched, slot 15 written last.
         let mut s2 = s.clone();
         for _ in 0..6 {
             t += 1_000_000;

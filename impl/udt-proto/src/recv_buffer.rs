@@ -120,7 +120,11 @@ impl RecvBuffer {
         (0..self.readable)
             .map(|i| {
                 let s = (self.head + i) % self.cap;
-                if self.state[s] == Slot::Full { self.lens[s] as usize } else { 0 }
+                if self.state[s] == Slot::Full {
+                    self.lens[s] as usize
+                } else {
+                    0
+                }
             })
             .sum::<usize>()
             - self.head_read

@@ -52,7 +52,15 @@ pub struct LinkConfig {
 
 impl Default for LinkConfig {
     fn default() -> Self {
-        LinkConfig { delay_us: 1_000, rate_bps: None, queue_pkts: 1000, loss: 0.0, reorder: 0.0, reorder_us: 2_000, duplicate: 0.0 }
+        LinkConfig {
+            delay_us: 1_000,
+            rate_bps: None,
+            queue_pkts: 1000,
+            loss: 0.0,
+            reorder: 0.0,
+            reorder_us: 2_000,
+            duplicate: 0.0,
+        }
     }
 }
 
@@ -168,7 +176,8 @@ impl Pair {
                 server = self.b.accept();
             }
             if let Some(s) = server {
-                let ready = self.a.connection(c).is_some_and(|x| x.is_connected()) && self.b.connection(s).is_some_and(|x| x.is_connected());
+                let ready = self.a.connection(c).is_some_and(|x| x.is_connected())
+                    && self.b.connection(s).is_some_and(|x| x.is_connected());
                 if ready {
                     return (c, s);
                 }
@@ -256,14 +265,10 @@ impl Pair {
                 break;
             }
         }
-        let next = [
-            self.in_flight.iter().map(|&(t, ..)| t).min(),
-            self.a.poll_timeout(),
-            self.b.poll_timeout(),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let next = [self.in_flight.iter().map(|&(t, ..)| t).min(), self.a.poll_timeout(), self.b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
         match next {
             Some(t) => {
                 self.now = t.max(self.now + 1);

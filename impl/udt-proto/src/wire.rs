@@ -480,10 +480,22 @@ pub enum Control<'a> {
     NakWords(&'a [u32]),
     CongestionWarning,
     Shutdown,
-    Ack2 { ack_no: AckNo },
-    MsgDropRequest { msg: MsgNo, first: SeqNo, last: SeqNo },
-    ErrorSignal { code: u32 },
-    UserDefined { ext_type: u16, info: u32, body: &'a [u8] },
+    Ack2 {
+        ack_no: AckNo,
+    },
+    MsgDropRequest {
+        msg: MsgNo,
+        first: SeqNo,
+        last: SeqNo,
+    },
+    ErrorSignal {
+        code: u32,
+    },
+    UserDefined {
+        ext_type: u16,
+        info: u32,
+        body: &'a [u8],
+    },
 }
 
 impl Control<'_> {
@@ -595,17 +607,9 @@ impl<'a> Repr<'a> {
                 if info.len() < 8 {
                     return Err(bad());
                 }
-                Control::MsgDropRequest {
-                    msg: MsgNo::new(addl),
-                    first: SeqNo::new(w(0)),
-                    last: SeqNo::new(w(1)),
-                }
+                Control::MsgDropRequest { msg: MsgNo::new(addl), first: SeqNo::new(w(0)), last: SeqNo::new(w(1)) }
             }
-            ControlType::UserDefined => Control::UserDefined {
-                ext_type: packet.ext_type(),
-                info: addl,
-                body: info,
-            },
+            ControlType::UserDefined => Control::UserDefined { ext_type: packet.ext_type(), info: addl, body: info },
         };
         Ok(Repr::Control { dst_socket_id: packet.dst_socket_id(), timestamp: packet.timestamp(), control })
     }
@@ -701,13 +705,16 @@ mod tests {
         let digits: String = s
             .lines()
             .map(|l| l.trim())
-            .map(|l| if l.len() > 4 && l.as_bytes()[4] == b' ' && l[..4].chars().all(|c| c.is_ascii_hexdigit()) { &l[5..] } else { l })
+            .map(|l| {
+                if l.len() > 4 && l.as_bytes()[4] == b' ' && l[..4].chars().all(|c| c.is_ascii_hexdigit()) {
+                    &l[5..]
+                } else {
+                    l
+                }
+            })
             .collect::<Vec<_>>()
             .join(" ");
-        digits
-            .split_whitespace()
-            .map(|b| u8::from_str_radix(b, 16).unwrap())
-            .collect()
+        digits.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect()
     }
 
     fn roundtrip(bytes: &[u8]) -> Repr<'_> {
@@ -740,7 +747,11 @@ mod tests {
             00 00 20 00 00 00 00 01 1a 2b 3c 4d 00 00 00 00
             02 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
         let r = roundtrip(&first);
-        let expect = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs(1, CLIENT, 0, [10, 0, 0, 2])) };
+        let expect = Repr::Control {
+            dst_socket_id: 0,
+            timestamp: 0,
+            control: Control::Handshake(hs(1, CLIENT, 0, [10, 0, 0, 2])),
+        };
         assert_eq!(r, expect);
         assert_eq!(expect.to_vec(), first);
 
@@ -748,19 +759,40 @@ mod tests {
             00 00 00 04 00 00 00 01 0b ad f0 0d 00 00 05 dc
             00 00 20 00 00 00 00 01 1a 2b 3c 4d 5e ed 12 34
             02 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
-        assert_eq!(roundtrip(&cookie_reply), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Handshake(hs(1, CLIENT, 0x5EED_1234, [10, 0, 0, 2])) });
+        assert_eq!(
+            roundtrip(&cookie_reply),
+            Repr::Control {
+                dst_socket_id: CLIENT,
+                timestamp: 0,
+                control: Control::Handshake(hs(1, CLIENT, 0x5EED_1234, [10, 0, 0, 2]))
+            }
+        );
 
         let second = hex("80 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
             00 00 00 04 00 00 00 01 0b ad f0 0d 00 00 05 dc
             00 00 20 00 ff ff ff ff 1a 2b 3c 4d 5e ed 12 34
             02 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
-        assert_eq!(roundtrip(&second), Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs(-1, CLIENT, 0x5EED_1234, [10, 0, 0, 2])) });
+        assert_eq!(
+            roundtrip(&second),
+            Repr::Control {
+                dst_socket_id: 0,
+                timestamp: 0,
+                control: Control::Handshake(hs(-1, CLIENT, 0x5EED_1234, [10, 0, 0, 2]))
+            }
+        );
 
         let response = hex("80 00 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d
             00 00 00 04 00 00 00 01 0b ad f0 0d 00 00 05 dc
             00 00 20 00 ff ff ff ff 00 c0 ff ee 5e ed 12 34
             01 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
-        assert_eq!(roundtrip(&response), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Handshake(hs(-1, SERVER, 0x5EED_1234, [10, 0, 0, 1])) });
+        assert_eq!(
+            roundtrip(&response),
+            Repr::Control {
+                dst_socket_id: CLIENT,
+                timestamp: 0,
+                control: Control::Handshake(hs(-1, SERVER, 0x5EED_1234, [10, 0, 0, 1]))
+            }
+        );
     }
 
     #[test]
@@ -779,7 +811,17 @@ mod tests {
 
     #[test]
     fn message_words_of_spec_3_1() {
-        let h = |b, o, m| DataHeader { seq: SeqNo::ZERO, boundary: b, in_order: o, msg: MsgNo::new(m), timestamp: 0, dst_socket_id: 1 }.msg_word();
+        let h = |b, o, m| {
+            DataHeader {
+                seq: SeqNo::ZERO,
+                boundary: b,
+                in_order: o,
+                msg: MsgNo::new(m),
+                timestamp: 0,
+                dst_socket_id: 1,
+            }
+            .msg_word()
+        };
         assert_eq!(h(Boundary::Solo, false, 1), 0xC000_0001);
         assert_eq!(h(Boundary::First, true, 42), 0xA000_002A);
         assert_eq!(h(Boundary::Middle, true, 42), 0x2000_002A);
@@ -790,16 +832,52 @@ mod tests {
     fn spec_15_3_ack_forms_and_ack2() {
         let full = hex("80 02 00 00 00 00 00 07 00 00 00 00 1a 2b 3c 4d
             0b ad f0 a0 00 00 61 a8 00 00 18 6a 00 00 1f 40 00 01 3c 68 00 01 73 18");
-        assert_eq!(roundtrip(&full), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Ack(Ack::Full {
-            ack_no: AckNo::new(7), ack: SeqNo::new(0x0BAD_F0A0), rtt: 25_000, rtt_var: 6_250, avail: 8000, rate: 81_000, capacity: 95_000 }) });
+        assert_eq!(
+            roundtrip(&full),
+            Repr::Control {
+                dst_socket_id: CLIENT,
+                timestamp: 0,
+                control: Control::Ack(Ack::Full {
+                    ack_no: AckNo::new(7),
+                    ack: SeqNo::new(0x0BAD_F0A0),
+                    rtt: 25_000,
+                    rtt_var: 6_250,
+                    avail: 8000,
+                    rate: 81_000,
+                    capacity: 95_000
+                })
+            }
+        );
         let ack2 = hex("80 06 00 00 00 00 00 07 00 00 00 00 00 c0 ff ee 00 00 00 00");
-        assert_eq!(roundtrip(&ack2), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::Ack2 { ack_no: AckNo::new(7) } });
+        assert_eq!(
+            roundtrip(&ack2),
+            Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::Ack2 { ack_no: AckNo::new(7) } }
+        );
         let medium = hex("80 02 00 00 00 00 00 08 00 00 00 00 1a 2b 3c 4d
             0b ad f0 b0 00 00 5d c0 00 00 13 88 00 00 1f 36");
-        assert_eq!(roundtrip(&medium), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Ack(Ack::Medium {
-            ack_no: AckNo::new(8), ack: SeqNo::new(0x0BAD_F0B0), rtt: 24_000, rtt_var: 5_000, avail: 7990 }) });
+        assert_eq!(
+            roundtrip(&medium),
+            Repr::Control {
+                dst_socket_id: CLIENT,
+                timestamp: 0,
+                control: Control::Ack(Ack::Medium {
+                    ack_no: AckNo::new(8),
+                    ack: SeqNo::new(0x0BAD_F0B0),
+                    rtt: 24_000,
+                    rtt_var: 5_000,
+                    avail: 7990
+                })
+            }
+        );
         let light = hex("80 02 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d 0b ad f0 e0");
-        assert_eq!(roundtrip(&light), Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::Ack(Ack::Light { ack: SeqNo::new(0x0BAD_F0E0) }) });
+        assert_eq!(
+            roundtrip(&light),
+            Repr::Control {
+                dst_socket_id: CLIENT,
+                timestamp: 0,
+                control: Control::Ack(Ack::Light { ack: SeqNo::new(0x0BAD_F0E0) })
+            }
+        );
     }
 
     #[test]
@@ -808,11 +886,17 @@ mod tests {
             0b ad f0 10 8b ad f0 12 0b ad f0 15 0b ad f0 20 8b ad f0 30 0b ad f0 31");
         let Repr::Control { control: Control::Nak(list), .. } = roundtrip(&bytes) else { panic!("nak") };
         let s = |x| SeqNo::new(x);
-        let ranges = vec![(s(0x0BADF010), s(0x0BADF010)), (s(0x0BADF012), s(0x0BADF015)), (s(0x0BADF020), s(0x0BADF020)), (s(0x0BADF030), s(0x0BADF031))];
+        let ranges = vec![
+            (s(0x0BADF010), s(0x0BADF010)),
+            (s(0x0BADF012), s(0x0BADF015)),
+            (s(0x0BADF020), s(0x0BADF020)),
+            (s(0x0BADF030), s(0x0BADF031)),
+        ];
         assert_eq!(list.ranges().unwrap(), ranges);
         let mut words = vec![];
         encode_nak_words(&ranges, &mut words);
-        let emitted = Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::NakWords(&words) }.to_vec();
+        let emitted =
+            Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::NakWords(&words) }.to_vec();
         assert_eq!(emitted, bytes);
     }
 
@@ -852,14 +936,33 @@ mod tests {
         let sd = hex("80 05 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00");
         assert_eq!(roundtrip(&sd), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::Shutdown });
         let err = hex("80 08 00 00 00 00 0f a0 00 00 00 00 00 c0 ff ee 00 00 00 00");
-        assert_eq!(roundtrip(&err), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::ErrorSignal { code: 4000 } });
+        assert_eq!(
+            roundtrip(&err),
+            Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::ErrorSignal { code: 4000 } }
+        );
         let user = hex("ff ff 00 01 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00");
         let r = Repr::parse_bytes(&user).unwrap();
         assert!(matches!(r, Repr::Control { control: Control::UserDefined { ext_type: 1, info: 0, .. }, .. }));
-        let emitted = Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::UserDefined { ext_type: 1, info: 0, body: &[] } }.to_vec();
+        let emitted = Repr::Control {
+            dst_socket_id: SERVER,
+            timestamp: 0,
+            control: Control::UserDefined { ext_type: 1, info: 0, body: &[] },
+        }
+        .to_vec();
         assert_eq!(emitted, user);
         let drop = hex("80 07 00 00 00 00 00 05 00 00 00 00 00 c0 ff ee 0b ad f2 00 0b ad f2 03");
-        assert_eq!(roundtrip(&drop), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::MsgDropRequest { msg: MsgNo::new(5), first: SeqNo::new(0x0BADF200), last: SeqNo::new(0x0BADF203) } });
+        assert_eq!(
+            roundtrip(&drop),
+            Repr::Control {
+                dst_socket_id: SERVER,
+                timestamp: 0,
+                control: Control::MsgDropRequest {
+                    msg: MsgNo::new(5),
+                    first: SeqNo::new(0x0BADF200),
+                    last: SeqNo::new(0x0BADF203)
+                }
+            }
+        );
         let warn = Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::CongestionWarning }.to_vec();
         assert_eq!(&warn[..4], &[0x80, 0x04, 0, 0]);
         assert_eq!(warn.len(), 20);
@@ -868,7 +971,10 @@ mod tests {
     #[test]
     fn unpadded_16_byte_control_packets_are_accepted() {
         let ka = hex("80 01 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee");
-        assert_eq!(Repr::parse_bytes(&ka).unwrap(), Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::KeepAlive });
+        assert_eq!(
+            Repr::parse_bytes(&ka).unwrap(),
+            Repr::Control { dst_socket_id: SERVER, timestamp: 0, control: Control::KeepAlive }
+        );
     }
 
     #[test]

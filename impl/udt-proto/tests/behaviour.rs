@@ -98,7 +98,10 @@ fn handshake_completes_with_cookie_round_and_echoed_isn() {
 
 #[test]
 fn stream_transfer_is_byte_exact_over_a_clean_path() {
-    let mut p = Pair::new(2, LinkConfig { delay_us: 5_000, rate_bps: Some(100_000_000), queue_pkts: 200, ..Default::default() });
+    let mut p = Pair::new(
+        2,
+        LinkConfig { delay_us: 5_000, rate_bps: Some(100_000_000), queue_pkts: 200, ..Default::default() },
+    );
     let data = pattern(3_000_000, 2);
     let (_, _, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
     assert_eq!(got.len(), data.len());
@@ -107,7 +110,15 @@ fn stream_transfer_is_byte_exact_over_a_clean_path() {
 
 #[test]
 fn transfer_survives_loss_reordering_and_duplication() {
-    let link = LinkConfig { delay_us: 20_000, loss: 0.02, reorder: 0.02, reorder_us: 3_000, duplicate: 0.01, rate_bps: Some(50_000_000), queue_pkts: 500 };
+    let link = LinkConfig {
+        delay_us: 20_000,
+        loss: 0.02,
+        reorder: 0.02,
+        reorder_us: 3_000,
+        duplicate: 0.01,
+        rate_bps: Some(50_000_000),
+        queue_pkts: 500,
+    };
     let mut p = Pair::new(3, link);
     let data = pattern(2_000_000, 3);
     let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 120_000_000);
@@ -156,7 +167,10 @@ fn nak_reports_two_packet_gap_as_range_and_single_loss_as_one_word() {
 
 #[test]
 fn full_ack_every_syn_while_data_flows_and_ack2_echoes_it() {
-    let mut p = Pair::new(5, LinkConfig { delay_us: 5_000, rate_bps: Some(20_000_000), queue_pkts: 1000, ..Default::default() });
+    let mut p = Pair::new(
+        5,
+        LinkConfig { delay_us: 5_000, rate_bps: Some(20_000_000), queue_pkts: 1000, ..Default::default() },
+    );
     let data = pattern(2_000_000, 5);
     let (_c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
     assert_eq!(got.len(), data.len());
@@ -187,7 +201,10 @@ fn full_ack_every_syn_while_data_flows_and_ack2_echoes_it() {
 
 #[test]
 fn rtt_converges_to_the_path_round_trip() {
-    let mut p = Pair::new(6, LinkConfig { delay_us: 25_000, rate_bps: Some(50_000_000), queue_pkts: 2000, ..Default::default() });
+    let mut p = Pair::new(
+        6,
+        LinkConfig { delay_us: 25_000, rate_bps: Some(50_000_000), queue_pkts: 2000, ..Default::default() },
+    );
     let data = pattern(1_000_000, 6);
     let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
     assert_eq!(got.len(), data.len());
@@ -244,7 +261,10 @@ fn silent_peer_is_declared_dead_after_about_46_seconds() {
 
 #[test]
 fn slow_start_ends_and_a_nak_decreases_the_rate() {
-    let mut p = Pair::new(9, LinkConfig { delay_us: 10_000, rate_bps: Some(100_000_000), queue_pkts: 100, ..Default::default() });
+    let mut p = Pair::new(
+        9,
+        LinkConfig { delay_us: 10_000, rate_bps: Some(100_000_000), queue_pkts: 100, ..Default::default() },
+    );
     let data = pattern(20_000_000, 9);
     let (c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 60_000_000);
     assert_eq!(got.len(), data.len());
@@ -364,7 +384,11 @@ fn garbage_datagrams_never_panic_or_corrupt_delivery() {
     }
     // Crafted NAKs: trailing range start, start > end, beyond what was sent.
     let isn = p.a.connection(c).unwrap().isn();
-    for words in [vec![isn.get() | 0x8000_0000], vec![isn.add(9).get() | 0x8000_0000, isn.add(2).get()], vec![isn.add(5_000_000).get()]] {
+    for words in [
+        vec![isn.get() | 0x8000_0000],
+        vec![isn.add(9).get() | 0x8000_0000, isn.add(2).get()],
+        vec![isn.add(5_000_000).get()],
+    ] {
         let pkt = Repr::Control { dst_socket_id: c, timestamp: 0, control: Control::NakWords(&words) }.to_vec();
         p.a.handle_datagram(p.now, p.b_addr, &pkt);
     }
@@ -407,7 +431,12 @@ fn handshake_flood_keeps_no_state_before_the_cookie_round() {
         let pkt = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs) }.to_vec();
         p.b.handle_datagram(p.now, from, &pkt);
         // A forged second round with a guessed cookie is dropped too.
-        let pkt = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(wire::Handshake { req_type: -1, cookie: 0xDEAD_BEEF, ..hs }) }.to_vec();
+        let pkt = Repr::Control {
+            dst_socket_id: 0,
+            timestamp: 0,
+            control: Control::Handshake(wire::Handshake { req_type: -1, cookie: 0xDEAD_BEEF, ..hs }),
+        }
+        .to_vec();
         p.b.handle_datagram(p.now, from, &pkt);
     }
     assert_eq!(p.b.connection_ids().count(), 0);
@@ -430,7 +459,10 @@ fn accepted_connection_whose_client_goes_silent_expires_without_busy_timers() {
     let start = p.now;
     while p.now < start + 1_000_000 && responses == 0 {
         p.step();
-        responses = p.controls(Dir::BtoA).filter(|(t, c)| t.time >= start && matches!(c, Control::Handshake(h) if h.req_type == req_type::RESPONSE)).count();
+        responses = p
+            .controls(Dir::BtoA)
+            .filter(|(t, c)| t.time >= start && matches!(c, Control::Handshake(h) if h.req_type == req_type::RESPONSE))
+            .count();
     }
     p.drop_filter = Some(Box::new(|dir, _| dir == Dir::AtoB));
     let s2 = p.b.accept().expect("accepted");
@@ -448,11 +480,18 @@ fn accepted_connection_whose_client_goes_silent_expires_without_busy_timers() {
         }
     }
     assert!(broke, "a silent client must not keep an accepted connection forever");
-    let s2_sent = p.trace.iter().filter(|t| t.dir == Dir::BtoA && t.time > start).filter(|t| match t.repr() {
-        Some(Repr::Data { header, .. }) => header.dst_socket_id != c,
-        Some(Repr::Control { dst_socket_id, control, .. }) => dst_socket_id != c && !matches!(control, Control::Handshake(_)),
-        None => false,
-    }).count();
+    let s2_sent = p
+        .trace
+        .iter()
+        .filter(|t| t.dir == Dir::BtoA && t.time > start)
+        .filter(|t| match t.repr() {
+            Some(Repr::Data { header, .. }) => header.dst_socket_id != c,
+            Some(Repr::Control { dst_socket_id, control, .. }) => {
+                dst_socket_id != c && !matches!(control, Control::Handshake(_))
+            }
+            None => false,
+        })
+        .count();
     assert_eq!(s2_sent, 0, "nothing but handshakes before the client's first packet");
 }
 
@@ -490,8 +529,12 @@ fn draft_mode_resends_the_whole_loss_list_when_a_nak_is_lost() {
             _ => None,
         })
         .collect();
-    let lost_sends: Vec<u64> = data_seqs(&p, Dir::AtoB).iter().filter(|(_, s, _)| *s == lost).map(|(t, ..)| *t).collect();
-    assert!(naks.len() >= 2, "the lost NAK is followed by a periodic one: {naks:?} sends of the lost packet {lost_sends:?}");
+    let lost_sends: Vec<u64> =
+        data_seqs(&p, Dir::AtoB).iter().filter(|(_, s, _)| *s == lost).map(|(t, ..)| *t).collect();
+    assert!(
+        naks.len() >= 2,
+        "the lost NAK is followed by a periodic one: {naks:?} sends of the lost packet {lost_sends:?}"
+    );
     assert_eq!(naks[1].1, vec![lost.get()]);
     // The periodic NAK comes after the NAK interval (≥ 300 ms), before the first EXP
     // retransmission could have repaired the loss.
@@ -513,7 +556,8 @@ fn timer_ack_leaves_with_the_first_packet_after_the_ack_period() {
     let data = pattern(300 * 1456, 21);
     let (_c, _s, got) = transfer(&mut p, config, &data, 10_000_000);
     assert_eq!(got.len(), data.len());
-    let arrivals: HashSet<u64> = p.trace.iter().filter(|t| t.dir == Dir::AtoB && !t.dropped).map(|t| t.time + delay).collect();
+    let arrivals: HashSet<u64> =
+        p.trace.iter().filter(|t| t.dir == Dir::AtoB && !t.dropped).map(|t| t.time + delay).collect();
     let last_data = data_seqs(&p, Dir::AtoB).last().map(|d| d.0 + delay).unwrap();
     let full: Vec<u64> = p
         .controls(Dir::BtoA)
@@ -546,7 +590,11 @@ fn ack_waits_for_the_idle_check_when_no_packet_follows_the_ack_period() {
     let (last_sent, last_seq, _) = *sent.last().unwrap();
     let acks = acks_sent(&p, Dir::BtoA);
     let (t_ack, _) = *acks.iter().find(|(_, a)| a.ack() == last_seq.next()).expect("the burst is acknowledged");
-    let last_rx = p.trace.iter().filter(|t| t.dir == Dir::AtoB && t.time + delay <= t_ack).map(|t| t.time + delay).max().unwrap();
+    let last_rx =
+        p.trace.iter().filter(|t| t.dir == Dir::AtoB && t.time + delay <= t_ack).map(|t| t.time + delay).max().unwrap();
     assert_eq!(t_ack, last_rx + IDLE_CHECK, "ACK at the idle check, not SYN after the previous one");
-    assert!(acks.iter().all(|(t, _)| *t <= last_sent + delay || *t >= t_ack), "no ACK between the burst and the idle check");
+    assert!(
+        acks.iter().all(|(t, _)| *t <= last_sent + delay || *t >= t_ack),
+        "no ACK between the burst and the idle check"
+    );
 }

@@ -301,7 +301,11 @@ impl Mux {
 
     /// Waits for the I/O thread to report progress; the caller re-checks its condition.
     /// Err(TimedOut) once `deadline` passed.
-    pub fn wait<'a>(&'a self, mut g: MutexGuard<'a, Inner>, deadline: Option<Instant>) -> Result<MutexGuard<'a, Inner>> {
+    pub fn wait<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        deadline: Option<Instant>,
+    ) -> Result<MutexGuard<'a, Inner>> {
         if let Some(why) = &g.stopped {
             return Err(UdtError::Io(std::io::Error::other(why.clone())));
         }
@@ -343,7 +347,8 @@ impl Mux {
             Ok(Ok(())) => "the UDP port was closed".to_string(),
             Ok(Err(e)) => format!("UDP I/O failed: {e}"),
             Err(p) => {
-                let msg = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
+                let msg =
+                    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
                 format!("the UDT I/O thread panicked: {}", msg.unwrap_or_default())
             }
         };
@@ -391,7 +396,9 @@ impl Mux {
                     rx_datagrams += rx.datagram_count() as u64;
                     let mut prev = rx_last.max(floor);
                     rx.for_each(|from, d, stamp, j, k| {
-                        let at = stamp.map_or(now, |ns| now.saturating_sub(wall_ns.saturating_sub(ns) / 1000)).clamp(prev, now);
+                        let at = stamp
+                            .map_or(now, |ns| now.saturating_sub(wall_ns.saturating_sub(ns) / 1000))
+                            .clamp(prev, now);
                         let t = at.saturating_sub((k - 1 - j) as u64).max(prev);
                         inner.ep.handle_datagram(t, from, d);
                         if j + 1 == k {
@@ -428,7 +435,10 @@ impl Mux {
             }
             if stop {
                 if debug {
-                    eprintln!("udt: port {} passes {passes} rx datagrams {rx_datagrams} {:?}", self.local, udp.counters);
+                    eprintln!(
+                        "udt: port {} passes {passes} rx datagrams {rx_datagrams} {:?}",
+                        self.local, udp.counters
+                    );
                 }
                 return Ok(());
             }

@@ -417,7 +417,10 @@ impl UdtSocket {
         };
         let peer = resolve(peer, prefer)?;
         if peer.port() == 0 || peer.ip().is_unspecified() {
-            return Err(UdtError::BadAddress { addr: peer.to_string(), reason: "cannot connect to port 0 or an unspecified address".into() });
+            return Err(UdtError::BadAddress {
+                addr: peer.to_string(),
+                reason: "cannot connect to port 0 or an unspecified address".into(),
+            });
         }
         let h = match std::mem::replace(&mut self.state, State::Closed) {
             State::Fresh => Handle::open(unspecified_for(&peer), self.builder.mux)?,
@@ -771,7 +774,9 @@ impl UdtSocket {
                             break Err(UdtError::Broken(r));
                         }
                         // Finished, and the Shutdown out of the endpoint...
-                        if info.is_none_or(|s| s.closed || s.connect_error.is_some()) && g.ep.connection(id).is_none_or(|c| c.is_done()) {
+                        if info.is_none_or(|s| s.closed || s.connect_error.is_some())
+                            && g.ep.connection(id).is_none_or(|c| c.is_done())
+                        {
                             // ...and in the kernel's hands.
                             break mux.wait_sent(g).map(drop);
                         }

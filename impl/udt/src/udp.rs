@@ -88,7 +88,12 @@ fn read_sockaddr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
             // SAFETY: the family says the storage holds a sockaddr_in6.
             let sin6 = unsafe { &*(storage as *const _ as *const libc::sockaddr_in6) };
             let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-            Some(SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(sin6.sin6_port), sin6.sin6_flowinfo, sin6.sin6_scope_id)))
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
         }
         _ => None,
     }
@@ -132,7 +137,9 @@ impl UdpSocket {
         let len = write_sockaddr(&addr, &mut storage);
         // SAFETY: storage holds a valid address of `len` bytes.
         cvt(unsafe { libc::bind(raw, &storage as *const _ as *const libc::sockaddr, len) })?;
-        for (force, plain, size) in [(SO_SNDBUFFORCE, libc::SO_SNDBUF, bufs.send), (SO_RCVBUFFORCE, libc::SO_RCVBUF, bufs.recv)] {
+        for (force, plain, size) in
+            [(SO_SNDBUFFORCE, libc::SO_SNDBUF, bufs.send), (SO_RCVBUFFORCE, libc::SO_RCVBUF, bufs.recv)]
+        {
             let size = size.min(i32::MAX as usize / 2) as libc::c_int;
             if setsockopt_int(raw, libc::SOL_SOCKET, force, size).is_err() {
                 let _ = setsockopt_int(raw, libc::SOL_SOCKET, plain, size);
@@ -155,7 +162,9 @@ impl UdpSocket {
         let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
         let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         // SAFETY: storage and len describe a writable buffer.
-        cvt(unsafe { libc::getsockname(self.fd.as_raw_fd(), &mut storage as *mut _ as *mut libc::sockaddr, &mut len) })?;
+        cvt(unsafe {
+            libc::getsockname(self.fd.as_raw_fd(), &mut storage as *mut _ as *mut libc::sockaddr, &mut len)
+        })?;
         read_sockaddr(&storage).ok_or_else(|| io::Error::other("unknown address family"))
     }
 
@@ -198,7 +207,9 @@ impl UdpSocket {
                 let err = io::Error::last_os_error();
                 match err.raw_os_error() {
                     Some(libc::EINTR) => continue,
-                    Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOPROTOOPT) if self.gso && batch.group_len(sent) > 1 => {
+                    Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOPROTOOPT)
+                        if self.gso && batch.group_len(sent) > 1 =>
+                    {
                         // No GSO on this path (driver or kernel): stop using it and re-send
                         // from the first unsent datagram one by one.
                         self.gso = false;
@@ -394,7 +405,8 @@ impl TxBatch {
             let p = self.pkts[first];
             let last = self.pkts[first + count - 1];
             let total = last.off + last.len - p.off;
-            self.iovs[g] = libc::iovec { iov_base: self.buf[p.off..].as_mut_ptr() as *mut libc::c_void, iov_len: total };
+            self.iovs[g] =
+                libc::iovec { iov_base: self.buf[p.off..].as_mut_ptr() as *mut libc::c_void, iov_len: total };
             let namelen = write_sockaddr(&p.to, &mut self.names[g]);
             let hdr = &mut self.hdrs[g].msg_hdr;
             hdr.msg_name = &mut self.names[g] as *mut _ as *mut libc::c_void;

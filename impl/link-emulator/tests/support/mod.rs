@@ -32,23 +32,12 @@ pub fn can_run_netns(test: &str) -> bool {
 }
 
 fn run(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn run_quiet(args: &[&str]) {
-    let _ = Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    let _ = Command::new(args[0]).args(&args[1..]).stdout(Stdio::null()).stderr(Stdio::null()).status();
 }
 
 /// Namespaces `udtl-<pid>-<tag>-{h1,r,h2}`; h1's and h2's `eth0` are on one /24, joined
@@ -62,72 +51,27 @@ pub struct Topology {
 impl Topology {
     pub fn new(tag: &str) -> Self {
         let p = format!("udtl-{}-{tag}", std::process::id());
-        let t = Topology {
-            h1: format!("{p}-h1"),
-            r: format!("{p}-r"),
-            h2: format!("{p}-h2"),
-        };
+        let t = Topology { h1: format!("{p}-h1"), r: format!("{p}-r"), h2: format!("{p}-h2") };
         for ns in [&t.h1, &t.r, &t.h2] {
             run(&["ip", "netns", "add", ns]);
         }
-        run(&[
-            "ip", "-n", &t.h1, "link", "add", "eth0", "type", "veth", "peer", "name", "ra",
-            "netns", &t.r,
-        ]);
-        run(&[
-            "ip", "-n", &t.h2, "link", "add", "eth0", "type", "veth", "peer", "name", "rb",
-            "netns", &t.r,
-        ]);
+        run(&["ip", "-n", &t.h1, "link", "add", "eth0", "type", "veth", "peer", "name", "ra", "netns", &t.r]);
+        run(&["ip", "-n", &t.h2, "link", "add", "eth0", "type", "veth", "peer", "name", "rb", "netns", &t.r]);
         for ns in [&t.h1, &t.r, &t.h2] {
             // No IPv6 chatter (router solicitations, MLD) in the measurements.
-            run_quiet(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-            ]);
-            run_quiet(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ]);
+            run_quiet(&["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+            run_quiet(&["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
             run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
         for (ns, dev) in [(&t.h1, "eth0"), (&t.h2, "eth0"), (&t.r, "ra"), (&t.r, "rb")] {
             // Offloaded super-frames cannot be forwarded frame by frame.
             run_quiet(&[
-                "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso",
-                "off", "gro", "off",
+                "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
             ]);
             run(&["ip", "-n", ns, "link", "set", dev, "up"]);
         }
-        run(&[
-            "ip",
-            "-n",
-            &t.h1,
-            "addr",
-            "add",
-            &format!("{H1_ADDR}/24"),
-            "dev",
-            "eth0",
-        ]);
-        run(&[
-            "ip",
-            "-n",
-            &t.h2,
-            "addr",
-            "add",
-            &format!("{H2_ADDR}/24"),
-            "dev",
-            "eth0",
-        ]);
+        run(&["ip", "-n", &t.h1, "addr", "add", &format!("{H1_ADDR}/24"), "dev", "eth0"]);
+        run(&["ip", "-n", &t.h2, "addr", "add", &format!("{H2_ADDR}/24"), "dev", "eth0"]);
         t
     }
 }
@@ -157,25 +101,16 @@ impl Emulator {
         let _ = std::fs::remove_file(&stats_path);
         let child = Command::new("ip")
             .args(["netns", "exec", &topo.r, env!("CARGO_BIN_EXE_udt-linkem")])
-            .args([
-                "--a", "ra", "--b", "rb", "--a-to-b", a_to_b, "--b-to-a", b_to_a, "--stats",
-            ])
+            .args(["--a", "ra", "--b", "rb", "--a-to-b", a_to_b, "--b-to-a", b_to_a, "--stats"])
             .arg(&stats_path)
             .args(extra)
             // Extra flags for experiments, e.g. LINKEM_ARGS="--spin-us 20".
-            .args(
-                std::env::var("LINKEM_ARGS")
-                    .unwrap_or_default()
-                    .split_whitespace(),
-            )
+            .args(std::env::var("LINKEM_ARGS").unwrap_or_default().split_whitespace())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
             .expect("starting udt-linkem");
-        let mut emu = Emulator {
-            child: Some(child),
-            stats_path,
-        };
+        let mut emu = Emulator { child: Some(child), stats_path };
         std::thread::sleep(Duration::from_millis(300));
         if let Some(status) = emu.child.as_mut().unwrap().try_wait().unwrap() {
             panic!("udt-linkem exited at start: {status}");
@@ -195,17 +130,11 @@ impl Emulator {
     /// Stops the emulator and returns all its stats lines, the final one last.
     pub fn stop_all(mut self) -> Vec<String> {
         let status = self.terminate();
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "udt-linkem did not exit cleanly: {status:?}"
-        );
+        assert!(status.is_some_and(|s| s.success()), "udt-linkem did not exit cleanly: {status:?}");
         let text = std::fs::read_to_string(&self.stats_path).expect("reading the stats file");
         let lines: Vec<String> = text.lines().map(str::to_string).collect();
         let last = lines.last().cloned().unwrap_or_default();
-        assert!(
-            last.contains("\"final\":true"),
-            "no final stats line: {last}"
-        );
+        assert!(last.contains("\"final\":true"), "no final stats line: {last}");
         lines
     }
 
@@ -234,16 +163,9 @@ impl Drop for Emulator {
 /// Reads a number field inside the `dir` object ("a_to_b"/"b_to_a") of a stats line, or at
 /// top level with `dir` empty.
 pub fn stat(line: &str, dir: &str, field: &str) -> f64 {
-    let scope = if dir.is_empty() {
-        line
-    } else {
-        &line[line.find(&format!("\"{dir}\":")).expect(dir)..]
-    };
+    let scope = if dir.is_empty() { line } else { &line[line.find(&format!("\"{dir}\":")).expect(dir)..] };
     let key = format!("\"{field}\":");
-    let at = scope
-        .find(&key)
-        .unwrap_or_else(|| panic!("{field} not in {line}"))
-        + key.len();
+    let at = scope.find(&key).unwrap_or_else(|| panic!("{field} not in {line}")) + key.len();
     let end = scope[at..].find([',', '}']).unwrap() + at;
     scope[at..end].parse().unwrap()
 }
@@ -277,10 +199,8 @@ pub fn ping(topo: &Topology, count: u32, interval_s: f64) -> Rtt {
         .output()
         .expect("running ping");
     let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.contains("min/avg/max"))
-        .unwrap_or_else(|| panic!("ping got no replies:\n{text}"));
+    let line =
+        text.lines().find(|l| l.contains("min/avg/max")).unwrap_or_else(|| panic!("ping got no replies:\n{text}"));
     let nums: Vec<f64> = line
         .split('=')
         .nth(1)
@@ -291,27 +211,15 @@ pub fn ping(topo: &Topology, count: u32, interval_s: f64) -> Rtt {
         .split('/')
         .map(|x| x.parse().unwrap())
         .collect();
-    Rtt {
-        min: nums[0],
-        avg: nums[1],
-        max: nums[2],
-        mdev: nums[3],
-    }
+    Rtt { min: nums[0], avg: nums[1], max: nums[2], mdev: nums[3] }
 }
 
 /// Runs `f` on a thread that has entered network namespace `ns`.
-pub fn in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
+pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
     let path = format!("/run/netns/{ns}");
     std::thread::spawn(move || {
         let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        assert_eq!(
-            unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
-            0,
-            "setns {path}"
-        );
+        assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {path}");
         f()
     })
 }
@@ -355,20 +263,8 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
     let receiver = in_netns(&topo.h2, move || {
         let fd = udp_socket();
         let sa = sockaddr("0.0.0.0", port);
-        assert_eq!(
-            unsafe {
-                libc::bind(
-                    fd,
-                    &sa as *const _ as *const _,
-                    std::mem::size_of_val(&sa) as u32,
-                )
-            },
-            0
-        );
-        let tv = libc::timeval {
-            tv_sec: 0,
-            tv_usec: 500_000,
-        };
+        assert_eq!(unsafe { libc::bind(fd, &sa as *const _ as *const _, std::mem::size_of_val(&sa) as u32,) }, 0);
+        let tv = libc::timeval { tv_sec: 0, tv_usec: 500_000 };
         unsafe {
             libc::setsockopt(
                 fd,
@@ -410,16 +306,7 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
     let sender = in_netns(&topo.h1, move || {
         let fd = udp_socket();
         let sa = sockaddr(H2_ADDR, port);
-        assert_eq!(
-            unsafe {
-                libc::connect(
-                    fd,
-                    &sa as *const _ as *const _,
-                    std::mem::size_of_val(&sa) as u32,
-                )
-            },
-            0
-        );
+        assert_eq!(unsafe { libc::connect(fd, &sa as *const _ as *const _, std::mem::size_of_val(&sa) as u32,) }, 0);
         let frame_bits = ((payload + UDP_OVERHEAD) * 8) as f64;
         const BATCH: usize = 16;
         let mut bufs = vec![vec![0u8; payload]; BATCH];
@@ -435,10 +322,7 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
             let mut iovs: Vec<libc::iovec> = Vec::with_capacity(k);
             for (i, b) in bufs.iter_mut().take(k).enumerate() {
                 b[..8].copy_from_slice(&(sent + i as u64).to_be_bytes());
-                iovs.push(libc::iovec {
-                    iov_base: b.as_mut_ptr() as *mut _,
-                    iov_len: payload,
-                });
+                iovs.push(libc::iovec { iov_base: b.as_mut_ptr() as *mut _, iov_len: payload });
             }
             let mut hdrs: Vec<libc::mmsghdr> = iovs
                 .iter_mut()
@@ -460,16 +344,7 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
     });
     let (sent, offered_bps) = sender.join().unwrap();
     let (received, reordered, span) = receiver.join().unwrap();
-    let link_bps = if received > 1 {
-        (received - 1) as f64 * ((payload + UDP_OVERHEAD) * 8) as f64 / span
-    } else {
-        0.0
-    };
-    Blast {
-        sent,
-        received,
-        reordered,
-        link_bps,
-        offered_bps,
-    }
+    let link_bps =
+        if received > 1 { (received - 1) as f64 * ((payload + UDP_OVERHEAD) * 8) as f64 / span } else { 0.0 };
+    Blast { sent, received, reordered, link_bps, offered_bps }
 }

@@ -55,8 +55,21 @@ mod tests {
             fn rand() -> i32;
         }
         let seeds = [
-            0u32, 1, 2, 3, 42, 12_345, 127_773, 127_774, 0x0BAD_F00D, 0x3FFF_FFFF, 0x7FFF_FFFE, 0x7FFF_FFFF,
-            0x8000_0000, 0xDEAD_BEEF, 0xFFFF_FFFF,
+            0u32,
+            1,
+            2,
+            3,
+            42,
+            12_345,
+            127_773,
+            127_774,
+            0x0BAD_F00D,
+            0x3FFF_FFFF,
+            0x7FFF_FFFE,
+            0x7FFF_FFFF,
+            0x8000_0000,
+            0xDEAD_BEEF,
+            0xFFFF_FFFF,
         ];
         for seed in seeds {
             // SAFETY: plain libc calls; no other test in this crate touches glibc's global

@@ -190,11 +190,8 @@ impl CongestionControl for UdtNative {
             self.last_ack = ack;
             if self.cwnd > f64::from(input.max_window) {
                 self.slow_start = false;
-                self.period = if input.delivery_rate > 0 {
-                    1e6 / f64::from(input.delivery_rate)
-                } else {
-                    (rtt + rc) / self.cwnd
-                };
+                self.period =
+                    if input.delivery_rate > 0 { 1e6 / f64::from(input.delivery_rate) } else { (rtt + rc) / self.cwnd };
             }
         } else {
             self.cwnd = f64::from(input.delivery_rate) / 1e6 * (rtt + rc) + 16.0;
@@ -308,7 +305,10 @@ mod tests {
     /// Out of slow start with `P = 1e6 / rate` and no pending loss skip, at t = 0.
     fn congestion_avoidance(rate: u32) -> UdtNative {
         let mut cc = connected(NativeVariant::Udt411);
-        cc.on_loss(&CcInput { delivery_rate: rate, snd_curr_seq: s(ISN + 100), ..input(0) }, &[(s(ISN + 5), s(ISN + 5))]);
+        cc.on_loss(
+            &CcInput { delivery_rate: rate, snd_curr_seq: s(ISN + 100), ..input(0) },
+            &[(s(ISN + 5), s(ISN + 5))],
+        );
         assert!(!cc.in_slow_start());
         cc
     }
@@ -541,7 +541,10 @@ mod tests {
     fn paper_variant_opens_a_period_on_the_largest_number_and_freezes_one_syn() {
         let mut cc = connected(NativeVariant::Paper);
         assert_eq!(cc.name(), "udt-paper");
-        cc.on_loss(&CcInput { delivery_rate: 1000, snd_curr_seq: s(ISN + 100), ..input(0) }, &[(s(ISN + 5), s(ISN + 5))]);
+        cc.on_loss(
+            &CcInput { delivery_rate: 1000, snd_curr_seq: s(ISN + 100), ..input(0) },
+            &[(s(ISN + 5), s(ISN + 5))],
+        );
         assert_eq!(cc.frozen_until(), None, "the slow-start exit is not a congestion period");
         let inp = CcInput { snd_curr_seq: s(ISN + 500), ..input(1_000) };
         cc.on_loss(&inp, &[(s(ISN + 300), s(ISN + 300))]);
@@ -574,7 +577,14 @@ mod tests {
         let mut cc = connected(NativeVariant::Udt411);
         cc.on_loss(&input(0), &[]);
         assert!(cc.in_slow_start());
-        let odd = CcInput { mss: 0, rtt_us: u32::MAX, delivery_rate: 0, bandwidth: u32::MAX, max_window: 0, ..input(u64::MAX) };
+        let odd = CcInput {
+            mss: 0,
+            rtt_us: u32::MAX,
+            delivery_rate: 0,
+            bandwidth: u32::MAX,
+            max_window: 0,
+            ..input(u64::MAX)
+        };
         cc.on_ack(&odd, s(ISN + 3));
         cc.on_ack(&CcInput { now: u64::MAX, ..odd }, s(ISN));
         cc.on_loss(&odd, &[(s(ISN), s(ISN + 2))]);
