@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from udtconf import expectations, report
 from udtconf.checks import rules_for
 from udtconf.interop import RESULTS_DIR, InteropRunner
@@ -107,9 +106,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         if hasattr(rep, "wasxfail"):
             status = "xfail" if rep.outcome == "skipped" else "xpass"
         item.config.stash[_KEY].append(
-            report.Entry.from_props(props, nodeid=item.nodeid, status=status,
-                                    message=(str(rep.longrepr.reprcrash.message) if hasattr(rep.longrepr, "reprcrash") and rep.longrepr.reprcrash else  # type: ignore[union-attr]
-                                             (rep.longrepr[2] if isinstance(rep.longrepr, tuple) else getattr(rep, "wasxfail", ""))))
+            report.Entry.from_props(
+                props,
+                nodeid=item.nodeid,
+                status=status,
+                message=(
+                    str(rep.longrepr.reprcrash.message)
+                    if hasattr(rep.longrepr, "reprcrash") and rep.longrepr.reprcrash
+                    # type: ignore[union-attr]
+                    else (rep.longrepr[2] if isinstance(rep.longrepr, tuple) else getattr(rep, "wasxfail", ""))
+                ),
+            )
         )
 
 
@@ -124,5 +131,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gating = [e for e in session.config.stash.get(_FAILED, []) if e is None or exp.is_required(e)]
         if not gating:
             session.exitstatus = pytest.ExitCode.OK
-
-

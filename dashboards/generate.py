@@ -15,16 +15,28 @@ from pathlib import Path
 WHERE = '"run" =~ /^$run$/ AND "experiment" =~ /^$experiment$/ AND $timeFilter'
 
 PANELS = [
-    ("Throughput per flow (Mb/s, receiver)", "timeseries",
-     f'SELECT mean("mbps") FROM "throughput" WHERE {WHERE} GROUP BY time($__interval), "stack", "part", "flow" fill(null)'),
-    ("Aggregate throughput per stack (Mb/s)", "timeseries",
-     f'SELECT sum("mbps") FROM (SELECT mean("mbps") AS "mbps" FROM "throughput" WHERE {WHERE} '
-     'GROUP BY time(1s), "stack", "part", "flow") WHERE $timeFilter GROUP BY time(1s), "stack", "part" fill(none)'),
-    ("Bytes received per flow", "timeseries",
-     f'SELECT max("bytes") FROM "throughput" WHERE {WHERE} GROUP BY time($__interval), "stack", "part", "flow" fill(previous)'),
-    ("Short 1 MB TCP flows: aggregate vs bulk flows (Fig. 13)", "table",
-     f'SELECT last("aggregate_mbps") AS "aggregate_mbps", last("flows") AS "flows" FROM "short_tcp" WHERE {WHERE} '
-     'GROUP BY "stack", "bulk_flows"'),
+    (
+        "Throughput per flow (Mb/s, receiver)",
+        "timeseries",
+        f'SELECT mean("mbps") FROM "throughput" WHERE {WHERE} GROUP BY time($__interval), "stack", "part", "flow" fill(null)',
+    ),
+    (
+        "Aggregate throughput per stack (Mb/s)",
+        "timeseries",
+        f'SELECT sum("mbps") FROM (SELECT mean("mbps") AS "mbps" FROM "throughput" WHERE {WHERE} '
+        'GROUP BY time(1s), "stack", "part", "flow") WHERE $timeFilter GROUP BY time(1s), "stack", "part" fill(none)',
+    ),
+    (
+        "Bytes received per flow",
+        "timeseries",
+        f'SELECT max("bytes") FROM "throughput" WHERE {WHERE} GROUP BY time($__interval), "stack", "part", "flow" fill(previous)',
+    ),
+    (
+        "Short 1 MB TCP flows: aggregate vs bulk flows (Fig. 13)",
+        "table",
+        f'SELECT last("aggregate_mbps") AS "aggregate_mbps", last("flows") AS "flows" FROM "short_tcp" WHERE {WHERE} '
+        'GROUP BY "stack", "bulk_flows"',
+    ),
 ]
 
 VARIABLES = [
@@ -37,19 +49,48 @@ def dashboard() -> dict:
     ds = {"type": "influxdb", "uid": "udtbed"}
     panels = []
     for i, (title, kind, q) in enumerate(PANELS):
-        panels.append({
-            "id": i + 1, "title": title, "type": kind, "datasource": ds,
-            "gridPos": {"x": (i % 2) * 12, "y": (i // 2) * 9, "w": 12, "h": 9},
-            "targets": [{"refId": "A", "datasource": ds, "rawQuery": True, "resultFormat": "time_series" if kind != "table" else "table",
-                         "query": q}],
-            "fieldConfig": {"defaults": {"unit": "Mbits" if "Mb/s" in title else "decbytes"}, "overrides": []},
-        })
+        panels.append(
+            {
+                "id": i + 1,
+                "title": title,
+                "type": kind,
+                "datasource": ds,
+                "gridPos": {"x": (i % 2) * 12, "y": (i // 2) * 9, "w": 12, "h": 9},
+                "targets": [
+                    {
+                        "refId": "A",
+                        "datasource": ds,
+                        "rawQuery": True,
+                        "resultFormat": "time_series" if kind != "table" else "table",
+                        "query": q,
+                    }
+                ],
+                "fieldConfig": {"defaults": {"unit": "Mbits" if "Mb/s" in title else "decbytes"}, "overrides": []},
+            }
+        )
     return {
-        "title": "UDT testbed", "uid": "udtbed", "schemaVersion": 38, "version": 1, "refresh": "5s",
-        "time": {"from": "now-30m", "to": "now"}, "tags": ["udt", "testbed"],
-        "templating": {"list": [
-            {"name": n, "type": "query", "datasource": ds, "query": q, "refresh": 2, "includeAll": True,
-             "multi": True, "current": {"text": "All", "value": "$__all"}} for n, q in VARIABLES]},
+        "title": "UDT testbed",
+        "uid": "udtbed",
+        "schemaVersion": 38,
+        "version": 1,
+        "refresh": "5s",
+        "time": {"from": "now-30m", "to": "now"},
+        "tags": ["udt", "testbed"],
+        "templating": {
+            "list": [
+                {
+                    "name": n,
+                    "type": "query",
+                    "datasource": ds,
+                    "query": q,
+                    "refresh": 2,
+                    "includeAll": True,
+                    "multi": True,
+                    "current": {"text": "All", "value": "$__all"},
+                }
+                for n, q in VARIABLES
+            ]
+        },
         "panels": panels,
     }
 

@@ -8,7 +8,6 @@ crash, hang, corrupted or lost data, or a rule broken.
 from __future__ import annotations
 
 import pytest
-
 from udtconf.interop import RESULTS_DIR
 from udtconf.stacks import Stack
 from udtconf.tester import PROBES, Probe, run_probe
@@ -28,5 +27,7 @@ def test_probe(stack: Stack, probe: Probe, record_property) -> None:  # type: ig
     record_property("udtc_logdir", str(workdir))
     res = run_probe(stack, probe, workdir)
     record_property("udtc_violations", [res.details, *res.notes])
-    assert not res.failed, f"{stack.name} ({probe.role}) {probe.id} [UDT4.md §{probe.section}]: {res.details}; {'; '.join(res.notes)}"
+    assert not res.failed, (
+        f"{stack.name} ({probe.role}) {probe.id} [UDT4.md §{probe.section}]: {res.details}; {'; '.join(res.notes)}"
+    )
     print(f"{stack.name} {probe.id}: {res.outcome} — {res.details}")

@@ -7,13 +7,10 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from udtconf.capture import SENTINEL, Capture, can_capture
 from udtconf.interop import free_udp_port
 from udtconf.pcap import read_udp
 from udtconf.wire import KeepAlive, decode
-
-
 
 
 @pytest.mark.needs_root
@@ -32,11 +29,20 @@ def test_capture_tool_records_only_the_port(tool: str, tmp_path: Path) -> None:
     assert all(decode(d.payload) == KeepAlive(dst_id=5) for d in got)
 
 
-@pytest.mark.parametrize("log,lost", [
-    ("tcpdump: listening on lo\n10 packets captured\n12 packets received by filter\n7 packets dropped by kernel\n", 7),
-    ("Capturing on 'Loopback: lo'\nPackets received/dropped on interface 'Loopback: lo': 1513/3 (pcap:0/dumpcap:0)\n", 3),
-    ("Capturing on 'Loopback: lo'\nPackets received/dropped on interface 'Loopback: lo': 1513/0 (pcap:0)\n", 0),
-])
+@pytest.mark.parametrize(
+    "log,lost",
+    [
+        (
+            "tcpdump: listening on lo\n10 packets captured\n12 packets received by filter\n7 packets dropped by kernel\n",
+            7,
+        ),
+        (
+            "Capturing on 'Loopback: lo'\nPackets received/dropped on interface 'Loopback: lo': 1513/3 (pcap:0/dumpcap:0)\n",
+            3,
+        ),
+        ("Capturing on 'Loopback: lo'\nPackets received/dropped on interface 'Loopback: lo': 1513/0 (pcap:0)\n", 0),
+    ],
+)
 def test_capture_reports_its_own_losses(log: str, lost: int, tmp_path: Path) -> None:
     c = Capture(tmp_path / "x.pcap", [1])
     (tmp_path / "x.capture.log").write_text(log)

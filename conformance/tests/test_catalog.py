@@ -9,7 +9,9 @@ from udtconf.stacks import REPO_ROOT
 
 def test_cases_doc_is_current() -> None:
     doc = REPO_ROOT / "docs" / "conformance" / "cases.md"
-    assert doc.read_text() == catalog.render(), "regenerate: cd conformance && python -m udtconf.catalog > ../docs/conformance/cases.md"
+    assert doc.read_text() == catalog.render(), (
+        "regenerate: cd conformance && python -m udtconf.catalog > ../docs/conformance/cases.md"
+    )
 
 
 def test_rule_ids_are_unique_and_cite_their_section() -> None:

@@ -25,8 +25,18 @@ def handshake(cookie_ok: bool = True, echo_isn: bool = True) -> list[tuple[str, 
     return [
         ("client", 0.000, Handshake(isn=ISN, socket_id=CID, req_type=1, peer_ip=ip).encode()),
         ("server", 0.001, Handshake(isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID, peer_ip=ip).encode()),
-        ("client", 0.002, Handshake(isn=ISN, socket_id=CID, req_type=-1, cookie=77 if cookie_ok else 0, peer_ip=ip).encode()),
-        ("server", 0.003, Handshake(isn=ISN if echo_isn else 5, socket_id=SID, req_type=-1, cookie=77, dst_id=CID, peer_ip=ip).encode()),
+        (
+            "client",
+            0.002,
+            Handshake(isn=ISN, socket_id=CID, req_type=-1, cookie=77 if cookie_ok else 0, peer_ip=ip).encode(),
+        ),
+        (
+            "server",
+            0.003,
+            Handshake(
+                isn=ISN if echo_isn else 5, socket_id=SID, req_type=-1, cookie=77, dst_id=CID, peer_ip=ip
+            ).encode(),
+        ),
     ]
 
 
@@ -53,28 +63,49 @@ def test_ack_beyond_sent_is_a_violation() -> None:
 
 
 def test_nak_beyond_sent_and_compression() -> None:
-    c = conn_of(*handshake(), data(ISN, 0.01), data(ISN + 3, 0.011),
-                ("server", 0.012, Nak(dst_id=CID, words=(ISN + 1, ISN + 2)).encode()),
-                ("server", 0.013, Nak(dst_id=CID, words=(ISN + 9,)).encode()))
+    c = conn_of(
+        *handshake(),
+        data(ISN, 0.01),
+        data(ISN + 3, 0.011),
+        ("server", 0.012, Nak(dst_id=CID, words=(ISN + 1, ISN + 2)).encode()),
+        ("server", 0.013, Nak(dst_id=CID, words=(ISN + 9,)).encode()),
+    )
     assert any("beyond" in m for m in run("udt4/5.4/no-ack-or-nak-beyond-sent", c))
     assert len(run("udt4/5.4/nak-run-as-range", c)) == 1  # two singles for a run of 2
 
 
 def test_nak_on_gap_timing() -> None:
-    prompt = conn_of(*handshake(), data(ISN, 0.01), data(ISN + 2, 0.02),
-                     ("server", 0.021, Nak(dst_id=CID, words=(ISN + 1,)).encode()))
+    prompt = conn_of(
+        *handshake(),
+        data(ISN, 0.01),
+        data(ISN + 2, 0.02),
+        ("server", 0.021, Nak(dst_id=CID, words=(ISN + 1,)).encode()),
+    )
     assert run("udt4/8.2/nak-on-gap", prompt, case="loss") == []
-    late = conn_of(*handshake(), data(ISN, 0.01), data(ISN + 2, 0.02),
-                   ("server", 0.2, Nak(dst_id=CID, words=(ISN + 1,)).encode()))
+    late = conn_of(
+        *handshake(), data(ISN, 0.01), data(ISN + 2, 0.02), ("server", 0.2, Nak(dst_id=CID, words=(ISN + 1,)).encode())
+    )
     assert run("udt4/8.2/nak-on-gap", late, case="loss")
 
 
 def test_ack2_must_echo_a_full_ack() -> None:
-    full = Ack(dst_id=CID, ack_seq_no=1, ack_no=ISN + 1, rtt=1, rtt_var=1, avail_buffer=10, arrival_speed=1, link_capacity=1)
-    ok = conn_of(*handshake(), data(ISN, 0.01), ("server", 0.02, full.encode()), ("client", 0.021, Ack2(dst_id=SID, addl=1).encode()))
+    full = Ack(
+        dst_id=CID, ack_seq_no=1, ack_no=ISN + 1, rtt=1, rtt_var=1, avail_buffer=10, arrival_speed=1, link_capacity=1
+    )
+    ok = conn_of(
+        *handshake(),
+        data(ISN, 0.01),
+        ("server", 0.02, full.encode()),
+        ("client", 0.021, Ack2(dst_id=SID, addl=1).encode()),
+    )
     assert run("udt4/5.7/ack2-echoes-ack", ok) == []
     light = Ack(dst_id=CID, ack_no=ISN + 1)
-    bad = conn_of(*handshake(), data(ISN, 0.01), ("server", 0.02, light.encode()), ("client", 0.021, Ack2(dst_id=SID, addl=0).encode()))
+    bad = conn_of(
+        *handshake(),
+        data(ISN, 0.01),
+        ("server", 0.02, light.encode()),
+        ("client", 0.021, Ack2(dst_id=SID, addl=0).encode()),
+    )
     assert run("udt4/5.7/ack2-echoes-ack", bad)
 
 
@@ -110,8 +141,10 @@ def test_late_cookie_reply_does_not_change_the_servers_socket_id() -> None:
 
 def test_data_timestamps_must_count_microseconds() -> None:
     def stamped(unit: float) -> Connection:
-        pk = [("client", 0.01 * i, DataPacket(seq=ISN + i, msg_no=1, dst_id=SID, timestamp=int(0.01 * i * unit)).encode())
-              for i in range(40)]
+        pk = [
+            ("client", 0.01 * i, DataPacket(seq=ISN + i, msg_no=1, dst_id=SID, timestamp=int(0.01 * i * unit)).encode())
+            for i in range(40)
+        ]
         return conn_of(*handshake(), *pk)
 
     assert run("udt4/3.1/data-timestamp-us", stamped(1e6)) == []

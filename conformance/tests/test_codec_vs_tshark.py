@@ -11,7 +11,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from udtconf.interop import InteropRunner
 from udtconf.pcap import read_udp
 from udtconf.stacks import Stack
@@ -21,8 +20,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
 # Wireshark's naming is the other way round from ours: udt.ackno is the ACK's sub-sequence number
 # (additional info), udt.ack_seqno the acknowledged sequence number.
-FIELDS = ["frame.number", "udt.iscontrol", "udt.type", "udt.seqno", "udt.id", "udt.ackno", "udt.ack_seqno",
-          "udt.hs.isn", "udt.hs.reqtype"]
+FIELDS = [
+    "frame.number",
+    "udt.iscontrol",
+    "udt.type",
+    "udt.seqno",
+    "udt.id",
+    "udt.ackno",
+    "udt.ack_seqno",
+    "udt.hs.isn",
+    "udt.hs.reqtype",
+]
 
 
 def _tshark(pcap: str, ports: set[int]) -> list[list[str]]:

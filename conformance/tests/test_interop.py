@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from udtconf.interop import InteropRunner
 from udtconf.stacks import Stack
 
@@ -17,4 +16,6 @@ def test_matrix(matrix_cell: tuple[Stack, Stack, str], runner: InteropRunner, re
     record_property("udtc_pcap", str(res.pcap or ""))
     if res.status in ("skipped", "unsupported"):
         pytest.skip(f"{res.status}: {res.reason}")
-    assert res.status == "pass", f"{case}: server {server.name} × client {client.name}: {res.reason} (logs: {res.logdir})"
+    assert res.status == "pass", (
+        f"{case}: server {server.name} × client {client.name}: {res.reason} (logs: {res.logdir})"
+    )

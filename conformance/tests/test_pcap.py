@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from udtconf.pcap import LINKTYPE_ETHERNET, PcapError, PcapWriter, read_udp
 from udtconf.wire import KeepAlive, decode
 
@@ -29,8 +28,9 @@ def test_roundtrip_classic_pcap(tmp_path: Path) -> None:
 
 def _eth_ipv4_udp(payload: bytes, sport: int, dport: int) -> bytes:
     udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, 17, 0,
-                     bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1]))
+    ip = struct.pack(
+        "!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0x4000, 64, 17, 0, bytes([127, 0, 0, 1]), bytes([127, 0, 0, 1])
+    )
     return bytes(12) + b"\x08\x00" + ip + udp
 
 
@@ -78,9 +78,27 @@ def test_writer_output_is_read_identically_by_tshark(tmp_path: Path) -> None:
         for i in range(3):
             w.write(float(i), ("10.1.0.1", 4000 + i), ("10.1.0.2", 9000), KA + bytes(4 * i))
     out = subprocess.run(
-        ["tshark", "-r", str(p), "-T", "fields", "-e", "ip.src", "-e", "udp.srcport", "-e", "udp.length",
-         "-e", "ip.checksum.status", "-o", "ip.check_checksum:TRUE"],
-        capture_output=True, text=True, timeout=60, check=True,
+        [
+            "tshark",
+            "-r",
+            str(p),
+            "-T",
+            "fields",
+            "-e",
+            "ip.src",
+            "-e",
+            "udp.srcport",
+            "-e",
+            "udp.length",
+            "-e",
+            "ip.checksum.status",
+            "-o",
+            "ip.check_checksum:TRUE",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     ).stdout.split("\n")
     rows = [r.split("\t") for r in out if r]
     assert [r[1] for r in rows] == ["4000", "4001", "4002"]

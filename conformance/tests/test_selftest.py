@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from udtconf.capture import can_capture
 from udtconf.checks import Context, Inconclusive, rule_by_id
 from udtconf.interop import InteropRunner
@@ -19,7 +18,7 @@ from udtconf.stacks import load
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 
-IMPOSTOR = r'''
+IMPOSTOR = r"""
 import os, socket, struct
 role, addr, port = os.environ["ROLE"], os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"])
 if os.environ["TESTCASE"] != "handshake":
@@ -32,7 +31,7 @@ if role == "server":
 else:
     payload = open(os.environ["INPUT"], "rb").read()
     s.sendto(struct.pack("!IIII", 5, 0xC0000001, 0, 0) + payload, (addr, port))
-'''
+"""
 
 
 @pytest.mark.skipif(not can_capture(), reason="needs root to capture")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from udtconf import wire
 from udtconf.seq import MAX, decseq, incseq, seqcmp, seqlen, seqoff
 from udtconf.wire import (
@@ -67,8 +66,16 @@ HS_FINAL = h("""
 
 def _hs(req: int, sid: int, cookie: int, peer: str, dst: int) -> Handshake:
     return Handshake(
-        dst_id=dst, version=4, sock_type=wire.SocketType.STREAM, isn=ISN, mss=1500, flight_flag_size=8192,
-        req_type=req, socket_id=sid, cookie=cookie, peer_ip=wire.peer_ip_field(peer),
+        dst_id=dst,
+        version=4,
+        sock_type=wire.SocketType.STREAM,
+        isn=ISN,
+        mss=1500,
+        flight_flag_size=8192,
+        req_type=req,
+        socket_id=sid,
+        cookie=cookie,
+        peer_ip=wire.peer_ip_field(peer),
     )
 
 
@@ -80,32 +87,74 @@ HANDSHAKES = [
 ]
 
 FIXTURES = HANDSHAKES + [
-    ("15.2 data", h("0b ad f0 0d c0 00 00 01 00 00 27 10 00 c0 ff ee 55 44 54 34"),
-     DataPacket(seq=ISN, msg_no=1, boundary=Boundary.SOLO, in_order=False, timestamp=10_000, dst_id=SERVER_ID, payload=b"UDT4")),
-    ("15.3 full ack", h("""
+    (
+        "15.2 data",
+        h("0b ad f0 0d c0 00 00 01 00 00 27 10 00 c0 ff ee 55 44 54 34"),
+        DataPacket(
+            seq=ISN,
+            msg_no=1,
+            boundary=Boundary.SOLO,
+            in_order=False,
+            timestamp=10_000,
+            dst_id=SERVER_ID,
+            payload=b"UDT4",
+        ),
+    ),
+    (
+        "15.3 full ack",
+        h("""
 0000  80 02 00 00 00 00 00 07 00 00 00 00 1a 2b 3c 4d
 0010  0b ad f0 a0 00 00 61 a8 00 00 18 6a 00 00 1f 40
 0020  00 01 3c 68 00 01 73 18"""),
-     Ack(dst_id=CLIENT_ID, ack_seq_no=7, ack_no=0x0BADF0A0, rtt=25_000, rtt_var=6_250, avail_buffer=8000,
-         arrival_speed=81_000, link_capacity=95_000)),
+        Ack(
+            dst_id=CLIENT_ID,
+            ack_seq_no=7,
+            ack_no=0x0BADF0A0,
+            rtt=25_000,
+            rtt_var=6_250,
+            avail_buffer=8000,
+            arrival_speed=81_000,
+            link_capacity=95_000,
+        ),
+    ),
     ("15.3 ack2", h("80 06 00 00 00 00 00 07 00 00 00 00 00 c0 ff ee 00 00 00 00"), Ack2(dst_id=SERVER_ID, addl=7)),
-    ("15.3 medium ack", h("""
+    (
+        "15.3 medium ack",
+        h("""
 0000  80 02 00 00 00 00 00 08 00 00 00 00 1a 2b 3c 4d
 0010  0b ad f0 b0 00 00 5d c0 00 00 13 88 00 00 1f 36"""),
-     Ack(dst_id=CLIENT_ID, ack_seq_no=8, ack_no=0x0BADF0B0, rtt=24_000, rtt_var=5_000, avail_buffer=7990)),
-    ("15.3 light ack", h("80 02 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d 0b ad f0 e0"),
-     Ack(dst_id=CLIENT_ID, ack_seq_no=0, ack_no=0x0BADF0E0)),
-    ("15.4 nak", h("""
+        Ack(dst_id=CLIENT_ID, ack_seq_no=8, ack_no=0x0BADF0B0, rtt=24_000, rtt_var=5_000, avail_buffer=7990),
+    ),
+    (
+        "15.3 light ack",
+        h("80 02 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d 0b ad f0 e0"),
+        Ack(dst_id=CLIENT_ID, ack_seq_no=0, ack_no=0x0BADF0E0),
+    ),
+    (
+        "15.4 nak",
+        h("""
 0000  80 03 00 00 00 00 00 00 00 00 00 00 1a 2b 3c 4d
 0010  0b ad f0 10 8b ad f0 12 0b ad f0 15 0b ad f0 20
 0020  8b ad f0 30 0b ad f0 31"""),
-     Nak(dst_id=CLIENT_ID, words=(0x0BADF010, 0x8BADF012, 0x0BADF015, 0x0BADF020, 0x8BADF030, 0x0BADF031))),
+        Nak(dst_id=CLIENT_ID, words=(0x0BADF010, 0x8BADF012, 0x0BADF015, 0x0BADF020, 0x8BADF030, 0x0BADF031)),
+    ),
     ("15.5 keep-alive", h("80 01 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00"), KeepAlive(dst_id=SERVER_ID)),
     ("15.5 shutdown", h("80 05 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00"), Shutdown(dst_id=SERVER_ID)),
-    ("15.5 error 4000", h("80 08 00 00 00 00 0f a0 00 00 00 00 00 c0 ff ee 00 00 00 00"), ErrorSignal(dst_id=SERVER_ID, addl=4000)),
-    ("15.5 user ext 1", h("ff ff 00 01 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00"), UserDefined(dst_id=SERVER_ID, ext_type=1)),
-    ("15.5 drop request", h("80 07 00 00 00 00 00 05 00 00 00 00 00 c0 ff ee 0b ad f2 00 0b ad f2 03"),
-     MsgDropRequest(dst_id=SERVER_ID, msg_no=5, first_seq=0x0BADF200, last_seq=0x0BADF203)),
+    (
+        "15.5 error 4000",
+        h("80 08 00 00 00 00 0f a0 00 00 00 00 00 c0 ff ee 00 00 00 00"),
+        ErrorSignal(dst_id=SERVER_ID, addl=4000),
+    ),
+    (
+        "15.5 user ext 1",
+        h("ff ff 00 01 00 00 00 00 00 00 00 00 00 c0 ff ee 00 00 00 00"),
+        UserDefined(dst_id=SERVER_ID, ext_type=1),
+    ),
+    (
+        "15.5 drop request",
+        h("80 07 00 00 00 00 00 05 00 00 00 00 00 c0 ff ee 0b ad f2 00 0b ad f2 03"),
+        MsgDropRequest(dst_id=SERVER_ID, msg_no=5, first_seq=0x0BADF200, last_seq=0x0BADF203),
+    ),
 ]
 
 
@@ -140,8 +189,10 @@ def test_word0_of_builtin_control_types() -> None:
 
 def test_data_message_word_examples() -> None:
     assert DataPacket(seq=0, msg_no=1).msg_word == 0xC0000001
-    words = [DataPacket(seq=0, msg_no=42, boundary=b, in_order=True).msg_word
-             for b in (Boundary.FIRST, Boundary.MIDDLE, Boundary.LAST)]
+    words = [
+        DataPacket(seq=0, msg_no=42, boundary=b, in_order=True).msg_word
+        for b in (Boundary.FIRST, Boundary.MIDDLE, Boundary.LAST)
+    ]
     assert words == [0xA000002A, 0x2000002A, 0x6000002A]
 
 
@@ -152,7 +203,7 @@ def test_ack_kind_by_length() -> None:
 
 
 def test_sixteen_byte_empty_control_is_accepted() -> None:
-    pkt = decode(bytes.fromhex("80010000" "00000000" "00000000" "00c0ffee"))
+    pkt = decode(bytes.fromhex("80010000000000000000000000c0ffee"))
     assert isinstance(pkt, KeepAlive) and pkt.info_len == 0
 
 
@@ -164,15 +215,15 @@ MALFORMED = [
     ("handshake 47 bytes info", HS_REQUEST[:-1], "2"),  # not a multiple of 4 first
     ("handshake 44 bytes info", HS_REQUEST[:-4], "5.1"),
     ("handshake 52 bytes info", HS_REQUEST + bytes(4), "5.1"),
-    ("ack 8 bytes", bytes.fromhex("80020000000000010000000000000001" "0000000100000002"), "5.3"),
+    ("ack 8 bytes", bytes.fromhex("800200000000000100000000000000010000000100000002"), "5.3"),
     ("ack 20 bytes", bytes.fromhex("80020000000000010000000000000001") + bytes(20), "5.3"),
     ("ack empty", bytes.fromhex("80020000000000010000000000000001"), "5.3"),
     ("nak empty", bytes.fromhex("80030000000000000000000000000001"), "5.4"),
-    ("nak trailing range start", bytes.fromhex("80030000000000000000000000000001" "00000003" "80000005"), "5.4"),
-    ("nak start > end", bytes.fromhex("80030000000000000000000000000001" "8000000a" "00000005"), "5.4"),
-    ("nak end with flag", bytes.fromhex("80030000000000000000000000000001" "80000005" "8000000a"), "5.4"),
+    ("nak trailing range start", bytes.fromhex("800300000000000000000000000000010000000380000005"), "5.4"),
+    ("nak start > end", bytes.fromhex("800300000000000000000000000000018000000a00000005"), "5.4"),
+    ("nak end with flag", bytes.fromhex("80030000000000000000000000000001800000058000000a"), "5.4"),
     ("keep-alive 8 bytes", bytes.fromhex("80010000000000000000000000000001") + bytes(8), "2"),
-    ("shutdown nonzero pad", bytes.fromhex("80050000000000000000000000000001" "00000001"), "2"),
+    ("shutdown nonzero pad", bytes.fromhex("8005000000000000000000000000000100000001"), "2"),
     ("odd control length", bytes.fromhex("80010000000000000000000000000001") + bytes(3), "2"),
     ("unknown type 9", bytes.fromhex("80090000000000000000000000000001") + bytes(4), "3.2"),
     ("ext type on builtin", bytes.fromhex("80010001000000000000000000000001") + bytes(4), "3.2"),
@@ -189,6 +240,7 @@ def test_malformed_raises_with_section(name: str, raw: bytes, section: str) -> N
 
 
 # -- loss-list compression --------------------------------------------------------------------
+
 
 def test_loss_list_paper_vectors() -> None:
     ranges = decode_loss_list([0x00000003, 0x80000006, 0x0000000F, 0x00000012])
@@ -220,6 +272,7 @@ def test_section_15_4_losses() -> None:
 
 
 # -- sequence arithmetic (§4) ----------------------------------------------------------------
+
 
 def test_seq_functions_wrap() -> None:
     assert incseq(MAX) == 0 and decseq(0) == MAX

@@ -7,7 +7,6 @@ the frame number in the run's capture.pcap.
 from __future__ import annotations
 
 import pytest
-
 from udtconf.checks import Context, Inconclusive, Rule
 from udtconf.interop import InteropRunner
 from udtconf.stacks import Stack

@@ -15,7 +15,6 @@ import subprocess
 import time
 from pathlib import Path
 
-
 SENTINEL = b"udtc-capture-sentinel"  # not a UDT packet (21 bytes, not a multiple of 4 after the header)
 
 
@@ -26,8 +25,9 @@ def can_capture() -> bool:
 class Capture:
     """Capture UDP traffic on ``ports`` of ``interface`` while the context is open."""
 
-    def __init__(self, path: Path, ports: list[int], interface: str = "lo", netns: str | None = None,
-                 tool: str | None = None) -> None:
+    def __init__(
+        self, path: Path, ports: list[int], interface: str = "lo", netns: str | None = None, tool: str | None = None
+    ) -> None:
         # dumpcap first: it batches and keeps up with loopback bulk transfers (tcpdump in
         # immediate mode drops hundreds of packets per run on a loaded 2-core host), at the price
         # of ~0.7 s until its first packet reaches the file — the sentinels take care of that.
@@ -45,13 +45,25 @@ class Capture:
         else:
             # --immediate-mode: otherwise packets wait in libpcap's ring for up to 1 s and those
             # still there at SIGINT are lost; -Z root keeps the output file writable.
-            argv = ["tcpdump", "--immediate-mode", "-B", "32768", "-Z", "root", "-U", "-i", self.interface,
-                    "-w", str(self.path), bpf]
+            argv = [
+                "tcpdump",
+                "--immediate-mode",
+                "-B",
+                "32768",
+                "-Z",
+                "root",
+                "-U",
+                "-i",
+                self.interface,
+                "-w",
+                str(self.path),
+                bpf,
+            ]
         if self.netns:
             argv = ["ip", "netns", "exec", self.netns, *argv]
         return argv
 
-    def __enter__(self) -> "Capture":
+    def __enter__(self) -> Capture:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             self.path.unlink()
@@ -67,7 +79,9 @@ class Capture:
             if started and self.path.exists() and self.path.stat().st_size >= 24:
                 break
             if self._proc.poll() is not None:
-                raise RuntimeError(f"capture exited early: {self.path.with_suffix('.capture.log').read_text(errors='replace')}")
+                raise RuntimeError(
+                    f"capture exited early: {self.path.with_suffix('.capture.log').read_text(errors='replace')}"
+                )
             time.sleep(0.02)
         else:
             self.stop()

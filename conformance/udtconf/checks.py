@@ -10,8 +10,8 @@ the offending packet, or an :class:`Inconclusive` when the capture cannot decide
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from .seq import MAX, incseq, seqcmp, seqoff
 from .trace import Connection, Record
@@ -88,7 +88,9 @@ class Rule:
 RULES: list[Rule] = []
 
 
-def rule(id: str, section: str, grade: str, requirement: str, cases: frozenset[str] = ALL_CASES) -> Callable[[RuleFn], RuleFn]:
+def rule(
+    id: str, section: str, grade: str, requirement: str, cases: frozenset[str] = ALL_CASES
+) -> Callable[[RuleFn], RuleFn]:
     def deco(fn: RuleFn) -> RuleFn:
         RULES.append(Rule(id, section, grade, requirement, fn, cases))
         return fn
@@ -117,18 +119,26 @@ def _negotiated_mss(conn: Connection) -> int | None:
 # §2–3 framing and header
 
 
-@rule("udt4/2/decodable", "2–5", "MUST",
-      "Every packet is a valid UDT4 packet: 16-byte header, control information a multiple of 4 bytes, "
-      "handshake body exactly 48 bytes, ACK information exactly 4, 16 or 24 bytes, a NAK list that "
-      "does not end in a range start and has no range with start > end.")
+@rule(
+    "udt4/2/decodable",
+    "2–5",
+    "MUST",
+    "Every packet is a valid UDT4 packet: 16-byte header, control information a multiple of 4 bytes, "
+    "handshake body exactly 48 bytes, ACK information exactly 4, 16 or 24 bytes, a NAK list that "
+    "does not end in a range start and has no range with start > end.",
+)
 def _decodable(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r in conn.records:
         if r.error is not None:
             yield Violation(r.sender, r.frame, f"{r.error}; bytes {r.raw[:48].hex()}")
 
 
-@rule("udt4/2/max-length", "2", "MUST",
-      "Maximum length: MSS − 28 bytes. Never send a data payload longer than negotiated MSS − 44.")
+@rule(
+    "udt4/2/max-length",
+    "2",
+    "MUST",
+    "Maximum length: MSS − 28 bytes. Never send a data payload longer than negotiated MSS − 44.",
+)
 def _max_length(conn: Connection, ctx: Context) -> Iterable[Violation]:
     mss = _negotiated_mss(conn)
     if mss is None:
@@ -138,26 +148,38 @@ def _max_length(conn: Connection, ctx: Context) -> Iterable[Violation]:
             yield _v(r, f"{len(r.raw)} bytes exceeds MSS {mss} − 28")
 
 
-@rule("udt4/2/info-less-padding", "2", "SHOULD",
-      "Types that carry no control information are sent with 4 zero bytes of padding (20 bytes total); "
-      "senders SHOULD emit the 20-byte form for byte-exact parity with 4.11.")
+@rule(
+    "udt4/2/info-less-padding",
+    "2",
+    "SHOULD",
+    "Types that carry no control information are sent with 4 zero bytes of padding (20 bytes total); "
+    "senders SHOULD emit the 20-byte form for byte-exact parity with 4.11.",
+)
 def _padding(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r in conn.records:
         if isinstance(r.packet, _Empty) and r.packet.info_len != 4:
             yield _v(r, f"info-less control packet of {len(r.raw)} bytes, expected 20")
 
 
-@rule("udt4/3.2/control-timestamp-zero", "3.2", "SHOULD",
-      "4.11 always sends 0 in control packets. Senders SHOULD send 0 (testbed rule: MUST send 0).")
+@rule(
+    "udt4/3.2/control-timestamp-zero",
+    "3.2",
+    "SHOULD",
+    "4.11 always sends 0 in control packets. Senders SHOULD send 0 (testbed rule: MUST send 0).",
+)
 def _ctl_ts(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r in conn.records:
         if r.packet is not None and r.packet.is_control and r.packet.timestamp != 0:
             yield _v(r, f"control time stamp {r.packet.timestamp} ≠ 0")
 
 
-@rule("udt4/3.3/destination-id", "3.3", "MUST",
-      "Incoming packets are routed by destination socket ID: after the handshake every packet of the "
-      "connection carries the peer's socket ID (never 0 for data).")
+@rule(
+    "udt4/3.3/destination-id",
+    "3.3",
+    "MUST",
+    "Incoming packets are routed by destination socket ID: after the handshake every packet of the "
+    "connection carries the peer's socket ID (never 0 for data).",
+)
 def _dst_id(conn: Connection, ctx: Context) -> Iterable[Violation]:
     ids = {s: conn.socket_id(s) for s in ("client", "server")}
     if None in ids.values():
@@ -171,8 +193,7 @@ def _dst_id(conn: Connection, ctx: Context) -> Iterable[Violation]:
             yield _v(r, f"destination socket ID {p.dst_id:#x}, peer's socket ID is {want:#x}")
 
 
-@rule("udt4/3.3/socket-id-range", "3.3", "MUST",
-      "A UDT socket ID is a positive 32-bit signed integer, in [1, 2^31−1].")
+@rule("udt4/3.3/socket-id-range", "3.3", "MUST", "A UDT socket ID is a positive 32-bit signed integer, in [1, 2^31−1].")
 def _sid_range(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r, h in conn.handshakes():
         if not 1 <= h.socket_id <= MAX:
@@ -183,9 +204,13 @@ def _sid_range(conn: Connection, ctx: Context) -> Iterable[Violation]:
 # §5.1 / §6 handshakes
 
 
-@rule("udt4/5.1/handshake-fields", "5.1", "MUST",
-      "version 4 (a listener rejects anything else); socket type 1 = STREAM, 2 = DGRAM, equal on both "
-      "sides; MSS ≥ 76; handshake header additional info and time stamp 0.")
+@rule(
+    "udt4/5.1/handshake-fields",
+    "5.1",
+    "MUST",
+    "version 4 (a listener rejects anything else); socket type 1 = STREAM, 2 = DGRAM, equal on both "
+    "sides; MSS ≥ 76; handshake header additional info and time stamp 0.",
+)
 def _hs_fields(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r, h in conn.handshakes():
         if h.req_type == -2:
@@ -200,11 +225,15 @@ def _hs_fields(conn: Connection, ctx: Context) -> Iterable[Violation]:
             yield _v(r, f"handshake additional info {h.addl:#x} ≠ 0")
 
 
-@rule("udt4/6.1/cookie-round", "6.1", "MUST",
-      "Request type 1 ⇒ reply with the received handshake unchanged except cookie = K, destination = the "
-      "client's socket ID. The client switches to request type −1 and echoes the cookie. The final "
-      "response echoes the client's ISN and the cookie, has request type −1 and MSS = min(client, listener).",
-      cases=LISTENER_CASES)
+@rule(
+    "udt4/6.1/cookie-round",
+    "6.1",
+    "MUST",
+    "Request type 1 ⇒ reply with the received handshake unchanged except cookie = K, destination = the "
+    "client's socket ID. The client switches to request type −1 and echoes the cookie. The final "
+    "response echoes the client's ISN and the cookie, has request type −1 and MSS = min(client, listener).",
+    cases=LISTENER_CASES,
+)
 def _cookie(conn: Connection, ctx: Context) -> Iterable[Violation]:
     cli = conn.handshakes("client")
     srv = conn.handshakes("server")
@@ -245,9 +274,14 @@ def _cookie(conn: Connection, ctx: Context) -> Iterable[Violation]:
         yield _v(rf, "final response carries socket ID 0")
 
 
-@rule("udt4/6.1/listener-stateless-before-cookie", "6.1", "MUST",
-      "Request type 1 ⇒ reply … No state: the listener answers a first request only with the cookie "
-      "reply, never with a final response or data.", cases=LISTENER_CASES)
+@rule(
+    "udt4/6.1/listener-stateless-before-cookie",
+    "6.1",
+    "MUST",
+    "Request type 1 ⇒ reply … No state: the listener answers a first request only with the cookie "
+    "reply, never with a final response or data.",
+    cases=LISTENER_CASES,
+)
 def _stateless(conn: Connection, ctx: Context) -> Iterable[Violation]:
     cookie_seen = False
     for r in conn.records:
@@ -259,10 +293,14 @@ def _stateless(conn: Connection, ctx: Context) -> Iterable[Violation]:
                 yield _v(r, "listener sent something other than a cookie reply before the cookie round")
 
 
-@rule("udt4/6.2/rendezvous-handshake", "6.2", "MUST",
-      "Rendezvous: HS(0) with destination 0 until the peer is known, then HS(−1) with destination = the "
-      "peer's socket ID; no cookie; rendezvous and regular requests (type 1) never mix.",
-      cases=frozenset({"rendezvous"}))
+@rule(
+    "udt4/6.2/rendezvous-handshake",
+    "6.2",
+    "MUST",
+    "Rendezvous: HS(0) with destination 0 until the peer is known, then HS(−1) with destination = the "
+    "peer's socket ID; no cookie; rendezvous and regular requests (type 1) never mix.",
+    cases=frozenset({"rendezvous"}),
+)
 def _rdv(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for side in ("client", "server"):
         hs = conn.handshakes(side)
@@ -287,9 +325,13 @@ def _rdv(conn: Connection, ctx: Context) -> Iterable[Violation]:
 # §3.1 / §4 data
 
 
-@rule("udt4/4/first-data-is-isn", "4", "MUST",
-      "The first data packet of a direction carries the ISN itself (for a listener connection the "
-      "client's ISN, echoed in the response).")
+@rule(
+    "udt4/4/first-data-is-isn",
+    "4",
+    "MUST",
+    "The first data packet of a direction carries the ISN itself (for a listener connection the "
+    "client's ISN, echoed in the response).",
+)
 def _first_isn(conn: Connection, ctx: Context) -> Iterable[Violation]:
     conn = ctx.sender_view(conn)
     data = conn.data("client")
@@ -301,8 +343,12 @@ def _first_isn(conn: Connection, ctx: Context) -> Iterable[Violation]:
         yield _v(r, f"first data sequence {d.seq:#x} ≠ ISN {isn:#x}")
 
 
-@rule("udt4/3.1/sequence-contiguous", "3.1", "MUST",
-      "Packet sequence number +1 per new data packet (retransmissions reuse the original number).")
+@rule(
+    "udt4/3.1/sequence-contiguous",
+    "3.1",
+    "MUST",
+    "Packet sequence number +1 per new data packet (retransmissions reuse the original number).",
+)
 def _contig(conn: Connection, ctx: Context) -> Iterable[Violation]:
     conn, dropped = ctx.sender_view(conn), ctx.sender_dropped()
     top: int | None = None
@@ -318,13 +364,18 @@ def _contig(conn: Connection, ctx: Context) -> Iterable[Violation]:
                 s = incseq(s)
             unexplained = [m for m in missing if m not in dropped]
             if unexplained:
-                yield _v(r, f"new sequence {d.seq:#x} skips {len(unexplained)} number(s) from {unexplained[0]:#x} never seen")
+                yield _v(
+                    r, f"new sequence {d.seq:#x} skips {len(unexplained)} number(s) from {unexplained[0]:#x} never seen"
+                )
             top = d.seq
 
 
-@rule("udt4/3.1/payload-size", "3.1", "MUST",
-      "The payload of one call is cut into MSS − 44-byte pieces; never a data payload longer than "
-      "negotiated MSS − 44.")
+@rule(
+    "udt4/3.1/payload-size",
+    "3.1",
+    "MUST",
+    "The payload of one call is cut into MSS − 44-byte pieces; never a data payload longer than negotiated MSS − 44.",
+)
 def _payload(conn: Connection, ctx: Context) -> Iterable[Violation]:
     mss = _negotiated_mss(conn)
     if mss is None:
@@ -334,9 +385,14 @@ def _payload(conn: Connection, ctx: Context) -> Iterable[Violation]:
             yield _v(r, f"payload {len(d.payload)} > MSS − 44 = {mss - 44}")
 
 
-@rule("udt4/3.1/data-timestamp-us", "3.1", "SHOULD",
-      "Time stamp: µs elapsed since the sending socket was opened, truncated to 32 bits; "
-      "retransmissions carry the current time stamp.", cases=frozenset({"transfer", "dgram", "loss", "rendezvous"}))
+@rule(
+    "udt4/3.1/data-timestamp-us",
+    "3.1",
+    "SHOULD",
+    "Time stamp: µs elapsed since the sending socket was opened, truncated to 32 bits; "
+    "retransmissions carry the current time stamp.",
+    cases=frozenset({"transfer", "dgram", "loss", "rendezvous"}),
+)
 def _data_ts(conn: Connection, ctx: Context) -> Iterable[Violation]:
     conn = ctx.sender_view(conn)
     data = conn.data("client")
@@ -352,13 +408,19 @@ def _data_ts(conn: Connection, ctx: Context) -> Iterable[Violation]:
     wall = r1.time - r0.time
     stamped = ((d1.timestamp - d0.timestamp) & 0xFFFFFFFF) / 1e6
     if not 0.8 * wall - 0.02 <= stamped <= 1.2 * wall + 0.02:
-        yield Violation("client", r1.frame,
-                        f"data time stamps advanced {stamped:.3f} s over {wall:.3f} s of capture time (not µs?)")
+        yield Violation(
+            "client", r1.frame, f"data time stamps advanced {stamped:.3f} s over {wall:.3f} s of capture time (not µs?)"
+        )
 
 
-@rule("udt4/3.1/message-boundaries", "3.1", "MUST",
-      "FF bits: 10 first packet of a message, 00 middle, 01 last, 11 the only packet; all packets of one "
-      "message share its message number; message numbers start at 1.", cases=frozenset({"dgram"}))
+@rule(
+    "udt4/3.1/message-boundaries",
+    "3.1",
+    "MUST",
+    "FF bits: 10 first packet of a message, 00 middle, 01 last, 11 the only packet; all packets of one "
+    "message share its message number; message numbers start at 1.",
+    cases=frozenset({"dgram"}),
+)
 def _boundaries(conn: Connection, ctx: Context) -> Iterable[Violation]:
     seen: dict[int, DataPacket] = {}
     for r, d in conn.data("client"):
@@ -390,9 +452,13 @@ def _boundaries(conn: Connection, ctx: Context) -> Iterable[Violation]:
 # §5.3–5.7 ACK / NAK / ACK2
 
 
-@rule("udt4/5.3/ack-forms", "5.3", "MUST",
-      "Light ACK: 4 bytes, additional info 0. Full (24 B) and medium (16 B) ACKs carry a fresh ACK "
-      "sub-sequence number; the available buffer is in packets, never less than 2.")
+@rule(
+    "udt4/5.3/ack-forms",
+    "5.3",
+    "MUST",
+    "Light ACK: 4 bytes, additional info 0. Full (24 B) and medium (16 B) ACKs carry a fresh ACK "
+    "sub-sequence number; the available buffer is in packets, never less than 2.",
+)
 def _ack_forms(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r, a in conn.of_type(Ack):
         if a.kind is AckKind.LIGHT and a.ack_seq_no != 0:
@@ -404,9 +470,13 @@ def _ack_forms(conn: Connection, ctx: Context) -> Iterable[Violation]:
                 yield _v(r, f"advertised window {a.avail_buffer} < 2")
 
 
-@rule("udt4/4/ack-subseq-increments", "4", "SHOULD",
-      "ACK sub-sequence numbers: a separate counter per side, incremented before use, so the first full "
-      "ACK carries 1; a repeated ACK is a new ACK with a new sub-sequence number.")
+@rule(
+    "udt4/4/ack-subseq-increments",
+    "4",
+    "SHOULD",
+    "ACK sub-sequence numbers: a separate counter per side, incremented before use, so the first full "
+    "ACK carries 1; a repeated ACK is a new ACK with a new sub-sequence number.",
+)
 def _ack_subseq(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for side in ("server", "client"):
         prev = 0
@@ -419,8 +489,12 @@ def _ack_subseq(conn: Connection, ctx: Context) -> Iterable[Violation]:
             prev = a.ack_seq_no
 
 
-@rule("udt4/5.3/first-ack-full", "5.3", "SHOULD",
-      "At connection start the last ACK time is 0, so the first ACK is always full (24 bytes).")
+@rule(
+    "udt4/5.3/first-ack-full",
+    "5.3",
+    "SHOULD",
+    "At connection start the last ACK time is 0, so the first ACK is always full (24 bytes).",
+)
 def _first_full(conn: Connection, ctx: Context) -> Iterable[Violation]:
     acks = conn.acks("server")
     if not acks:
@@ -440,9 +514,13 @@ def _walk_sent(conn: Connection, ctrl_sender: str) -> Iterable[tuple[Record, int
         yield r, top
 
 
-@rule("udt4/5.4/no-ack-or-nak-beyond-sent", "5.4", "MUST",
-      "No reported number may be later than the sender's largest sent sequence number; an ACK "
-      "acknowledging data that was never sent makes 4.11 mark the connection broken.")
+@rule(
+    "udt4/5.4/no-ack-or-nak-beyond-sent",
+    "5.4",
+    "MUST",
+    "No reported number may be later than the sender's largest sent sequence number; an ACK "
+    "acknowledging data that was never sent makes 4.11 mark the connection broken.",
+)
 def _beyond(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r, top in _walk_sent(conn, "server"):
         p = r.packet
@@ -463,9 +541,13 @@ def _beyond(conn: Connection, ctx: Context) -> Iterable[Violation]:
                 yield _v(r, f"NAK reports {bad[0]:#x}, beyond the largest data seen {top if top is None else hex(top)}")
 
 
-@rule("udt4/5.4/nak-run-as-range", "5.4", "SHOULD",
-      "A run of lost numbers is emitted as a single word only if it has exactly one member; any run of "
-      "two or more is emitted as a range, including runs of exactly two.")
+@rule(
+    "udt4/5.4/nak-run-as-range",
+    "5.4",
+    "SHOULD",
+    "A run of lost numbers is emitted as a single word only if it has exactly one member; any run of "
+    "two or more is emitted as a range, including runs of exactly two.",
+)
 def _nak_ranges(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r, n in conn.of_type(Nak):
         try:
@@ -476,10 +558,14 @@ def _nak_ranges(conn: Connection, ctx: Context) -> Iterable[Violation]:
             yield _v(r, "loss list not compressed as 4.11 does (runs ≥ 2 as ranges, singles as one word)")
 
 
-@rule("udt4/8.2/nak-on-gap", "8.2", "SHOULD",
-      "Loss detection: if a data packet skips numbers, they are inserted into the receiver loss list and "
-      "a NAK is sent immediately: one word for a one-packet gap, otherwise the two-word range.",
-      cases=frozenset({"loss"}))
+@rule(
+    "udt4/8.2/nak-on-gap",
+    "8.2",
+    "SHOULD",
+    "Loss detection: if a data packet skips numbers, they are inserted into the receiver loss list and "
+    "a NAK is sent immediately: one word for a one-packet gap, otherwise the two-word range.",
+    cases=frozenset({"loss"}),
+)
 def _nak_on_gap(conn: Connection, ctx: Context) -> Iterable[Violation]:
     top: int | None = None
     naks = list(conn.of_type(Nak, "server"))
@@ -497,7 +583,11 @@ def _nak_on_gap(conn: Connection, ctx: Context) -> Iterable[Violation]:
             if not match:
                 yield _v(r, f"gap {gap[0]:#x}..{gap[-1]:#x} not NAKed within 50 ms")
             elif not any(list(n.words) == want for nr, n in naks if nr in match):
-                yield Violation("server", match[0].frame, f"NAK for gap {gap[0]:#x}..{gap[-1]:#x} is not the one-gap form {[hex(w) for w in want]}")
+                yield Violation(
+                    "server",
+                    match[0].frame,
+                    f"NAK for gap {gap[0]:#x}..{gap[-1]:#x} is not the one-gap form {[hex(w) for w in want]}",
+                )
         if top is None or seqcmp(d.seq, top) > 0:
             top = d.seq
     if gaps == 0:
@@ -511,9 +601,13 @@ def _safe_losses(n: Nak) -> list[int]:
         return []
 
 
-@rule("udt4/5.7/ack2-echoes-ack", "5.7", "MUST",
-      "ACK2: additional info = the ACK sub-sequence number of the full or medium ACK being acknowledged. "
-      "Light ACKs must not be ACK2'd.")
+@rule(
+    "udt4/5.7/ack2-echoes-ack",
+    "5.7",
+    "MUST",
+    "ACK2: additional info = the ACK sub-sequence number of the full or medium ACK being acknowledged. "
+    "Light ACKs must not be ACK2'd.",
+)
 def _ack2_echo(conn: Connection, ctx: Context) -> Iterable[Violation]:
     sent: dict[str, set[int]] = {"client": set(), "server": set()}
     for r in conn.records:
@@ -525,9 +619,12 @@ def _ack2_echo(conn: Connection, ctx: Context) -> Iterable[Violation]:
                 yield _v(r, f"ACK2 {p.ack_seq_no} echoes no full/medium ACK received before")
 
 
-@rule("udt4/8.6/ack2-for-every-ack", "8.6", "SHOULD",
-      "4.11 answers every full/medium ACK with an ACK2. Recommendation: always send ACK2 for every "
-      "full/medium ACK.")
+@rule(
+    "udt4/8.6/ack2-for-every-ack",
+    "8.6",
+    "SHOULD",
+    "4.11 answers every full/medium ACK with an ACK2. Recommendation: always send ACK2 for every full/medium ACK.",
+)
 def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
     ack2 = [(r.time, p.ack_seq_no) for r, p in conn.of_type(Ack2, "client")]
     end = conn.records[-1].time if conn.records else 0.0
@@ -539,9 +636,14 @@ def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
             yield _v(r, "no ACK2 within 200 ms")
 
 
-@rule("udt4/9.2/full-ack-every-syn", "9.2", "SHOULD",
-      "ACK timer: a full/medium ACK every SYN (10 ms) while data flows (a new implementation SHOULD "
-      "check timers at least every 10 ms).", cases=frozenset({"transfer", "dgram", "loss"}))
+@rule(
+    "udt4/9.2/full-ack-every-syn",
+    "9.2",
+    "SHOULD",
+    "ACK timer: a full/medium ACK every SYN (10 ms) while data flows (a new implementation SHOULD "
+    "check timers at least every 10 ms).",
+    cases=frozenset({"transfer", "dgram", "loss"}),
+)
 def _ack_period(conn: Connection, ctx: Context) -> Iterable[Violation]:
     # An ACK is due SYN after the previous one once received data would move the ACK number
     # (4.11 may hold back an unchanged ACK number for RTT + 4·RTTVar, §8.3).
@@ -574,17 +676,24 @@ def _ack_period(conn: Connection, ctx: Context) -> Iterable[Violation]:
             continue
         checked += 1
         if later[0].time > deadline:
-            yield Violation("server", later[0].frame,
-                            f"ACK {(later[0].time - r0.time) * 1e3:.1f} ms after the previous one although data "
-                            f"that advances the ACK number arrived {(trigger - r0.time) * 1e3:.1f} ms after it")
+            yield Violation(
+                "server",
+                later[0].frame,
+                f"ACK {(later[0].time - r0.time) * 1e3:.1f} ms after the previous one although data "
+                f"that advances the ACK number arrived {(trigger - r0.time) * 1e3:.1f} ms after it",
+            )
     if checked == 0:
         raise Inconclusive("no ACK interval with data flowing")
 
 
-@rule("udt4/7/packet-pairs", "7", "SHOULD",
-      "Packet pairs: when a new packet's sequence number satisfies seq & 0xF == 0, the next packet is "
-      "scheduled immediately, so packets 16n and 16n+1 leave back-to-back.",
-      cases=frozenset({"transfer", "dgram", "loss"}))
+@rule(
+    "udt4/7/packet-pairs",
+    "7",
+    "SHOULD",
+    "Packet pairs: when a new packet's sequence number satisfies seq & 0xF == 0, the next packet is "
+    "scheduled immediately, so packets 16n and 16n+1 leave back-to-back.",
+    cases=frozenset({"transfer", "dgram", "loss"}),
+)
 def _pairs(conn: Connection, ctx: Context) -> Iterable[Violation]:
     conn = ctx.sender_view(conn)
     new: list[tuple[float, int]] = []
@@ -606,16 +715,22 @@ def _pairs(conn: Connection, ctx: Context) -> Iterable[Violation]:
         raise Inconclusive(f"sender not paced (median gap {base * 1e6:.0f} µs): pairs indistinguishable")
     got = statistics.median(pair_gaps)
     if got > 0.5 * base:
-        yield Violation("client", None, f"median 16n→16n+1 gap {got * 1e6:.0f} µs vs {base * 1e6:.0f} µs between other packets")
+        yield Violation(
+            "client", None, f"median 16n→16n+1 gap {got * 1e6:.0f} µs vs {base * 1e6:.0f} µs between other packets"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # §5.6 teardown
 
 
-@rule("udt4/5.6/shutdown-on-close", "5.6", "MUST",
-      "Shutdown: sent once by close() on a connected socket; no data follows it.",
-      cases=frozenset({"close", "handshake", "transfer", "dgram"}))
+@rule(
+    "udt4/5.6/shutdown-on-close",
+    "5.6",
+    "MUST",
+    "Shutdown: sent once by close() on a connected socket; no data follows it.",
+    cases=frozenset({"close", "handshake", "transfer", "dgram"}),
+)
 def _shutdown(conn: Connection, ctx: Context) -> Iterable[Violation]:
     shuts = list(conn.of_type(Shutdown))
     if not shuts:
@@ -631,8 +746,9 @@ def _shutdown(conn: Connection, ctx: Context) -> Iterable[Violation]:
                 yield _v(late[0], "data after own Shutdown")
 
 
-@rule("udt4/5.2/keepalive-form", "5.2", "MUST",
-      "Keep-alive: no information (4 zero bytes), addressed to the peer socket.")
+@rule(
+    "udt4/5.2/keepalive-form", "5.2", "MUST", "Keep-alive: no information (4 zero bytes), addressed to the peer socket."
+)
 def _keepalive(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r, k in conn.of_type(KeepAlive):
         if k.addl != 0:

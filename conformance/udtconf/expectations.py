@@ -32,7 +32,10 @@ class Expectations:
 def load(path: Path = CONFORMANCE_DIR / "expectations.toml") -> Expectations:
     with open(path, "rb") as f:
         data = tomllib.load(f)
-    known = tuple(Known(k["match"], k.get("kind", "finding"), " ".join(k.get("reason", "").split())) for k in data.get("known", []))
+    known = tuple(
+        Known(k["match"], k.get("kind", "finding"), " ".join(k.get("reason", "").split()))
+        for k in data.get("known", [])
+    )
     for k in known:
         if k.kind not in ("finding", "flaky"):
             raise ValueError(f"{path}: known entry {k.match} has kind {k.kind!r}, expected finding|flaky")

@@ -162,14 +162,21 @@ class InteropRunner:
         t0 = time.monotonic()
         try:
             if case == "loss":
-                relay = LossRelay(("127.0.0.1", sport), drop=LOSS_DROPS, isn_target=wrap_target(LOSS_WRAP_AT),
-                                  capture=None if self.capture else logdir / "relay.pcap",
-                                  rate_pps=LOSS_RATE_PPS, queue=LOSS_QUEUE).__enter__()
+                relay = LossRelay(
+                    ("127.0.0.1", sport),
+                    drop=LOSS_DROPS,
+                    isn_target=wrap_target(LOSS_WRAP_AT),
+                    capture=None if self.capture else logdir / "relay.pcap",
+                    rate_pps=LOSS_RATE_PPS,
+                    queue=LOSS_QUEUE,
+                ).__enter__()
                 ports.append(relay.address[1])
             if self.capture:
                 res.pcap = logdir / "capture.pcap"
                 cap = Capture(res.pcap, ports).__enter__()
-            common: dict[str, str | int | Path] = dict(SERVER_ADDR="127.0.0.1", SERVER_PORT=sport, CLIENT_ADDR="127.0.0.1")
+            common: dict[str, str | int | Path] = dict(
+                SERVER_ADDR="127.0.0.1", SERVER_PORT=sport, CLIENT_ADDR="127.0.0.1"
+            )
             if cport:
                 common["CLIENT_PORT"] = cport
             srv = server.start("server", case, logdir / "server", OUTPUT=output, CONNECTIONS=n_clients, **common)
@@ -179,13 +186,17 @@ class InteropRunner:
                 if res.server_rc == EXIT_UNSUPPORTED:
                     res.status, res.reason = "unsupported", f"{server.name} server: TESTCASE {case} not supported (127)"
                 else:
-                    res.status, res.reason = "fail", f"{server.name} server did not bind UDP port {sport} (exit {res.server_rc})"
+                    res.status, res.reason = (
+                        "fail",
+                        f"{server.name} server did not bind UDP port {sport} (exit {res.server_rc})",
+                    )
                 return res
             if relay:
                 common = dict(common, SERVER_PORT=relay.address[1])
             clients = [
-                client.start("client", case, logdir / (f"client-{i}" if n_clients > 1 else "client"),
-                             INPUT=inputs[i], **common)
+                client.start(
+                    "client", case, logdir / (f"client-{i}" if n_clients > 1 else "client"), INPUT=inputs[i], **common
+                )
                 for i in range(n_clients)
             ]
             procs.extend(clients)

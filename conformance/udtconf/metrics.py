@@ -7,7 +7,7 @@ input the definition does not cover instead of returning a misleading number.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def jain_index(throughputs: Sequence[float]) -> float:

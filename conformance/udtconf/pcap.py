@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 LINKTYPE_NULL = 0
 LINKTYPE_ETHERNET = 1
@@ -135,7 +136,7 @@ def _if_tsresol(options: bytes, endian: str) -> float:
             break
         if code == 9 and length >= 1:
             v = options[i + 4]
-            return 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
+            return 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0**-v
         i += 4 + ((length + 3) & ~3)
     return 1e-6
 
@@ -211,8 +212,17 @@ class PcapWriter:
         udp = struct.pack("!HHHH", src[1], dst[1], 8 + len(payload), 0) + payload
         self._ident = (self._ident + 1) & 0xFFFF
         ip = struct.pack(
-            "!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), self._ident, 0x4000, 64, 17, 0,
-            ipaddress.IPv4Address(src[0]).packed, ipaddress.IPv4Address(dst[0]).packed,
+            "!BBHHHBBH4s4s",
+            0x45,
+            0,
+            20 + len(udp),
+            self._ident,
+            0x4000,
+            64,
+            17,
+            0,
+            ipaddress.IPv4Address(src[0]).packed,
+            ipaddress.IPv4Address(dst[0]).packed,
         )
         ip = ip[:10] + struct.pack("!H", _ip_checksum(ip)) + ip[12:]
         frame = ip + udp
@@ -224,7 +234,7 @@ class PcapWriter:
     def close(self) -> None:
         self._f.close()
 
-    def __enter__(self) -> "PcapWriter":
+    def __enter__(self) -> PcapWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:

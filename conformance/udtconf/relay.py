@@ -95,7 +95,7 @@ class LossRelay:
         self._pcap = PcapWriter(capture) if capture else None
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "LossRelay":
+    def __enter__(self) -> LossRelay:
         self._thread.start()
         return self
 

@@ -27,12 +27,18 @@ class Entry:
     violations: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_props(cls, props: dict, nodeid: str, status: str, message: str) -> "Entry":
+    def from_props(cls, props: dict, nodeid: str, status: str, message: str) -> Entry:
         return cls(
-            key=props["udtc_key"], nodeid=nodeid, status=status, message=" ".join(str(message).split())[:600],
-            grade=props.get("udtc_grade", ""), section=props.get("udtc_section", ""),
-            requirement=props.get("udtc_requirement", ""), logdir=props.get("udtc_logdir", ""),
-            pcap=props.get("udtc_pcap", ""), violations=list(props.get("udtc_violations", [])),
+            key=props["udtc_key"],
+            nodeid=nodeid,
+            status=status,
+            message=" ".join(str(message).split())[:600],
+            grade=props.get("udtc_grade", ""),
+            section=props.get("udtc_section", ""),
+            requirement=props.get("udtc_requirement", ""),
+            logdir=props.get("udtc_logdir", ""),
+            pcap=props.get("udtc_pcap", ""),
+            violations=list(props.get("udtc_violations", [])),
         )
 
     @property
@@ -48,9 +54,17 @@ def write(entries: list[Entry], outdir: Path, junit: Path | None = None) -> None
     summary: dict[str, int] = {}
     for e in entries:
         summary[e.status] = summary.get(e.status, 0) + 1
-    (outdir / "results.json").write_text(json.dumps(
-        {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "summary": summary,
-         "entries": [asdict(e) for e in entries]}, indent=2, ensure_ascii=False))
+    (outdir / "results.json").write_text(
+        json.dumps(
+            {
+                "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "summary": summary,
+                "entries": [asdict(e) for e in entries],
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
     (outdir / "matrix.html").write_text(render_html(entries, outdir, junit))
 
 
@@ -70,18 +84,24 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
         if w.status in ("failed", "xfail"):
             wire_fail.setdefault((w.parts[1], w.parts[2], w.parts[3]), []).append(w)
 
-    out = ["<!doctype html><meta charset='utf-8'><title>UDT4 conformance matrix</title>",
-           "<style>body{font:14px sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
-           "padding:4px 8px;vertical-align:top}.ok{color:#080}.bad{color:#c00}.unk{color:#888}.known{color:#b60}"
-           "code{font-size:12px}</style>",
-           "<h1>UDT4 conformance — interop matrix</h1>",
-           "<p>Rows: server (listener / receiver) stack; columns: client (sender) stack. ✓ transfer intact and no "
-           "MUST rule violated, ✕ failure (orange = known finding/flaky), ? not supported or not run. "
-           "Each mark links to the run's logs; <i>pcap</i> to the capture.</p>"]
+    out = [
+        "<!doctype html><meta charset='utf-8'><title>UDT4 conformance matrix</title>",
+        "<style>body{font:14px sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #bbb;"
+        "padding:4px 8px;vertical-align:top}.ok{color:#080}.bad{color:#c00}.unk{color:#888}.known{color:#b60}"
+        "code{font-size:12px}</style>",
+        "<h1>UDT4 conformance — interop matrix</h1>",
+        "<p>Rows: server (listener / receiver) stack; columns: client (sender) stack. ✓ transfer intact and no "
+        "MUST rule violated, ✕ failure (orange = known finding/flaky), ? not supported or not run. "
+        "Each mark links to the run's logs; <i>pcap</i> to the capture.</p>",
+    ]
     if junit and str(junit):
-        out.append(f"<p>JUnit XML: <a href='{html.escape(_rel(str(junit), outdir))}'>{html.escape(junit.name)}</a>; "
-                   "JSON: <a href='results.json'>results.json</a></p>")
-    out.append("<table><tr><th>server \\ client</th>" + "".join(f"<th>{html.escape(c)}</th>" for c in clients) + "</tr>")
+        out.append(
+            f"<p>JUnit XML: <a href='{html.escape(_rel(str(junit), outdir))}'>{html.escape(junit.name)}</a>; "
+            "JSON: <a href='results.json'>results.json</a></p>"
+        )
+    out.append(
+        "<table><tr><th>server \\ client</th>" + "".join(f"<th>{html.escape(c)}</th>" for c in clients) + "</tr>"
+    )
     for s in servers:
         out.append(f"<tr><th>{html.escape(s)}</th>")
         for c in clients:
@@ -102,7 +122,11 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
                 cap = f" <a href='{html.escape(_rel(e.pcap, outdir))}'>pcap</a>" if e and e.pcap else ""
                 note = f" <small>({len(fails)} rule{'s' if len(fails) != 1 else ''} failed)</small>" if fails else ""
                 title = html.escape(e.message if e else "not run")
-                mark = f"<a class='{cls}' href='{link}' title='{title}'>{sym}</a>" if link else f"<span class='{cls}' title='{title}'>{sym}</span>"
+                mark = (
+                    f"<a class='{cls}' href='{link}' title='{title}'>{sym}</a>"
+                    if link
+                    else f"<span class='{cls}' title='{title}'>{sym}</span>"
+                )
                 lines.append(f"{mark} {html.escape(case)}{cap}{note}")
             out.append("<td>" + "<br>".join(lines) + "</td>")
         out.append("</tr>")
@@ -110,20 +134,28 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
 
     failing = [e for e in entries if e.status in ("failed", "xfail") and not e.key.startswith(("interop/", "active/"))]
     if failing:
-        out.append("<h2>Rule violations and findings</h2><table><tr><th>test</th><th>grade</th><th>§</th>"
-                   "<th>status</th><th>details</th></tr>")
+        out.append(
+            "<h2>Rule violations and findings</h2><table><tr><th>test</th><th>grade</th><th>§</th>"
+            "<th>status</th><th>details</th></tr>"
+        )
         for e in failing:
             det = "<br>".join(html.escape(v) for v in e.violations[:8]) or html.escape(e.message)
             cls = "known" if e.status == "xfail" else "bad"
-            out.append(f"<tr><td><code>{html.escape(e.key)}</code></td><td>{e.grade}</td><td>{html.escape(e.section)}</td>"
-                       f"<td class='{cls}'>{e.status}</td><td>{det}</td></tr>")
+            out.append(
+                f"<tr><td><code>{html.escape(e.key)}</code></td><td>{e.grade}</td><td>{html.escape(e.section)}</td>"
+                f"<td class='{cls}'>{e.status}</td><td>{det}</td></tr>"
+            )
         out.append("</table>")
     active = [e for e in entries if e.key.startswith("active/")]
     if active:
-        out.append("<h2>Active tester</h2><table><tr><th>stack</th><th>probe</th><th>§</th><th>result</th><th>details</th></tr>")
+        out.append(
+            "<h2>Active tester</h2><table><tr><th>stack</th><th>probe</th><th>§</th><th>result</th><th>details</th></tr>"
+        )
         for e in active:
-            out.append(f"<tr><td>{html.escape(e.parts[1])}</td><td><code>{html.escape('/'.join(e.parts[2:]))}</code></td>"
-                       f"<td>{html.escape(e.section)}</td><td>{SYMBOL.get(e.status, '?')} {e.status}</td>"
-                       f"<td>{html.escape(e.message or '; '.join(e.violations))}</td></tr>")
+            out.append(
+                f"<tr><td>{html.escape(e.parts[1])}</td><td><code>{html.escape('/'.join(e.parts[2:]))}</code></td>"
+                f"<td>{html.escape(e.section)}</td><td>{SYMBOL.get(e.status, '?')} {e.status}</td>"
+                f"<td>{html.escape(e.message or '; '.join(e.violations))}</td></tr>"
+            )
         out.append("</table>")
     return "\n".join(out)

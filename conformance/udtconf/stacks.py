@@ -81,8 +81,16 @@ class Stack:
         """Run an unknown test case in both roles; the contract demands exit code 127."""
         case = f"udtc-unknown-{uuid.uuid4().hex[:8]}"
         for role in ("server", "client"):
-            p = self.start(role, case, logdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=9, CLIENT_ADDR="127.0.0.1",
-                           INPUT=os.devnull, OUTPUT=logdir / "unused")
+            p = self.start(
+                role,
+                case,
+                logdir,
+                SERVER_ADDR="127.0.0.1",
+                SERVER_PORT=9,
+                CLIENT_ADDR="127.0.0.1",
+                INPUT=os.devnull,
+                OUTPUT=logdir / "unused",
+            )
             try:
                 rc = p.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

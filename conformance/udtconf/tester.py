@@ -16,9 +16,9 @@ import random
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from .interop import free_udp_port, make_input, udp_port_bound
 from .seq import MAX, incseq, seqcmp, seqoff
@@ -81,7 +81,7 @@ class Wire:
             self.sock.settimeout(left)
             try:
                 raw, src = self.sock.recvfrom(65535)
-            except (socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 return None
             except ConnectionRefusedError:
                 continue
@@ -152,8 +152,13 @@ class ClientSession:
         elif isinstance(p, KeepAlive):
             self.keepalives.append(time.monotonic())
 
-    def send_stream(self, payload: bytes, window: int = 32, timeout: float = 20.0,
-                    before_send: Callable[[int, bytes], None] | None = None) -> bool:
+    def send_stream(
+        self,
+        payload: bytes,
+        window: int = 32,
+        timeout: float = 20.0,
+        before_send: Callable[[int, bytes], None] | None = None,
+    ) -> bool:
         """Send ``payload`` reliably; True once everything is acknowledged."""
         chunks = [payload[i : i + PAYLOAD] for i in range(0, len(payload), PAYLOAD)]
         sent: dict[int, bytes] = {}
@@ -248,8 +253,14 @@ class ListenerSession:
                 self.wire.send(replace(p, cookie=self.cookie, dst_id=p.socket_id), src)
             elif p.req_type == -1 and p.cookie == self.cookie:
                 self.peer, self.peer_id, self.isn = src, p.socket_id, p.isn
-                resp = replace(p, socket_id=self.my_id, dst_id=p.socket_id, mss=min(p.mss, 1500),
-                               flight_flag_size=8192, peer_ip=peer_ip_field(src[0]))
+                resp = replace(
+                    p,
+                    socket_id=self.my_id,
+                    dst_id=p.socket_id,
+                    mss=min(p.mss, 1500),
+                    flight_flag_size=8192,
+                    peer_ip=peer_ip_field(src[0]),
+                )
                 self.wire.send(resp, src)
                 self.top = None
                 self.accepted_at = time.monotonic()
@@ -266,8 +277,19 @@ class ListenerSession:
     def send_ack(self) -> None:
         assert self.peer
         self.ack_sub = 0 if self.ack_sub == MAX else self.ack_sub + 1
-        self.wire.send(Ack(dst_id=self.peer_id, ack_seq_no=self.ack_sub, ack_no=self.ack_no, rtt=10_000,
-                           rtt_var=5_000, avail_buffer=8192, arrival_speed=5000, link_capacity=50_000), self.peer)
+        self.wire.send(
+            Ack(
+                dst_id=self.peer_id,
+                ack_seq_no=self.ack_sub,
+                ack_no=self.ack_no,
+                rtt=10_000,
+                rtt_var=5_000,
+                avail_buffer=8192,
+                arrival_speed=5000,
+                link_capacity=50_000,
+            ),
+            self.peer,
+        )
         self.last_ack_time = time.monotonic()
 
     def run(self, duration: float, until: Callable[[], bool] | None = None) -> None:
@@ -313,7 +335,7 @@ class Probe:
     section: str
     role: str  # the stack's role
     summary: str
-    fn: Callable[["ProbeEnv"], ProbeResult]
+    fn: Callable[[ProbeEnv], ProbeResult]
 
 
 @dataclass
@@ -329,7 +351,9 @@ class ProbeEnv:
 PROBES: list[Probe] = []
 
 
-def probe(id: str, section: str, role: str, summary: str) -> Callable[[Callable[[ProbeEnv], ProbeResult]], Callable[[ProbeEnv], ProbeResult]]:
+def probe(
+    id: str, section: str, role: str, summary: str
+) -> Callable[[Callable[[ProbeEnv], ProbeResult]], Callable[[ProbeEnv], ProbeResult]]:
     def deco(fn: Callable[[ProbeEnv], ProbeResult]) -> Callable[[ProbeEnv], ProbeResult]:
         PROBES.append(Probe(id, section, role, summary, fn))
         return fn
@@ -344,8 +368,15 @@ class _StackServer:
         self.port = free_udp_port()
         self.addr: Addr = ("127.0.0.1", self.port)
         self.output = env.workdir / "output.bin"
-        self.proc = env.stack.start("server", "transfer", env.workdir, SERVER_ADDR="127.0.0.1",
-                                    SERVER_PORT=self.port, OUTPUT=self.output, CLIENT_ADDR="127.0.0.1")
+        self.proc = env.stack.start(
+            "server",
+            "transfer",
+            env.workdir,
+            SERVER_ADDR="127.0.0.1",
+            SERVER_PORT=self.port,
+            OUTPUT=self.output,
+            CLIENT_ADDR="127.0.0.1",
+        )
         deadline = time.monotonic() + 5
         while not udp_port_bound(self.port) and time.monotonic() < deadline and self.proc.poll() is None:
             time.sleep(0.02)
@@ -373,8 +404,14 @@ def _exit_desc(rc: int | None) -> str:
     return f"exit {rc}"
 
 
-def _serve_transfer(env: ProbeEnv, srv: _StackServer, payload: bytes, sess: ClientSession | None = None,
-                    wire: Wire | None = None, **kw: object) -> tuple[bool, str]:
+def _serve_transfer(
+    env: ProbeEnv,
+    srv: _StackServer,
+    payload: bytes,
+    sess: ClientSession | None = None,
+    wire: Wire | None = None,
+    **kw: object,
+) -> tuple[bool, str]:
     """Finish a tester → stack transfer and check the stack wrote exactly ``payload``."""
     own = wire is None
     wire = wire or Wire()
@@ -396,8 +433,12 @@ def _serve_transfer(env: ProbeEnv, srv: _StackServer, payload: bytes, sess: Clie
             wire.close()
 
 
-@probe("server/malformed-then-serve", "2, 6.1", "server",
-       "truncated/malformed packets and packets for unknown sockets at the listener; then a normal transfer")
+@probe(
+    "server/malformed-then-serve",
+    "2, 6.1",
+    "server",
+    "truncated/malformed packets and packets for unknown sockets at the listener; then a normal transfer",
+)
 def _malformed(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     notes = []
@@ -405,8 +446,15 @@ def _malformed(env: ProbeEnv) -> ProbeResult:
         w = Wire()
         hs = Handshake(isn=5, socket_id=77, req_type=1, peer_ip=peer_ip_field("127.0.0.1"))
         junk = [
-            b"", b"\x80", b"\x00" * 3, hs.encode()[:16], hs.encode()[:60], hs.encode() + b"\x00" * 4,
-            hs.encode()[:63], encode_raw_control(0x7FFE, info=b"\x00" * 4), encode_raw_control(2, dst_id=0x7FFFFFFF, info=b"\x00" * 8),
+            b"",
+            b"\x80",
+            b"\x00" * 3,
+            hs.encode()[:16],
+            hs.encode()[:60],
+            hs.encode() + b"\x00" * 4,
+            hs.encode()[:63],
+            encode_raw_control(0x7FFE, info=b"\x00" * 4),
+            encode_raw_control(2, dst_id=0x7FFFFFFF, info=b"\x00" * 8),
             encode_raw_control(3, dst_id=12345, info=bytes.fromhex("80000005")),
             DataPacket(seq=1, msg_no=1, dst_id=0, payload=b"EVIL").encode(),
             DataPacket(seq=1, msg_no=1, dst_id=0xFFFFFFFF, payload=b"EVIL").encode(),
@@ -434,9 +482,13 @@ def _malformed(env: ProbeEnv) -> ProbeResult:
         srv.close()
 
 
-@probe("server/cookie-flood-no-state", "6.1", "server",
-       "200 first-round requests from 20 source addresses (127.0.0.2–21) that never finish the cookie "
-       "round, plus a wrong cookie; the listener keeps no state and still serves a real client")
+@probe(
+    "server/cookie-flood-no-state",
+    "6.1",
+    "server",
+    "200 first-round requests from 20 source addresses (127.0.0.2–21) that never finish the cookie "
+    "round, plus a wrong cookie; the listener keeps no state and still serves a real client",
+)
 def _flood(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     notes: list[str] = []
@@ -445,8 +497,9 @@ def _flood(env: ProbeEnv) -> ProbeResult:
         replies = bad = 0
         for k in range(10):
             for w in wires:
-                req = Handshake(isn=random.randint(0, MAX), socket_id=_new_id(), req_type=1,
-                                peer_ip=peer_ip_field("127.0.0.1"))
+                req = Handshake(
+                    isn=random.randint(0, MAX), socket_id=_new_id(), req_type=1, peer_ip=peer_ip_field("127.0.0.1")
+                )
                 w.send(req, srv.addr)
             time.sleep(0.005)  # a burst per round, not one 200-packet spike into a 4.11 socket
         deadline = time.monotonic() + 1.0
@@ -459,7 +512,10 @@ def _flood(env: ProbeEnv) -> ProbeResult:
                     bad += 1
         # wrong cookie in the second round must be dropped silently (§6.1 listener rule 4)
         w = wires[0]
-        w.send(Handshake(isn=1, socket_id=_new_id(), req_type=-1, cookie=0xDEADBEEF, peer_ip=peer_ip_field("127.0.0.1")), srv.addr)
+        w.send(
+            Handshake(isn=1, socket_id=_new_id(), req_type=-1, cookie=0xDEADBEEF, peer_ip=peer_ip_field("127.0.0.1")),
+            srv.addr,
+        )
         answered_wrong_cookie = w.recv(0.4) is not None
         for w in wires:
             w.close()
@@ -480,9 +536,13 @@ def _flood(env: ProbeEnv) -> ProbeResult:
         srv.close()
 
 
-@probe("server/replayed-handshake", "6.1", "server",
-       "replay the cookie-bearing request of a live connection: the listener re-sends the response of the "
-       "existing connection (same socket ID) and does not open a second one")
+@probe(
+    "server/replayed-handshake",
+    "6.1",
+    "server",
+    "replay the cookie-bearing request of a live connection: the listener re-sends the response of the "
+    "existing connection (same socket ID) and does not open a second one",
+)
 def _replay(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     try:
@@ -507,17 +567,25 @@ def _replay(env: ProbeEnv) -> ProbeResult:
         if not ok:
             return env.result("fail", "after the replay: " + why, notes)
         if resp is not None and resp.socket_id != sess.peer_id:
-            return env.result("fail", f"replayed request got a new socket ID {resp.socket_id:#x} (was {sess.peer_id:#x})", notes)
+            return env.result(
+                "fail", f"replayed request got a new socket ID {resp.socket_id:#x} (was {sess.peer_id:#x})", notes
+            )
         if resp is not None:
-            notes.append(f"response FFS {resp.flight_flag_size} (4.11: UDT_FC = 25600 on a repeat), ISN echoed: {resp.isn == sess.isn}")
+            notes.append(
+                f"response FFS {resp.flight_flag_size} (4.11: UDT_FC = 25600 on a repeat), ISN echoed: {resp.isn == sess.isn}"
+            )
         return env.result("pass", "replay answered from the existing connection; " + why, notes)
     finally:
         srv.close()
 
 
-@probe("server/wrong-socket-id", "3.3", "server",
-       "data with a wrong destination socket ID, and with the right ID from a different source port, is "
-       "dropped: the stack's output must not contain it")
+@probe(
+    "server/wrong-socket-id",
+    "3.3",
+    "server",
+    "data with a wrong destination socket ID, and with the right ID from a different source port, is "
+    "dropped: the stack's output must not contain it",
+)
 def _wrong_id(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     try:
@@ -538,10 +606,14 @@ def _wrong_id(env: ProbeEnv) -> ProbeResult:
         srv.close()
 
 
-@probe("server/many-connections-one-port", "3.3, 6.1", "server",
-       "three tester connections at once to the stack's one listening port: each is accepted (distinct "
-       "socket IDs, served to the end) or cleanly rejected (1002, backlog full, §6.1 rule 7); the accepted "
-       "one the application reads is delivered intact")
+@probe(
+    "server/many-connections-one-port",
+    "3.3, 6.1",
+    "server",
+    "three tester connections at once to the stack's one listening port: each is accepted (distinct "
+    "socket IDs, served to the end) or cleanly rejected (1002, backlog full, §6.1 rule 7); the accepted "
+    "one the application reads is delivered intact",
+)
 def _many(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     wires = [Wire() for _ in range(3)]
@@ -560,8 +632,11 @@ def _many(env: ProbeEnv) -> ProbeResult:
             s.shutdown()
         rc = srv.finish()
         got = srv.output.read_bytes() if srv.output.exists() else b""
-        notes = [f"{len(sessions)} accepted (socket IDs {[hex(i) for i in ids]}), {rejected} rejected with 1002",
-                 f"acknowledged: {acked}", f"stack {_exit_desc(rc)}"]
+        notes = [
+            f"{len(sessions)} accepted (socket IDs {[hex(i) for i in ids]}), {rejected} rejected with 1002",
+            f"acknowledged: {acked}",
+            f"stack {_exit_desc(rc)}",
+        ]
         if not sessions:
             return env.result("fail", "no connection accepted", notes)
         if len(ids) != len(sessions):
@@ -569,11 +644,17 @@ def _many(env: ProbeEnv) -> ProbeResult:
         if not all(acked):
             return env.result("fail", "an accepted connection on the shared port was not served to the end", notes)
         if got not in payloads:
-            return env.result("fail", f"output ({len(got)} bytes) matches none of the connections — mixed or lost data", notes)
+            return env.result(
+                "fail", f"output ({len(got)} bytes) matches none of the connections — mixed or lost data", notes
+            )
         if rc != 0:
             return env.result("fail", f"stack {_exit_desc(rc)}", notes)
-        return env.result("pass", f"{len(sessions)} served on one port, {rejected} cleanly rejected; "
-                                  f"connection {payloads.index(got)} delivered intact", notes)
+        return env.result(
+            "pass",
+            f"{len(sessions)} served on one port, {rejected} cleanly rejected; "
+            f"connection {payloads.index(got)} delivered intact",
+            notes,
+        )
     except TimeoutError as e:
         return env.result("fail", f"a connection attempt got no answer at all: {e}")
     finally:
@@ -582,9 +663,13 @@ def _many(env: ProbeEnv) -> ProbeResult:
         srv.close()
 
 
-@probe("server/silence-keepalive", "9.4", "server",
-       "the tester goes silent mid-connection for 2.5 s: the stack (nothing to send) emits keep-alives on its "
-       "EXP timer, ≥ 300 ms apart, and the connection survives")
+@probe(
+    "server/silence-keepalive",
+    "9.4",
+    "server",
+    "the tester goes silent mid-connection for 2.5 s: the stack (nothing to send) emits keep-alives on its "
+    "EXP timer, ≥ 300 ms apart, and the connection survives",
+)
 def _silence_server(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     try:
@@ -616,7 +701,9 @@ def _silence_server(env: ProbeEnv) -> ProbeResult:
             return env.result("fail", "no keep-alive during 2.5 s of peer silence (EXP §9.4)", notes)
         gaps = [b - a for a, b in zip(kas, kas[1:])]
         if kas[0] > 1.5 or any(g < 0.25 for g in gaps):
-            return env.result("fail", "keep-alive cadence outside EXP rules (first ≤ 1.5 s, then ≥ 300 ms apart)", notes)
+            return env.result(
+                "fail", "keep-alive cadence outside EXP rules (first ≤ 1.5 s, then ≥ 300 ms apart)", notes
+            )
         return env.result("pass", f"{len(kas)} keep-alives during silence; " + why, notes)
     finally:
         srv.close()
@@ -637,8 +724,15 @@ class _StackClient:
         self.input = env.workdir / "input.bin"
         make_input(self.input, size, env.probe.id)
         self.payload = self.input.read_bytes()
-        self.proc = env.stack.start("client", "transfer", env.workdir, SERVER_ADDR="127.0.0.1",
-                                    SERVER_PORT=self.wire.addr[1], INPUT=self.input, CLIENT_ADDR="127.0.0.1")
+        self.proc = env.stack.start(
+            "client",
+            "transfer",
+            env.workdir,
+            SERVER_ADDR="127.0.0.1",
+            SERVER_PORT=self.wire.addr[1],
+            INPUT=self.input,
+            CLIENT_ADDR="127.0.0.1",
+        )
         self.lst = ListenerSession(self.wire)
 
     def finish(self, timeout: float = 15.0) -> int | None:
@@ -658,9 +752,13 @@ class _StackClient:
         self.wire.close()
 
 
-def _crafted_nak_probe(env: ProbeEnv, make_words: Callable[[ListenerSession], list[int]], allow_break: bool,
-                       expect_retx: Callable[[ListenerSession], set[int]] | None = None,
-                       settle: float = 0.2) -> ProbeResult:
+def _crafted_nak_probe(
+    env: ProbeEnv,
+    make_words: Callable[[ListenerSession], list[int]],
+    allow_break: bool,
+    expect_retx: Callable[[ListenerSession], set[int]] | None = None,
+    settle: float = 0.2,
+) -> ProbeResult:
     cl = _StackClient(env)
     try:
         lst = cl.lst
@@ -702,49 +800,80 @@ def _crafted_nak_probe(env: ProbeEnv, make_words: Callable[[ListenerSession], li
         cl.close()
 
 
-@probe("client/nak-valid-mixed", "5.4, 8.7", "client",
-       "a valid NAK mixing singles and ranges ({3, 6..10, 13}): exactly those packets are retransmitted")
+@probe(
+    "client/nak-valid-mixed",
+    "5.4, 8.7",
+    "client",
+    "a valid NAK mixing singles and ranges ({3, 6..10, 13}): exactly those packets are retransmitted",
+)
 def _nak_mixed(env: ProbeEnv) -> ProbeResult:
     def lost(l: ListenerSession) -> set[int]:
         return {incseq(l.isn, o) for o in (3, 6, 7, 8, 9, 10, 13)}
-    return _crafted_nak_probe(env, lambda l: encode_loss_list(sorted(lost(l), key=lambda s: seqoff(l.isn, s))),
-                              allow_break=False, expect_retx=lost)
+
+    return _crafted_nak_probe(
+        env,
+        lambda l: encode_loss_list(sorted(lost(l), key=lambda s: seqoff(l.isn, s))),
+        allow_break=False,
+        expect_retx=lost,
+    )
 
 
-@probe("client/early-nak", "8.7, 16", "client",
-       "a valid NAK as soon as the first 16 packets arrived (a few ms after the handshake) is acted on: the "
-       "NAKed packet is retransmitted within 0.5 s")
+@probe(
+    "client/early-nak",
+    "8.7, 16",
+    "client",
+    "a valid NAK as soon as the first 16 packets arrived (a few ms after the handshake) is acted on: the "
+    "NAKed packet is retransmitted within 0.5 s",
+)
 def _nak_early(env: ProbeEnv) -> ProbeResult:
-    return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 3)], allow_break=False,
-                              expect_retx=lambda l: {incseq(l.isn, 3)}, settle=0.0)
+    return _crafted_nak_probe(
+        env, lambda l: [incseq(l.isn, 3)], allow_break=False, expect_retx=lambda l: {incseq(l.isn, 3)}, settle=0.0
+    )
 
 
 @probe("client/nak-duplicates", "5.4", "client", "a NAK listing the same number three times, sent three times")
 def _nak_dup(env: ProbeEnv) -> ProbeResult:
-    return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 3)] * 3, allow_break=False,
-                              expect_retx=lambda l: {incseq(l.isn, 3)})
+    return _crafted_nak_probe(
+        env, lambda l: [incseq(l.isn, 3)] * 3, allow_break=False, expect_retx=lambda l: {incseq(l.isn, 3)}
+    )
 
 
-@probe("client/nak-start-after-end", "5.4", "client",
-       "a NAK range whose start is after its end: 4.11 marks the connection broken; must not crash or corrupt")
+@probe(
+    "client/nak-start-after-end",
+    "5.4",
+    "client",
+    "a NAK range whose start is after its end: 4.11 marks the connection broken; must not crash or corrupt",
+)
 def _nak_inverted(env: ProbeEnv) -> ProbeResult:
     return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 10) | 0x80000000, incseq(l.isn, 5)], allow_break=True)
 
 
-@probe("client/nak-beyond-sent", "5.4", "client",
-       "a NAK for a number the sender never sent: 4.11 marks the connection broken")
+@probe(
+    "client/nak-beyond-sent",
+    "5.4",
+    "client",
+    "a NAK for a number the sender never sent: 4.11 marks the connection broken",
+)
 def _nak_beyond(env: ProbeEnv) -> ProbeResult:
     return _crafted_nak_probe(env, lambda l: [incseq(l.top or l.isn, 5000)], allow_break=True)
 
 
-@probe("client/nak-trailing-range-start", "5.4", "client",
-       "a NAK ending in a range-start word (4.11 reads past the end): must not crash or corrupt")
+@probe(
+    "client/nak-trailing-range-start",
+    "5.4",
+    "client",
+    "a NAK ending in a range-start word (4.11 reads past the end): must not crash or corrupt",
+)
 def _nak_trailing(env: ProbeEnv) -> ProbeResult:
     return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 2), incseq(l.isn, 4) | 0x80000000], allow_break=True)
 
 
-@probe("client/ack-beyond-sent", "8.6", "client",
-       "a full ACK acknowledging data never sent: 4.11 marks the connection broken; must not report success")
+@probe(
+    "client/ack-beyond-sent",
+    "8.6",
+    "client",
+    "a full ACK acknowledging data never sent: 4.11 marks the connection broken; must not report success",
+)
 def _ack_beyond(env: ProbeEnv) -> ProbeResult:
     cl = _StackClient(env)
     try:
@@ -755,8 +884,19 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
         lst.run(2.0, until=lambda: len(lst.received) >= 16 and time.monotonic() - lst.accepted_at > 0.2)
         assert lst.peer
         bogus = incseq(lst.top or lst.isn, 100_000)
-        lst.wire.send(Ack(dst_id=lst.peer_id, ack_seq_no=1, ack_no=bogus, rtt=10_000, rtt_var=5_000,
-                          avail_buffer=8192, arrival_speed=1000, link_capacity=1000), lst.peer)
+        lst.wire.send(
+            Ack(
+                dst_id=lst.peer_id,
+                ack_seq_no=1,
+                ack_no=bogus,
+                rtt=10_000,
+                rtt_var=5_000,
+                avail_buffer=8192,
+                arrival_speed=1000,
+                link_capacity=1000,
+            ),
+            lst.peer,
+        )
         lst.ack_sub = 1
         rc = cl.finish()
         got = lst.stream()
@@ -764,7 +904,9 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
         if rc is None or rc < 0 or rc >= 128:
             return env.result("fail", f"stack {_exit_desc(rc)}", notes)
         if rc == 0 and got != cl.payload:
-            return env.result("fail", "sender reported success although the data never arrived (a bogus ACK released it)", notes)
+            return env.result(
+                "fail", "sender reported success although the data never arrived (a bogus ACK released it)", notes
+            )
         if rc == 0:
             return env.result("tolerated", "bogus ACK ignored, transfer completed", notes)
         return env.result("broken", "connection broken as 4.11 does", notes)
@@ -772,9 +914,13 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
         cl.close()
 
 
-@probe("client/silence-exp-retransmit", "9.4", "client",
-       "the tester receives data but never ACKs for 2 s: the sender's EXP timer retransmits the unacknowledged "
-       "packets (first within 2 s), then the transfer completes when ACKs resume")
+@probe(
+    "client/silence-exp-retransmit",
+    "9.4",
+    "client",
+    "the tester receives data but never ACKs for 2 s: the sender's EXP timer retransmits the unacknowledged "
+    "packets (first within 2 s), then the transfer completes when ACKs resume",
+)
 def _silence_client(env: ProbeEnv) -> ProbeResult:
     cl = _StackClient(env)
     try:
@@ -792,10 +938,15 @@ def _silence_client(env: ProbeEnv) -> ProbeResult:
                 first_pass[s] = t
         rc = cl.finish()
         got = lst.stream()
-        notes = [f"{len(first_pass)} new packets, {len(retx_times)} retransmissions during silence, first at "
-                 f"{round(retx_times[0], 3) if retx_times else None} s", f"stack {_exit_desc(rc)}"]
+        notes = [
+            f"{len(first_pass)} new packets, {len(retx_times)} retransmissions during silence, first at "
+            f"{round(retx_times[0], 3) if retx_times else None} s",
+            f"stack {_exit_desc(rc)}",
+        ]
         if rc != 0 or got != cl.payload:
-            return env.result("fail", f"transfer did not complete after the silence: {_exit_desc(rc)}, {len(got)} bytes", notes)
+            return env.result(
+                "fail", f"transfer did not complete after the silence: {_exit_desc(rc)}, {len(got)} bytes", notes
+            )
         if not retx_times:
             return env.result("fail", "no retransmission during 2 s without any ACK (EXP §9.4)", notes)
         return env.result("pass", "EXP retransmitted and the transfer completed", notes)

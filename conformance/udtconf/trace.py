@@ -8,8 +8,9 @@ this suite) and ``client`` (the data source).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator, TypeVar
+from typing import TypeVar
 
 from .capture import SENTINEL
 from .pcap import UdpDatagram

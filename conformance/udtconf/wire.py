@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar, Iterable, Union
+from typing import ClassVar, Union
 
 from .seq import MAX, incseq, seqcmp, seqlen
 
@@ -38,7 +39,7 @@ class WireError(ValueError):
         self.message = message
         self.section = section
 
-    def __reduce__(self) -> tuple[type["WireError"], tuple[str, str]]:
+    def __reduce__(self) -> tuple[type[WireError], tuple[str, str]]:
         # Keeps copy/pickle working (reports deep-copy trace entries that carry errors).
         return (WireError, (self.message, self.section))
 
@@ -475,7 +476,9 @@ def decode(buf: bytes) -> Packet:
     raise WireError(f"unknown control type {ctype:#x}", "3.2")
 
 
-def encode_raw_control(ctype: int, addl: int = 0, timestamp: int = 0, dst_id: int = 0, info: bytes = b"", ext: int = 0) -> bytes:
+def encode_raw_control(
+    ctype: int, addl: int = 0, timestamp: int = 0, dst_id: int = 0, info: bytes = b"", ext: int = 0
+) -> bytes:
     """Build any control packet byte by byte, without validation (for crafted/malformed tests)."""
     word0 = 0x80000000 | ((ctype & 0x7FFF) << 16) | (ext & 0xFFFF)
     return _HDR.pack(word0, _u32(addl), _u32(timestamp), _u32(dst_id)) + info
@@ -499,8 +502,29 @@ def describe(pkt: Packet) -> str:
 
 
 __all__ = [
-    "Ack", "Ack2", "AckKind", "Boundary", "CongestionWarning", "ControlType", "DataPacket", "ErrorSignal",
-    "Handshake", "KeepAlive", "MsgDropRequest", "Nak", "Packet", "RequestType", "Shutdown", "SocketType",
-    "UserDefined", "WireError", "decode", "decode_loss_list", "describe", "encode_loss_list",
-    "encode_raw_control", "peer_ip_field", "peer_ip_from_field",
+    "Ack",
+    "Ack2",
+    "AckKind",
+    "Boundary",
+    "CongestionWarning",
+    "ControlType",
+    "DataPacket",
+    "ErrorSignal",
+    "Handshake",
+    "KeepAlive",
+    "MsgDropRequest",
+    "Nak",
+    "Packet",
+    "RequestType",
+    "Shutdown",
+    "SocketType",
+    "UserDefined",
+    "WireError",
+    "decode",
+    "decode_loss_list",
+    "describe",
+    "encode_loss_list",
+    "encode_raw_control",
+    "peer_ip_field",
+    "peer_ip_from_field",
 ]

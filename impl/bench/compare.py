@@ -84,10 +84,36 @@ def transfer(stack: str, net: Net, input_path: Path, work: Path, port: int, time
     if not os.access(binary, os.X_OK):
         return Run(net.name, stack, False, error=f"{binary} is not built (make build)")
     rstats, sstats = work / f"{net.name}-{stack}-recv.jsonl", work / f"{net.name}-{stack}-send.jsonl"
-    recv = net.wrap(net.ns_b, [str(binary), "recv", "--listen", f"{net.addr_b}:{port}", "--output", "/dev/null",
-                               "--stats", str(rstats), "--stats-interval", "1000"])
-    send = net.wrap(net.ns_a, [str(binary), "send", "--connect", f"{net.addr_b}:{port}", "--input", str(input_path),
-                               "--stats", str(sstats), "--stats-interval", "1000"])
+    recv = net.wrap(
+        net.ns_b,
+        [
+            str(binary),
+            "recv",
+            "--listen",
+            f"{net.addr_b}:{port}",
+            "--output",
+            "/dev/null",
+            "--stats",
+            str(rstats),
+            "--stats-interval",
+            "1000",
+        ],
+    )
+    send = net.wrap(
+        net.ns_a,
+        [
+            str(binary),
+            "send",
+            "--connect",
+            f"{net.addr_b}:{port}",
+            "--input",
+            str(input_path),
+            "--stats",
+            str(sstats),
+            "--stats-interval",
+            "1000",
+        ],
+    )
     errs = [work / f"{net.name}-{stack}-{r}.stderr" for r in ("recv", "send")]
     procs: list[subprocess.Popen] = []
     try:
@@ -127,14 +153,18 @@ def ratio(a: float, b: float) -> str:
 def report(runs: list[Run], size: int) -> bool:
     """Prints the table; True when every run succeeded."""
     print()
-    print(f"{'net':<6}{'stack':<8}{'goodput Mb/s':>14}{'seconds':>9}{'cpu send s':>12}{'cpu recv s':>12}"
-          f"{'send s/Gb':>11}{'recv s/Gb':>11}")
+    print(
+        f"{'net':<6}{'stack':<8}{'goodput Mb/s':>14}{'seconds':>9}{'cpu send s':>12}{'cpu recv s':>12}"
+        f"{'send s/Gb':>11}{'recv s/Gb':>11}"
+    )
     for r in runs:
         if not r.ok:
             print(f"{r.net:<6}{r.stack:<8}  FAILED: {r.error}")
             continue
-        print(f"{r.net:<6}{r.stack:<8}{r.mbps:>14.1f}{r.seconds:>9.2f}{r.cpu_send:>12.2f}{r.cpu_recv:>12.2f}"
-              f"{r.cpu_per_gbit(r.cpu_send, size):>11.3f}{r.cpu_per_gbit(r.cpu_recv, size):>11.3f}")
+        print(
+            f"{r.net:<6}{r.stack:<8}{r.mbps:>14.1f}{r.seconds:>9.2f}{r.cpu_send:>12.2f}{r.cpu_recv:>12.2f}"
+            f"{r.cpu_per_gbit(r.cpu_send, size):>11.3f}{r.cpu_per_gbit(r.cpu_recv, size):>11.3f}"
+        )
     print()
     print(f"ratios ours/libudt (targets on lo: goodput >= {GOODPUT_TARGET}x, CPU per Gb <= {CPU_TARGET}x)")
     print(f"{'net':<6}{'goodput':>10}{'cpu/Gb send':>13}{'cpu/Gb recv':>13}   verdict")

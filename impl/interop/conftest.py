@@ -19,12 +19,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from netns import Net, create_veth_namespaces, delete_namespaces
 
 REPO = Path(__file__).resolve().parents[2]
@@ -228,10 +227,28 @@ def transfer(
     port = pick_port(net)
     common = ["--dgram"] if dgram else []
     common += extra_args or []
-    recv_argv = [str(recv_bin), "recv", "--listen", f"{net.addr_b}:{port}", "--output", str(output_path),
-                 "--stats", str(workdir / "recv-stats.jsonl"), *common]
-    send_argv = [str(send_bin), "send", "--connect", f"{net.addr_b}:{port}", "--input", str(input_path),
-                 "--stats", str(workdir / "send-stats.jsonl"), *common]
+    recv_argv = [
+        str(recv_bin),
+        "recv",
+        "--listen",
+        f"{net.addr_b}:{port}",
+        "--output",
+        str(output_path),
+        "--stats",
+        str(workdir / "recv-stats.jsonl"),
+        *common,
+    ]
+    send_argv = [
+        str(send_bin),
+        "send",
+        "--connect",
+        f"{net.addr_b}:{port}",
+        "--input",
+        str(input_path),
+        "--stats",
+        str(workdir / "send-stats.jsonl"),
+        *common,
+    ]
     if rendezvous:
         sport = pick_port(net)
         recv_argv += ["--rendezvous", f"{net.addr_a}:{sport}"]
@@ -241,13 +258,29 @@ def transfer(
     tx = Proc("sender", sender, net.wrap(net.ns_a, send_argv), workdir / "send.stderr")
     procs = [rx, tx]
     seconds = run_processes(procs, listener=None if rendezvous else rx, timeout=timeout)
-    return TransferResult(tx, rx, seconds, _read_stats(workdir / "send-stats.jsonl"),
-                          _read_stats(workdir / "recv-stats.jsonl"))
+    return TransferResult(
+        tx, rx, seconds, _read_stats(workdir / "send-stats.jsonl"), _read_stats(workdir / "recv-stats.jsonl")
+    )
 
 
 STATS_KEYS = {
-    "stack", "role", "t", "bytes", "mbps", "rtt_ms", "flow_window", "cwnd", "period_us", "losses",
-    "retrans", "pkts_sent", "pkts_recv", "acks_sent", "acks_recv", "naks_sent", "naks_recv",
+    "stack",
+    "role",
+    "t",
+    "bytes",
+    "mbps",
+    "rtt_ms",
+    "flow_window",
+    "cwnd",
+    "period_us",
+    "losses",
+    "retrans",
+    "pkts_sent",
+    "pkts_recv",
+    "acks_sent",
+    "acks_recv",
+    "naks_sent",
+    "naks_recv",
 }
 
 
@@ -258,8 +291,10 @@ def check_transfer(result: TransferResult, input_path: Path, output_path: Path, 
         pytest.fail(describe(procs, f"receiver wrote no output file {output_path}"), pytrace=False)
     got = output_path.stat().st_size
     if got != size or sha256_file(output_path) != sha256_file(input_path):
-        pytest.fail(describe(procs, f"output differs from input: {got} bytes received, {size} sent "
-                                    f"(sha256 mismatch)"), pytrace=False)
+        pytest.fail(
+            describe(procs, f"output differs from input: {got} bytes received, {size} sent (sha256 mismatch)"),
+            pytrace=False,
+        )
     for role, stack in (("send", result.sender.stack), ("recv", result.receiver.stack)):
         s = result.summary(role)
         problems = []

@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import Net, Proc, describe, pick_port, random_file, run_processes, sha256_file, stack_binary
 
 N = 3
@@ -33,13 +32,26 @@ def run_many(*, senders: str, receiver: str, net: Net, inputs: list[Path], outdi
     """Starts `receiver recv --connections N`, then N senders at once; all must exit 0 in time."""
     send_bin, recv_bin = stack_binary(senders), stack_binary(receiver)
     port = pick_port(net)
-    recv_argv = [str(recv_bin), "recv", "--listen", f"{net.addr_b}:{port}", "--connections", str(len(inputs)),
-                 "--output", str(outdir), "--stats", str(workdir / "recv-stats.jsonl")]
+    recv_argv = [
+        str(recv_bin),
+        "recv",
+        "--listen",
+        f"{net.addr_b}:{port}",
+        "--connections",
+        str(len(inputs)),
+        "--output",
+        str(outdir),
+        "--stats",
+        str(workdir / "recv-stats.jsonl"),
+    ]
     rx = Proc("receiver", receiver, net.wrap(net.ns_b, recv_argv), workdir / "recv.stderr")
     txs = [
-        Proc(f"sender {i + 1}", senders,
-             net.wrap(net.ns_a, [str(send_bin), "send", "--connect", f"{net.addr_b}:{port}", "--input", str(p)]),
-             workdir / f"send-{i + 1}.stderr")
+        Proc(
+            f"sender {i + 1}",
+            senders,
+            net.wrap(net.ns_a, [str(send_bin), "send", "--connect", f"{net.addr_b}:{port}", "--input", str(p)]),
+            workdir / f"send-{i + 1}.stderr",
+        )
         for i, p in enumerate(inputs)
     ]
     procs = [rx, *txs]
@@ -75,7 +87,9 @@ def test_connections_three_senders_one_port(net: Net, pair: tuple[str, str], tmp
 
 
 @pytest.mark.parametrize("stack", ["udt-rs", "libudt"])
-@pytest.mark.parametrize("extra", [["--dgram"], ["--rendezvous", "127.0.0.1:9"], []], ids=["dgram", "rendezvous", "stdout"])
+@pytest.mark.parametrize(
+    "extra", [["--dgram"], ["--rendezvous", "127.0.0.1:9"], []], ids=["dgram", "rendezvous", "stdout"]
+)
 def test_connections_usage_errors(stack: str, extra: list[str], tmp_path: Path) -> None:
     out = "-" if not extra else str(tmp_path / "never")
     argv = [str(stack_binary(stack)), "recv", "--listen", "127.0.0.1:0", "--connections", "2", "--output", out, *extra]

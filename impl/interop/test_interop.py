@@ -8,12 +8,11 @@ off-by-one packetisation; 1 GiB exercises flow and congestion control.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
-from conftest import Net, check_transfer, random_file, sha256_file, transfer
+from conftest import Net, check_transfer, random_file, transfer
 
 # (sender, receiver): the sender is the client (or the rendezvous side that runs `send`).
 PAIRS = [
@@ -44,12 +43,21 @@ def gib_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.mark.parametrize("conn", ["listen", "rendezvous"])
 @pytest.mark.parametrize("pair", PAIRS)
 @pytest.mark.parametrize("net", NETS, indirect=True)
-def test_transfer(net: Net, pair: tuple[str, str], conn: str, sock: str, size: int,
-                  small_files: dict[int, Path], tmp_path: Path) -> None:
+def test_transfer(
+    net: Net, pair: tuple[str, str], conn: str, sock: str, size: int, small_files: dict[int, Path], tmp_path: Path
+) -> None:
     sender, receiver = pair
     src, dst = small_files[size], tmp_path / "out"
-    result = transfer(sender=sender, receiver=receiver, net=net, input_path=src, output_path=dst,
-                      workdir=tmp_path, rendezvous=conn == "rendezvous", dgram=sock == "dgram")
+    result = transfer(
+        sender=sender,
+        receiver=receiver,
+        net=net,
+        input_path=src,
+        output_path=dst,
+        workdir=tmp_path,
+        rendezvous=conn == "rendezvous",
+        dgram=sock == "dgram",
+    )
     check_transfer(result, src, dst, size)
 
 
@@ -60,8 +68,15 @@ def test_one_gib_stream(net: Net, pair: tuple[str, str], gib_file: Path, tmp_pat
     sender, receiver = pair
     dst = tmp_path / "out"
     try:
-        result = transfer(sender=sender, receiver=receiver, net=net, input_path=gib_file, output_path=dst,
-                          workdir=tmp_path, timeout=120)
+        result = transfer(
+            sender=sender,
+            receiver=receiver,
+            net=net,
+            input_path=gib_file,
+            output_path=dst,
+            workdir=tmp_path,
+            timeout=120,
+        )
         check_transfer(result, gib_file, dst, GIB)
         s = result.summary("recv")
         print(f"{net.name} {sender}->{receiver}: 1 GiB in {s['seconds']:.2f} s, {s['mbps']:.0f} Mb/s")

@@ -4,8 +4,8 @@ files), short duration, no InfluxDB."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from udtbed.experiments import Experiment, Flow, Part, Run, run_experiment
 from udtbed.influx import InfluxWriter
@@ -21,9 +21,16 @@ def udt_stacks() -> list[str]:
     return [s for s in want if s in stacks and stacks[s].available()[0]]
 
 
-def run_profile(tmp_path: Path, topology: str, flows: list[tuple[str, str]], stack: str, duration: float,
-                bands: Callable[[dict], None], influx: InfluxWriter | None = None,
-                exp_name: str = "profile") -> dict:
+def run_profile(
+    tmp_path: Path,
+    topology: str,
+    flows: list[tuple[str, str]],
+    stack: str,
+    duration: float,
+    bands: Callable[[dict], None],
+    influx: InfluxWriter | None = None,
+    exp_name: str = "profile",
+) -> dict:
     """One part, judged by ``bands`` (asserts on the stack's result).
 
     A part whose emulation timing was flagged (hostwatch: bunched releases, a UDT sender pacing
@@ -35,7 +42,9 @@ def run_profile(tmp_path: Path, topology: str, flows: list[tuple[str, str]], sta
     part = Part(topology, topology, [Flow(f"{s}-{d}", s, d) for s, d in flows])
     missed: list[str] = []
     for attempt in (1, 2):
-        run = Run(tmp_path / f"try{attempt}", SCALE, duration, "linkem", influx or InfluxWriter(None), f"test-{os.getpid()}")
+        run = Run(
+            tmp_path / f"try{attempt}", SCALE, duration, "linkem", influx or InfluxWriter(None), f"test-{os.getpid()}"
+        )
         res = run_experiment(run, Experiment(exp_name, topology, "", [part]), [all_stacks()[stack]])
         p = res["parts"][0]
         assert p["calibration_ok"], p["calibration"]
@@ -48,11 +57,14 @@ def run_profile(tmp_path: Path, topology: str, flows: list[tuple[str, str]], sta
         except AssertionError as e:
             if not timing:
                 raise
-            missed.append(f"attempt {attempt}: {str(e).splitlines()[0][:300]} -- with emulation timing off: {'; '.join(timing)}")
+            missed.append(
+                f"attempt {attempt}: {str(e).splitlines()[0][:300]} -- with emulation timing off: {'; '.join(timing)}"
+            )
             print(f"     {missed[-1]}")
             continue
         if timing:
             print(f"     attempt {attempt}: met the bands with emulation timing off ({'; '.join(timing)})")
         return r
-    raise AssertionError("missed the bands in both attempts, each with emulation timing off (machine too loaded?):\n"
-                         + "\n".join(missed))
+    raise AssertionError(
+        "missed the bands in both attempts, each with emulation timing off (machine too loaded?):\n" + "\n".join(missed)
+    )

@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import dead_pid, root_links
 from udtbed import network
 
@@ -16,10 +15,29 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 
 def spawn_run(tmp_path):
-    return subprocess.Popen([sys.executable, "-m", "udtbed", "run", "--experiments", "fairness",
-                             "--stacks", "libudt", "--duration", "30", "--influx", "none", "--calibration", "flag",
-                             "--results", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "udtbed",
+            "run",
+            "--experiments",
+            "fairness",
+            "--stacks",
+            "libudt",
+            "--duration",
+            "30",
+            "--influx",
+            "none",
+            "--calibration",
+            "flag",
+            "--results",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def wait_for_transfer(p):
@@ -69,8 +87,20 @@ def test_interrupt_leaves_nothing_and_next_run_works(tmp_path, sig):
 
 def assert_next_run_works():
     """A calibration run builds and calibrates chicago-ottawa."""
-    r = subprocess.run([sys.executable, "-m", "udtbed", "calibrate", str(network.REPO / "topologies/chicago-ottawa.toml"),
-                        "chicago", "ottawa"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "udtbed",
+            "calibrate",
+            str(network.REPO / "topologies/chicago-ottawa.toml"),
+            "chicago",
+            "ottawa",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -93,8 +123,9 @@ def test_cleanup_removes_a_killed_runs_namespaces_and_processes(tmp_path):
     time.sleep(0.5)
     assert sorted(network.list_namespaces(prefix)) == sorted(names)
     assert processes_in(inodes), "the stacks and emulators outlive a killed runner"
-    r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup", "--prefix", prefix],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "udtbed", "cleanup", "--prefix", prefix], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert all(ns in r.stdout for ns in names), r.stdout
     assert network.list_namespaces(prefix) == []
@@ -113,13 +144,18 @@ def test_cleanup_command_removes_only_prefixed_namespaces():
     try:
         sleeper = subprocess.Popen(["ip", "netns", "exec", mine, "sleep", "300"])
         time.sleep(0.2)
-        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup", "--prefix", f"{network.PREFIX}{os.getpid()}-"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, "-m", "udtbed", "cleanup", "--prefix", f"{network.PREFIX}{os.getpid()}-"],
+            capture_output=True,
+            text=True,
+        )
         assert mine in r.stdout
         assert mine not in network.list_namespaces()
         assert other in network.list_namespaces("udtz-")
         assert sleeper.wait(timeout=5) != 0
-        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup", "--prefix", "udtz-"], capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, "-m", "udtbed", "cleanup", "--prefix", "udtz-"], capture_output=True, text=True
+        )
         assert r.returncode == 2 and other in network.list_namespaces("udtz-"), r.stderr
     finally:
         subprocess.run(["ip", "netns", "del", other])

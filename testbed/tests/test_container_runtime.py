@@ -4,7 +4,6 @@ input leave no container behind. The image is built once per session where it is
 stale (`make testbed-image`: about 2 minutes on a machine without it, seconds after)."""
 
 import dataclasses
-import functools
 import os
 import signal
 import subprocess
@@ -14,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import dead_pid
 from test_cleanup import netns_inodes, processes_in
 from udtbed import network, runtime
@@ -34,8 +32,12 @@ def image() -> StacksImage:
     try:
         return StacksImage.resolve()
     except DockerError:
-        r = subprocess.run(["make", "-C", str(network.REPO), "--no-print-directory", "testbed-image"],
-                           capture_output=True, text=True, timeout=900)
+        r = subprocess.run(
+            ["make", "-C", str(network.REPO), "--no-print-directory", "testbed-image"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         return StacksImage.resolve()
 
@@ -58,8 +60,11 @@ class ContainerWatch(threading.Thread):
                     comm = Path(f"/proc/{child}/comm").read_text().strip()
                     if comm in ("tini", "udtbed-exec", "nsenter", "setpriv"):
                         continue  # still on its way to the program: look again
-                    self.seen[name] = {"comm": comm, "net": os.stat(f"/proc/{child}/ns/net").st_ino,
-                                       "mnt": os.stat(f"/proc/{child}/ns/mnt").st_ino}
+                    self.seen[name] = {
+                        "comm": comm,
+                        "net": os.stat(f"/proc/{child}/ns/net").st_ino,
+                        "mnt": os.stat(f"/proc/{child}/ns/mnt").st_ino,
+                    }
                 except (ValueError, IndexError, OSError):
                     pass  # not started yet, or gone
 
@@ -75,8 +80,16 @@ def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
         hosts.update({os.stat(f"/run/netns/{net.ns(h)}").st_ino: h for h in net.topo.hosts})
         return DockerRuntime(net, image)
 
-    run = Run(tmp_path, 0.1, 8.0, backend, InfluxWriter(None), "container-test", on_calibration_fail="flag",
-              host_runtime=docker_runtime)
+    run = Run(
+        tmp_path,
+        0.1,
+        8.0,
+        backend,
+        InfluxWriter(None),
+        "container-test",
+        on_calibration_fail="flag",
+        host_runtime=docker_runtime,
+    )
     prefix = f"{network.PREFIX}{os.getpid()}-"
     watch = ContainerWatch(prefix)
     watch.start()
@@ -88,8 +101,9 @@ def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
     flow = res["parts"][0]["stacks"]["udt"]["flows"][0]
     assert flow["mean_mbps"] >= 50, f"{flow['mean_mbps']:.1f} Mb/s over the 100 Mb/s link"
     udts = {n: s for n, s in watch.seen.items() if s["comm"] == "udt"}
-    assert sorted(hosts.get(s["net"], "?") for s in udts.values()) == ["chicago", "local"], \
+    assert sorted(hosts.get(s["net"], "?") for s in udts.values()) == ["chicago", "local"], (
         f"one udt in each host's namespace; seen {watch.seen}, hosts {hosts}"
+    )
     assert all(n.endswith(f"-{hosts[s['net']]}") for n, s in udts.items()), udts
     assert all(s["mnt"] != os.stat("/proc/self/ns/mnt").st_ino for s in udts.values()), "not in a container"
     assert runtime.list_containers(prefix) == []
@@ -97,10 +111,33 @@ def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
 
 @docker_test
 def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image):
-    p = subprocess.Popen([sys.executable, "-m", "udtbed", "run", "--runtime", "docker", "--image", image.name,
-                          "--experiments", "efficiency", "--stacks", "udt", "--duration", "30", "--influx", "none",
-                          "--calibration", "flag", "--results", str(tmp_path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "udtbed",
+            "run",
+            "--runtime",
+            "docker",
+            "--image",
+            image.name,
+            "--experiments",
+            "efficiency",
+            "--stacks",
+            "udt",
+            "--duration",
+            "30",
+            "--influx",
+            "none",
+            "--calibration",
+            "flag",
+            "--results",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     prefix = f"{network.PREFIX}{p.pid}-"
     try:
         deadline = time.monotonic() + 90
@@ -136,22 +173,51 @@ def test_cleanup_removes_containers_of_dead_runs_only(image):
         assert r.returncode == 0, r.stderr
         assert dead in r.stdout and runtime.list_containers(dead) == []
         assert live in r.stdout and runtime.list_containers(live) == [live], "a live run's container was removed"
-        r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup", "--prefix", f"{network.PREFIX}{os.getpid()}-"],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "udtbed", "cleanup", "--prefix", f"{network.PREFIX}{os.getpid()}-"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert live in r.stdout and runtime.list_containers(live) == [], r.stdout + r.stderr
     finally:
         runtime.remove_containers([dead, live])
 
 
 @docker_test
-@pytest.mark.parametrize("env, image_name, says", [
-    ({}, "udtbed-stacks:no-such-tag", "make testbed-image"),
-    ({"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, runtime.IMAGE, "Docker daemon is not reachable"),
-], ids=["image-missing", "docker-not-running"])
+@pytest.mark.parametrize(
+    "env, image_name, says",
+    [
+        ({}, "udtbed-stacks:no-such-tag", "make testbed-image"),
+        ({"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, runtime.IMAGE, "Docker daemon is not reachable"),
+    ],
+    ids=["image-missing", "docker-not-running"],
+)
 def test_docker_runtime_refuses_clearly_and_builds_nothing(tmp_path, env, image_name, says):
-    r = subprocess.run([sys.executable, "-m", "udtbed", "run", "--runtime", "docker", "--image", image_name,
-                        "--experiments", "efficiency", "--stacks", "udt", "--influx", "none", "--results", str(tmp_path)],
-                       capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "udtbed",
+            "run",
+            "--runtime",
+            "docker",
+            "--image",
+            image_name,
+            "--experiments",
+            "efficiency",
+            "--stacks",
+            "udt",
+            "--influx",
+            "none",
+            "--results",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert says in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == [], "nothing written before the runtime is usable"

@@ -5,12 +5,10 @@ import json
 import os
 
 import pytest
-
+from profiles import udt_stacks
 from udtbed import influx
 from udtbed.experiments import Experiment, Flow, Part, Run, run_experiment
 from udtbed.stacks import all_stacks
-
-from profiles import udt_stacks
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 REPO = influx.Path(__file__).resolve().parents[2]
@@ -25,8 +23,9 @@ def load_generator():
 
 def test_generated_json_is_committed_and_current():
     gen = load_generator()
-    assert json.loads((REPO / "dashboards/udtbed.json").read_text()) == gen.dashboard(), \
+    assert json.loads((REPO / "dashboards/udtbed.json").read_text()) == gen.dashboard(), (
         "dashboards/udtbed.json is stale: run python dashboards/generate.py"
+    )
 
 
 def test_every_panel_query_returns_data_from_a_real_run(tmp_path):
@@ -34,9 +33,15 @@ def test_every_panel_query_returns_data_from_a_real_run(tmp_path):
     with influx.LocalInfluxd(tmp_path / "influxdb") as db:
         writer = influx.InfluxWriter(db.url)
         run = Run(tmp_path, 0.1, 4, "linkem", writer, f"dash-{os.getpid()}")
-        exp = Experiment("dash", "dash", "", [
-            Part("chicago-local", "chicago-local", [Flow("local", "chicago", "local")]),
-            Part("fr", "chicago-amsterdam", [], short_tcp=[0, 1])])
+        exp = Experiment(
+            "dash",
+            "dash",
+            "",
+            [
+                Part("chicago-local", "chicago-local", [Flow("local", "chicago", "local")]),
+                Part("fr", "chicago-amsterdam", [], short_tcp=[0, 1]),
+            ],
+        )
         run_experiment(run, exp, [all_stacks()[stack]])
         writer.close()
         assert writer.failed is None and writer.written > 0
@@ -44,8 +49,12 @@ def test_every_panel_query_returns_data_from_a_real_run(tmp_path):
         queries = [p["targets"][0]["query"] for p in gen.dashboard()["panels"]]
         queries += [v["query"] for v in gen.dashboard()["templating"]["list"]]
         for q in queries:
-            q = (q.replace("$timeFilter", "time > now() - 1h").replace("$__interval", "1s")
-                 .replace("/^$run$/", f"/^{run.run_id}$/").replace("/^$experiment$/", "/^dash$/"))
+            q = (
+                q.replace("$timeFilter", "time > now() - 1h")
+                .replace("$__interval", "1s")
+                .replace("/^$run$/", f"/^{run.run_id}$/")
+                .replace("/^$experiment$/", "/^dash$/")
+            )
             r = influx.query(db.url, q)["results"][0]
             assert "error" not in r, (q, r)
             assert r.get("series"), f"no data for: {q}"

@@ -9,7 +9,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import have_linkem
 from udtbed import hostwatch
 from udtbed.experiments import TOPOLOGIES
@@ -20,17 +19,29 @@ from udtbed.topology import load
 
 def direction(frames, bunched, judged=True, max_1s=None):
     pct = round(100 * bunched / frames, 1) if frames else 0.0
-    return {"frames_out": frames, "bunched": bunched, "bunched_pct": pct, "bunched_pct_max_1s": max_1s or pct,
-            "dropped_queue": 0, "judged": judged}
+    return {
+        "frames_out": frames,
+        "bunched": bunched,
+        "bunched_pct": pct,
+        "bunched_pct_max_1s": max_1s or pct,
+        "dropped_queue": 0,
+        "judged": judged,
+    }
 
 
 def test_emulator_direction_with_bunched_releases_is_flagged_and_a_punctual_one_is_not():
-    host = {"emulators": {"l0": {"a_to_b": direction(160_000, 33_800),   # 10 flows, default scheduling
-                                 "b_to_a": direction(14_000, 1_000, judged=False)}}}  # ACKs
+    host = {
+        "emulators": {
+            "l0": {
+                "a_to_b": direction(160_000, 33_800),  # 10 flows, default scheduling
+                "b_to_a": direction(14_000, 1_000, judged=False),
+            }
+        }
+    }  # ACKs
     assert len(hostwatch.flags(host)) == 1 and "l0 a_to_b: 21 %" in hostwatch.flags(host)[0]
-    host["emulators"]["l0"]["a_to_b"] = direction(160_000, 1_750)            # --realtime --spin-us 20
+    host["emulators"]["l0"]["a_to_b"] = direction(160_000, 1_750)  # --realtime --spin-us 20
     assert hostwatch.flags(host) == []
-    host["emulators"]["l0"]["a_to_b"] = direction(100, 60, judged=False)     # too few frames to judge
+    host["emulators"]["l0"]["a_to_b"] = direction(100, 60, judged=False)  # too few frames to judge
     assert hostwatch.flags(host) == []
     # 2 % overall, but 20 % in the second slow start ended in: flagged.
     host["emulators"]["l0"]["a_to_b"] = direction(250_000, 5_000, max_1s=20.1)
@@ -45,30 +56,44 @@ def test_bunching_before_the_bottleneck_is_not_flagged_because_the_bottleneck_re
     topo = load(TOPOLOGIES / "streaming-join.toml")
     assert [(h.link.index, h.frm) for h in topo.timing_hops("a", "c")] == [(2, "edge")]
     assert [(h.link.index, h.frm) for h in topo.timing_hops("b", "c")] == [(2, "edge")]
-    seen = {(f"l{h.link.index}", "a_to_b" if h.frm == h.link.a else "b_to_a")
-            for src in "ab" for h in topo.timing_hops(src, "c")}
-    host = {"emulators": {"l0": {"a_to_b": direction(78_684, 5_500)}, "l1": {"a_to_b": direction(102_121, 8_200)},
-                          "l2": {"a_to_b": direction(180_000, 900)}}}
+    seen = {
+        (f"l{h.link.index}", "a_to_b" if h.frm == h.link.a else "b_to_a")
+        for src in "ab"
+        for h in topo.timing_hops(src, "c")
+    }
+    host = {
+        "emulators": {
+            "l0": {"a_to_b": direction(78_684, 5_500)},
+            "l1": {"a_to_b": direction(102_121, 8_200)},
+            "l2": {"a_to_b": direction(180_000, 900)},
+        }
+    }
     hostwatch.mark_before_bottleneck(host, seen)
     assert hostwatch.flags(host) == []
     assert host["emulators"]["l0"]["a_to_b"]["before_bottleneck"]
-    host["emulators"]["l2"]["a_to_b"] = direction(180_000, 18_000)           # the bottleneck itself: flagged
+    host["emulators"]["l2"]["a_to_b"] = direction(180_000, 18_000)  # the bottleneck itself: flagged
     hostwatch.mark_before_bottleneck(host, seen)
     (flag,) = hostwatch.flags(host)
     assert flag.startswith("emulator l2 a_to_b: 10 %")
     # A path without any rate: every hop's timing reaches the receiver.
-    (tmp_path / "norate.toml").write_text('name = "norate"\n[hosts]\nx = {}\ny = {}\n[switches]\ns = {}\n'
-                                          '[[link]]\nends = ["x", "s"]\ndelay = "1ms"\n'
-                                          '[[link]]\nends = ["s", "y"]\ndelay = "1ms"\n')
+    (tmp_path / "norate.toml").write_text(
+        'name = "norate"\n[hosts]\nx = {}\ny = {}\n[switches]\ns = {}\n'
+        '[[link]]\nends = ["x", "s"]\ndelay = "1ms"\n'
+        '[[link]]\nends = ["s", "y"]\ndelay = "1ms"\n'
+    )
     assert [h.link.index for h in load(tmp_path / "norate.toml").timing_hops("x", "y")] == [0, 1]
 
 
 def test_udt_sender_pacing_faster_than_the_bottleneck_is_flagged(tmp_path):
     def stats(name, periods):
         p = tmp_path / f"{name}.send.stats"
-        p.write_text("".join(json.dumps({"t": i * 0.2, "period_us": x}) + "\n" for i, x in enumerate(periods)) +
-                     json.dumps({"summary": True, "period_us": 0.5}) + "\n")
+        p.write_text(
+            "".join(json.dumps({"t": i * 0.2, "period_us": x}) + "\n" for i, x in enumerate(periods))
+            + json.dumps({"summary": True, "period_us": 0.5})
+            + "\n"
+        )
         return p
+
     # 100 Mb/s: a 1514-byte frame takes 121 us. Slow start paces at 1 us and does not count.
     paths = {"slow": stats("slow", [1.0, 1.0, 450.0, 900.0]), "fast": stats("fast", [1.0, 27.0, 115.0])}
     pacing = hostwatch.sender_pacing(paths, {"slow": 100e6, "fast": 100e6})
@@ -90,8 +115,21 @@ def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_p
             rt.spawn("amsterdam", py + ["udp-sink", "--port", "5999", "--seconds", "10"])
             time.sleep(0.5)
             watch = hostwatch.HostWatch(net)
-            rt.spawn("chicago", py + ["udp-source", "--dst", net.address("amsterdam"), "--port", "5999",
-                                      "--rate", "110e6", "--seconds", "8"])
+            rt.spawn(
+                "chicago",
+                py
+                + [
+                    "udp-source",
+                    "--dst",
+                    net.address("amsterdam"),
+                    "--port",
+                    "5999",
+                    "--rate",
+                    "110e6",
+                    "--seconds",
+                    "8",
+                ],
+            )
             # Take the emulator off the CPU for 10 ms every 50 ms, as a busy machine does: what
             # fell due meanwhile leaves in one burst when it runs again.
             emu = net.emulators[0].pid
@@ -102,6 +140,7 @@ def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_p
                     os.kill(emu, signal.SIGSTOP)
                     time.sleep(0.01)
                     os.kill(emu, signal.SIGCONT)
+
             t = threading.Thread(target=stall)
             t.start()
             time.sleep(4.5)  # the watch sees live processes only: finish while the blast runs

@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from udtbed import network
 from udtbed.topology import Direction, Queue, load, parse_loss, scaled_direction
 
@@ -37,8 +36,11 @@ def generated_commands() -> dict[tuple[str, ...], str]:
                 continue
             for name, d in (("forward", link.forward), ("reverse", link.reverse)):
                 for scale in (1.0, 0.1):
-                    add(scaled_direction(d, scale), topo.queue_limit(link, d, scale),
-                        f"{f.name} link {link.index} {name} scale {scale}")
+                    add(
+                        scaled_direction(d, scale),
+                        topo.queue_limit(link, d, scale),
+                        f"{f.name} link {link.index} {name} scale {scale}",
+                    )
     for loss in LOSSES:
         parse_loss(loss)  # the test's specs are valid topology values
         for rate, queue in ((None, (None, None)), (62.2e6, (83, None)), (100e6, (None, 64 * 1024))):
@@ -116,15 +118,35 @@ def test_gilbert_elliott_loss_reaches_the_kernel_as_loss_in_bad_and_good(scratch
     p, r, h, *k = [float(x) for x in spec[3:].split(",")]
     k0 = k[0] if k else 0.0
     netem = network.netem_args(Direction(delay_s=0.001, loss=spec), None, None)[0]
-    out = subprocess.run(["ip", "netns", "exec", scratch_veth, "strace", "-f", "-e", "trace=sendmsg", "-xx",
-                          "-s", "4096", "tc", "qdisc", "add", "dev", "v0", *netem],
-                         capture_output=True, text=True).stderr
+    out = subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            scratch_veth,
+            "strace",
+            "-f",
+            "-e",
+            "trace=sendmsg",
+            "-xx",
+            "-s",
+            "4096",
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "v0",
+            *netem,
+        ],
+        capture_output=True,
+        text=True,
+    ).stderr
     opts = netem_loss_attribute(out)
     # struct tc_netem_qopt (24 bytes), then TCA_NETEM_LOSS (nested) holding NETEM_LOSS_GE:
     # struct tc_netem_gemodel { u32 p, r, h, k1 }.
     at = opts.find(bytes([20, 0, 2, 0]), 24)
     assert at > 0, opts.hex()
-    gp, gr, gh, gk1 = (int.from_bytes(opts[at + 4 + 4 * i: at + 8 + 4 * i], "little") / 2**32 for i in range(4))
+    gp, gr, gh, gk1 = (int.from_bytes(opts[at + 4 + 4 * i : at + 8 + 4 * i], "little") / 2**32 for i in range(4))
     assert gp == pytest.approx(p, abs=1e-6)
     assert gr == pytest.approx(r, abs=1e-6)
     assert 1 - gh == pytest.approx(h, abs=1e-6), "loss probability in Bad"

@@ -14,9 +14,29 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 
 def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "udtbed", "run", "--experiments", "join,friendliness",
-                        "--stacks", "tcp-cubic", "--duration", "3", "--influx", "none", "--calibration", "flag",
-                        "--results", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "udtbed",
+            "run",
+            "--experiments",
+            "join,friendliness",
+            "--stacks",
+            "tcp-cubic",
+            "--duration",
+            "3",
+            "--influx",
+            "none",
+            "--calibration",
+            "flag",
+            "--results",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "report: " in p.stdout, p.stdout
     run_dir = tmp_path / "latest"

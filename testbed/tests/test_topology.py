@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from udtbed import network
 from udtbed.topology import TopologyError, load
 
@@ -57,17 +56,20 @@ def test_bdp_queue_scales_with_rate():
     assert t.queue_limit(link, link.forward, 0.1)[0] == 909
 
 
-@pytest.mark.parametrize("edit, line, words", [
-    (lambda s: s.replace('rate = "100mbit"', 'rate = "100 furlongs"'), 8, "rate"),
-    (lambda s: s.replace('delay = "5ms"', 'delay = "5"'), 7, "unit"),
-    (lambda s: s.replace('ends = ["x", "y"]', 'ends = ["x", "z"]'), 6, "'z' is neither a host nor a switch"),
-    (lambda s: s + 'jitter = "1ms"\n', 9, "unknown key 'jitter'"),
-    (lambda s: s.replace('[[link]]', '[[link]\n'), 5, "TOML syntax error"),
-    (lambda s: s.replace('y = {}', 'y = {}\nw = {}'), 5, "host 'w' has no link"),
-    (lambda s: s + '[[link]]\nends = ["y", "x"]\n', 10, "already has a link on net 'data'"),
-    (lambda s: s + '[link.reverse]\nloss = "ge:0.1,2,1"\n', 10, "within [0, 1]"),
-    (lambda s: s.replace('rate = "100mbit"', 'queue = "bdp"'), 8, "queue 'bdp' needs a rate"),
-])
+@pytest.mark.parametrize(
+    "edit, line, words",
+    [
+        (lambda s: s.replace('rate = "100mbit"', 'rate = "100 furlongs"'), 8, "rate"),
+        (lambda s: s.replace('delay = "5ms"', 'delay = "5"'), 7, "unit"),
+        (lambda s: s.replace('ends = ["x", "y"]', 'ends = ["x", "z"]'), 6, "'z' is neither a host nor a switch"),
+        (lambda s: s + 'jitter = "1ms"\n', 9, "unknown key 'jitter'"),
+        (lambda s: s.replace("[[link]]", "[[link]\n"), 5, "TOML syntax error"),
+        (lambda s: s.replace("y = {}", "y = {}\nw = {}"), 5, "host 'w' has no link"),
+        (lambda s: s + '[[link]]\nends = ["y", "x"]\n', 10, "already has a link on net 'data'"),
+        (lambda s: s + '[link.reverse]\nloss = "ge:0.1,2,1"\n', 10, "within [0, 1]"),
+        (lambda s: s.replace('rate = "100mbit"', 'queue = "bdp"'), 8, "queue 'bdp' needs a rate"),
+    ],
+)
 def test_bad_file_error_names_file_line_and_problem(tmp_path, edit, line, words):
     p = write(tmp_path, edit(GOOD))
     with pytest.raises(TopologyError) as e:
@@ -79,7 +81,8 @@ def test_bad_file_error_names_file_line_and_problem(tmp_path, edit, line, words)
 
 def test_loop_without_stp_is_rejected(tmp_path):
     text = GOOD.replace("y = {}", "y = {}\n[switches]\ns1 = {}\ns2 = {}") + "".join(
-        f'[[link]]\nends = ["{a}", "{b}"]\n' for a, b in (("s1", "s2"), ("s2", "s1")))
+        f'[[link]]\nends = ["{a}", "{b}"]\n' for a, b in (("s1", "s2"), ("s2", "s1"))
+    )
     with pytest.raises(TopologyError, match="closes a loop"):
         load(write(tmp_path, text))
 
@@ -88,15 +91,22 @@ def test_mininet_is_loaded_alone_from_debians_package():
     """From the venv, only the mininet package comes from dist-packages; without it, a clear error."""
     if importlib.machinery.PathFinder.find_spec("mininet") is not None:
         pytest.skip("this interpreter imports mininet from its own sys.path")
-    code = ("import sys; from udtbed import network; network.mininet(); site = str(network.MININET_SITE); "
-            "print(site not in sys.path, sorted({m.split('.')[0] for m, v in list(sys.modules.items()) "
-            "if (getattr(v, '__file__', '') or '').startswith(site)}))")
+    code = (
+        "import sys; from udtbed import network; network.mininet(); site = str(network.MININET_SITE); "
+        "print(site not in sys.path, sorted({m.split('.')[0] for m, v in list(sys.modules.items()) "
+        "if (getattr(v, '__file__', '') or '').startswith(site)}))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "['mininet']"], r.stdout
     code = "from udtbed import network; network.mininet()"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1],
-                       env={**os.environ, "UDTBED_MININET_SITE": "/nonexistent"})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[1],
+        env={**os.environ, "UDTBED_MININET_SITE": "/nonexistent"},
+    )
     assert r.returncode != 0 and "MininetMissing" in r.stderr and "make setup" in r.stderr, r.stderr
 
 

@@ -1,12 +1,12 @@
 """``python -m udtbed``: run experiments, check topology files, calibrate, clean up.
 
-    udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|auto]
-               [--duration 20] [--stacks udt,libudt,tcp-cubic,tcp-bbr] [--backend auto]
-               [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
-               [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS]
-    udtbed check topologies/*.toml     validate topology files (file:line: error)
-    udtbed calibrate TOPO SRC DST [--scale S]
-    udtbed cleanup [--prefix udtb-PID-] [--all]   remove the udtb-* namespaces and containers of runs that are gone
+udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|auto]
+           [--duration 20] [--stacks udt,libudt,tcp-cubic,tcp-bbr] [--backend auto]
+           [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
+           [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS]
+udtbed check topologies/*.toml     validate topology files (file:line: error)
+udtbed calibrate TOPO SRC DST [--scale S]
+udtbed cleanup [--prefix udtb-PID-] [--all]   remove the udtb-* namespaces and containers of runs that are gone
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ def _interrupt(signum, frame):
 
 def _commit() -> str:
     p = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "testbed", "topologies", "impl"],
-                           capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain", "--", "testbed", "topologies", "impl"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     return p.stdout.strip() + ("-dirty" if dirty else "")
 
 
@@ -120,30 +123,67 @@ def cmd_run(a: argparse.Namespace) -> int:
         url = a.influx.rstrip("/")
         print(f"influxdb: {url}")
     writer = InfluxWriter(url)
-    meta = {"run_id": run_id, "commit": _commit(), "backend": backend, "backend_reason": backend_why,
-            "experiments": names, "stacks": [s.name for s in stacks], "duration_s": a.duration,
-            "seed": "per link in the topology files (udt-linkem seed=...)", "influx": url or None,
-            "host_runtime": "docker" if image else runtime.NamespaceRuntime.name,
-            "host_image": {"name": image.name, "id": image.id} if image else None,
-            "host_cpuset": a.cpuset if image else None, "started": time.time(), "status": "running", "results": {}}
+    meta = {
+        "run_id": run_id,
+        "commit": _commit(),
+        "backend": backend,
+        "backend_reason": backend_why,
+        "experiments": names,
+        "stacks": [s.name for s in stacks],
+        "duration_s": a.duration,
+        "seed": "per link in the topology files (udt-linkem seed=...)",
+        "influx": url or None,
+        "host_runtime": "docker" if image else runtime.NamespaceRuntime.name,
+        "host_image": {"name": image.name, "id": image.id} if image else None,
+        "host_cpuset": a.cpuset if image else None,
+        "started": time.time(),
+        "status": "running",
+        "results": {},
+    }
     rc = 0
     try:
         scale, scale_why = choose_scale(a.scale, backend, print)
         meta |= {"scale": scale, "scale_reason": scale_why}
         print(f"scale: {scale} ({scale_why})")
-        run = Run(outdir, scale, a.duration, backend, writer, run_id, a.calibration,
-                  rtt_tol_ms=a.rtt_tol_ms, rate_tol=a.rate_tol_pct / 100, host_runtime=host_runtime)
+        run = Run(
+            outdir,
+            scale,
+            a.duration,
+            backend,
+            writer,
+            run_id,
+            a.calibration,
+            rtt_tol_ms=a.rtt_tol_ms,
+            rate_tol=a.rate_tol_pct / 100,
+            host_runtime=host_runtime,
+        )
         for n in names:
             res = run_experiment(run, EXPERIMENTS[n], stacks)
-            res |= {k: meta[k] for k in ("run_id", "commit", "backend", "backend_reason", "scale", "scale_reason", "seed",
-                                         "host_runtime", "host_image", "host_cpuset")}
+            res |= {
+                k: meta[k]
+                for k in (
+                    "run_id",
+                    "commit",
+                    "backend",
+                    "backend_reason",
+                    "scale",
+                    "scale_reason",
+                    "seed",
+                    "host_runtime",
+                    "host_image",
+                    "host_cpuset",
+                )
+            }
             path = outdir / f"{n}.json"
             path.write_text(json.dumps(res, indent=1))
             meta["results"][n] = path.name
             print(f"   wrote {path}")
         meta["status"] = "ok"
     except KeyboardInterrupt:
-        print(f"\nudtbed: interrupted; cleaned up namespaces{', containers' if image else ''} and processes", file=sys.stderr)
+        print(
+            f"\nudtbed: interrupted; cleaned up namespaces{', containers' if image else ''} and processes",
+            file=sys.stderr,
+        )
         meta["status"] = "interrupted"
         rc = 130
     except CalibrationError as e:
@@ -160,6 +200,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         runtime.cleanup_run(f"{network.PREFIX}{os.getpid()}-")
     if meta["results"]:
         from .report import write_report
+
         rep = write_report(outdir)
         print(f"\nreport: {rep}")
     latest = Path(a.results) / "latest"
@@ -177,7 +218,9 @@ def cmd_check(a: argparse.Namespace) -> int:
     for f in a.files:
         try:
             t = load(f)
-            print(f"{f}: ok ({len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links, nets {', '.join(t.nets)})")
+            print(
+                f"{f}: ok ({len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links, nets {', '.join(t.nets)})"
+            )
         except TopologyError as e:
             print(e, file=sys.stderr)
             bad += 1
@@ -196,7 +239,9 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # progress as it goes, also into a pipe or a log
-    ap = argparse.ArgumentParser(prog="udtbed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="udtbed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run experiments and write results + report")
     r.add_argument("--experiments", default=",".join(EXPERIMENTS))
@@ -209,21 +254,34 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--rtt-tol-ms", type=float, default=1.0)
     r.add_argument("--rate-tol-pct", type=float, default=2.0)
     r.add_argument("--results", default=str(REPO / "results/testbed"))
-    r.add_argument("--runtime", default="netns", choices=["netns", "docker"],
-                   help="where the stacks run on the hosts: processes in the hosts' namespaces (default), "
-                        "or a container each on the host's namespace (make testbed-image)")
-    r.add_argument("--image", default=runtime.IMAGE, help=f"the stacks' image for --runtime docker (default {runtime.IMAGE})")
+    r.add_argument(
+        "--runtime",
+        default="netns",
+        choices=["netns", "docker"],
+        help="where the stacks run on the hosts: processes in the hosts' namespaces (default), "
+        "or a container each on the host's namespace (make testbed-image)",
+    )
+    r.add_argument(
+        "--image", default=runtime.IMAGE, help=f"the stacks' image for --runtime docker (default {runtime.IMAGE})"
+    )
     r.add_argument("--cpuset", help="--runtime docker: pin the containers to these CPUs (docker --cpuset-cpus, e.g. 1)")
     c = sub.add_parser("check", help="validate topology files")
     c.add_argument("files", nargs="+")
     k = sub.add_parser("calibrate", help="build a topology and calibrate one path")
-    k.add_argument("topology"); k.add_argument("src"); k.add_argument("dst")
+    k.add_argument("topology")
+    k.add_argument("src")
+    k.add_argument("dst")
     k.add_argument("--scale", type=float, default=0.1)
     k.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
-    x = sub.add_parser("cleanup", help="remove the udtb-* namespaces (and their processes) and containers of runs that are gone")
-    x.add_argument("--prefix", default=network.PREFIX,
-                   help=f"only namespaces starting with this, e.g. {network.PREFIX}PID- for one run, "
-                        f"removed even while that run is alive (must start with {network.PREFIX})")
+    x = sub.add_parser(
+        "cleanup", help="remove the udtb-* namespaces (and their processes) and containers of runs that are gone"
+    )
+    x.add_argument(
+        "--prefix",
+        default=network.PREFIX,
+        help=f"only namespaces starting with this, e.g. {network.PREFIX}PID- for one run, "
+        f"removed even while that run is alive (must start with {network.PREFIX})",
+    )
     x.add_argument("--all", action="store_true", help="also remove the namespaces and containers of runs still alive")
     a = ap.parse_args(argv)
     if a.cmd == "run":
@@ -244,8 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"removed {len(gone)} namespace(s){': ' + ', '.join(gone) if gone else ''}")
     kept = network.list_namespaces(a.prefix) + runtime.list_containers(a.prefix)
     if kept:
-        print(f"kept {len(kept)} namespace(s) and container(s) of runs still alive ({', '.join(kept)}): "
-              "stop those runs, or pass --all (make testbed-cleanup ALL=1)")
+        print(
+            f"kept {len(kept)} namespace(s) and container(s) of runs still alive ({', '.join(kept)}): "
+            "stop those runs, or pass --all (make testbed-cleanup ALL=1)"
+        )
     return 0
 
 

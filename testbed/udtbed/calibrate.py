@@ -37,10 +37,17 @@ class PathCalibration:
         return self.rtt_ok and self.rate_ok
 
     def line(self) -> str:
-        rate = (f"rate {self.rate_mbps:.1f} Mb/s (want {self.expected_rate_mbps:.1f}, "
-                f"{(self.rate_mbps / self.expected_rate_mbps - 1) * 100:+.2f}%)"
-                if self.rate_mbps and self.expected_rate_mbps else "rate unlimited (not measured)")
-        rtt = f"RTT {self.rtt_ms:.3f} ms (want {self.expected_rtt_ms:.3f})" if self.rtt_ms is not None else "RTT: no reply"
+        rate = (
+            f"rate {self.rate_mbps:.1f} Mb/s (want {self.expected_rate_mbps:.1f}, "
+            f"{(self.rate_mbps / self.expected_rate_mbps - 1) * 100:+.2f}%)"
+            if self.rate_mbps and self.expected_rate_mbps
+            else "rate unlimited (not measured)"
+        )
+        rtt = (
+            f"RTT {self.rtt_ms:.3f} ms (want {self.expected_rtt_ms:.3f})"
+            if self.rtt_ms is not None
+            else "RTT: no reply"
+        )
         return f"{self.src}->{self.dst}: {rtt}; {rate} [{'ok' if self.ok else 'OFF'}]"
 
 
@@ -48,6 +55,7 @@ def ping(net: Network, src: str, dst: str, count: int = 20) -> tuple[float | Non
     """(median, min) RTT in ms of ``count`` pings: the median, so that one probe delayed by a
     preempted thread on a loaded machine does not move the figure."""
     from .network import sh
+
     p = sh("ping", "-c", str(count), "-i", "0.05", "-W", "3", net.address(dst), ns=net.ns(src), check=False)
     rtts = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", p.stdout))
     if not rtts:
@@ -59,11 +67,25 @@ def udp_rate(net: Network, src: str, dst: str, rate_bps: float, seconds: float, 
     rt = NamespaceRuntime(net)
     wd = net.workdir
     py = [sys.executable, "-m", "udtbed.probe"]
-    sink = rt.spawn(dst, py + ["udp-sink", "--port", str(port), "--seconds", str(seconds + 5)],
-                    stdout=wd / f"cal-sink-{dst}.json")
+    sink = rt.spawn(
+        dst, py + ["udp-sink", "--port", str(port), "--seconds", str(seconds + 5)], stdout=wd / f"cal-sink-{dst}.json"
+    )
     time.sleep(0.3)
-    src_p = rt.spawn(src, py + ["udp-source", "--dst", net.address(dst), "--port", str(port),
-                                "--rate", str(rate_bps * 1.1), "--seconds", str(seconds)])
+    src_p = rt.spawn(
+        src,
+        py
+        + [
+            "udp-source",
+            "--dst",
+            net.address(dst),
+            "--port",
+            str(port),
+            "--rate",
+            str(rate_bps * 1.1),
+            "--seconds",
+            str(seconds),
+        ],
+    )
     src_p.wait(seconds + 10)
     sink.wait(seconds + 10)
     lines = (wd / f"cal-sink-{dst}.json").read_text().splitlines()
@@ -73,8 +95,15 @@ def udp_rate(net: Network, src: str, dst: str, rate_bps: float, seconds: float, 
     return (r["packets"] - 1) * 1514 * 8 / r["span_s"] / 1e6
 
 
-def calibrate(net: Network, pairs: list[tuple[str, str]], rtt_tol_ms: float = 1.0, rate_tol: float = 0.02,
-              seconds: float = 2.0, log=print, attempts: int = 2) -> list[PathCalibration]:
+def calibrate(
+    net: Network,
+    pairs: list[tuple[str, str]],
+    rtt_tol_ms: float = 1.0,
+    rate_tol: float = 0.02,
+    seconds: float = 2.0,
+    log=print,
+    attempts: int = 2,
+) -> list[PathCalibration]:
     """Each path once, and again (up to ``attempts`` in all) while it is off: a moment of CPU
     contention on a shared machine (another VM, a burst of other work) can put one blast or
     ping series off; an emulation that is really off stays off."""
@@ -85,9 +114,17 @@ def calibrate(net: Network, pairs: list[tuple[str, str]], rtt_tol_ms: float = 1.
         for attempt in range(1, attempts + 1):
             rtt, rtt_min = ping(net, src, dst)
             rate = udp_rate(net, src, dst, want_rate, seconds) if want_rate else None
-            c = PathCalibration(src, dst, want_rtt, rtt, rtt_min, want_rate / 1e6 if want_rate else None, rate,
-                                rtt is not None and abs(rtt - want_rtt) <= rtt_tol_ms,
-                                want_rate is None or (rate is not None and abs(rate / (want_rate / 1e6) - 1) <= rate_tol))
+            c = PathCalibration(
+                src,
+                dst,
+                want_rtt,
+                rtt,
+                rtt_min,
+                want_rate / 1e6 if want_rate else None,
+                rate,
+                rtt is not None and abs(rtt - want_rtt) <= rtt_tol_ms,
+                want_rate is None or (rate is not None and abs(rate / (want_rate / 1e6) - 1) <= rate_tol),
+            )
             log(f"  calibration {c.line()}" + (f" (attempt {attempt} of {attempts})" if attempt > 1 else ""))
             if c.ok:
                 break

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from udtconf import metrics
 
@@ -57,40 +57,98 @@ class Experiment:
     note: str = ""
 
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
-    Experiment("efficiency", "Single-flow efficiency on three paths", "SC'04 Fig. 11", [
-        Part("chicago-local", "chicago-local", [Flow("local", "chicago", "local")],
-             {"udt": {"local": 940}}),
-        Part("chicago-ottawa", "chicago-ottawa", [Flow("ottawa", "chicago", "ottawa")],
-             {"udt": {"ottawa": 580}}),
-        Part("chicago-amsterdam", "chicago-amsterdam", [Flow("amsterdam", "chicago", "amsterdam")],
-             {"udt": {"amsterdam": 940}, "tcp": {"amsterdam": 128}}),
-    ], "Paper: UDT 940 / 580 / 940 Mb/s; TCP ~128 Mb/s to Amsterdam after tuning."),
-    Experiment("fairness", "Three flows sharing one 1 Gb/s link", "SC'04 Fig. 12", [
-        Part("three-site", "three-site",
-             [Flow("local", "chicago", "local"), Flow("ottawa", "chicago", "ottawa"),
-              Flow("amsterdam", "chicago", "amsterdam")],
-             {"udt": {"local": 325, "ottawa": 325, "amsterdam": 325},
-              "tcp": {"local": 754, "ottawa": 151, "amsterdam": 27}}),
-    ], "Paper: UDT ~325 Mb/s each; TCP 754 / 151 / 27 Mb/s."),
-    Experiment("join", "Streaming join: A (100 ms) and B (1 ms) into C", "SC'04 Fig. 1, §5.3", [
-        Part("streaming-join", "streaming-join", [Flow("a-c", "a", "c"), Flow("b-c", "b", "c")],
-             {"tcp": {"a-c": 3.52, "b-c": 863}, "udt": {"join": 700}}),
-    ], "Paper: TCP 3.52 / 863 Mb/s (join = 2 x slower = 7 Mb/s); UDT join throughput 600-800 Mb/s."),
-    Experiment("friendliness", "1 MB TCP flows against 0..10 bulk flows, Chicago-Amsterdam", "SC'04 Fig. 13", [
-        Part("chicago-amsterdam", "chicago-amsterdam", [], {"short_tcp": {"0": 69, "10": 48}},
-             short_tcp=[0, 1, 5, 10]),
-    ], "Paper: aggregate of the short TCP flows falls from 69 Mb/s (no UDT) to 48 Mb/s (10 UDT)."),
-]}
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in [
+        Experiment(
+            "efficiency",
+            "Single-flow efficiency on three paths",
+            "SC'04 Fig. 11",
+            [
+                Part("chicago-local", "chicago-local", [Flow("local", "chicago", "local")], {"udt": {"local": 940}}),
+                Part(
+                    "chicago-ottawa", "chicago-ottawa", [Flow("ottawa", "chicago", "ottawa")], {"udt": {"ottawa": 580}}
+                ),
+                Part(
+                    "chicago-amsterdam",
+                    "chicago-amsterdam",
+                    [Flow("amsterdam", "chicago", "amsterdam")],
+                    {"udt": {"amsterdam": 940}, "tcp": {"amsterdam": 128}},
+                ),
+            ],
+            "Paper: UDT 940 / 580 / 940 Mb/s; TCP ~128 Mb/s to Amsterdam after tuning.",
+        ),
+        Experiment(
+            "fairness",
+            "Three flows sharing one 1 Gb/s link",
+            "SC'04 Fig. 12",
+            [
+                Part(
+                    "three-site",
+                    "three-site",
+                    [
+                        Flow("local", "chicago", "local"),
+                        Flow("ottawa", "chicago", "ottawa"),
+                        Flow("amsterdam", "chicago", "amsterdam"),
+                    ],
+                    {
+                        "udt": {"local": 325, "ottawa": 325, "amsterdam": 325},
+                        "tcp": {"local": 754, "ottawa": 151, "amsterdam": 27},
+                    },
+                ),
+            ],
+            "Paper: UDT ~325 Mb/s each; TCP 754 / 151 / 27 Mb/s.",
+        ),
+        Experiment(
+            "join",
+            "Streaming join: A (100 ms) and B (1 ms) into C",
+            "SC'04 Fig. 1, §5.3",
+            [
+                Part(
+                    "streaming-join",
+                    "streaming-join",
+                    [Flow("a-c", "a", "c"), Flow("b-c", "b", "c")],
+                    {"tcp": {"a-c": 3.52, "b-c": 863}, "udt": {"join": 700}},
+                ),
+            ],
+            "Paper: TCP 3.52 / 863 Mb/s (join = 2 x slower = 7 Mb/s); UDT join throughput 600-800 Mb/s.",
+        ),
+        Experiment(
+            "friendliness",
+            "1 MB TCP flows against 0..10 bulk flows, Chicago-Amsterdam",
+            "SC'04 Fig. 13",
+            [
+                Part(
+                    "chicago-amsterdam",
+                    "chicago-amsterdam",
+                    [],
+                    {"short_tcp": {"0": 69, "10": 48}},
+                    short_tcp=[0, 1, 5, 10],
+                ),
+            ],
+            "Paper: aggregate of the short TCP flows falls from 69 Mb/s (no UDT) to 48 Mb/s (10 UDT).",
+        ),
+    ]
+}
 
 
 class Run:
     """Shared state of one testbed run: where results go, scale, influx, logging."""
 
-    def __init__(self, outdir: Path, scale: float, duration: float, backend: str, influx: InfluxWriter,
-                 run_id: str, on_calibration_fail: str = "refuse", log: Callable[[str], None] = print,
-                 rtt_tol_ms: float = 1.0, rate_tol: float = 0.02,
-                 host_runtime: Callable[[Network], HostRuntime] = NamespaceRuntime):
+    def __init__(
+        self,
+        outdir: Path,
+        scale: float,
+        duration: float,
+        backend: str,
+        influx: InfluxWriter,
+        run_id: str,
+        on_calibration_fail: str = "refuse",
+        log: Callable[[str], None] = print,
+        rtt_tol_ms: float = 1.0,
+        rate_tol: float = 0.02,
+        host_runtime: Callable[[Network], HostRuntime] = NamespaceRuntime,
+    ):
         self.outdir, self.scale, self.duration, self.backend = outdir, scale, duration, backend
         self.influx, self.run_id, self.on_cal_fail, self.log = influx, run_id, on_calibration_fail, log
         self.rtt_tol_ms, self.rate_tol = rtt_tol_ms, rate_tol
@@ -113,9 +171,17 @@ class CalibrationError(RuntimeError):
 
 
 def run_experiment(run: Run, exp: Experiment, stacks: list[Stack]) -> dict:
-    result: dict = {"experiment": exp.name, "title": exp.title, "figure": exp.figure, "note": exp.note,
-                    "scale": run.scale, "duration_s": run.duration, "warmup_s": run.warmup,
-                    "backend": run.backend, "parts": []}
+    result: dict = {
+        "experiment": exp.name,
+        "title": exp.title,
+        "figure": exp.figure,
+        "note": exp.note,
+        "scale": run.scale,
+        "duration_s": run.duration,
+        "warmup_s": run.warmup,
+        "backend": run.backend,
+        "parts": [],
+    }
     for part in exp.parts:
         topo = load(TOPOLOGIES / f"{part.topology}.toml")
         run.log(f"== {exp.name} / {part.label}: building {topo.name} (scale {run.scale}, {run.backend})")
@@ -124,12 +190,22 @@ def run_experiment(run: Run, exp: Experiment, stacks: list[Stack]) -> dict:
         with Network(topo, scale=run.scale, backend=run.backend, workdir=work) as net:
             pairs = [(f.src, f.dst) for f in part.flows] or [("chicago", "amsterdam")]
             cals = calibrate(net, pairs, run.rtt_tol_ms, run.rate_tol, log=run.log)
-            pres = {"label": part.label, "topology": topo.name, "topology_file": str(topo.path.name),
-                    "topology_paper": topo.paper, "links": net.link_specs, "calibration": as_json(cals),
-                    "calibration_ok": all(c.ok for c in cals), "paper": part.paper, "stacks": {}}
+            pres = {
+                "label": part.label,
+                "topology": topo.name,
+                "topology_file": str(topo.path.name),
+                "topology_paper": topo.paper,
+                "links": net.link_specs,
+                "calibration": as_json(cals),
+                "calibration_ok": all(c.ok for c in cals),
+                "paper": part.paper,
+                "stacks": {},
+            }
             if not pres["calibration_ok"]:
-                msg = (f"calibration of {topo.name} is off beyond tolerance (RTT ±{run.rtt_tol_ms} ms, "
-                       f"rate ±{run.rate_tol * 100:.0f}%) at scale {run.scale}")
+                msg = (
+                    f"calibration of {topo.name} is off beyond tolerance (RTT ±{run.rtt_tol_ms} ms, "
+                    f"rate ±{run.rate_tol * 100:.0f}%) at scale {run.scale}"
+                )
                 if run.on_cal_fail == "refuse":
                     raise CalibrationError(msg + "; lower SCALE or pass CALIBRATION=flag to run anyway")
                 run.log(f"  WARNING: {msg}; flagged, running anyway")
@@ -145,12 +221,20 @@ def run_experiment(run: Run, exp: Experiment, stacks: list[Stack]) -> dict:
 
 
 def _tags(run: Run, exp: Experiment, part: Part, stack: Stack, flow: str) -> dict[str, str]:
-    return {"run": run.run_id, "experiment": exp.name, "part": part.label, "stack": stack.name,
-            "flow": flow, "scale": str(run.scale), "backend": run.backend}
+    return {
+        "run": run.run_id,
+        "experiment": exp.name,
+        "part": part.label,
+        "stack": stack.name,
+        "flow": flow,
+        "scale": str(run.scale),
+        "backend": run.backend,
+    }
 
 
-def _start_bulk(rt: HostRuntime, net: Network, stack: Stack, flows: list[Flow], work: Path,
-                seconds: float, port0: int, tag: str) -> tuple[list[tuple[Flow, Path, float]], list]:
+def _start_bulk(
+    rt: HostRuntime, net: Network, stack: Stack, flows: list[Flow], work: Path, seconds: float, port0: int, tag: str
+) -> tuple[list[tuple[Flow, Path, float]], list]:
     receivers, started = [], []
     for i, f in enumerate(flows):
         stats = work / f"{stack.name}-{tag}-{f.name}.stats"
@@ -164,9 +248,13 @@ def _start_bulk(rt: HostRuntime, net: Network, stack: Stack, flows: list[Flow], 
         while time.monotonic() - t0 < f.start:
             time.sleep(0.05)
         idx = flows.index(f)
-        senders.append(rt.spawn(f.src, stack.sender(net.address(f.dst), port0 + idx, seconds,
-                                                    stats=_send_stats(stack, work, tag, f)),
-                                stderr=work / f"{stack.name}-{tag}-{f.name}.send.log"))
+        senders.append(
+            rt.spawn(
+                f.src,
+                stack.sender(net.address(f.dst), port0 + idx, seconds, stats=_send_stats(stack, work, tag, f)),
+                stderr=work / f"{stack.name}-{tag}-{f.name}.send.log",
+            )
+        )
         started.append((f, stats, time.monotonic() - t0))
     return started, senders
 
@@ -175,8 +263,9 @@ def _send_stats(stack: Stack, work: Path, tag: str, f: Flow) -> Path:
     return work / f"{stack.name}-{tag}-{f.name}.send.stats"
 
 
-def _host_check(run: Run, net: Network, stack: Stack, host: dict | None, work: Path, tag: str,
-                flows: list[Flow]) -> dict | None:
+def _host_check(
+    run: Run, net: Network, stack: Stack, host: dict | None, work: Path, tag: str, flows: list[Flow]
+) -> dict | None:
     """The part's CPU and emulator timing (:mod:`hostwatch`), with the UDT senders' pacing
     against the bottleneck and the flags that say the result is not the protocol's alone."""
     if host is None:
@@ -184,9 +273,13 @@ def _host_check(run: Run, net: Network, stack: Stack, host: dict | None, work: P
     if stack.kind == "udt":
         host["sender_pacing"] = hostwatch.sender_pacing(
             {f.name: _send_stats(stack, work, tag, f) for f in flows},
-            {f.name: net.topo.bottleneck_bps(f.src, f.dst, scale=run.scale) for f in flows})
-    seen_by_receivers = {(f"l{h.link.index}", "a_to_b" if h.frm == h.link.a else "b_to_a")
-                         for f in flows for h in net.topo.timing_hops(f.src, f.dst)}
+            {f.name: net.topo.bottleneck_bps(f.src, f.dst, scale=run.scale) for f in flows},
+        )
+    seen_by_receivers = {
+        (f"l{h.link.index}", "a_to_b" if h.frm == h.link.a else "b_to_a")
+        for f in flows
+        for h in net.topo.timing_hops(f.src, f.dst)
+    }
     hostwatch.mark_before_bottleneck(host, seen_by_receivers)
     host["flags"] = hostwatch.flags(host, host.get("sender_pacing"))
     for fl in host["flags"]:
@@ -194,8 +287,9 @@ def _host_check(run: Run, net: Network, stack: Stack, host: dict | None, work: P
     return host
 
 
-def _watch(run: Run, stack: Stack, started, seconds: float, tags: Callable[[str], dict], t_wall0: float,
-           t_mono0: float) -> None:
+def _watch(
+    run: Run, stack: Stack, started, seconds: float, tags: Callable[[str], dict], t_wall0: float, t_mono0: float
+) -> None:
     """Wait ``seconds``, streaming every receiver's new samples to InfluxDB."""
     seen = {f.name: 0 for f, _, _ in started}
     last_b = {f.name: 0 for f, _, _ in started}
@@ -208,12 +302,15 @@ def _watch(run: Run, stack: Stack, started, seconds: float, tags: Callable[[str]
                 samples = stack.parse(stats.read_text())
             except OSError:
                 continue
-            for s in samples[seen[f.name]:]:
+            for s in samples[seen[f.name] :]:
                 dt = s.t - last_t[f.name]
                 if dt > 0:
-                    run.influx.write("throughput", tags(f.name),
-                                     {"mbps": (s.bytes - last_b[f.name]) * 8 / dt / 1e6, "bytes": s.bytes},
-                                     ts=t_wall0 + off + s.t)
+                    run.influx.write(
+                        "throughput",
+                        tags(f.name),
+                        {"mbps": (s.bytes - last_b[f.name]) * 8 / dt / 1e6, "bytes": s.bytes},
+                        ts=t_wall0 + off + s.t,
+                    )
                 last_t[f.name], last_b[f.name] = s.t, s.bytes
             seen[f.name] = len(samples)
         if now >= end:
@@ -227,10 +324,18 @@ def _flow_results(run: Run, stack: Stack, started, seconds: float) -> list[dict]
         samples = stack.parse(stats.read_text()) if stats.exists() else []
         series = resample(samples, off, 1.0, seconds)
         steady = [x for t, x in series if t > run.warmup]
-        out.append({"name": f.name, "src": f.src, "dst": f.dst, "start_s": f.start,
-                    "series_1s": series, "series_raw": [[round(off + s.t, 3), s.bytes] for s in samples],
-                    "mean_mbps": sum(steady) / len(steady) if steady else 0.0,
-                    "bytes": samples[-1].bytes if samples else 0})
+        out.append(
+            {
+                "name": f.name,
+                "src": f.src,
+                "dst": f.dst,
+                "start_s": f.start,
+                "series_1s": series,
+                "series_raw": [[round(off + s.t, 3), s.bytes] for s in samples],
+                "mean_mbps": sum(steady) / len(steady) if steady else 0.0,
+                "bytes": samples[-1].bytes if samples else 0,
+            }
+        )
     return out
 
 
@@ -247,8 +352,12 @@ def _bulk(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, wor
         rt.stop_all()
     flows = _flow_results(run, stack, started, run.duration)
     means = [f["mean_mbps"] for f in flows]
-    res: dict = {"kind": stack.kind, "flows": flows, "metrics": {},
-                 "host": _host_check(run, net, stack, host, work, "bulk", part.flows)}
+    res: dict = {
+        "kind": stack.kind,
+        "flows": flows,
+        "metrics": {},
+        "host": _host_check(run, net, stack, host, work, "bulk", part.flows),
+    }
     m = res["metrics"]
     for f in flows:
         cap = topo.bottleneck_bps(f["src"], f["dst"], scale=run.scale)
@@ -259,16 +368,21 @@ def _bulk(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, wor
     if len(means) > 1 and sum(means) > 0:
         m["jain_index"] = metrics.jain_index(means)
     try:
-        m["stability_index"] = metrics.stability_index([[x for t, x in f["series_1s"] if t > run.warmup] for f in flows])
+        m["stability_index"] = metrics.stability_index(
+            [[x for t, x in f["series_1s"] if t > run.warmup] for f in flows]
+        )
     except ValueError as e:
         m["stability_index"] = None
         m["stability_note"] = str(e)
     m["aggregate_mbps"] = sum(means)
     if exp.name == "join":
         m["join_mbps"] = 2 * min(means) if means else 0.0
-    run.log("     " + ", ".join(f"{f['name']} {f['mean_mbps']:.1f} Mb/s" for f in flows) +
-            (f"; Jain {m['jain_index']:.3f}" if "jain_index" in m else "") +
-            (f"; stability {m['stability_index']:.3f}" if m.get("stability_index") is not None else ""))
+    run.log(
+        "     "
+        + ", ".join(f"{f['name']} {f['mean_mbps']:.1f} Mb/s" for f in flows)
+        + (f"; Jain {m['jain_index']:.3f}" if "jain_index" in m else "")
+        + (f"; stability {m['stability_index']:.3f}" if m.get("stability_index") is not None else "")
+    )
     return res
 
 
@@ -291,13 +405,32 @@ def _friendliness(run: Run, exp: Experiment, part: Part, net: Network, stack: St
             tags = lambda fl: _tags(run, exp, part, stack, fl) | {"bulk_flows": str(n)}  # noqa: E731
             _watch(run, stack, started, warm, tags, t_wall0, t_mono0)
             py = [sys.executable, "-m", "udtbed.probe"]
-            rt.spawn("amsterdam", py + ["tcp-sink", "--port", "6000", "--seconds", str(run.duration + 30)],
-                     stdout=work / f"{stack.name}-{tag}-sink.json")
+            rt.spawn(
+                "amsterdam",
+                py + ["tcp-sink", "--port", "6000", "--seconds", str(run.duration + 30)],
+                stdout=work / f"{stack.name}-{tag}-sink.json",
+            )
             time.sleep(0.3)
             short_out = work / f"{stack.name}-{tag}-short.json"
-            short = rt.spawn("chicago", py + ["tcp-short", "--dst", net.address("amsterdam"), "--port", "6000",
-                                              "--workers", str(workers), "--count", "500", "--seconds", str(run.duration)],
-                             stdout=short_out, stderr=work / f"{stack.name}-{tag}-short.log")
+            short = rt.spawn(
+                "chicago",
+                py
+                + [
+                    "tcp-short",
+                    "--dst",
+                    net.address("amsterdam"),
+                    "--port",
+                    "6000",
+                    "--workers",
+                    str(workers),
+                    "--count",
+                    "500",
+                    "--seconds",
+                    str(run.duration),
+                ],
+                stdout=short_out,
+                stderr=work / f"{stack.name}-{tag}-short.log",
+            )
             _watch(run, stack, started, run.duration, tags, t_wall0, time.monotonic())
             short.wait(timeout=60)
             host = watch.finish()
@@ -308,15 +441,31 @@ def _friendliness(run: Run, exp: Experiment, part: Part, net: Network, stack: St
         except (OSError, IndexError, json.JSONDecodeError):
             r = {"aggregate_mbps": 0.0, "flows": []}
         bulk = _flow_results(run, stack, started, run.duration + warm)
-        run.influx.write("short_tcp", _tags(run, exp, part, stack, "short") | {"bulk_flows": str(n)},
-                         {"aggregate_mbps": r["aggregate_mbps"], "flows": len(r["flows"])})
-        points.append({"bulk_flows": n, "short_aggregate_mbps": r["aggregate_mbps"], "short_flows": len(r["flows"]),
-                       "bulk_mean_mbps": [f["mean_mbps"] for f in bulk],
-                       "bulk_series_1s": {f["name"]: f["series_1s"] for f in bulk},
-                       "host": _host_check(run, net, stack, host, work, tag, flows)})
-        run.log(f"     {n:2d} bulk {stack.name}: short TCP aggregate {r['aggregate_mbps']:.1f} Mb/s "
-                f"({len(r['flows'])} flows), bulk total {sum(f['mean_mbps'] for f in bulk):.1f} Mb/s")
+        run.influx.write(
+            "short_tcp",
+            _tags(run, exp, part, stack, "short") | {"bulk_flows": str(n)},
+            {"aggregate_mbps": r["aggregate_mbps"], "flows": len(r["flows"])},
+        )
+        points.append(
+            {
+                "bulk_flows": n,
+                "short_aggregate_mbps": r["aggregate_mbps"],
+                "short_flows": len(r["flows"]),
+                "bulk_mean_mbps": [f["mean_mbps"] for f in bulk],
+                "bulk_series_1s": {f["name"]: f["series_1s"] for f in bulk},
+                "host": _host_check(run, net, stack, host, work, tag, flows),
+            }
+        )
+        run.log(
+            f"     {n:2d} bulk {stack.name}: short TCP aggregate {r['aggregate_mbps']:.1f} Mb/s "
+            f"({len(r['flows'])} flows), bulk total {sum(f['mean_mbps'] for f in bulk):.1f} Mb/s"
+        )
     base = points[0]["short_aggregate_mbps"] if points else 0
-    return {"kind": stack.kind, "points": points, "short_tcp_workers": workers,
-            "metrics": {"short_aggregate_ratio_last_over_first":
-                        (points[-1]["short_aggregate_mbps"] / base) if base else None}}
+    return {
+        "kind": stack.kind,
+        "points": points,
+        "short_tcp_workers": workers,
+        "metrics": {
+            "short_aggregate_ratio_last_over_first": (points[-1]["short_aggregate_mbps"] / base) if base else None
+        },
+    }

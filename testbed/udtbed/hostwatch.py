@@ -95,8 +95,11 @@ class HostWatch:
 
     def _processes(self) -> dict[int, tuple[str, str, int]]:
         """pid -> (namespace label, comm, CPU ticks) of every process in the run's namespaces."""
-        label = {ino: ns[len(self.prefix):] if ns.startswith(self.prefix) else ns
-                 for ns in self.net.namespaces if (ino := _ns_inode(ns)) is not None}
+        label = {
+            ino: ns[len(self.prefix) :] if ns.startswith(self.prefix) else ns
+            for ns in self.net.namespaces
+            if (ino := _ns_inode(ns)) is not None
+        }
         out = {}
         for d in os.listdir("/proc"):
             if not d.isdigit() or int(d) in self.skip:
@@ -109,8 +112,8 @@ class HostWatch:
                     s = f.read()
             except OSError:
                 continue
-            comm = s[s.index("(") + 1:s.rindex(")")]
-            fields = s[s.rindex(")") + 2:].split()
+            comm = s[s.index("(") + 1 : s.rindex(")")]
+            fields = s[s.rindex(")") + 2 :].split()
             out[int(d)] = (label[ino], comm, int(fields[11]) + int(fields[12]))  # utime + stime
         return out
 
@@ -120,8 +123,7 @@ class HostWatch:
         procs = []
         for pid, (ns, comm, ticks) in sorted(p1.items()):
             before = self.p0.get(pid, (ns, comm, 0))[2]
-            procs.append({"ns": ns, "comm": comm, "pid": pid,
-                          "cpu_pct": round((ticks - before) / _HZ / wall * 100, 1)})
+            procs.append({"ns": ns, "comm": comm, "pid": pid, "cpu_pct": round((ticks - before) / _HZ / wall * 100, 1)})
         groups: dict[str, dict] = {}
         for p in procs:
             g = groups.setdefault(f"{p['ns']}/{p['comm']}", {"n": 0, "cpu_pct": 0.0})
@@ -136,17 +138,24 @@ class HostWatch:
             if not spec.get("stats"):
                 continue
             lines = _json_lines(Path(spec["stats"]))
-            window = lines[max(0, self.e0.get(i, 0) - 1):]  # from the baseline on
+            window = lines[max(0, self.e0.get(i, 0) - 1) :]  # from the baseline on
             if not window:
                 continue
-            emulators[f"l{i}"] = {d: _direction(window, d, _rate(spec.get(key, "")))
-                                  for d, key in (("a_to_b", "forward"), ("b_to_a", "reverse"))}
-        return {"seconds": round(wall, 1), "cores": cores,
-                "machine_busy_pct": round(busy_cores / cores * 100, 1),
-                # busy CPU not charged to the run's processes: other work, interrupts (% of one core)
-                "outside_cpu_pct": round(max(0.0, busy_cores - ours) * 100, 1),
-                "loadavg_1m": [round(self.load0, 2), round(os.getloadavg()[0], 2)],
-                "cpu_by_process": groups, "processes": procs, "emulators": emulators}
+            emulators[f"l{i}"] = {
+                d: _direction(window, d, _rate(spec.get(key, "")))
+                for d, key in (("a_to_b", "forward"), ("b_to_a", "reverse"))
+            }
+        return {
+            "seconds": round(wall, 1),
+            "cores": cores,
+            "machine_busy_pct": round(busy_cores / cores * 100, 1),
+            # busy CPU not charged to the run's processes: other work, interrupts (% of one core)
+            "outside_cpu_pct": round(max(0.0, busy_cores - ours) * 100, 1),
+            "loadavg_1m": [round(self.load0, 2), round(os.getloadavg()[0], 2)],
+            "cpu_by_process": groups,
+            "processes": procs,
+            "emulators": emulators,
+        }
 
 
 def _rate(spec: str) -> float | None:
@@ -166,13 +175,20 @@ def _direction(lines: list[dict], d: str, rate_bps: float | None) -> dict:
     bunched = a.get("bunched", 0) - b.get("bunched", 0)
     seconds = lines[-1]["t_s"] - lines[0]["t_s"]  # the emulator's own clock
     mbps = (a["bytes_out"] - b.get("bytes_out", 0)) * 8 / seconds / 1e6 if seconds > 0 else 0.0
-    per_s = [(y[d].get("bunched", 0) - x[d].get("bunched", 0)) / n
-             for x, y in zip(lines, lines[1:]) if (n := y[d]["frames_out"] - x[d].get("frames_out", 0)) >= MIN_FRAMES]
-    return {"frames_out": frames, "bunched": bunched,
-            "bunched_pct": round(100 * bunched / frames, 1) if frames else 0.0,
-            "bunched_pct_max_1s": round(100 * max(per_s), 1) if per_s else 0.0,
-            "dropped_queue": a["dropped_queue"] - b.get("dropped_queue", 0), "mbps": round(mbps, 1),
-            "judged": frames >= MIN_FRAMES and (rate_bps is None or mbps * 1e6 >= MIN_UTILISATION * rate_bps)}
+    per_s = [
+        (y[d].get("bunched", 0) - x[d].get("bunched", 0)) / n
+        for x, y in zip(lines, lines[1:])
+        if (n := y[d]["frames_out"] - x[d].get("frames_out", 0)) >= MIN_FRAMES
+    ]
+    return {
+        "frames_out": frames,
+        "bunched": bunched,
+        "bunched_pct": round(100 * bunched / frames, 1) if frames else 0.0,
+        "bunched_pct_max_1s": round(100 * max(per_s), 1) if per_s else 0.0,
+        "dropped_queue": a["dropped_queue"] - b.get("dropped_queue", 0),
+        "mbps": round(mbps, 1),
+        "judged": frames >= MIN_FRAMES and (rate_bps is None or mbps * 1e6 >= MIN_UTILISATION * rate_bps),
+    }
 
 
 def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None]) -> dict[str, dict]:
@@ -189,8 +205,11 @@ def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None
         if not periods or not bps:
             continue
         pkt_us = FRAME_BYTES * 8 / bps * 1e6
-        out[name] = {"min_period_us": min(periods), "bottleneck_packet_us": round(pkt_us, 1),
-                     "times_bottleneck": round(pkt_us / min(periods), 2)}
+        out[name] = {
+            "min_period_us": min(periods),
+            "bottleneck_packet_us": round(pkt_us, 1),
+            "times_bottleneck": round(pkt_us / min(periods), 2),
+        }
     return out
 
 
@@ -213,15 +232,21 @@ def flags(host: dict, pacing: dict[str, dict] | None = None) -> list[str]:
             if not s.get("judged"):
                 continue
             if s["bunched_pct"] > BUNCHED_MAX * 100:
-                out.append(f"emulator {link} {d}: {s['bunched_pct']:.0f} % of {s['frames_out']} frames left bunched "
-                           f"(released late, limit {BUNCHED_MAX * 100:.0f} %)")
+                out.append(
+                    f"emulator {link} {d}: {s['bunched_pct']:.0f} % of {s['frames_out']} frames left bunched "
+                    f"(released late, limit {BUNCHED_MAX * 100:.0f} %)"
+                )
             elif s.get("bunched_pct_max_1s", 0) > BUNCHED_MAX_1S * 100:
-                out.append(f"emulator {link} {d}: {s['bunched_pct_max_1s']:.0f} % of the frames of one second left bunched "
-                           f"(released late, limit {BUNCHED_MAX_1S * 100:.0f} % in any second, {BUNCHED_MAX * 100:.0f} % overall)")
+                out.append(
+                    f"emulator {link} {d}: {s['bunched_pct_max_1s']:.0f} % of the frames of one second left bunched "
+                    f"(released late, limit {BUNCHED_MAX_1S * 100:.0f} % in any second, {BUNCHED_MAX * 100:.0f} % overall)"
+                )
     fast = {n: p for n, p in (pacing or {}).items() if p["times_bottleneck"] > PACING_MAX}
     if fast:
         worst = max(fast.values(), key=lambda p: p["times_bottleneck"])
-        out.append(f"{len(fast)} UDT sender(s) paced faster than the bottleneck, up to {worst['times_bottleneck']:.1f}x "
-                   f"(period {worst['min_period_us']:.0f} us, a packet takes {worst['bottleneck_packet_us']:.0f} us): "
-                   f"arrival timing was compressed (limit {PACING_MAX}x)")
+        out.append(
+            f"{len(fast)} UDT sender(s) paced faster than the bottleneck, up to {worst['times_bottleneck']:.1f}x "
+            f"(period {worst['min_period_us']:.0f} us, a packet takes {worst['bottleneck_packet_us']:.0f} us): "
+            f"arrival timing was compressed (limit {PACING_MAX}x)"
+        )
     return out

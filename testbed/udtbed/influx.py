@@ -36,6 +36,7 @@ def line(measurement: str, tags: dict[str, str], fields: dict[str, float], ts_ns
 
 def query(url: str, q: str, db: str = DB, timeout: float = 5) -> dict:
     import json
+
     u = f"{url}/query?" + urllib.parse.urlencode({"db": db, "q": q})
     with urllib.request.urlopen(u, timeout=timeout) as r:
         return json.loads(r.read())
@@ -91,8 +92,10 @@ class InfluxWriter:
                 lines.append(item)
             if lines:
                 try:
-                    self._post(f"{self.url}/write?" + urllib.parse.urlencode({"db": self.db, "precision": "ns"}),
-                               "\n".join(lines).encode())
+                    self._post(
+                        f"{self.url}/write?" + urllib.parse.urlencode({"db": self.db, "precision": "ns"}),
+                        "\n".join(lines).encode(),
+                    )
                     self.written += len(lines)
                 except Exception as e:  # noqa: BLE001
                     self._fail(e)
@@ -120,7 +123,7 @@ class LocalInfluxd:
         self.proc: subprocess.Popen | None = None
         self.tmp: str | None = None
 
-    def start(self, timeout: float = 10) -> "LocalInfluxd":
+    def start(self, timeout: float = 10) -> LocalInfluxd:
         exe = shutil.which("influxd")
         if not exe:
             raise RuntimeError("influxd is not installed (Debian package influxdb; make setup)")
@@ -170,7 +173,7 @@ bind-address = "127.0.0.1:{_free_port()}"
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
 
-    def __enter__(self) -> "LocalInfluxd":
+    def __enter__(self) -> LocalInfluxd:
         return self.start()
 
     def __exit__(self, *exc) -> None:

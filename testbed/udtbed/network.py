@@ -64,8 +64,10 @@ def mininet() -> tuple[Any, Any, str]:
         if "mininet" not in sys.modules and importlib.util.find_spec("mininet") is None:
             spec = importlib.machinery.PathFinder.find_spec("mininet", [str(MININET_SITE)])
             if spec is None or spec.loader is None:
-                raise MininetMissing(f"Mininet is not installed (no mininet package in {MININET_SITE}): "
-                                     "run `make setup` (it installs Debian's mininet)")
+                raise MininetMissing(
+                    f"Mininet is not installed (no mininet package in {MININET_SITE}): "
+                    "run `make setup` (it installs Debian's mininet)"
+                )
             module = importlib.util.module_from_spec(spec)
             sys.modules["mininet"] = module
             try:
@@ -207,10 +209,25 @@ def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[li
     cmds = [netem]
     if d.rate_bps:
         burst = max(FRAME_BYTES * 2, int(d.rate_bps / 8 / 1000))  # ~1 ms of tokens
-        cmds.append(["parent", "1:1", "handle", "10:", "tbf", "rate", f"{int(d.rate_bps)}bit",
-                     "burst", str(burst), "latency", "1s"])
-        cmds.append(["parent", "10:1", "handle", "20:"] +
-                    (["pfifo", "limit", str(packets)] if packets else ["bfifo", "limit", str(nbytes)]))
+        cmds.append(
+            [
+                "parent",
+                "1:1",
+                "handle",
+                "10:",
+                "tbf",
+                "rate",
+                f"{int(d.rate_bps)}bit",
+                "burst",
+                str(burst),
+                "latency",
+                "1s",
+            ]
+        )
+        cmds.append(
+            ["parent", "10:1", "handle", "20:"]
+            + (["pfifo", "limit", str(packets)] if packets else ["bfifo", "limit", str(nbytes)])
+        )
     return cmds
 
 
@@ -246,7 +263,7 @@ class Network:
     def address(self, host: str, net: str = "data") -> str:
         return self.topo.address(host, net)
 
-    def __enter__(self) -> "Network":
+    def __enter__(self) -> Network:
         try:
             self.build()
         except BaseException:
@@ -285,11 +302,30 @@ class Network:
         for h in topo.hosts:
             self._add_node(self.ns(h))
             # Enough socket memory for a BDP of TCP at 1 Gb/s x 110 ms.
-            sh("sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 67108864",
-               "net.ipv4.tcp_wmem=4096 65536 67108864", "net.ipv4.tcp_no_metrics_save=1", ns=self.ns(h))
+            sh(
+                "sysctl",
+                "-qw",
+                "net.ipv4.tcp_rmem=4096 131072 67108864",
+                "net.ipv4.tcp_wmem=4096 65536 67108864",
+                "net.ipv4.tcp_no_metrics_save=1",
+                ns=self.ns(h),
+            )
         for s in topo.switches:
             self._add_node(self.ns(s))
-            sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=self.ns(s))
+            sh(
+                "ip",
+                "link",
+                "add",
+                "name",
+                "br0",
+                "type",
+                "bridge",
+                "forward_delay",
+                "0",
+                "stp_state",
+                "0",
+                ns=self.ns(s),
+            )
             sh("ip", "link", "set", "dev", "br0", "up", ns=self.ns(s))
         counter: dict[str, int] = {}
         for link in topo.links:
@@ -328,14 +364,40 @@ class Network:
             log = open(self.workdir / f"linkem-{self.topo.name}-l{link.index}.log", "w")
             # How the emulator threads are scheduled (docs/testbed.md, "CPU and emulation timing").
             extra = os.environ.get("UDT_LINKEM_ARGS", LINKEM_ARGS).split()
-            p = subprocess.Popen(["ip", "netns", "exec", r, str(LINKEM), "--a", "ra", "--b", "rb",
-                                  "--a-to-b", spec_f, "--b-to-a", spec_r, "--stats", str(stats), *extra],
-                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            p = subprocess.Popen(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    r,
+                    str(LINKEM),
+                    "--a",
+                    "ra",
+                    "--b",
+                    "rb",
+                    "--a-to-b",
+                    spec_f,
+                    "--b-to-a",
+                    spec_r,
+                    "--stats",
+                    str(stats),
+                    *extra,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             log.close()
             self.emulators[link.index] = p
-            self.link_specs[link.index] = {"ends": [link.a, link.b], "net": link.net, "built_by": self.built_by,
-                                           "forward": spec_f, "reverse": spec_r, "stats": str(stats),
-                                           "linkem_args": extra}
+            self.link_specs[link.index] = {
+                "ends": [link.a, link.b],
+                "net": link.net,
+                "built_by": self.built_by,
+                "forward": spec_f,
+                "reverse": spec_r,
+                "stats": str(stats),
+                "linkem_args": extra,
+            }
         else:
             sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=r)
             for i in ("ra", "rb"):
@@ -346,14 +408,21 @@ class Network:
                 for args in netem_args(d, *q):
                     sh("tc", "qdisc", "add", "dev", dev, *args, ns=r)
                 cmds[dev] = netem_args(d, *q)
-            self.link_specs[link.index] = {"ends": [link.a, link.b], "net": link.net, "built_by": self.built_by,
-                                           "forward_tc": cmds["rb"], "reverse_tc": cmds["ra"],
-                                           "note": "netem has no loss seed here"}
+            self.link_specs[link.index] = {
+                "ends": [link.a, link.b],
+                "net": link.net,
+                "built_by": self.built_by,
+                "forward_tc": cmds["rb"],
+                "reverse_tc": cmds["ra"],
+                "note": "netem has no loss seed here",
+            }
         time.sleep(0.05)
         for i, p in self.emulators.items():
             if p.poll() is not None:
-                raise RuntimeError(f"udt-linkem for link {i} exited ({p.returncode}); see "
-                                   f"{self.workdir}/linkem-{self.topo.name}-l{i}.log")
+                raise RuntimeError(
+                    f"udt-linkem for link {i} exited ({p.returncode}); see "
+                    f"{self.workdir}/linkem-{self.topo.name}-l{i}.log"
+                )
 
     def _resolve_arp(self) -> None:
         """Ping every host pair once so that no experiment's first frames wait for ARP."""
@@ -361,10 +430,28 @@ class Network:
             hosts = [h for h in self.topo.hosts if any(h in (l.a, l.b) and l.net == net for l in self.topo.links)]
             procs = []
             for i, a in enumerate(hosts):
-                for b in hosts[i + 1:]:
-                    procs.append(subprocess.Popen(
-                        ["ip", "netns", "exec", self.ns(a), "ping", "-c", "2", "-i", "0.2", "-W", "2", "-q",
-                         self.topo.address(b, net)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                for b in hosts[i + 1 :]:
+                    procs.append(
+                        subprocess.Popen(
+                            [
+                                "ip",
+                                "netns",
+                                "exec",
+                                self.ns(a),
+                                "ping",
+                                "-c",
+                                "2",
+                                "-i",
+                                "0.2",
+                                "-W",
+                                "2",
+                                "-q",
+                                self.topo.address(b, net),
+                            ],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                    )
             for p in procs:
                 p.wait()
 

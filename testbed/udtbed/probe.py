@@ -38,7 +38,7 @@ def udp_sink(port: int, seconds: float) -> dict:
                 s.settimeout(1.0)  # the source is running: stop 1 s after it goes quiet
             last = now
             n += 1 if k else 0
-    except socket.timeout:
+    except TimeoutError:
         pass
     return {"packets": n, "span_s": (last - first) if n > 1 else 0.0}
 
@@ -87,7 +87,7 @@ def tcp_sink(port: int, seconds: float) -> dict:
             c, _ = srv.accept()
             served += 1
             threading.Thread(target=serve, args=(c,), daemon=True).start()
-    except socket.timeout:
+    except TimeoutError:
         pass
     return {"served": served}
 
@@ -135,13 +135,24 @@ def tcp_short(dst: str, port: int, size: int, count: int, workers: int, cc: str,
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="udtbed.probe")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("udp-sink"); p.add_argument("--port", type=int, required=True); p.add_argument("--seconds", type=float, default=10)
-    p = sub.add_parser("udp-source"); p.add_argument("--dst", required=True); p.add_argument("--port", type=int, required=True)
-    p.add_argument("--rate", type=float, required=True); p.add_argument("--seconds", type=float, default=2)
-    p = sub.add_parser("tcp-sink"); p.add_argument("--port", type=int, required=True); p.add_argument("--seconds", type=float, default=60)
-    p = sub.add_parser("tcp-short"); p.add_argument("--dst", required=True); p.add_argument("--port", type=int, required=True)
-    p.add_argument("--size", type=int, default=1 << 20); p.add_argument("--count", type=int, default=500)
-    p.add_argument("--workers", type=int, default=1); p.add_argument("--cc", default="cubic")
+    p = sub.add_parser("udp-sink")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--seconds", type=float, default=10)
+    p = sub.add_parser("udp-source")
+    p.add_argument("--dst", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--rate", type=float, required=True)
+    p.add_argument("--seconds", type=float, default=2)
+    p = sub.add_parser("tcp-sink")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--seconds", type=float, default=60)
+    p = sub.add_parser("tcp-short")
+    p.add_argument("--dst", required=True)
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--size", type=int, default=1 << 20)
+    p.add_argument("--count", type=int, default=500)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--cc", default="cubic")
     p.add_argument("--seconds", type=float, default=30)
     a = ap.parse_args(argv)
     if a.cmd == "udp-sink":

@@ -21,9 +21,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol, Sequence
+from typing import IO, Protocol
 
 from .network import PREFIX, REPO, Network, owner_alive
 from .network import cleanup as cleanup_namespaces
@@ -38,8 +39,15 @@ class Process(Protocol):
 class HostRuntime(Protocol):
     name: str
 
-    def spawn(self, host: str, argv: Sequence[str], *, stdout: Path | None = None,
-              stderr: Path | None = None, env: dict[str, str] | None = None) -> Process: ...
+    def spawn(
+        self,
+        host: str,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Process: ...
 
     def stop_all(self) -> None: ...
 
@@ -89,9 +97,14 @@ class NamespaceRuntime:
         out: IO | int = open(stdout, "wb") if stdout else subprocess.DEVNULL
         err: IO | int = open(stderr, "wb") if stderr else subprocess.DEVNULL
         try:
-            p = subprocess.Popen(["ip", "netns", "exec", self.net.ns(host), *argv], stdout=out, stderr=err,
-                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                 env={**os.environ, **(env or {})})
+            p = subprocess.Popen(
+                ["ip", "netns", "exec", self.net.ns(host), *argv],
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+            )
         finally:
             for f in (out, err):
                 if not isinstance(f, int):
@@ -172,13 +185,14 @@ class StacksImage:
     labels: dict[str, str]
 
     @classmethod
-    def resolve(cls, name: str = IMAGE) -> "StacksImage":
+    def resolve(cls, name: str = IMAGE) -> StacksImage:
         if why := docker_unusable():
             raise DockerError(f"{why}, or use --runtime netns")
         p = docker("image", "inspect", "--format", "{{json .}}", name, check=False)
         if p.returncode != 0:
-            raise DockerError(f"image {name} does not exist: build it with `make testbed-image` "
-                              f"(docker/Dockerfile.stacks)")
+            raise DockerError(
+                f"image {name} does not exist: build it with `make testbed-image` (docker/Dockerfile.stacks)"
+            )
         info = json.loads(p.stdout)
         image = cls(name, info["Id"], (info.get("Config") or {}).get("Labels") or {})
         for file, path in IMAGE_FILES.items():
@@ -189,9 +203,13 @@ class StacksImage:
     def check_file(self, file: str, path: Path) -> None:
         want = self.labels.get(_LABEL + file)
         if want is None:
-            raise DockerError(f"image {self.name} has no {file} (label {_LABEL}{file}): rebuild it with `make testbed-image`")
+            raise DockerError(
+                f"image {self.name} has no {file} (label {_LABEL}{file}): rebuild it with `make testbed-image`"
+            )
         if want != _sha256(path):
-            raise DockerError(f"image {self.name} holds another {file} than {path}: rebuild it with `make testbed-image`")
+            raise DockerError(
+                f"image {self.name} holds another {file} than {path}: rebuild it with `make testbed-image`"
+            )
 
     def program(self, argv0: str) -> str:
         """The image's path for a host program: the project's binaries by name, this Python as
@@ -202,8 +220,10 @@ class StacksImage:
         if not path.is_absolute():
             return argv0
         if path.name not in IMAGE_FILES:
-            raise DockerError(f"{argv0} is not in image {self.name} (it has {', '.join(IMAGE_FILES)} "
-                              "and Debian's iperf3, python3, ping)")
+            raise DockerError(
+                f"{argv0} is not in image {self.name} (it has {', '.join(IMAGE_FILES)} "
+                "and Debian's iperf3, python3, ping)"
+            )
         self.check_file(path.name, path)
         return f"/usr/local/bin/{path.name}"
 
@@ -254,6 +274,7 @@ def _exit_codes(names: list[str]) -> dict[str, int]:
 
 def _stop(procs: list[DockerProcess], timeout: float) -> None:
     """Stop ``procs`` together (one docker call per step, not per container), then remove them."""
+
     def running() -> list[DockerProcess]:
         pending = [p for p in procs if p.returncode is None]
         codes = _exit_codes([p.name for p in pending]) if pending else {}
@@ -291,18 +312,43 @@ class DockerRuntime:
         ns = self.net.ns(host)
         proc = DockerProcess(f"{PREFIX}{self.net.tag}-c{next(_names)}-{host}", argv)
         dirs = {self.net.workdir.resolve()} | {Path(f).resolve().parent for f in (stdout, stderr) if f}
-        cmd = ["run", "--detach", "--name", proc.name, "--hostname", host,
-               "--label", f"org.udtbed.run={self.net.tag}", "--label", f"org.udtbed.host={host}",
-               "--network", "none", "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW",
-               "--mount", f"type=bind,src=/run/netns/{ns},dst=/run/netns/{ns},readonly"]
+        cmd = [
+            "run",
+            "--detach",
+            "--name",
+            proc.name,
+            "--hostname",
+            host,
+            "--label",
+            f"org.udtbed.run={self.net.tag}",
+            "--label",
+            f"org.udtbed.host={host}",
+            "--network",
+            "none",
+            "--cap-add",
+            "SYS_ADMIN",
+            "--cap-add",
+            "NET_ADMIN",
+            "--cap-add",
+            "NET_RAW",
+            "--mount",
+            f"type=bind,src=/run/netns/{ns},dst=/run/netns/{ns},readonly",
+        ]
         for d in sorted(dirs):
             cmd += ["--mount", f"type=bind,src={d},dst={d}"]
         for k, v in (env or {}).items():
             cmd += ["--env", f"{k}={v}"]
         if self.cpuset:
             cmd += ["--cpuset-cpus", self.cpuset]
-        cmd += [self.image.id, "udtbed-exec", f"/run/netns/{ns}", str(stdout or "/dev/null"), str(stderr or "/dev/null"),
-                self.image.program(argv[0]), *argv[1:]]
+        cmd += [
+            self.image.id,
+            "udtbed-exec",
+            f"/run/netns/{ns}",
+            str(stdout or "/dev/null"),
+            str(stderr or "/dev/null"),
+            self.image.program(argv[0]),
+            *argv[1:],
+        ]
         self.procs.append(proc)  # before the container exists: stop_all removes it even if `run` is interrupted
         docker(*cmd)
         return proc

@@ -23,8 +23,8 @@ from .network import REPO
 
 @dataclass
 class Sample:
-    t: float       # seconds since the receiver's start of measurement
-    bytes: int     # cumulative bytes received
+    t: float  # seconds since the receiver's start of measurement
+    bytes: int  # cumulative bytes received
 
 
 class Stack:
@@ -61,8 +61,18 @@ class UdtCli(Stack):
         return True, str(self.binary)
 
     def receiver(self, port, stats):
-        return [str(self.binary), "recv", "--listen", f"0.0.0.0:{port}", "--output", "/dev/null",
-                "--stats", str(stats), "--stats-interval", "200"], None
+        return [
+            str(self.binary),
+            "recv",
+            "--listen",
+            f"0.0.0.0:{port}",
+            "--output",
+            "/dev/null",
+            "--stats",
+            str(stats),
+            "--stats-interval",
+            "200",
+        ], None
 
     def sender(self, dst, port, seconds, stats=None):
         argv = [str(self.binary), "send", "--connect", f"{dst}:{port}", "--input", "/dev/zero"]
@@ -81,8 +91,10 @@ class UdtCli(Stack):
         return out
 
 
-_IPERF_LINE = re.compile(r"\[\s*\d+\]\s+([\d.]+)-\s*([\d.]+)\s+sec\s+([\d.]+)\s+([KMGT]?)Bytes\s+[\d.]+\s+[KMGT]?bits/sec\s*$")
-_UNIT = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
+_IPERF_LINE = re.compile(
+    r"\[\s*\d+\]\s+([\d.]+)-\s*([\d.]+)\s+sec\s+([\d.]+)\s+([KMGT]?)Bytes\s+[\d.]+\s+[KMGT]?bits/sec\s*$"
+)
+_UNIT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
 class Iperf3Tcp(Stack):

@@ -44,8 +44,7 @@ class TopologyError(ValueError):
 # --- value parsing (same syntax as udt-linkem's link spec) ---------------------------------
 
 _DELAY_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-_RATE_UNITS = {"bit": 1, "bps": 1, "kbit": 1e3, "kbps": 1e3, "mbit": 1e6, "mbps": 1e6,
-               "gbit": 1e9, "gbps": 1e9}
+_RATE_UNITS = {"bit": 1, "bps": 1, "kbit": 1e3, "kbps": 1e3, "mbit": 1e6, "mbps": 1e6, "gbit": 1e9, "gbps": 1e9}
 
 
 def parse_delay(text: str) -> float:
@@ -60,8 +59,9 @@ def parse_rate(text: str) -> float | None:
         return None
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*", text.lower())
     if not m or m.group(2) not in _RATE_UNITS:
-        raise ValueError(f"rate {text!r}: want bits/s with a unit (bit, kbit, mbit, gbit), "
-                         "e.g. '622mbit', or 'unlimited'")
+        raise ValueError(
+            f"rate {text!r}: want bits/s with a unit (bit, kbit, mbit, gbit), e.g. '622mbit', or 'unlimited'"
+        )
     v = float(m.group(1)) * _RATE_UNITS[m.group(2)]
     if v <= 0:
         raise ValueError(f"rate {text!r} must be positive")
@@ -100,7 +100,7 @@ class Queue:
     min_packets: int = 0
 
     @staticmethod
-    def parse(text: str) -> "Queue":
+    def parse(text: str) -> Queue:
         t = text.replace(" ", "").lower()
         m = re.fullmatch(r"max\((bdp),(\d+)p\)|max\((\d+)p,(bdp)\)", t)
         if m:
@@ -351,11 +351,17 @@ def load(path: str | Path) -> Topology:
     def names(table: str) -> list[str]:
         t = data.get(table, {})
         if not isinstance(t, dict):
-            raise fail(f"[{table}] must be a table of names, e.g. '{table[:-1] if table == 'hosts' else 'sw'} = {{}}'", table)
+            raise fail(
+                f"[{table}] must be a table of names, e.g. '{table[:-1] if table == 'hosts' else 'sw'} = {{}}'", table
+            )
         for n, v in t.items():
             if not NAME_RE.match(n):
-                raise fail(f"{table[:-1] if table == 'hosts' else 'switch'} name {n!r}: use 1-12 "
-                           "lowercase letters/digits, starting with a letter", table, n)
+                raise fail(
+                    f"{table[:-1] if table == 'hosts' else 'switch'} name {n!r}: use 1-12 "
+                    "lowercase letters/digits, starting with a letter",
+                    table,
+                    n,
+                )
             if v != {}:
                 raise fail(f"{n!r}: takes no options yet; write '{n} = {{}}'", table, n)
         return list(t)
@@ -390,7 +396,9 @@ def load(path: str | Path) -> Topology:
                     kw["seed"] = v
                     continue
                 if not isinstance(v, str):
-                    raise ValueError(f"{k} must be a string, e.g. {k} = \"{ {'delay': '55ms', 'rate': '1gbit', 'queue': '1000p', 'loss': '0.001', 'bdp_rtt': '110ms'}[k]}\"")
+                    raise ValueError(
+                        f'{k} must be a string, e.g. {k} = "{ {"delay": "55ms", "rate": "1gbit", "queue": "1000p", "loss": "0.001", "bdp_rtt": "110ms"}[k] }"'
+                    )
                 if k == "delay":
                     kw["delay_s"] = parse_delay(v)
                 elif k == "rate":
@@ -414,27 +422,44 @@ def load(path: str | Path) -> Topology:
                 raise fail(f"unknown key {k!r} in [[link]] (known: {', '.join(sorted(LINK_KEYS))})", "link", i, k)
         ends = raw.get("ends")
         if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) for e in ends)):
-            raise fail("[[link]] needs ends = [\"a\", \"b\"]", "link", i, "ends" if "ends" in raw else None)
+            raise fail('[[link]] needs ends = ["a", "b"]', "link", i, "ends" if "ends" in raw else None)
         a, b = ends
         for e in ends:
             if e not in hosts and e not in switches:
-                raise fail(f"link end {e!r} is neither a host nor a switch (hosts: {', '.join(hosts)}"
-                           f"{'; switches: ' + ', '.join(switches) if switches else ''})", "link", i, "ends")
+                raise fail(
+                    f"link end {e!r} is neither a host nor a switch (hosts: {', '.join(hosts)}"
+                    f"{'; switches: ' + ', '.join(switches) if switches else ''})",
+                    "link",
+                    i,
+                    "ends",
+                )
         if a == b:
             raise fail(f"link from {a!r} to itself", "link", i, "ends")
         net = raw.get("net", "data")
         if not (isinstance(net, str) and NAME_RE.match(net)):
-            raise fail(f"net {net!r}: use 1-12 lowercase letters/digits (it names the hosts' interface)", "link", i, "net")
+            raise fail(
+                f"net {net!r}: use 1-12 lowercase letters/digits (it names the hosts' interface)", "link", i, "net"
+            )
         if net not in nets:
             nets.append(net)
         for e in ends:
             if e in switches:
                 if switch_net.setdefault(e, net) != net:
-                    raise fail(f"switch {e!r} is on net {switch_net[e]!r} and {net!r}; a switch serves one net", "link", i, "net")
+                    raise fail(
+                        f"switch {e!r} is on net {switch_net[e]!r} and {net!r}; a switch serves one net",
+                        "link",
+                        i,
+                        "net",
+                    )
             else:
                 if (e, net) in host_nets:
-                    raise fail(f"host {e!r} already has a link on net {net!r} (line {host_nets[(e, net)]}); "
-                               "join several links with a switch", "link", i, "ends")
+                    raise fail(
+                        f"host {e!r} already has a link on net {net!r} (line {host_nets[(e, net)]}); "
+                        "join several links with a switch",
+                        "link",
+                        i,
+                        "ends",
+                    )
                 host_nets[(e, net)] = loc.line("link", i, "ends")
         for sub in ("forward", "reverse"):
             if sub in raw and not isinstance(raw[sub], dict):
@@ -445,8 +470,16 @@ def load(path: str | Path) -> Topology:
     for h in hosts:
         if not any(h in (l.a, l.b) for l in links):
             raise fail(f"host {h!r} has no link", "hosts", h)
-    topo = Topology(name=name, path=path, hosts=hosts, switches=switch_net | {s: "data" for s in switches if s not in switch_net},
-                    links=links, paper=str(data.get("paper", "")), description=str(data.get("description", "")), nets=nets)
+    topo = Topology(
+        name=name,
+        path=path,
+        hosts=hosts,
+        switches=switch_net | {s: "data" for s in switches if s not in switch_net},
+        links=links,
+        paper=str(data.get("paper", "")),
+        description=str(data.get("description", "")),
+        nets=nets,
+    )
     _check_tree(topo, fail)
     return topo
 
@@ -463,7 +496,12 @@ def _check_tree(topo: Topology, fail) -> None:
     for link in topo.links:
         ra, rb = find(f"{link.net}/{link.a}"), find(f"{link.net}/{link.b}")
         if ra == rb:
-            raise fail(f"link {link.a}–{link.b} closes a loop on net {link.net!r}; bridges run no STP", "link", link.index, "ends")
+            raise fail(
+                f"link {link.a}–{link.b} closes a loop on net {link.net!r}; bridges run no STP",
+                "link",
+                link.index,
+                "ends",
+            )
         parent[ra] = rb
 
 
