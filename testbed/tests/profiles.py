@@ -1,37 +1,46 @@
-"""Shared runner for the quick profiles: one part, scale 0.1, fixed seeds (in the topology
-files), short duration, no InfluxDB."""
+"""Shared runner for the quick profiles: one part of an experiment file, scale 0.1, fixed seeds
+(in the topology files), the profile's duration, no InfluxDB; judged by the part's bands."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from udtbed.experiments import Experiment, Flow, Part, Run, run_experiment
+from udtbed.experiment import Experiment, Part, load_all
 from udtbed.influx import InfluxWriter
+from udtbed.results import StackResult
+from udtbed.runner import Run, run_experiment
 from udtbed.stacks import all_stacks
 
 SCALE = 0.1
 
 
 def udt_stacks() -> list[str]:
-    """UDT stacks to profile: PROFILE_STACKS, else every available one of udt / libudt."""
-    want = os.environ.get("PROFILE_STACKS", "udt,libudt").split(",")
+    """UDT stacks to profile: PROFILE_STACKS, else every available one of udt-rs / libudt."""
+    want = os.environ.get("PROFILE_STACKS", "udt-rs,libudt").split(",")
     stacks = all_stacks()
     return [s for s in want if s in stacks and stacks[s].available()[0]]
 
 
+def profile_cases() -> list[tuple[str, str, str]]:
+    """(experiment, part, stack) for every part with a ``profile`` table and every UDT stack
+    it runs, from the experiment files."""
+    out = []
+    for exp in load_all().values():
+        for part in exp.parts:
+            if part.profile is None:
+                continue
+            for stack in udt_stacks():
+                if part.profile.stacks is None or stack in part.profile.stacks:
+                    out.append((exp.name, part.label, stack))
+    return out
+
+
 def run_profile(
-    tmp_path: Path,
-    topology: str,
-    flows: list[tuple[str, str]],
-    stack: str,
-    duration: float,
-    bands: Callable[[dict], None],
-    influx: InfluxWriter | None = None,
-    exp_name: str = "profile",
-) -> dict:
-    """One part, judged by ``bands`` (asserts on the stack's result).
+    tmp_path: Path, exp: Experiment, part: Part, stack: str, influx: InfluxWriter | None = None
+) -> StackResult:
+    """One part at its profile's duration, judged by the part's bands (udtbed.bands).
 
     A part whose emulation timing was flagged (hostwatch: bunched releases, a UDT sender pacing
     faster than the bottleneck) measured the machine as well as the stack (docs/testbed.md,
@@ -39,32 +48,34 @@ def run_profile(
     sender into loss, below them: a flagged part that meets the bands passes, its flags
     printed. A flagged part that misses them runs once more, since the miss may be the
     machine's. A miss without a flag fails at once; two flagged misses fail, saying so."""
-    part = Part(topology, topology, [Flow(f"{s}-{d}", s, d) for s, d in flows])
+    assert part.profile is not None, f"{exp.name}/{part.label} has no profile table"
+    one = replace(exp, parts=(part,))
     missed: list[str] = []
     for attempt in (1, 2):
         run = Run(
-            tmp_path / f"try{attempt}", SCALE, duration, "linkem", influx or InfluxWriter(None), f"test-{os.getpid()}"
+            tmp_path / f"try{attempt}",
+            SCALE,
+            part.profile.duration,
+            "linkem",
+            influx or InfluxWriter(None),
+            f"test-{os.getpid()}",
         )
-        res = run_experiment(run, Experiment(exp_name, topology, "", [part]), [all_stacks()[stack]])
-        p = res["parts"][0]
-        assert p["calibration_ok"], p["calibration"]
-        r = p["stacks"][stack]
-        for f in r["flows"]:  # into the test's captured output, for the bands' "measured" notes
-            print(f"     {f['name']}: time to 90 % {f.get('time_to_90pct_s')} s, mean {f['mean_mbps']:.1f} Mb/s")
-        timing = (r.get("host") or {}).get("flags") or []
-        try:
-            bands(r)
-        except AssertionError as e:
-            if not timing:
-                raise
-            missed.append(
-                f"attempt {attempt}: {str(e).splitlines()[0][:300]} -- with emulation timing off: {'; '.join(timing)}"
-            )
-            print(f"     {missed[-1]}")
-            continue
-        if timing:
-            print(f"     attempt {attempt}: met the bands with emulation timing off ({'; '.join(timing)})")
-        return r
+        p = run_experiment(run, one, [all_stacks()[stack]]).parts[0]
+        assert p.calibration_ok, p.calibration
+        r = p.stacks[stack]
+        for f in r.flows:  # into the test's captured output, for the bands' "measured" notes
+            print(f"     {f.name}: time to 90 % {f.time_to_90pct_s} s, mean {f.mean_mbps:.1f} Mb/s")
+        missing = [v for v in r.verdicts if not v.ok]
+        timing = r.timing_flags
+        if not missing:
+            if timing:
+                print(f"     attempt {attempt}: met the bands with emulation timing off ({'; '.join(timing)})")
+            return r
+        why = "\n".join(v.line() + f"\n       paper: {v.paper}" for v in missing)
+        if not timing:
+            raise AssertionError(f"{exp.name}/{part.label} on {stack} missed its bands:\n{why}\n{r.flows}")
+        missed.append(f"attempt {attempt}: {why} -- with emulation timing off: {'; '.join(timing)}")
+        print(f"     {missed[-1]}")
     raise AssertionError(
         "missed the bands in both attempts, each with emulation timing off (machine too loaded?):\n" + "\n".join(missed)
     )

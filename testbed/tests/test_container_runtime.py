@@ -16,7 +16,8 @@ import pytest
 from conftest import dead_pid
 from test_cleanup import netns_inodes, processes_in
 from udtbed import network, runtime
-from udtbed.experiments import EXPERIMENTS, Run, run_experiment
+from udtbed.experiment import load_all
+from udtbed.runner import Run, run_experiment
 from udtbed.influx import InfluxWriter
 from udtbed.runtime import DockerError, DockerRuntime, StacksImage
 from udtbed.stacks import all_stacks
@@ -71,8 +72,8 @@ class ContainerWatch(threading.Thread):
 
 @docker_test
 def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
-    exp = EXPERIMENTS["efficiency"]
-    exp = dataclasses.replace(exp, parts=[p for p in exp.parts if p.label == "chicago-local"])
+    exp = load_all()["efficiency"]
+    exp = dataclasses.replace(exp, parts=tuple(p for p in exp.parts if p.label == "chicago-local"))
     backend, _ = network.choose_backend("auto")
     hosts: dict[int, str] = {}  # namespace inode -> topology host
 
@@ -94,12 +95,12 @@ def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
     watch = ContainerWatch(prefix)
     watch.start()
     try:
-        res = run_experiment(run, exp, [all_stacks()["udt"]])
+        res = run_experiment(run, exp, [all_stacks()["udt-rs"]])
     finally:
         watch.done.set()
         watch.join()
-    flow = res["parts"][0]["stacks"]["udt"]["flows"][0]
-    assert flow["mean_mbps"] >= 50, f"{flow['mean_mbps']:.1f} Mb/s over the 100 Mb/s link"
+    flow = res.parts[0].stacks["udt-rs"].flows[0]
+    assert flow.mean_mbps >= 50, f"{flow.mean_mbps:.1f} Mb/s over the 100 Mb/s link"
     udts = {n: s for n, s in watch.seen.items() if s["comm"] == "udt"}
     assert sorted(hosts.get(s["net"], "?") for s in udts.values()) == ["chicago", "local"], (
         f"one udt in each host's namespace; seen {watch.seen}, hosts {hosts}"
@@ -124,7 +125,7 @@ def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image
             "--experiments",
             "efficiency",
             "--stacks",
-            "udt",
+            "udt-rs",
             "--duration",
             "30",
             "--influx",
@@ -207,7 +208,7 @@ def test_docker_runtime_refuses_clearly_and_builds_nothing(tmp_path, env, image_
             "--experiments",
             "efficiency",
             "--stacks",
-            "udt",
+            "udt-rs",
             "--influx",
             "none",
             "--results",

@@ -11,7 +11,7 @@ import time
 import pytest
 from conftest import have_linkem
 from udtbed import hostwatch
-from udtbed.experiments import TOPOLOGIES
+from udtbed.experiment import TOPOLOGIES_DIR as TOPOLOGIES
 from udtbed.network import Network
 from udtbed.runtime import NamespaceRuntime
 from udtbed.topology import load

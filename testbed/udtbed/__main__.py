@@ -24,14 +24,31 @@ from pathlib import Path
 
 from . import network, runtime
 from .calibrate import calibrate
-from .experiments import EXPERIMENTS, TOPOLOGIES, CalibrationError, Run, run_experiment
+from udtconf.progress import Progress
+
+from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentError, load_all
+from .experiment import load as load_experiment
 from .influx import InfluxWriter, LocalInfluxd
 from .network import Network, choose_backend
+from .runner import CalibrationError, Run, planned_seconds, run_experiment
 from .stacks import all_stacks
 from .topology import TopologyError, load
 
 REPO = network.REPO
 AUTO_SCALES = [1.0, 0.5, 0.2, 0.1, 0.05]
+# The run's metadata copied into every experiment's result.
+RESULT_META = (
+    "run_id",
+    "commit",
+    "backend",
+    "backend_reason",
+    "scale",
+    "scale_reason",
+    "seed",
+    "host_runtime",
+    "host_image",
+    "host_cpuset",
+)
 
 
 def _interrupt(signum, frame):
@@ -59,7 +76,7 @@ def choose_scale(requested: str, backend: str, log) -> tuple[float, str]:
     """A fixed SCALE, or the largest of AUTO_SCALES whose calibration on chicago-amsterdam passes."""
     if requested != "auto":
         return float(requested), "requested"
-    topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
+    topo = load(TOPOLOGIES_DIR / "chicago-amsterdam.toml")
     rejected = []
     for s in AUTO_SCALES:
         log(f"scale auto: calibrating chicago-amsterdam at scale {s}")
@@ -74,12 +91,28 @@ def choose_scale(requested: str, backend: str, log) -> tuple[float, str]:
     raise CalibrationError("no scale calibrates: " + "; ".join(rejected))
 
 
+def select_experiments(directory: Path, wanted: str) -> list[Experiment]:
+    """The experiments named in ``wanted`` (comma-separated; '' = the default set, 'all')."""
+    known = load_all(directory)
+    if wanted in ("", "default"):
+        return [e for e in known.values() if e.default]
+    if wanted == "all":
+        return list(known.values())
+    out = []
+    for n in (x.strip() for x in wanted.split(",") if x.strip()):
+        if n not in known:
+            raise ExperimentError(f"unknown experiment {n!r} (have {', '.join(known)} in {directory})")
+        out.append(known[n])
+    return out
+
+
 def cmd_run(a: argparse.Namespace) -> int:
-    names = [e.strip() for e in a.experiments.split(",") if e.strip()]
-    for n in names:
-        if n not in EXPERIMENTS:
-            print(f"udtbed: unknown experiment {n!r} (have {', '.join(EXPERIMENTS)})", file=sys.stderr)
-            return 2
+    try:
+        exps = select_experiments(Path(a.experiments_dir), a.experiments)
+    except ExperimentError as e:
+        print(f"udtbed: {e}", file=sys.stderr)
+        return 2
+    names = [e.name for e in exps]
     stacks_all = all_stacks()
     stacks = []
     for s in [x.strip() for x in a.stacks.split(",") if x.strip()]:
@@ -157,27 +190,15 @@ def cmd_run(a: argparse.Namespace) -> int:
             rate_tol=a.rate_tol_pct / 100,
             host_runtime=host_runtime,
         )
-        for n in names:
-            res = run_experiment(run, EXPERIMENTS[n], stacks)
-            res |= {
-                k: meta[k]
-                for k in (
-                    "run_id",
-                    "commit",
-                    "backend",
-                    "backend_reason",
-                    "scale",
-                    "scale_reason",
-                    "seed",
-                    "host_runtime",
-                    "host_image",
-                    "host_cpuset",
-                )
-            }
-            path = outdir / f"{n}.json"
-            path.write_text(json.dumps(res, indent=1))
-            meta["results"][n] = path.name
-            print(f"   wrote {path}")
+        total = planned_seconds(run, exps, len(stacks))
+        with Progress(f"udtbed run {run_id}: {', '.join(names)}", total) as progress:
+            run.progress = progress
+            for exp in exps:
+                res = run_experiment(run, exp, stacks)
+                res.run = {k: meta[k] for k in RESULT_META}
+                path = res.write(outdir / f"{exp.name}.json")
+                meta["results"][exp.name] = path.name
+                progress.log(f"   wrote {path}")
         meta["status"] = "ok"
     except KeyboardInterrupt:
         print(
@@ -214,17 +235,40 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_check(a: argparse.Namespace) -> int:
+    """Topology files and experiment files (told apart by an experiment's [[part]] tables)."""
     bad = 0
-    for f in a.files:
+    for f in map(Path, a.files):
         try:
-            t = load(f)
-            print(
-                f"{f}: ok ({len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links, nets {', '.join(t.nets)})"
-            )
-        except TopologyError as e:
+            if f.is_file() and "[[part]]" in f.read_text():
+                e = load_experiment(f)
+                bands = sum(len(p.bands) for p in e.parts)
+                profiles = sum(1 for p in e.parts if p.profile)
+                print(f"{f}: ok (experiment, {len(e.parts)} parts, {bands} bands, {profiles} quick profiles)")
+            else:
+                t = load(f)
+                what = f"{len(t.hosts)} hosts, {len(t.switches)} switches, {len(t.links)} links"
+                print(f"{f}: ok ({what}, nets {', '.join(t.nets)})")
+        except (TopologyError, ExperimentError) as e:
             print(e, file=sys.stderr)
             bad += 1
     return 1 if bad else 0
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    try:
+        exps = load_all(Path(a.experiments_dir))
+    except ExperimentError as e:
+        print(f"udtbed: {e}", file=sys.stderr)
+        return 2
+    print(f"experiments ({a.experiments_dir}; * = in the default run):")
+    for e in exps.values():
+        parts = ", ".join(p.label for p in e.parts)
+        print(f"  {'*' if e.default else ' '} {e.name:14s} {e.figure}: {e.title} [{parts}]")
+    print("stacks (conformance/stacks/*/meta.toml):")
+    for name, s in all_stacks().items():
+        ok, why = s.available()
+        print(f"    {name:14s} {s.protocol}: {'available' if ok else 'NOT AVAILABLE'} ({why})")
+    return 0
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
@@ -244,10 +288,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run experiments and write results + report")
-    r.add_argument("--experiments", default=",".join(EXPERIMENTS))
+    r.add_argument(
+        "--experiments",
+        default="default",
+        help="comma-separated experiment names, 'default' (those with default = true) or 'all'",
+    )
+    r.add_argument(
+        "--experiments-dir", default=str(EXPERIMENTS_DIR), help="where the experiment files are (default experiments/)"
+    )
     r.add_argument("--scale", default="0.1", help="rate multiplier, or 'auto' (default 0.1)")
     r.add_argument("--duration", type=float, default=20.0, help="seconds per stack and part (default 20)")
-    r.add_argument("--stacks", default="udt,libudt,tcp-cubic,tcp-bbr")
+    r.add_argument("--stacks", default="udt-rs,libudt,tcp-cubic,tcp-bbr", help="names from conformance/stacks/")
     r.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
     r.add_argument("--influx", default="local", help="'local' (influxd under the results dir), 'none', or a URL")
     r.add_argument("--calibration", default="refuse", choices=["refuse", "flag"])
@@ -265,8 +316,10 @@ def main(argv: list[str] | None = None) -> int:
         "--image", default=runtime.IMAGE, help=f"the stacks' image for --runtime docker (default {runtime.IMAGE})"
     )
     r.add_argument("--cpuset", help="--runtime docker: pin the containers to these CPUs (docker --cpuset-cpus, e.g. 1)")
-    c = sub.add_parser("check", help="validate topology files")
+    c = sub.add_parser("check", help="validate topology and experiment files")
     c.add_argument("files", nargs="+")
+    ls = sub.add_parser("list", help="the experiments and the stacks")
+    ls.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR))
     k = sub.add_parser("calibrate", help="build a topology and calibrate one path")
     k.add_argument("topology")
     k.add_argument("src")
@@ -288,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_run(a)
     if a.cmd == "check":
         return cmd_check(a)
+    if a.cmd == "list":
+        return cmd_list(a)
     if a.cmd == "calibrate":
         try:
             return cmd_calibrate(a)

@@ -1,4 +1,10 @@
-"""Self-contained HTML report of a run directory: plots inline as base64 PNG (matplotlib)."""
+"""Self-contained HTML report of a run directory (plots inline as base64 PNG, matplotlib).
+
+It answers "did it reproduce?" first: a summary table with every paper result of the run, its
+tolerance band at the run's scale and each stack's figure with ✓ / ✕, each row linking down to
+its part. The parts follow: calibration, the host-timing flags, one plot with every stack and
+the paper's figure as a reference line, and the table of flows and metrics.
+"""
 
 from __future__ import annotations
 
@@ -7,77 +13,211 @@ import html
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
-CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
+from .results import ExperimentResult, PartResult, StackResult, Verdict  # noqa: E402
+
+CSS = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#b00}.ok{color:#070}
-.note{color:#555}img{max-width:100%}"""
+.note{color:#555}img{max-width:100%}td.l{text-align:left}.mark{font-weight:bold}
+table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}.small{font-size:85%}"""
+# Paper figures in the plots: UDT dashed, TCP dotted.
+PAPER_STYLE = {"udt": "--", "tcp": ":"}
+MARK_CLASS = {True: "ok", False: "bad", None: "bad"}
 
 
-def _png(fig) -> str:
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
     plt.close(fig)
     return f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
-def _fmt(x, nd=1) -> str:
+def _fmt(x: float | None, nd: int = 1) -> str:
     return "–" if x is None else f"{x:.{nd}f}"
 
 
-def _part_bulk(part: dict, scale: float) -> str:
-    stacks = part["stacks"]
-    flows = [f["name"] for f in next(iter(stacks.values()))["flows"]] if stacks else []
-    out = []
-    fig, axes = plt.subplots(1, len(stacks), figsize=(4.2 * len(stacks), 3), squeeze=False, sharey=True)
-    for ax, (name, s) in zip(axes[0], stacks.items()):
-        for f in s["flows"]:
-            if f["series_1s"]:
-                t, x = zip(*f["series_1s"])
-                ax.plot(t, x, label=f["name"])
-        ax.set_title(name)
-        ax.set_xlabel("s")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("Mb/s (receiver, 1 s)")
-    axes[0][0].legend(fontsize=8)
-    out.append(_png(fig))
-    paper = part.get("paper", {})
-    rows = [
-        "<tr><th>flow</th>"
-        + "".join(f"<th>paper UDT ×{scale}</th><th>paper TCP ×{scale}</th>" if i == 0 else "" for i in range(1))
-        + "".join(f"<th>{html.escape(n)}</th>" for n in stacks)
+def _e(s: object) -> str:
+    return html.escape(str(s))
+
+
+def anchor(exp: ExperimentResult, part: PartResult) -> str:
+    return f"{exp.experiment}--{part.label}"
+
+
+# --- the summary --------------------------------------------------------------------------------
+
+
+def _bounds(v: Verdict) -> str:
+    lo, hi = v.low, v.high
+    if lo is not None and hi is not None:
+        return f"{lo:.3g} – {hi:.3g}"
+    return f"≥ {lo:.3g}" if lo is not None else f"≤ {hi:.3g}" if hi is not None else "–"
+
+
+def _verdict_cell(v: Verdict | None) -> str:
+    if v is None:
+        return "<td class=note>–</td>"
+    value = "not measured" if v.value is None else f"{v.value:.3g}"
+    title = _e(v.line())
+    return f"<td class={MARK_CLASS[v.ok]} title='{title}'>{value} <span class=mark>{v.mark}</span></td>"
+
+
+def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
+    head = (
+        "<tr><th>experiment</th><th>part</th><th>what is judged</th><th>paper</th><th>band (this scale)</th>"
+        + "".join(f"<th>{_e(s)}</th>" for s in stacks)
         + "</tr>"
-    ]
-    for fl in flows:
-        pu, pt = paper.get("udt", {}).get(fl), paper.get("tcp", {}).get(fl)
-        rows.append(
-            f"<tr><td>{fl}</td><td>{_fmt(pu and pu * scale)}</td><td>{_fmt(pt and pt * scale)}</td>"
-            + "".join(
-                f"<td>{_fmt(next(f['mean_mbps'] for f in s['flows'] if f['name'] == fl))}</td>" for s in stacks.values()
-            )
-            + "</tr>"
-        )
-    for key, label in (
-        ("aggregate_mbps", "aggregate Mb/s"),
-        ("jain_index", "Jain's index"),
-        ("stability_index", "stability index"),
-        ("join_mbps", "join throughput (2×min)"),
-    ):
-        vals = [s["metrics"].get(key) for s in stacks.values()]
-        if any(v is not None for v in vals):
-            pj = paper.get("udt", {}).get("join") if key == "join_mbps" else None
+    )
+    rows = []
+    met = {s: [0, 0] for s in stacks}
+    for exp in results:
+        for part in exp.parts:
+            link = f"<a href='#{anchor(exp, part)}'>{_e(part.label)}</a>"
+            first = f"<td class=l>{_e(exp.figure)}</td><td class=l>{link}</td>"
+            judged = {s: r for s, r in part.stacks.items() if r.verdicts}
+            if judged:
+                bands = next(iter(judged.values())).verdicts
+                for i, v in enumerate(bands):
+                    cells = []
+                    for s in stacks:
+                        r = part.stacks.get(s)
+                        vv = r.verdicts[i] if r is not None and i < len(r.verdicts) else None
+                        if vv is not None:
+                            met[s][1] += 1
+                            met[s][0] += bool(vv.ok)
+                        cells.append(_verdict_cell(vv))
+                    rows.append(
+                        f"<tr>{first}<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
+                        f"<td>{_bounds(v)}</td>{''.join(cells)}</tr>"
+                    )
+            rows.extend(_paper_rows(first, exp, part, stacks))
+    total = "".join(f"<td><b>{m[0]} / {m[1]}</b></td>" if m[1] else "<td class=note>–</td>" for m in met.values())
+    rows.append(f"<tr><td class=l colspan=5><b>bands met</b></td>{total}</tr>")
+    return (
+        "<h2>Did it reproduce?</h2><p class=note>Every band stands for a paper figure (hover a row for why it "
+        "is where it is; docs/testbed.md). ✓ met, ✕ missed, ? not measured; – the band does not judge "
+        "that stack (TCP is the papers' comparison, not held to UDT's bands). Mb/s are at the run's scale.</p>"
+        f"<table class=summary>{head}{''.join(rows)}</table>"
+    )
+
+
+def _paper_rows(first: str, exp: ExperimentResult, part: PartResult, stacks: list[str]) -> list[str]:
+    """The paper's numbers that no band judges: each beside every stack's figure, unjudged."""
+    rows = []
+    if "short_tcp" in part.paper:
+        base = part.paper["short_tcp"]
+        counts = sorted(int(k) for k in base)
+        if len(counts) >= 2 and base[str(counts[0])]:
+            lo, hi = counts[0], counts[-1]
+            want = base[str(hi)] / base[str(lo)]
+            cells = []
+            for s in stacks:
+                r = part.stacks.get(s)
+                pts = {p.bulk_flows: p.short_aggregate_mbps for p in r.points} if r else {}
+                ratio = pts[hi] / pts[lo] if pts.get(lo) and hi in pts else None
+                cells.append(f"<td>{_fmt(ratio, 2)}</td>")
             rows.append(
-                f"<tr><td>{label}</td><td>{_fmt(pj and pj * scale)}</td><td></td>"
-                + "".join(f"<td>{_fmt(v, 3 if 'index' in key else 1)}</td>" for v in vals)
-                + "</tr>"
+                f"<tr>{first}<td class=l>short TCP aggregate with {hi} bulk flows / with {lo}</td>"
+                f"<td class=l>{want:.2f} ({base[str(hi)]:g} / {base[str(lo)]:g} Mb/s)</td><td>–</td>"
+                f"{''.join(cells)}</tr>"
             )
+        return rows
+    for proto, flows in part.paper.items():
+        for flow, mbps in flows.items():
+            cells = []
+            for s in stacks:
+                r = part.stacks.get(s)
+                val = None
+                if r is not None and flow == "join":
+                    val = r.metrics.get("join_mbps")
+                elif r is not None:
+                    val = next((f.mean_mbps for f in r.flows if f.name == flow), None)
+                cells.append(
+                    f"<td>{_fmt(val)}</td>" if r is None or r.protocol == proto else f"<td class=note>{_fmt(val)}</td>"
+                )
+            what = "join throughput (n × slowest)" if flow == "join" else f"{flow}: mean Mb/s"
+            rows.append(
+                f"<tr>{first}<td class=l>{_e(what)}</td><td class=l>{proto.upper()} {mbps:g} × {exp.scale:g} = "
+                f"{mbps * exp.scale:.1f}</td><td>–</td>{''.join(cells)}</tr>"
+            )
+    return rows
+
+
+# --- the parts ----------------------------------------------------------------------------------
+
+
+def _paper_lines(ax: Any, part: PartResult, scale: float, flows: list[str] | None) -> None:
+    for proto, per in part.paper.items():
+        for flow, mbps in per.items():
+            if proto not in PAPER_STYLE or (flows is not None and flow not in flows):
+                continue
+            ax.axhline(mbps * scale, color="k", lw=0.9, ls=PAPER_STYLE[proto], alpha=0.6)
+            ax.annotate(f"paper {proto.upper()} {flow}", (0, mbps * scale), fontsize=7, va="bottom", alpha=0.7)
+
+
+def _part_bulk(part: PartResult, scale: float) -> str:
+    stacks = part.stacks
+    names = [f.name for f in next(iter(stacks.values())).flows]
+    out = []
+    if len(names) == 1:
+        # One flow: every stack on one set of axes, against the paper's figure.
+        fig, ax = plt.subplots(figsize=(7.5, 3.2))
+        for name, s in stacks.items():
+            if s.flows and s.flows[0].series_1s:
+                t, x = zip(*s.flows[0].series_1s, strict=True)
+                ax.plot(t, x, label=name)
+        _paper_lines(ax, part, scale, None)
+        ax.set_xlabel("s")
+        ax.set_ylabel("Mb/s (receiver, 1 s)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    else:
+        fig, axes = plt.subplots(1, len(stacks), figsize=(4.2 * len(stacks), 3), squeeze=False, sharey=True)
+        for ax, (name, s) in zip(axes[0], stacks.items(), strict=True):
+            for f in s.flows:
+                if f.series_1s:
+                    t, x = zip(*f.series_1s, strict=True)
+                    ax.plot(t, x, label=f.name)
+            if s.protocol in part.paper:
+                for flow, mbps in part.paper[s.protocol].items():
+                    if flow in names:
+                        ax.axhline(mbps * scale, color="k", lw=0.8, ls=PAPER_STYLE.get(s.protocol, "--"), alpha=0.5)
+            ax.set_title(name)
+            ax.set_xlabel("s")
+            ax.grid(alpha=0.3)
+        axes[0][0].set_ylabel("Mb/s (receiver, 1 s); paper dashed")
+        axes[0][0].legend(fontsize=8)
+    out.append(_png(fig))
+    head = "<tr><th>flow</th><th>paper UDT ×scale</th><th>paper TCP ×scale</th>"
+    rows = [head + "".join(f"<th>{_e(n)}</th>" for n in stacks) + "</tr>"]
+    for fl in names:
+        pu, pt = part.paper.get("udt", {}).get(fl), part.paper.get("tcp", {}).get(fl)
+        cells = "".join(f"<td>{_fmt(s.flow(fl).mean_mbps)}</td>" for s in stacks.values())
+        rows.append(
+            f"<tr><td>{_e(fl)}</td><td>{_fmt(pu and pu * scale)}</td><td>{_fmt(pt and pt * scale)}</td>{cells}</tr>"
+        )
+    labels = {
+        "aggregate_mbps": "aggregate Mb/s",
+        "jain_index": "Jain's index",
+        "stability_index": "stability index",
+        "join_mbps": "join throughput (n × slowest)",
+    }
+    for key, label in labels.items():
+        vals = [s.metrics.get(key) for s in stacks.values()]
+        if any(v is not None for v in vals):
+            pj = part.paper.get("udt", {}).get("join") if key == "join_mbps" else None
+            cells = "".join(f"<td>{_fmt(v, 3 if 'index' in key else 1)}</td>" for v in vals)
+            rows.append(f"<tr><td>{label}</td><td>{_fmt(pj and pj * scale)}</td><td></td>{cells}</tr>")
     out.append("<table>" + "".join(rows) + "</table>")
-    ttt = [(n, f["name"], f.get("time_to_90pct_s")) for n, s in stacks.items() for f in s["flows"]]
+    ttt = [(n, f.name, f.time_to_90pct_s) for n, s in stacks.items() for f in s.flows]
     out.append(
         '<p class="note">time to 90 % of the bottleneck (paper: 7.5 s): '
         + ", ".join(f"{n}/{fl} {_fmt(t)} s" for n, fl, t in ttt)
@@ -86,32 +226,33 @@ def _part_bulk(part: dict, scale: float) -> str:
     return "\n".join(out)
 
 
-def _part_friendly(part: dict) -> str:
+def _part_short_tcp(part: PartResult) -> str:
     """Short-flow aggregate per bulk-flow count, absolute and relative to no bulk flows: the
     relative figure is the one comparable across scales (paper: 69 -> 48 Mb/s, i.e. 0.70)."""
     fig, ax = plt.subplots(figsize=(5, 3))
-    counts = [p["bulk_flows"] for p in next(iter(part["stacks"].values()))["points"]]
-    rows = [
-        "<tr><th>stack: short TCP Mb/s (share of no-bulk) at bulk flows</th>"
-        + "".join(f"<th>{n}</th>" for n in counts)
-        + "</tr>"
-    ]
-    rows.append(
-        "<tr><td>paper (1 Gb/s, 5 at a time)</td>"
-        + "".join(f"<td>{ {0: '69 (1.00)', 10: '48 (0.70)'}.get(n, '') }</td>" for n in counts)
-        + "</tr>"
-    )
-    for name, s in part["stacks"].items():
-        ns = [p["bulk_flows"] for p in s["points"]]
-        ys = [p["short_aggregate_mbps"] for p in s["points"]]
+    counts = [p.bulk_flows for p in next(iter(part.stacks.values())).points]
+    paper = {int(k): v for k, v in part.paper.get("short_tcp", {}).items()}
+    base = paper.get(min(paper)) if paper else None
+    head = "<tr><th>stack: short TCP Mb/s (share of no-bulk) at bulk flows</th>"
+    rows = [head + "".join(f"<th>{n}</th>" for n in counts) + "</tr>"]
+    if paper and base:
+        cells = "".join(f"<td>{f'{paper[n]:g} ({paper[n] / base:.2f})' if n in paper else ''}</td>" for n in counts)
+        rows.append(f"<tr><td>paper (1 Gb/s, 5 at a time)</td>{cells}</tr>")
+    for name, s in part.stacks.items():
+        ns = [p.bulk_flows for p in s.points]
+        ys = [p.short_aggregate_mbps for p in s.points]
         rel = [y / ys[0] if ys and ys[0] else None for y in ys]
-        ax.plot(ns, rel, "o-", label=name)
-        rows.append(
-            f"<tr><td>{name} ({s.get('short_tcp_workers', 5)} at a time)</td>"
-            + "".join(f"<td>{y:.1f} ({_fmt(r, 2)})</td>" for y, r in zip(ys, rel))
-            + "</tr>"
+        ax.plot(ns, [float("nan") if r is None else r for r in rel], "o-", label=name)
+        cells = "".join(f"<td>{y:.1f} ({_fmt(r, 2)})</td>" for y, r in zip(ys, rel, strict=True))
+        rows.append(f"<tr><td>{_e(name)} ({s.short_tcp_workers} at a time)</td>{cells}</tr>")
+    if paper and base:
+        xs = sorted(paper)
+        ax.plot(
+            xs,
+            [paper[x] / base for x in xs],
+            "k--",
+            label="paper " + " -> ".join(f"{paper[x]:g}" for x in xs) + " Mb/s",
         )
-    ax.plot([0, 10], [1.0, 48 / 69], "k--", label="paper 69 -> 48 Mb/s")
     ax.set_xlabel("bulk flows")
     ax.set_ylabel("short TCP aggregate / no-bulk")
     ax.legend(fontsize=8)
@@ -119,11 +260,13 @@ def _part_friendly(part: dict) -> str:
     return _png(fig) + "<table>" + "".join(rows) + "</table>"
 
 
-def _timing_flags(part: dict) -> str:
-    """The parts whose emulation or stacks' timing was off (``host.flags``, udtbed.hostwatch)."""
+def _timing_flags(part: PartResult) -> str:
+    """The stacks whose emulation or own timing was off (``host.flags``, udtbed.hostwatch)."""
     rows = []
-    for name, s in part["stacks"].items():
-        hosts = [(p["bulk_flows"], p.get("host")) for p in s["points"]] if "points" in s else [(None, s.get("host"))]
+    for name, s in part.stacks.items():
+        hosts: list[tuple[int | None, dict[str, Any] | None]] = (
+            [(p.bulk_flows, p.host) for p in s.points] if s.points else [(None, s.host)]
+        )
         for n, h in hosts:
             if h and h.get("flags"):
                 rows.append(f"{name}{f' ({n} bulk)' if n is not None else ''}: " + "; ".join(h["flags"]))
@@ -131,53 +274,75 @@ def _timing_flags(part: dict) -> str:
         return ""
     return (
         "<p class='bad'>Timing off, so these results are not the protocols' alone "
-        "(docs/testbed.md, CPU and emulation timing):<br>" + "<br>".join(html.escape(r) for r in rows) + "</p>"
+        "(docs/testbed.md, CPU and emulation timing):<br>" + "<br>".join(_e(r) for r in rows) + "</p>"
     )
+
+
+def _verdicts(part: PartResult) -> str:
+    lines = [f"<li>{_e(s)}: {_e(v.line())}</li>" for s, r in part.stacks.items() for v in r.verdicts]
+    return f"<ul class='small'>{''.join(lines)}</ul>" if lines else ""
+
+
+def _calibration(part: PartResult) -> str:
+    rows = "".join(
+        f"<tr><td>{_e(c['src'])}→{_e(c['dst'])}</td>"
+        f"<td>{_fmt(c['expected_rtt_ms'], 3)}</td><td>{_fmt(c['rtt_ms'], 3)}</td>"
+        f"<td>{_fmt(c['expected_rate_mbps'])}</td><td>{_fmt(c['rate_mbps'])}</td>"
+        f"<td class={'ok' if c['ok'] else 'bad'}>{'ok' if c['ok'] else 'OFF'}</td></tr>"
+        for c in part.calibration
+    )
+    head = "<tr><th>path</th><th>RTT want ms</th><th>RTT ms</th><th>rate want Mb/s</th><th>rate Mb/s</th><th></th></tr>"
+    return f"<table>{head}{rows}</table>"
+
+
+def _stack_order(results: list[ExperimentResult]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in results:
+        for p in r.parts:
+            for s in p.stacks:
+                seen.setdefault(s)
+    return list(seen)
+
+
+def _is_short_tcp(s: StackResult) -> bool:
+    return bool(s.points)
+
+
+def render(meta: dict[str, Any], results: list[ExperimentResult]) -> str:
+    image = meta.get("host_image")
+    head = [
+        f"<h1>UDT testbed run {_e(meta['run_id'])}</h1>",
+        f"<p>commit {_e(meta.get('commit'))}, backend <b>{_e(meta.get('backend'))}</b> "
+        f"({_e(meta.get('backend_reason', ''))}), "
+        f"scale <b>{_e(meta.get('scale'))}</b> ({_e(meta.get('scale_reason'))}), "
+        f"duration {_e(meta.get('duration_s'))} s per stack, host runtime {_e(meta.get('host_runtime'))}"
+        + (f" (image {_e(image['name'])} {_e(image['id'][:19])})" if image else "")
+        + f", status {_e(meta.get('status'))}</p>",
+        _summary(results, _stack_order(results)),
+    ]
+    body = []
+    for res in results:
+        body.append(
+            f"<h2>{_e(res.title)} ({_e(res.figure)})</h2><p class='note'>{_e(res.note)} "
+            f"Summaries leave out the first {res.warmup_s:.1f} s.</p>"
+        )
+        for part in res.parts:
+            body.append(f"<h3 id='{anchor(res, part)}'>{_e(part.label)}: {_e(part.topology_paper)}</h3>")
+            body.append(_calibration(part))
+            body.append(_timing_flags(part))
+            first = next(iter(part.stacks.values()), None)
+            if first is None:
+                continue
+            body.append(_part_short_tcp(part) if _is_short_tcp(first) else _part_bulk(part, res.scale))
+            body.append(_verdicts(part))
+    title = f"udtbed {_e(meta['run_id'])}"
+    return f"<!doctype html><meta charset=utf-8><title>{title}</title><style>{CSS}</style>" + "\n".join(head + body)
 
 
 def write_report(outdir: Path) -> Path:
     outdir = Path(outdir)
     meta = json.loads((outdir / "run.json").read_text())
-    parts = [
-        f"<h1>UDT testbed run {html.escape(meta['run_id'])}</h1>",
-        f"<p>commit {meta.get('commit')}, backend <b>{meta.get('backend')}</b> ({html.escape(meta.get('backend_reason', ''))}), "
-        f"scale <b>{meta.get('scale')}</b> ({html.escape(str(meta.get('scale_reason')))}), "
-        f"duration {meta.get('duration_s')} s per stack, host runtime {meta.get('host_runtime')}"
-        + (
-            f" (image {html.escape(meta['host_image']['name'])} {html.escape(meta['host_image']['id'][:19])})"
-            if meta.get("host_image")
-            else ""
-        )
-        + f", status {meta.get('status')}</p>",
-    ]
-    for name, fname in meta.get("results", {}).items():
-        res = json.loads((outdir / fname).read_text())
-        scale = res["scale"]
-        parts.append(
-            f"<h2>{html.escape(res['title'])} ({html.escape(res['figure'])})</h2><p class='note'>{html.escape(res['note'])} "
-            f"Summaries leave out the first {res['warmup_s']:.1f} s.</p>"
-        )
-        for part in res["parts"]:
-            cal = "".join(
-                f"<tr><td>{c['src']}→{c['dst']}</td><td>{_fmt(c['expected_rtt_ms'], 3)}</td><td>{_fmt(c['rtt_ms'], 3)}</td>"
-                f"<td>{_fmt(c['expected_rate_mbps'])}</td><td>{_fmt(c['rate_mbps'])}</td>"
-                f"<td class={'ok' if c['ok'] else 'bad'}>{'ok' if c['ok'] else 'OFF'}</td></tr>"
-                for c in part["calibration"]
-            )
-            parts.append(
-                f"<h3>{html.escape(part['label'])}: {html.escape(part['topology_paper'])}</h3>"
-                "<table><tr><th>path</th><th>RTT want ms</th><th>RTT ms</th><th>rate want Mb/s</th><th>rate Mb/s</th><th></th></tr>"
-                + cal
-                + "</table>"
-            )
-            first = next(iter(part["stacks"].values()), None)
-            if first is None:
-                continue
-            parts.append(_part_friendly(part) if "points" in first else _part_bulk(part, scale))
-            parts.append(_timing_flags(part))
+    results = [ExperimentResult.read(outdir / fname) for fname in meta.get("results", {}).values()]
     path = outdir / "report.html"
-    path.write_text(
-        f"<!doctype html><meta charset=utf-8><title>udtbed {meta['run_id']}</title><style>{CSS}</style>"
-        + "\n".join(parts)
-    )
+    path.write_text(render(meta, results))
     return path

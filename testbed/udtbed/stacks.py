@@ -1,24 +1,30 @@
 """Transport stacks under test, behind one interface: start a bulk receiver and sender, and
-read the receiver's progress as ``(t, cumulative bytes)`` samples.
+read the receiver's progress as ``(t, cumulative bytes)`` samples, a line at a time.
 
-- :class:`UdtCli`: any stack with the shared ``udt`` CLI contract (our Rust ``udt``, the
-  libudt 4.11 peer): ``recv --listen --output /dev/null --stats``, ``send --connect --input
-  /dev/zero --stats`` (an endless stream the runner stops at the end of the run).
-- :class:`Iperf3Tcp`: kernel TCP with a chosen congestion control (cubic, bbr) via iperf3; the
-  server's per-interval report (``--forceflush``) is the receiver's series.
+Which stacks exist is not decided here: the one registry is ``conformance/stacks/*/meta.toml``
+(:func:`udtconf.stacks.registry`), whose ``[bulk]`` table says how each runs a bulk transfer:
+
+- ``contract = "udt-cli"`` → :class:`UdtCli`: the shared ``udt`` CLI contract (docs/cli.md) of
+  our Rust ``udt`` and the libudt 4.11 peer: ``recv --listen --output /dev/null --stats``,
+  ``send --connect --input /dev/zero --stats`` (an endless stream the runner stops at the end).
+- ``contract = "iperf3"`` → :class:`Iperf3Tcp`: kernel TCP with a chosen congestion control
+  (cubic, bbr) via iperf3; the server's per-interval report (``--forceflush``) is the
+  receiver's series.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .network import REPO
+from udtconf import stacks as registry
 
 
 @dataclass
@@ -29,7 +35,7 @@ class Sample:
 
 class Stack:
     name: str
-    kind: str  # "udt" or "tcp"
+    protocol: str  # "udt" or "tcp": which of the papers' numbers and bands apply
 
     def available(self) -> tuple[bool, str]:
         raise NotImplementedError
@@ -42,25 +48,42 @@ class Stack:
         """argv of a bulk sender; ``stats``: where a stack that has them writes its sender stats."""
         raise NotImplementedError
 
-    def parse(self, text: str) -> list[Sample]:
+    def line_parser(self) -> Callable[[str], Sample | None]:
+        """A parser for one receiver's progress file, fed its complete lines in order: the
+        sample a line holds, if any. One parser per file (it may keep state across lines)."""
         raise NotImplementedError
+
+    def parse(self, text: str) -> list[Sample]:
+        parse = self.line_parser()
+        return [s for s in map(parse, text.splitlines()) if s is not None]
+
+
+def parse_stats_line(line: str) -> Sample | None:
+    """A periodic line of the stats JSON contract (docs/cli.md), not the summary."""
+    try:
+        d = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(d, dict) or d.get("summary") or "t" not in d:
+        return None
+    return Sample(float(d["t"]), int(d["bytes"]))
 
 
 class UdtCli(Stack):
-    kind = "udt"
+    protocol = "udt"
 
-    def __init__(self, name: str, binary: Path):
-        self.name, self.binary = name, binary
+    def __init__(self, name: str, binary: Path, build: str | None = None):
+        self.name, self.binary, self.build = name, binary, build
 
     def available(self) -> tuple[bool, str]:
         if not os.access(self.binary, os.X_OK):
-            return False, f"{self.binary} is not built"
+            return False, f"{self.binary} is not built" + (f" ({self.build})" if self.build else "")
         p = subprocess.run([str(self.binary), "--help"], capture_output=True, text=True)
         if "recv" not in p.stdout + p.stderr:
             return False, f"{self.binary} --help does not show the udt CLI contract"
         return True, str(self.binary)
 
-    def receiver(self, port, stats):
+    def receiver(self, port: int, stats: Path) -> tuple[list[str], Path | None]:
         return [
             str(self.binary),
             "recv",
@@ -74,21 +97,13 @@ class UdtCli(Stack):
             "200",
         ], None
 
-    def sender(self, dst, port, seconds, stats=None):
+    def sender(self, dst: str, port: int, seconds: float, stats: Path | None = None) -> list[str]:
         argv = [str(self.binary), "send", "--connect", f"{dst}:{port}", "--input", "/dev/zero"]
         # The sender's pacing (period_us) shows whether timing artifacts made it faster than the path.
         return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
 
-    def parse(self, text):
-        out = []
-        for line in text.splitlines():
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line being written
-            if not d.get("summary"):
-                out.append(Sample(float(d["t"]), int(d["bytes"])))
-        return out
+    def line_parser(self) -> Callable[[str], Sample | None]:
+        return parse_stats_line
 
 
 _IPERF_LINE = re.compile(
@@ -98,11 +113,10 @@ _UNIT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
 class Iperf3Tcp(Stack):
-    kind = "tcp"
+    protocol = "tcp"
 
-    def __init__(self, cc: str):
-        self.cc = cc
-        self.name = f"tcp-{cc}"
+    def __init__(self, name: str, cc: str):
+        self.name, self.cc = name, cc
 
     def available(self) -> tuple[bool, str]:
         if not shutil.which("iperf3"):
@@ -115,29 +129,48 @@ class Iperf3Tcp(Stack):
             return False, f"congestion control {self.cc} is not available (have {' '.join(avail)})"
         return True, f"kernel TCP {self.cc} via iperf3"
 
-    def receiver(self, port, stats):
+    def receiver(self, port: int, stats: Path) -> tuple[list[str], Path | None]:
         return ["iperf3", "-s", "-1", "-p", str(port), "-i", "0.2", "--forceflush", "-f", "k"], stats
 
-    def sender(self, dst, port, seconds, stats=None):
+    def sender(self, dst: str, port: int, seconds: float, stats: Path | None = None) -> list[str]:
         return ["iperf3", "-c", dst, "-p", str(port), "-t", str(int(seconds) + 30), "-C", self.cc, "-i", "0"]
 
-    def parse(self, text):
-        out, total = [], 0
-        for line in text.splitlines():
+    def line_parser(self) -> Callable[[str], Sample | None]:
+        total = 0
+
+        def parse(line: str) -> Sample | None:
+            # Interval lines only: the final summary ends in 'sender'/'receiver'. iperf3 reports
+            # bytes per interval; the sample carries the running total.
+            nonlocal total
             m = _IPERF_LINE.search(line)
-            if m:  # interval lines only: the final summary ends in 'sender'/'receiver'
-                total += int(float(m.group(3)) * _UNIT[m.group(4)])
-                out.append(Sample(float(m.group(2)), total))
-        return out
+            if not m:
+                return None
+            total += int(float(m.group(3)) * _UNIT[m.group(4)])
+            return Sample(float(m.group(2)), total)
+
+        return parse
+
+
+def from_registry(entry: registry.Stack) -> Stack | None:
+    """The testbed's driver of a registry stack, or None when it has no ``[bulk]`` table."""
+    bulk = entry.bulk
+    if bulk is None:
+        return None
+    if bulk.contract == "udt-cli":
+        assert bulk.binary is not None  # the registry's loader checked it
+        return UdtCli(entry.name, bulk.binary, bulk.build)
+    assert bulk.congestion_control is not None
+    return Iperf3Tcp(entry.name, bulk.congestion_control)
 
 
 def all_stacks() -> dict[str, Stack]:
-    return {
-        "udt": UdtCli("udt", Path(os.environ.get("UDT_BIN", REPO / "impl/target/release/udt"))),
-        "libudt": UdtCli("libudt", Path(os.environ.get("LIBUDT_PEER", REPO / "build/libudt-peer"))),
-        "tcp-cubic": Iperf3Tcp("cubic"),
-        "tcp-bbr": Iperf3Tcp("bbr"),
-    }
+    """Every stack of the registry that can run a bulk transfer, by its registry name."""
+    out = {}
+    for name, entry in registry.registry().items():
+        stack = from_registry(entry)
+        if stack is not None:
+            out[name] = stack
+    return out
 
 
 def resample(samples: list[Sample], offset: float, step: float, end: float) -> list[tuple[float, float]]:
@@ -149,7 +182,7 @@ def resample(samples: list[Sample], offset: float, step: float, end: float) -> l
     def at(x: float) -> float:
         if x <= pts[0][0]:
             return 0.0 if x < pts[0][0] else pts[0][1]
-        for (t0, b0), (t1, b1) in zip(pts, pts[1:]):
+        for (t0, b0), (t1, b1) in itertools.pairwise(pts):
             if t0 <= x <= t1:
                 return b0 + (b1 - b0) * (x - t0) / (t1 - t0) if t1 > t0 else b1
         return pts[-1][1]

@@ -1,0 +1,131 @@
+"""Experiment files (experiments/*.toml): the shipped ones load, a bad one is refused with
+file:line and what is wrong, and bands judge a result the way the report and the profiles read
+it."""
+
+from pathlib import Path
+
+import pytest
+from udtbed.bands import judge_all
+from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError, load, load_all
+from udtbed.report import render
+from udtbed.results import ExperimentResult, FlowResult, PartResult, StackResult
+
+GOOD = """
+name = "tiny"
+title = "One flow on the local path"
+figure = "test"
+[[part]]
+label = "local"
+topology = "chicago-local"
+flows = [{ name = "f", src = "chicago", dst = "local" }]
+paper = { udt = { f = 940 } }
+profile = { duration = 10 }
+[[part.band]]
+metric = "mean_mbps"
+flow = "f"
+min = 0.8
+of = "capacity"
+paper = "940 of 1000 Mb/s"
+why = "because"
+[[part.band]]
+metric = "time_to_90pct_s"
+flow = "f"
+max = 5
+paper = "7.5 s"
+why = "because"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "tiny") -> Path:
+    p = tmp_path / f"{name}.toml"
+    p.write_text(text)
+    return p
+
+
+def test_every_shipped_experiment_loads_and_names_a_paper_figure():
+    exps = load_all()
+    assert {"efficiency", "fairness", "join", "friendliness"} <= {n for n, e in exps.items() if e.default}
+    for e in exps.values():
+        for part in e.parts:
+            assert part.topology.is_file()
+            for band in part.bands:
+                assert band.paper and band.why, (e.name, part.label, band)
+    assert sum(1 for e in exps.values() for p in e.parts if p.profile) >= 7
+
+
+@pytest.mark.parametrize(
+    ("change", "message", "line"),
+    [
+        (('figure = "test"', 'figure = "test"\ncolour = "red"'), "unknown key 'colour'", 5),
+        (('metric = "mean_mbps"', 'metric = "goodness"'), "metric 'goodness' is not one of", 10),
+        (('dst = "local"', 'dst = "mars"'), "dst 'mars' is not a host of chicago-local.toml", 5),
+        (('why = "because"\n[[part.band]]', "[[part.band]]"), "'why' must say which paper figure", 10),
+        (('topology = "chicago-local"', 'topology = "atlantis"'), "topology 'atlantis'", 8),
+        (('of = "capacity"', 'of = "furlongs"'), "of = 'furlongs' is not one of", 10),
+    ],
+)
+def test_a_bad_experiment_file_is_refused_with_file_line_and_why(tmp_path, change, message, line):
+    old, new = change
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(ExperimentError) as e:
+        load(path)
+    assert str(e.value).startswith(f"{path}:"), e.value
+    assert message in str(e.value), e.value
+
+
+def test_name_must_match_the_file(tmp_path):
+    with pytest.raises(ExperimentError, match="differs from the file name"):
+        load(write(tmp_path, GOOD, name="other"))
+
+
+def flow(name: str, mbps: list[float], cap: float | None = 100.0) -> FlowResult:
+    series = [(float(i + 1), x) for i, x in enumerate(mbps)]
+    t90 = next((t for t, x in series if cap and x >= 0.9 * cap), None)
+    return FlowResult(name, "chicago", "local", 0.0, series, [], sum(mbps) / len(mbps), 0, cap, t90)
+
+
+def test_bands_judge_in_units_of_the_run_scale(tmp_path):
+    part = load(write(tmp_path, GOOD)).parts[0]
+    fast = StackResult("udt-rs", "udt", [flow("f", [50, 95, 95, 95])])
+    slow = StackResult("libudt", "udt", [flow("f", [10, 20, 70, 75])])
+    tcp = StackResult("tcp-cubic", "tcp", [flow("f", [95] * 4)])
+    v_fast = judge_all(part, fast, scale=0.1, warmup_s=1.0, duration_s=4.0)
+    assert [v.ok for v in v_fast] == [True, True]
+    assert v_fast[0].low == pytest.approx(80.0) and v_fast[1].high == 5.0
+    assert "set for 10 s runs" in v_fast[0].note  # a 4 s run judged against a 10 s profile's band
+    v_slow = judge_all(part, slow, scale=0.1, warmup_s=1.0, duration_s=10.0)
+    assert [v.ok for v in v_slow] == [False, None] and v_slow[1].line().startswith("? ")
+    assert judge_all(part, tcp, 0.1, 1.0, 10.0) == []  # UDT's bands do not judge TCP
+
+
+def test_report_summary_answers_did_it_reproduce_first(tmp_path):
+    exp = load(write(tmp_path, GOOD))
+    part = exp.parts[0]
+    stacks = {
+        "udt-rs": StackResult("udt-rs", "udt", [flow("f", [50, 95, 95, 95])]),
+        "libudt": StackResult("libudt", "udt", [flow("f", [10, 20, 70, 75])]),
+    }
+    for s in stacks.values():
+        s.verdicts = judge_all(part, s, 0.1, 1.0, 10.0)
+    res = ExperimentResult(
+        "tiny", exp.title, exp.figure, "", 0.1, 10.0, 1.0, "linkem",
+        [PartResult("local", "chicago-local", "chicago-local.toml", "", [], [], True, part.paper, stacks)],
+    )  # fmt: skip
+    page = render({"run_id": "r1", "status": "ok", "scale": 0.1}, [ExperimentResult.from_dict(_roundtrip(res))])
+    summary = page[page.index("Did it reproduce?") : page.index("<h2>One flow")]
+    marks = [summary.count(f"<span class=mark>{m}</span>") for m in "✓✕?"]
+    assert marks == [2, 1, 1], marks
+    assert "<b>2 / 2</b>" in summary and "<b>0 / 2</b>" in summary
+    assert "UDT 940 × 0.1 = 94.0" in summary and "href='#tiny--local'" in summary
+    assert "id='tiny--local'" in page
+
+
+def _roundtrip(res: ExperimentResult) -> dict:
+    import json
+
+    return json.loads(res.to_json())
+
+
+def test_shipped_experiments_dir_is_the_default():
+    assert EXPERIMENTS_DIR.name == "experiments" and (EXPERIMENTS_DIR / "efficiency.toml").is_file()

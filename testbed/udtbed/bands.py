@@ -1,0 +1,75 @@
+"""Judging a stack's part against the part's tolerance bands (``[[part.band]]`` of the
+experiment files): the same verdicts for the report's summary and the quick profiles' asserts.
+
+A band's bounds are given in units (``of``) that make it independent of the run's scale: a
+fraction of the bottleneck, of a fair share, or Mb/s at the paper's rates. A run shorter than a
+band was set for is judged all the same, with a note: the band's measured ranges are for the
+profile's duration.
+"""
+
+from __future__ import annotations
+
+from .experiment import Band, Part
+from .results import StackResult, Verdict
+
+
+def metric_value(band: Band, res: StackResult, warmup_s: float) -> float | None:
+    """The value ``band`` bounds, from ``res`` (None: not measured)."""
+    if band.metric == "mean_mbps":
+        f = res.flow(band.flow or "")
+        return f.mean_after(band.after_s if band.after_s is not None else warmup_s)
+    if band.metric == "time_to_90pct_s":
+        return res.flow(band.flow or "").time_to_90pct_s
+    if band.metric == "flow_ratio":
+        num, den = res.flow(band.flow or "").mean_mbps, res.flow(band.over or "").mean_mbps
+        return num / den if den > 0 else None
+    return res.metrics.get(band.metric)
+
+
+def unit_value(band: Band, res: StackResult, scale: float) -> float | None:
+    """What 1.0 of the band's ``of`` unit is in this run, Mb/s (None: no capacity known)."""
+    if band.of == "absolute":
+        return 1.0
+    if band.of == "paper_mbps":
+        return scale
+    caps = (
+        [res.flow(band.flow).capacity_mbps]
+        if band.flow and band.metric in ("mean_mbps",)
+        else [f.capacity_mbps for f in res.flows]
+    )
+    known = [c for c in caps if c]
+    if not known:
+        return None
+    cap = max(known)
+    return cap / len(res.flows) if band.of == "fair_share" else cap
+
+
+def judge(band: Band, res: StackResult, scale: float, warmup_s: float, duration_s: float, part: Part) -> Verdict:
+    unit = unit_value(band, res, scale)
+    low = band.min * unit if band.min is not None and unit is not None else None
+    high = band.max * unit if band.max is not None and unit is not None else None
+    value = metric_value(band, res, warmup_s)
+    ok: bool | None = None
+    note = ""
+    if value is None or unit is None:
+        note = "not measured" if value is None else "no bottleneck rate to scale the band by"
+    else:
+        ok = (low is None or value >= low) and (high is None or value <= high)
+    if part.profile and duration_s < part.profile.duration:
+        note = "; ".join(n for n in (note, f"the band is set for {part.profile.duration:g} s runs") if n)
+    return Verdict(
+        metric=band.metric,
+        band=band.describe(),
+        paper=band.paper,
+        why=band.why,
+        value=value,
+        low=low,
+        high=high,
+        ok=ok,
+        note=note,
+    )
+
+
+def judge_all(part: Part, res: StackResult, scale: float, warmup_s: float, duration_s: float) -> list[Verdict]:
+    """The verdicts of every band of ``part`` that applies to ``res``'s protocol."""
+    return [judge(b, res, scale, warmup_s, duration_s, part) for b in part.bands if b.protocol == res.protocol]

@@ -1,0 +1,323 @@
+"""Experiments as data: ``experiments/*.toml``, read by the runner, the quick profiles and the
+report alike (docs/testbed.md, "Experiments as data").
+
+An experiment has parts; a part runs on one topology file with either bulk flows (one per
+``flows`` entry, each stack in turn) or, for TCP friendliness, ``short_tcp``: short 1 MB TCP
+flows beside 0..N bulk flows of the stack under test. Beside each part stand the paper's
+numbers (``paper``, Mb/s at the paper's rates, by protocol and flow) and its tolerance bands
+(``[[part.band]]``), each with the paper figure it stands for and why it is where it is. A part
+with a ``profile`` table is also a quick profile: `make test` runs it short and holds every UDT
+stack to its bands.
+
+Every error names the file, the line and what is wrong, as for topology files::
+
+    name = "efficiency"
+    title = "Single-flow efficiency on three paths"
+    figure = "SC'04 Fig. 11"
+    default = true                     # in `make testbed`'s default set
+    [[part]]
+    label = "chicago-local"
+    topology = "chicago-local"         # topologies/<name>.toml, or a path relative to this file
+    flows = [{ name = "local", src = "chicago", dst = "local", start = 0 }]
+    paper = { udt = { local = 940 } }
+    profile = { duration = 25 }        # a quick profile of `make test`
+    [[part.band]]
+    metric = "mean_mbps"               # see METRICS
+    flow = "local"
+    after_s = 15
+    min = 0.85
+    of = "capacity"                    # the bound's unit, see UNITS
+    paper = "940 of 1000 Mb/s (94 %)"
+    why = "..."
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .topology import TopologyError, _Locator
+from .topology import load as load_topology
+
+REPO = Path(__file__).resolve().parents[2]
+EXPERIMENTS_DIR = REPO / "experiments"
+TOPOLOGIES_DIR = REPO / "topologies"
+
+# What a band can bound; the runner computes each of these for every UDT and TCP stack's part.
+METRICS = {
+    "mean_mbps": "a flow's mean goodput (Mb/s) after `after_s` (default: the run's warm-up)",
+    "time_to_90pct_s": "seconds until a flow's 1 s goodput first reaches 90 % of its bottleneck",
+    "jain_index": "Jain's fairness index of the flows' means",
+    "aggregate_mbps": "the sum of the flows' means",
+    "min_flow_mbps": "the smallest flow mean",
+    "join_mbps": "the join throughput: the number of flows times the slowest flow's mean",
+    "flow_ratio": "a flow's mean over another's (`flow` / `over`)",
+}
+PER_FLOW = {"mean_mbps", "time_to_90pct_s", "flow_ratio"}
+# How `min` / `max` are expressed.
+UNITS = {
+    "absolute": "the metric's own unit (s, Mb/s at the run's scale, an index, a ratio)",
+    "capacity": "a fraction of the bottleneck rate (the flow's, or the part's largest for part metrics)",
+    "fair_share": "a fraction of the part's bottleneck rate divided by the number of flows",
+    "paper_mbps": "Mb/s at the paper's rates, multiplied by the run's scale",
+}
+PART_KEYS = {"label", "topology", "flows", "short_tcp", "paper", "profile", "band"}
+BAND_KEYS = {"metric", "flow", "over", "after_s", "min", "max", "of", "paper", "why", "protocol"}
+TOP_KEYS = {"name", "title", "figure", "note", "default", "part"}
+
+
+class ExperimentError(ValueError):
+    """An experiment file is wrong; the message is ``file:line: what is wrong``."""
+
+
+@dataclass(frozen=True)
+class Flow:
+    name: str
+    src: str
+    dst: str
+    start: float = 0.0
+
+
+@dataclass(frozen=True)
+class ShortTcp:
+    """Short 1 MB TCP flows from ``src`` to ``dst`` beside each count of bulk flows (Fig. 13)."""
+
+    src: str
+    dst: str
+    bulk_flows: tuple[int, ...]
+    count: int = 500
+    workers: int = 5  # concurrent short flows at scale 1; scaled with the run
+
+
+@dataclass(frozen=True)
+class Band:
+    """A tolerance band: ``metric`` within [min, max] (in ``of`` units), standing for ``paper``."""
+
+    metric: str
+    paper: str
+    why: str
+    flow: str | None = None
+    over: str | None = None
+    after_s: float | None = None
+    min: float | None = None
+    max: float | None = None
+    of: str = "absolute"
+    protocol: str = "udt"  # the stacks it judges
+
+    def describe(self) -> str:
+        """The band as a reader sees it, e.g. 'mean_mbps(local, after 15 s) >= 0.85 x capacity'."""
+        args = [a for a in (self.flow, f"over {self.over}" if self.over else None) if a]
+        if self.after_s is not None:
+            args.append(f"after {self.after_s:g} s")
+        name = f"{self.metric}({', '.join(args)})" if args else self.metric
+        unit = "" if self.of == "absolute" else f" x {self.of}"
+        parts = []
+        if self.min is not None:
+            parts.append(f">= {self.min:g}{unit}")
+        if self.max is not None:
+            parts.append(f"<= {self.max:g}{unit}")
+        return f"{name} {' and '.join(parts)}"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A part's quick profile in `make test`: its duration and, if given, the only stacks run."""
+
+    duration: float
+    stacks: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Part:
+    label: str
+    topology: Path
+    flows: tuple[Flow, ...] = ()
+    short_tcp: ShortTcp | None = None
+    paper: dict[str, dict[str, float]] = field(default_factory=dict)  # protocol -> flow/key -> Mb/s
+    bands: tuple[Band, ...] = ()
+    profile: Profile | None = None
+
+    @property
+    def topology_name(self) -> str:
+        return self.topology.stem
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    figure: str
+    parts: tuple[Part, ...]
+    note: str = ""
+    default: bool = False
+    path: Path | None = None
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def load(path: str | Path) -> Experiment:
+    """Parse and validate an experiment file (topologies included): ``file:line`` errors."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ExperimentError(f"{path}: cannot read: {e.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ExperimentError(f"{path}: {e}") from None
+    loc = _Locator(text)
+
+    def fail(msg: str, *key: Any) -> ExperimentError:
+        return ExperimentError(f"{path}:{loc.line(*key)}: {msg}")
+
+    for k in data:
+        if k not in TOP_KEYS:
+            raise fail(f"unknown key {k!r} (known: {', '.join(sorted(TOP_KEYS))})", k)
+    for k in ("name", "title", "figure"):
+        if not isinstance(data.get(k), str) or not data[k]:
+            raise fail(f"{k!r} must be a non-empty string", k)
+    if data["name"] != path.stem:
+        raise fail(f"name {data['name']!r} differs from the file name {path.stem!r}", "name")
+    parts_raw = data.get("part")
+    if not isinstance(parts_raw, list) or not parts_raw:
+        raise fail("an experiment needs at least one [[part]]")
+    parts = [_part(path, p, i, fail) for i, p in enumerate(parts_raw)]
+    labels = [p.label for p in parts]
+    for i, lab in enumerate(labels):
+        if lab in labels[:i]:
+            raise fail(f"part label {lab!r} used twice", "part", i, "label")
+    return Experiment(
+        name=data["name"],
+        title=data["title"],
+        figure=data["figure"],
+        parts=tuple(parts),
+        note=str(data.get("note", "")),
+        default=bool(data.get("default", False)),
+        path=path,
+    )
+
+
+def _part(path: Path, p: Any, i: int, fail: Any) -> Part:
+    if not isinstance(p, dict):
+        raise fail("[[part]] must be a table", "part", i)
+    for k in p:
+        if k not in PART_KEYS:
+            raise fail(f"unknown key {k!r} in [[part]] (known: {', '.join(sorted(PART_KEYS))})", "part", i, k)
+    label, topo_ref = p.get("label"), p.get("topology")
+    if not isinstance(label, str) or not label:
+        raise fail("'label' must be a non-empty string", "part", i, "label")
+    if not isinstance(topo_ref, str) or not topo_ref:
+        raise fail("'topology' must name a topology file", "part", i, "topology")
+    topo_path = (path.parent / topo_ref) if topo_ref.endswith(".toml") else TOPOLOGIES_DIR / f"{topo_ref}.toml"
+    try:
+        topo = load_topology(topo_path)
+    except TopologyError as e:
+        raise fail(f"topology {topo_ref!r}: {e}", "part", i, "topology") from None
+    hosts = set(topo.hosts)
+
+    def host(v: Any, what: str) -> str:
+        if v not in hosts:
+            raise fail(f"{what} {v!r} is not a host of {topo_path.name} ({', '.join(sorted(hosts))})", "part", i)
+        return str(v)
+
+    flows: list[Flow] = []
+    for f in p.get("flows", []):
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+            raise fail("each flow needs name, src and dst", "part", i, "flows")
+        unknown = set(f) - {"name", "src", "dst", "start"}
+        if unknown:
+            raise fail(f"unknown flow key(s) {sorted(unknown)}", "part", i, "flows")
+        start = f.get("start", 0.0)
+        if not _num(start) or start < 0:
+            raise fail(f"flow {f['name']}: start must be seconds >= 0", "part", i, "flows")
+        flows.append(Flow(f["name"], host(f.get("src"), "src"), host(f.get("dst"), "dst"), float(start)))
+    names = [f.name for f in flows]
+    if len(set(names)) != len(names):
+        raise fail("flow names must be unique within a part", "part", i, "flows")
+    short = None
+    if "short_tcp" in p:
+        s = p["short_tcp"]
+        counts = s.get("bulk_flows") if isinstance(s, dict) else None
+        if not isinstance(counts, list) or not counts or not all(isinstance(n, int) and n >= 0 for n in counts):
+            raise fail("short_tcp needs src, dst and bulk_flows = [counts >= 0]", "part", i, "short_tcp")
+        short = ShortTcp(
+            host(s.get("src"), "short_tcp src"),
+            host(s.get("dst"), "short_tcp dst"),
+            tuple(counts),
+            int(s.get("count", 500)),
+            int(s.get("workers", 5)),
+        )
+    if bool(flows) == bool(short):
+        raise fail("a part has either flows or short_tcp (exactly one of them)", "part", i)
+    paper = p.get("paper", {})
+    if not isinstance(paper, dict) or not all(
+        isinstance(v, dict) and all(_num(x) for x in v.values()) for v in paper.values()
+    ):
+        raise fail("paper = { protocol = { flow = Mb/s } }", "part", i, "paper")
+    profile = None
+    if "profile" in p:
+        pr = p["profile"]
+        if not isinstance(pr, dict) or not _num(pr.get("duration")) or pr["duration"] <= 0:
+            raise fail("profile = { duration = seconds > 0 [, stacks = [...]] }", "part", i, "profile")
+        st = pr.get("stacks")
+        profile = Profile(float(pr["duration"]), tuple(st) if st is not None else None)
+    bands = tuple(_band(b, i, j, set(names), fail) for j, b in enumerate(p.get("band", [])))
+    return Part(
+        label,
+        topo_path,
+        tuple(flows),
+        short,
+        {str(k): {str(f): float(x) for f, x in v.items()} for k, v in paper.items()},
+        bands,
+        profile,
+    )
+
+
+def _band(b: Any, i: int, j: int, flows: set[str], fail: Any) -> Band:
+    where = ("part", i, "band")
+    if not isinstance(b, dict):
+        raise fail("[[part.band]] must be a table", *where)
+    for k in b:
+        if k not in BAND_KEYS:
+            raise fail(f"unknown key {k!r} in [[part.band]] (known: {', '.join(sorted(BAND_KEYS))})", *where)
+    metric = b.get("metric")
+    if metric not in METRICS:
+        raise fail(f"band {j + 1}: metric {metric!r} is not one of {', '.join(METRICS)}", *where)
+    if metric in PER_FLOW and b.get("flow") not in flows:
+        raise fail(f"band {j + 1}: {metric} needs flow = one of {sorted(flows)}", *where)
+    if metric == "flow_ratio" and b.get("over") not in flows:
+        raise fail(f"band {j + 1}: flow_ratio needs over = one of {sorted(flows)}", *where)
+    if b.get("of", "absolute") not in UNITS:
+        raise fail(f"band {j + 1}: of = {b.get('of')!r} is not one of {', '.join(UNITS)}", *where)
+    if b.get("min") is None and b.get("max") is None:
+        raise fail(f"band {j + 1}: give min, max or both", *where)
+    for k in ("min", "max", "after_s"):
+        if k in b and not _num(b[k]):
+            raise fail(f"band {j + 1}: {k} must be a number", *where)
+    for k in ("paper", "why"):
+        if not isinstance(b.get(k), str) or not b[k].strip():
+            raise fail(
+                f"band {j + 1}: {k!r} must say which paper figure it stands for and why it is where it is", *where
+            )
+    return Band(
+        metric=metric,
+        paper=b["paper"],
+        why=b["why"],
+        flow=b.get("flow"),
+        over=b.get("over"),
+        after_s=float(b["after_s"]) if "after_s" in b else None,
+        min=float(b["min"]) if "min" in b else None,
+        max=float(b["max"]) if "max" in b else None,
+        of=b.get("of", "absolute"),
+        protocol=str(b.get("protocol", "udt")),
+    )
+
+
+def load_all(directory: Path = EXPERIMENTS_DIR) -> dict[str, Experiment]:
+    """Every experiment file in ``directory`` by name, in file-name order."""
+    return {e.name: e for e in (load(p) for p in sorted(Path(directory).glob("*.toml")))}

@@ -1,0 +1,235 @@
+"""Results as types: what a run measured, written to and read from the JSON files of a run
+directory (``<experiment>.json``), so that the report, the quick profiles and InfluxDB read the
+same fields instead of rebuilding tables from string keys.
+
+``ExperimentResult`` ⊃ ``PartResult`` (one topology) ⊃ ``StackResult`` (one stack on that part)
+⊃ ``FlowResult`` (one bulk flow) or ``ShortTcpPoint`` (one bulk-flow count of Fig. 13), each
+``StackResult`` with the ``Verdict`` of every band of its part.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+Series = list[tuple[float, float]]  # (seconds since the part's start, Mb/s or bytes)
+
+
+def _series(v: Any) -> Series:
+    return [(float(t), float(x)) for t, x in v]
+
+
+@dataclass
+class FlowResult:
+    name: str
+    src: str
+    dst: str
+    start_s: float
+    series_1s: Series  # receiver goodput per second, Mb/s
+    series_raw: Series  # (t, cumulative bytes) as the receiver reported them
+    mean_mbps: float  # over the run after its warm-up
+    bytes: int
+    capacity_mbps: float | None = None  # the flow's bottleneck at the run's scale
+    time_to_90pct_s: float | None = None
+
+    def mean_after(self, t0: float) -> float | None:
+        xs = [x for t, x in self.series_1s if t > t0]
+        return sum(xs) / len(xs) if xs else None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FlowResult:
+        return cls(
+            name=d["name"],
+            src=d["src"],
+            dst=d["dst"],
+            start_s=float(d["start_s"]),
+            series_1s=_series(d["series_1s"]),
+            series_raw=_series(d["series_raw"]),
+            mean_mbps=float(d["mean_mbps"]),
+            bytes=int(d["bytes"]),
+            capacity_mbps=d.get("capacity_mbps"),
+            time_to_90pct_s=d.get("time_to_90pct_s"),
+        )
+
+
+@dataclass
+class ShortTcpPoint:
+    """Fig. 13: the short TCP flows' aggregate beside ``bulk_flows`` bulk flows."""
+
+    bulk_flows: int
+    short_aggregate_mbps: float
+    short_flows: int
+    bulk_mean_mbps: list[float]
+    bulk_series_1s: dict[str, Series]
+    host: dict[str, Any] | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ShortTcpPoint:
+        return cls(
+            bulk_flows=int(d["bulk_flows"]),
+            short_aggregate_mbps=float(d["short_aggregate_mbps"]),
+            short_flows=int(d["short_flows"]),
+            bulk_mean_mbps=[float(x) for x in d["bulk_mean_mbps"]],
+            bulk_series_1s={k: _series(v) for k, v in d["bulk_series_1s"].items()},
+            host=d.get("host"),
+        )
+
+
+@dataclass
+class Verdict:
+    """One band judged on one stack's part: the measured value against the bounds at this run's
+    scale. ``ok`` is None when the value could not be measured (that fails a profile too)."""
+
+    metric: str
+    band: str  # Band.describe()
+    paper: str
+    why: str
+    value: float | None
+    low: float | None
+    high: float | None
+    ok: bool | None
+    note: str = ""
+
+    @property
+    def mark(self) -> str:
+        return {True: "✓", False: "✕", None: "?"}[self.ok]
+
+    def line(self) -> str:
+        bounds = " and ".join(
+            b
+            for b in (
+                f">= {self.low:.3g}" if self.low is not None else "",
+                f"<= {self.high:.3g}" if self.high is not None else "",
+            )
+            if b
+        )
+        value = "not measured" if self.value is None else f"{self.value:.3g}"
+        return f"{self.mark} {self.band}: {value} (want {bounds}){' - ' + self.note if self.note else ''}"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
+        return cls(
+            metric=d["metric"],
+            band=d["band"],
+            paper=d["paper"],
+            why=d["why"],
+            value=d.get("value"),
+            low=d.get("low"),
+            high=d.get("high"),
+            ok=d.get("ok"),
+            note=d.get("note", ""),
+        )
+
+
+@dataclass
+class StackResult:
+    stack: str
+    protocol: str  # "udt" or "tcp": which of the paper's numbers and bands apply
+    flows: list[FlowResult] = field(default_factory=list)
+    points: list[ShortTcpPoint] = field(default_factory=list)
+    short_tcp_workers: int | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    host: dict[str, Any] | None = None  # udtbed.hostwatch: CPU, emulator timing, flags
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    def flow(self, name: str) -> FlowResult:
+        for f in self.flows:
+            if f.name == name:
+                return f
+        raise KeyError(f"no flow {name!r} in {self.stack}'s result ({', '.join(f.name for f in self.flows)})")
+
+    @property
+    def timing_flags(self) -> list[str]:
+        hosts = [p.host for p in self.points] if self.points else [self.host]
+        return [fl for h in hosts if h for fl in h.get("flags", [])]
+
+    @property
+    def passed(self) -> bool | None:
+        """All bands met (None: no band judged this stack)."""
+        if not self.verdicts:
+            return None
+        return all(v.ok for v in self.verdicts)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StackResult:
+        return cls(
+            stack=d["stack"],
+            protocol=d["protocol"],
+            flows=[FlowResult.from_dict(f) for f in d.get("flows", [])],
+            points=[ShortTcpPoint.from_dict(p) for p in d.get("points", [])],
+            short_tcp_workers=d.get("short_tcp_workers"),
+            metrics=dict(d.get("metrics", {})),
+            host=d.get("host"),
+            verdicts=[Verdict.from_dict(v) for v in d.get("verdicts", [])],
+        )
+
+
+@dataclass
+class PartResult:
+    label: str
+    topology: str
+    topology_file: str
+    topology_paper: str
+    links: dict[str, Any]  # link index -> the emulated link's spec per direction
+    calibration: list[dict[str, Any]]  # udtbed.calibrate.as_json
+    calibration_ok: bool
+    paper: dict[str, dict[str, float]]
+    stacks: dict[str, StackResult] = field(default_factory=dict)
+    link_stats: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PartResult:
+        return cls(
+            label=d["label"],
+            topology=d["topology"],
+            topology_file=d["topology_file"],
+            topology_paper=d["topology_paper"],
+            links=dict(d.get("links", {})),
+            calibration=list(d["calibration"]),
+            calibration_ok=bool(d["calibration_ok"]),
+            paper=d.get("paper", {}),
+            stacks={k: StackResult.from_dict(v) for k, v in d.get("stacks", {}).items()},
+            link_stats=d.get("link_stats", {}),
+        )
+
+
+@dataclass
+class ExperimentResult:
+    experiment: str
+    title: str
+    figure: str
+    note: str
+    scale: float
+    duration_s: float
+    warmup_s: float
+    backend: str
+    parts: list[PartResult] = field(default_factory=list)
+    run: dict[str, Any] = field(default_factory=dict)  # the run's metadata (run.json) at the time
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    def write(self, path: Path) -> Path:
+        path.write_text(self.to_json())
+        return path
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExperimentResult:
+        return cls(
+            experiment=d["experiment"],
+            title=d["title"],
+            figure=d["figure"],
+            note=d.get("note", ""),
+            scale=float(d["scale"]),
+            duration_s=float(d["duration_s"]),
+            warmup_s=float(d["warmup_s"]),
+            backend=d["backend"],
+            parts=[PartResult.from_dict(p) for p in d["parts"]],
+            run=d.get("run", {}),
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> ExperimentResult:
+        return cls.from_dict(json.loads(Path(path).read_text()))
