@@ -94,7 +94,7 @@ def test_tc_accepts_every_generated_netem_command(scratch_veth):
         if chain:
             shown = network.sh("tc", "qdisc", "show", "dev", "v0", ns=ns).stdout
             kinds = [c[c.index("handle") + 2] for c in chain]
-            for kind, c in zip(kinds, chain):
+            for kind, c in zip(kinds, chain, strict=True):
                 if not re.search(rf"qdisc {kind} {c[c.index('handle') + 1]} ", shown):
                     problems.append(f"{origin}: {kind} missing from `tc qdisc show`: {shown.strip()}")
         network.sh("tc", "qdisc", "del", "dev", "v0", "root", ns=ns, check=False)

@@ -137,7 +137,7 @@ def test_nodes_are_mininet_nodes_and_hosts_see_the_configured_rtt(tmp_path):
             assert node.pid in pids and network.is_node_shell(node.pid), (ns, pids)
             assert shell_argv(node.pid)[-1] == f"mininet:{ns}"
             links = network.sh("ip", "-o", "link", "show", ns=ns).stdout
-            assert ifnames <= {l.split(":")[1].strip().split("@")[0] for l in links.splitlines()}, links
+            assert ifnames <= {line.split(":")[1].strip().split("@")[0] for line in links.splitlines()}, links
         assert net.link_specs[0]["built_by"].startswith("mininet ")
         assert root_links() == before
         median, _ = ping(net, "chicago", "ottawa")

@@ -14,9 +14,11 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from .network import Network
+from .probe import UdpSinkResult
 from .runtime import NamespaceRuntime
 
 
@@ -89,7 +91,7 @@ def udp_rate(net: Network, src: str, dst: str, rate_bps: float, seconds: float, 
     src_p.wait(seconds + 10)
     sink.wait(seconds + 10)
     lines = (wd / f"cal-sink-{dst}.json").read_text().splitlines()
-    r = json.loads(lines[-1])
+    r: UdpSinkResult = json.loads(lines[-1])
     if r["packets"] < 10 or r["span_s"] <= 0:
         return None
     return (r["packets"] - 1) * 1514 * 8 / r["span_s"] / 1e6
@@ -101,13 +103,13 @@ def calibrate(
     rtt_tol_ms: float = 1.0,
     rate_tol: float = 0.02,
     seconds: float = 2.0,
-    log=print,
+    log: Callable[[str], object] = print,
     attempts: int = 2,
 ) -> list[PathCalibration]:
     """Each path once, and again (up to ``attempts`` in all) while it is off: a moment of CPU
     contention on a shared machine (another VM, a burst of other work) can put one blast or
     ping series off; an emulation that is really off stays off."""
-    out = []
+    out: list[PathCalibration] = []
     for src, dst in dict.fromkeys(pairs):
         want_rtt = net.topo.expected_rtt_s(src, dst) * 1e3
         want_rate = net.topo.bottleneck_bps(src, dst, scale=net.scale)
@@ -132,5 +134,6 @@ def calibrate(
     return out
 
 
-def as_json(cals: list[PathCalibration]) -> list[dict]:
+def as_json(cals: list[PathCalibration]) -> list[dict[str, str | float | bool | None]]:
+    """Each calibration's fields and ``ok``, for the results file."""
     return [asdict(c) | {"ok": c.ok} for c in cals]

@@ -18,14 +18,15 @@ start, against the bottleneck. :func:`flags` turns both into the warnings a resu
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
-from .network import PREFIX
+from .network import PREFIX, LinkemDirectionStats, LinkemStats, Network
 from .topology import FRAME_BYTES
 
 # A measurement is flagged when more than this share of an emulated direction's frames left
@@ -49,6 +50,86 @@ MIN_UTILISATION = 0.1
 
 _HZ = os.sysconf("SC_CLK_TCK")
 
+# An emulated direction: udt-linkem's name for it, and the LinkSpec key of its spec.
+DirectionName = Literal["a_to_b", "b_to_a"]
+_DIRECTIONS: tuple[tuple[DirectionName, Literal["forward", "reverse"]], ...] = (
+    ("a_to_b", "forward"),
+    ("b_to_a", "reverse"),
+)
+
+
+class ProcessCpu(TypedDict):
+    ns: str  # the namespace's name without the run's prefix: h-<host>, s-<switch>, l<i>
+    comm: str
+    pid: int
+    cpu_pct: float  # of one core, over the window
+
+
+class CpuGroup(TypedDict):
+    n: int  # processes of that name in that namespace
+    cpu_pct: float
+
+
+class DirectionTiming(TypedDict):
+    """One emulated direction over the window (:func:`_direction`)."""
+
+    frames_out: int
+    bunched: int
+    bunched_pct: float
+    bunched_pct_max_1s: float
+    dropped_queue: int
+    mbps: float
+    judged: bool  # carried enough to be flagged (MIN_FRAMES, MIN_UTILISATION)
+    before_bottleneck: NotRequired[bool]  # set by mark_before_bottleneck
+
+
+class SenderPacing(TypedDict):
+    min_period_us: float
+    bottleneck_packet_us: float
+    times_bottleneck: float
+
+
+class HostReport(TypedDict):
+    """What :meth:`HostWatch.finish` saw; the experiment adds the senders' pacing and the flags."""
+
+    seconds: float
+    cores: int
+    machine_busy_pct: float
+    outside_cpu_pct: float  # % of one core
+    loadavg_1m: list[float]  # at the start and at the end
+    cpu_by_process: dict[str, CpuGroup]  # "<ns>/<comm>"
+    processes: list[ProcessCpu]
+    emulators: dict[str, dict[DirectionName, DirectionTiming]]  # "l<i>" -> direction
+    sender_pacing: NotRequired[dict[str, SenderPacing]]
+    flags: NotRequired[list[str]]
+
+
+class _SenderStatsLine(TypedDict, total=False):
+    """The fields :func:`sender_pacing` reads of a UDT sender's ``--stats`` line."""
+
+    summary: bool
+    period_us: float
+
+
+# The baseline of an emulator that started within the window.
+_ZERO_DIRECTION: LinkemDirectionStats = {
+    "frames_in": 0,
+    "frames_out": 0,
+    "bytes_in": 0,
+    "bytes_out": 0,
+    "dropped_queue": 0,
+    "dropped_loss": 0,
+    "dropped_oversize": 0,
+    "send_errors": 0,
+    "in_flight": 0,
+    "queue_frames": 0,
+    "queue_delay_avg_us": 0.0,
+    "queue_delay_max_us": 0.0,
+    "bunched": 0,
+    "late_avg_us": 0.0,
+    "late_max_us": 0.0,
+}
+
 
 def _ns_inode(name: str) -> int | None:
     try:
@@ -64,9 +145,9 @@ def _machine() -> tuple[int, int]:
     return sum(v), v[3] + v[4]
 
 
-def _json_lines(path: Path) -> list[dict]:
+def _json_lines(path: Path) -> list[LinkemStats]:
     """The complete JSON lines of an emulator's stats file (the last one may be being written)."""
-    out = []
+    out: list[LinkemStats] = []
     try:
         text = path.read_text()
     except OSError:
@@ -82,10 +163,10 @@ def _json_lines(path: Path) -> list[dict]:
 class HostWatch:
     """Start of a measured window on ``net``; :meth:`finish` before its processes stop."""
 
-    def __init__(self, net: Any):
+    def __init__(self, net: Network):
         self.net = net
         self.prefix = f"{PREFIX}{net.tag}-"
-        self.skip = {getattr(n, "pid", None) for n in getattr(net, "nodes", {}).values()}  # Mininet node shells
+        self.skip = {n.pid for n in net.nodes.values()}  # Mininet node shells
         self.t0 = time.monotonic()
         self.load0 = os.getloadavg()[0]
         self.m0 = _machine()
@@ -100,7 +181,7 @@ class HostWatch:
             for ns in self.net.namespaces
             if (ino := _ns_inode(ns)) is not None
         }
-        out = {}
+        out: dict[int, tuple[str, str, int]] = {}
         for d in os.listdir("/proc"):
             if not d.isdigit() or int(d) in self.skip:
                 continue
@@ -117,14 +198,14 @@ class HostWatch:
             out[int(d)] = (label[ino], comm, int(fields[11]) + int(fields[12]))  # utime + stime
         return out
 
-    def finish(self) -> dict:
+    def finish(self) -> HostReport:
         wall = max(1e-6, time.monotonic() - self.t0)
         m1, p1 = _machine(), self._processes()
-        procs = []
+        procs: list[ProcessCpu] = []
         for pid, (ns, comm, ticks) in sorted(p1.items()):
             before = self.p0.get(pid, (ns, comm, 0))[2]
             procs.append({"ns": ns, "comm": comm, "pid": pid, "cpu_pct": round((ticks - before) / _HZ / wall * 100, 1)})
-        groups: dict[str, dict] = {}
+        groups: dict[str, CpuGroup] = {}
         for p in procs:
             g = groups.setdefault(f"{p['ns']}/{p['comm']}", {"n": 0, "cpu_pct": 0.0})
             g["n"] += 1
@@ -133,7 +214,7 @@ class HostWatch:
         total, idle = m1[0] - self.m0[0], m1[1] - self.m0[1]
         busy_cores = (total - idle) / total * cores if total else 0.0
         ours = sum(p["cpu_pct"] for p in procs) / 100
-        emulators = {}
+        emulators: dict[str, dict[DirectionName, DirectionTiming]] = {}
         for i, spec in self.net.link_specs.items():
             if not spec.get("stats"):
                 continue
@@ -141,10 +222,7 @@ class HostWatch:
             window = lines[max(0, self.e0.get(i, 0) - 1) :]  # from the baseline on
             if not window:
                 continue
-            emulators[f"l{i}"] = {
-                d: _direction(window, d, _rate(spec.get(key, "")))
-                for d, key in (("a_to_b", "forward"), ("b_to_a", "reverse"))
-            }
+            emulators[f"l{i}"] = {d: _direction(window, d, _rate(spec.get(key, ""))) for d, key in _DIRECTIONS}
         return {
             "seconds": round(wall, 1),
             "cores": cores,
@@ -164,10 +242,17 @@ def _rate(spec: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def _direction(lines: list[dict], d: str, rate_bps: float | None) -> dict:
+def _direction(lines: list[LinkemStats], d: DirectionName, rate_bps: float | None) -> DirectionTiming:
     """One direction over the window: ``lines[0]`` is the baseline (none if the emulator started
     in the window: then it counts from zero)."""
-    zero = {"t_s": 0.0, d: {}}
+    zero: LinkemStats = {
+        "t_s": 0.0,
+        "final": False,
+        "cpu_user_s": 0.0,
+        "cpu_sys_s": 0.0,
+        "a_to_b": _ZERO_DIRECTION,
+        "b_to_a": _ZERO_DIRECTION,
+    }
     if len(lines) == 1:
         lines = [zero] + lines
     a, b = lines[-1][d], lines[0][d]
@@ -177,7 +262,7 @@ def _direction(lines: list[dict], d: str, rate_bps: float | None) -> dict:
     mbps = (a["bytes_out"] - b.get("bytes_out", 0)) * 8 / seconds / 1e6 if seconds > 0 else 0.0
     per_s = [
         (y[d].get("bunched", 0) - x[d].get("bunched", 0)) / n
-        for x, y in zip(lines, lines[1:])
+        for x, y in itertools.pairwise(lines)
         if (n := y[d]["frames_out"] - x[d].get("frames_out", 0)) >= MIN_FRAMES
     ]
     return {
@@ -191,13 +276,13 @@ def _direction(lines: list[dict], d: str, rate_bps: float | None) -> dict:
     }
 
 
-def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None]) -> dict[str, dict]:
+def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None]) -> dict[str, SenderPacing]:
     """Per flow: the shortest packet sending period after slow start (UDT ``--stats`` lines of
     the sender) and how many times the bottleneck's packet rate that is."""
-    out = {}
+    out: dict[str, SenderPacing] = {}
     for name, path in stats.items():
         try:
-            lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+            lines: list[_SenderStatsLine] = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
         except (OSError, json.JSONDecodeError):
             continue
         periods = [x["period_us"] for x in lines if not x.get("summary") and x.get("period_us", 0) > 1.0]
@@ -213,7 +298,7 @@ def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None
     return out
 
 
-def mark_before_bottleneck(host: dict, seen_by_receivers: set[tuple[str, str]]) -> None:
+def mark_before_bottleneck(host: HostReport, seen_by_receivers: set[tuple[str, str]]) -> None:
     """Marks every emulated direction not in ``seen_by_receivers`` (the (``l<i>``, direction)
     pairs from a flow's bottleneck on, :meth:`Topology.timing_hops`) ``before_bottleneck`` and
     not judged: the bottleneck spaces their frames again."""
@@ -224,9 +309,9 @@ def mark_before_bottleneck(host: dict, seen_by_receivers: set[tuple[str, str]]) 
                 s["before_bottleneck"] = True
 
 
-def flags(host: dict, pacing: dict[str, dict] | None = None) -> list[str]:
+def flags(host: HostReport, pacing: dict[str, SenderPacing] | None = None) -> list[str]:
     """Why a measurement is not the protocols' alone (empty: nothing seen)."""
-    out = []
+    out: list[str] = []
     for link, dirs in host.get("emulators", {}).items():
         for d, s in dirs.items():
             if not s.get("judged"):
@@ -238,8 +323,9 @@ def flags(host: dict, pacing: dict[str, dict] | None = None) -> list[str]:
                 )
             elif s.get("bunched_pct_max_1s", 0) > BUNCHED_MAX_1S * 100:
                 out.append(
-                    f"emulator {link} {d}: {s['bunched_pct_max_1s']:.0f} % of the frames of one second left bunched "
-                    f"(released late, limit {BUNCHED_MAX_1S * 100:.0f} % in any second, {BUNCHED_MAX * 100:.0f} % overall)"
+                    f"emulator {link} {d}: {s['bunched_pct_max_1s']:.0f} % of the frames of one second left "
+                    f"bunched (released late, limit {BUNCHED_MAX_1S * 100:.0f} % in any second, "
+                    f"{BUNCHED_MAX * 100:.0f} % overall)"
                 )
     fast = {n: p for n, p in (pacing or {}).items() if p["times_bottleneck"] > PACING_MAX}
     if fast:

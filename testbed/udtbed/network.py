@@ -32,9 +32,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, Protocol, TypedDict
 
 from .topology import FRAME_BYTES, Direction, Link, Topology, scaled_direction
 
@@ -53,8 +54,67 @@ class MininetMissing(RuntimeError):
     """Mininet (its Python package or ``mnexec``) is not installed."""
 
 
+class MininetNode(Protocol):
+    """What the testbed uses of a Mininet ``Node`` (Mininet ships no type information)."""
+
+    pid: int  # its shell's, in the node's namespace
+
+    def stop(self) -> None: ...
+    def cleanup(self) -> None: ...
+
+
+class LinkSpec(TypedDict):
+    """How link *i* was built (``Network.link_specs``, recorded with every result)."""
+
+    ends: list[str]
+    net: str
+    built_by: str
+    # linkem backend: udt-linkem's --a-to-b / --b-to-a specs, its --stats file, its extra arguments
+    forward: NotRequired[str]
+    reverse: NotRequired[str]
+    stats: NotRequired[str]
+    linkem_args: NotRequired[list[str]]
+    # netem backend: the `tc qdisc add dev IF` arguments of each egress (see netem_args)
+    forward_tc: NotRequired[list[list[str]]]
+    reverse_tc: NotRequired[list[list[str]]]
+    note: NotRequired[str]
+
+
+class LinkemDirectionStats(TypedDict):
+    """One direction of a udt-linkem stats line (impl/link-emulator/src/stats.rs): counters
+    cumulative since start, ``in_flight``/``queue_frames`` gauges, ``*_avg_us``/``*_max_us``
+    over the interval since the previous line."""
+
+    frames_in: int
+    frames_out: int
+    bytes_in: int
+    bytes_out: int
+    dropped_queue: int
+    dropped_loss: int
+    dropped_oversize: int
+    send_errors: int
+    in_flight: int
+    queue_frames: int
+    queue_delay_avg_us: float
+    queue_delay_max_us: float
+    bunched: int
+    late_avg_us: float
+    late_max_us: float
+
+
+class LinkemStats(TypedDict):
+    """One line of udt-linkem's ``--stats`` file: once a second, and once more (final) at exit."""
+
+    t_s: float
+    final: bool
+    cpu_user_s: float
+    cpu_sys_s: float
+    a_to_b: LinkemDirectionStats
+    b_to_a: LinkemDirectionStats
+
+
 @functools.cache
-def mininet() -> tuple[Any, Any, str]:
+def mininet() -> tuple[Callable[..., MininetNode], Callable[..., object], str]:
     """Mininet's ``Node`` and ``Link`` classes and its version.
 
     Where ``mininet`` is not importable (the venv), only that package is loaded from
@@ -83,12 +143,15 @@ def mininet() -> tuple[Any, Any, str]:
         sys.dont_write_bytecode = no_pyc
     if shutil.which("mnexec") is None:
         raise MininetMissing("mnexec (Mininet's node launcher) is not on PATH: run `make setup`")
-    site = Path(sys.modules["mininet"].__file__).resolve().parents[1]
+    init = sys.modules["mininet"].__file__
+    if init is None:
+        raise MininetMissing("the mininet found is not a regular package (no __init__.py): run `make setup`")
+    site = Path(init).resolve().parents[1]
     version = next((d.version for d in importlib.metadata.distributions(name="mininet", path=[str(site)])), "?")
     return MnNode, MnLink, version
 
 
-def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess:
+def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess[str]:
     cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if check and p.returncode != 0:
@@ -98,7 +161,7 @@ def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.Comp
 
 def list_namespaces(prefix: str = PREFIX) -> list[str]:
     out = sh("ip", "netns", "list", check=False).stdout
-    return [l.split()[0] for l in out.splitlines() if l.startswith(prefix)]
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
 
 
 def kill_namespace(ns: str) -> None:
@@ -248,9 +311,9 @@ class Network:
     workdir: Path = field(default_factory=lambda: Path("/tmp"))
     tag: str = field(default_factory=lambda: str(os.getpid()))
     namespaces: list[str] = field(default_factory=list)
-    nodes: dict[str, Any] = field(default_factory=dict)  # namespace name -> Mininet Node
-    emulators: dict[int, subprocess.Popen] = field(default_factory=dict)
-    link_specs: dict[int, dict] = field(default_factory=dict)
+    nodes: dict[str, MininetNode] = field(default_factory=dict)  # namespace name -> Mininet Node
+    emulators: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    link_specs: dict[int, LinkSpec] = field(default_factory=dict)
     built_by: str = ""
 
     def ns(self, node: str) -> str:
@@ -271,10 +334,10 @@ class Network:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _add_node(self, name: str) -> Any:
+    def _add_node(self, name: str) -> MininetNode:
         """A Mininet node in a new namespace, named ``name`` at once so that cleanup finds it."""
         node_cls, _, _ = mininet()
         node = node_cls(name, inNamespace=True)
@@ -338,8 +401,8 @@ class Network:
                 router = self._add_node(r)
                 mn_link(router, self.nodes[na], intfName1="ra", intfName2=ia)
                 mn_link(router, self.nodes[nb], intfName1="rb", intfName2=ib)
-                for i in ("ra", "rb"):
-                    _offloads_off(r, i)
+                for ifn in ("ra", "rb"):
+                    _offloads_off(r, ifn)
             else:
                 mn_link(self.nodes[na], self.nodes[nb], intfName1=ia, intfName2=ib)
             for node, ns, ifn in ((link.a, na, ia), (link.b, nb, ib)):
@@ -400,10 +463,10 @@ class Network:
             }
         else:
             sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=r)
-            for i in ("ra", "rb"):
-                sh("ip", "link", "set", "dev", i, "master", "br0", ns=r)
+            for ifn in ("ra", "rb"):
+                sh("ip", "link", "set", "dev", ifn, "master", "br0", ns=r)
             sh("ip", "link", "set", "dev", "br0", "up", ns=r)
-            cmds = {}
+            cmds: dict[str, list[list[str]]] = {}
             for dev, d, q in (("rb", fwd, qf), ("ra", rev, qr)):
                 for args in netem_args(d, *q):
                     sh("tc", "qdisc", "add", "dev", dev, *args, ns=r)
@@ -427,7 +490,9 @@ class Network:
     def _resolve_arp(self) -> None:
         """Ping every host pair once so that no experiment's first frames wait for ARP."""
         for net in self.topo.nets:
-            hosts = [h for h in self.topo.hosts if any(h in (l.a, l.b) and l.net == net for l in self.topo.links)]
+            hosts = [
+                h for h in self.topo.hosts if any(h in (link.a, link.b) and link.net == net for link in self.topo.links)
+            ]
             procs = []
             for i, a in enumerate(hosts):
                 for b in hosts[i + 1 :]:
@@ -455,9 +520,9 @@ class Network:
             for p in procs:
                 p.wait()
 
-    def link_stats(self) -> dict[int, dict]:
+    def link_stats(self) -> dict[int, LinkemStats]:
         """The last stats line of each emulator (linkem backend)."""
-        out = {}
+        out: dict[int, LinkemStats] = {}
         for i, spec in self.link_specs.items():
             path = Path(spec.get("stats", ""))
             if path.is_file():

@@ -17,17 +17,44 @@ import socket
 import sys
 import threading
 import time
+from typing import TypedDict
 
 PAYLOAD = 1472  # 1514-byte frame
 
 
-def udp_sink(port: int, seconds: float) -> dict:
+class UdpSinkResult(TypedDict):
+    packets: int
+    span_s: float  # first to last arrival
+
+
+class UdpSourceResult(TypedDict):
+    sent: int
+    seconds: float
+
+
+class TcpSinkResult(TypedDict):
+    served: int
+
+
+class TcpFlow(TypedDict):
+    start: float  # seconds since the sender started
+    end: float  # the sink's one-byte reply arrived
+    bytes: int
+
+
+class TcpShortResult(TypedDict):
+    flows: list[TcpFlow]  # completed flows only
+    wall_s: float
+    aggregate_mbps: float
+
+
+def udp_sink(port: int, seconds: float) -> UdpSinkResult:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     s.bind(("0.0.0.0", port))
     s.settimeout(seconds)
     buf = bytearray(65536)
-    n, first, last = 0, None, None
+    n, first, last = 0, None, 0.0
     print(json.dumps({"ready": True}), flush=True)
     try:
         while True:
@@ -40,10 +67,10 @@ def udp_sink(port: int, seconds: float) -> dict:
             n += 1 if k else 0
     except TimeoutError:
         pass
-    return {"packets": n, "span_s": (last - first) if n > 1 else 0.0}
+    return {"packets": n, "span_s": (last - first) if first is not None and n > 1 else 0.0}
 
 
-def udp_source(dst: str, port: int, rate_bps: float, seconds: float) -> dict:
+def udp_source(dst: str, port: int, rate_bps: float, seconds: float) -> UdpSourceResult:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
     s.connect((dst, port))
@@ -66,7 +93,7 @@ def udp_source(dst: str, port: int, rate_bps: float, seconds: float) -> dict:
     return {"sent": sent, "seconds": time.monotonic() - t0}
 
 
-def tcp_sink(port: int, seconds: float) -> dict:
+def tcp_sink(port: int, seconds: float) -> TcpSinkResult:
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind(("0.0.0.0", port))
@@ -92,10 +119,10 @@ def tcp_sink(port: int, seconds: float) -> dict:
     return {"served": served}
 
 
-def tcp_short(dst: str, port: int, size: int, count: int, workers: int, cc: str, seconds: float) -> dict:
+def tcp_short(dst: str, port: int, size: int, count: int, workers: int, cc: str, seconds: float) -> TcpShortResult:
     """``count`` transfers of ``size`` bytes, ``workers`` at a time, until ``seconds`` pass."""
     data = bytes(size)
-    flows: list[dict] = []
+    flows: list[TcpFlow] = []
     lock = threading.Lock()
     t0 = time.monotonic()
     todo = iter(range(count))
@@ -155,6 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cc", default="cubic")
     p.add_argument("--seconds", type=float, default=30)
     a = ap.parse_args(argv)
+    r: UdpSinkResult | UdpSourceResult | TcpSinkResult | TcpShortResult
     if a.cmd == "udp-sink":
         r = udp_sink(a.port, a.seconds)
     elif a.cmd == "udp-source":

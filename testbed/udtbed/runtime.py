@@ -55,7 +55,7 @@ class HostRuntime(Protocol):
 class NsProcess:
     """A process group started in a namespace; :meth:`stop` sends SIGINT, then TERM, then KILL."""
 
-    def __init__(self, popen: subprocess.Popen, argv: Sequence[str]):
+    def __init__(self, popen: subprocess.Popen[bytes], argv: Sequence[str]):
         self.popen = popen
         self.argv = list(argv)
 
@@ -93,9 +93,17 @@ class NamespaceRuntime:
         self.net = net
         self.procs: list[NsProcess] = []
 
-    def spawn(self, host, argv, *, stdout=None, stderr=None, env=None) -> NsProcess:
-        out: IO | int = open(stdout, "wb") if stdout else subprocess.DEVNULL
-        err: IO | int = open(stderr, "wb") if stderr else subprocess.DEVNULL
+    def spawn(
+        self,
+        host: str,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> NsProcess:
+        out: IO[bytes] | int = open(stdout, "wb") if stdout else subprocess.DEVNULL
+        err: IO[bytes] | int = open(stderr, "wb") if stderr else subprocess.DEVNULL
         try:
             p = subprocess.Popen(
                 ["ip", "netns", "exec", self.net.ns(host), *argv],
@@ -145,14 +153,14 @@ class DockerError(RuntimeError):
     """Docker cannot run the testbed's containers; the message says what to do."""
 
 
-def docker(*args: str, check: bool = True, timeout: float | None = 60) -> subprocess.CompletedProcess:
+def docker(*args: str, check: bool = True, timeout: float | None = 60) -> subprocess.CompletedProcess[str]:
     p = subprocess.run(["docker", *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout)
     if check and p.returncode != 0:
         raise DockerError(f"`docker {' '.join(args[:3])} ...` failed ({p.returncode}): {p.stderr.strip()}")
     return p
 
 
-def _sha256(path: Path, _cache: dict = {}) -> str:  # noqa: B006 - a cache on purpose
+def _sha256(path: Path, _cache: dict[tuple[str, int, int], str] = {}) -> str:  # noqa: B006 - a cache on purpose
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _cache:
@@ -264,11 +272,11 @@ def _exit_codes(names: list[str]) -> dict[str, int]:
     for line in p.stdout.splitlines():
         name, running, code = line.split()
         found[name.lstrip("/")] = None if running == "true" else int(code)
-    out = {}
+    out: dict[str, int] = {}
     for n in names:
-        code = found.get(n, _KILLED)
-        if code is not None:
-            out[n] = code
+        status = found.get(n, _KILLED)
+        if status is not None:
+            out[n] = status
     return out
 
 
@@ -308,7 +316,15 @@ class DockerRuntime:
         self.net, self.image, self.cpuset = net, image, cpuset
         self.procs: list[DockerProcess] = []
 
-    def spawn(self, host, argv, *, stdout=None, stderr=None, env=None) -> DockerProcess:
+    def spawn(
+        self,
+        host: str,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> DockerProcess:
         ns = self.net.ns(host)
         proc = DockerProcess(f"{PREFIX}{self.net.tag}-c{next(_names)}-{host}", argv)
         dirs = {self.net.workdir.resolve()} | {Path(f).resolve().parent for f in (stdout, stderr) if f}

@@ -28,13 +28,15 @@ import tomllib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypedDict
 
 FRAME_BYTES = 1514  # full-size Ethernet frame as tc and udt-linkem count it
 DIRECTION_KEYS = {"delay", "rate", "queue", "loss", "seed", "bdp_rtt"}
 LINK_KEYS = DIRECTION_KEYS | {"ends", "net", "forward", "reverse"}
 TOP_KEYS = {"name", "paper", "description", "hosts", "switches", "link"}
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
+# What each direction key's value looks like, for the error on a value of the wrong type.
+_EXAMPLES = {"delay": "55ms", "rate": "1gbit", "queue": "1000p", "loss": "0.001", "bdp_rtt": "110ms"}
 
 
 class TopologyError(ValueError):
@@ -204,7 +206,7 @@ class Topology:
         """IPv4 address of ``host`` on ``net`` (10.<100+net>.<i/200>.<i%200+1>/16)."""
         if net not in self.nets:
             raise KeyError(f"{self.name}: no net {net!r} (nets: {', '.join(self.nets)})")
-        if not any(host in (l.a, l.b) and l.net == net for l in self.links):
+        if not any(host in (link.a, link.b) and link.net == net for link in self.links):
             raise KeyError(f"{self.name}: host {host!r} has no interface on net {net!r}")
         i = self.hosts.index(host)
         return f"10.{100 + self.nets.index(net)}.{i // 200}.{i % 200 + 1}"
@@ -262,6 +264,26 @@ class Topology:
 
 # --- loading -------------------------------------------------------------------------------
 
+# One step of a key path in the file: a table or key name, or the index of a [[link]].
+KeyPart = str | int | None
+
+
+class _Fail(Protocol):
+    """Makes the :class:`TopologyError` for ``msg`` at the line of the key path ``key``."""
+
+    def __call__(self, msg: str, *key: KeyPart) -> TopologyError: ...
+
+
+class _DirectionFields(TypedDict, total=False):
+    """The :class:`Direction` fields a [[link]] table sets (the others keep their defaults)."""
+
+    delay_s: float
+    rate_bps: float | None
+    queue: Queue
+    loss: str
+    seed: int
+    bdp_rtt_s: float | None
+
 
 class _Locator:
     """Finds the line of a key path in TOML source (best effort; falls back to the table)."""
@@ -278,7 +300,7 @@ class _Locator:
                 out.append((i, m.group(1).replace(" ", ""), s.startswith("[[")))
         return out
 
-    def line(self, *path: Any) -> int:
+    def line(self, *path: KeyPart) -> int:
         headers = self._headers()
         start, end, table = 1, len(self.lines) + 1, ""
         keys = list(path)
@@ -338,7 +360,7 @@ def load(path: str | Path) -> Topology:
         raise TopologyError(f"{path}:{where}: TOML syntax error: {msg.split(' (at')[0]}") from None
     loc = _Locator(text)
 
-    def fail(msg: str, *key: Any) -> TopologyError:
+    def fail(msg: str, *key: KeyPart) -> TopologyError:
         return TopologyError(f"{path}:{loc.line(*key)}: {msg}")
 
     for k in data:
@@ -382,11 +404,11 @@ def load(path: str | Path) -> Topology:
     switch_net: dict[str, str] = {}
     host_nets: dict[tuple[str, str], int] = {}
 
-    def direction(base: dict, over: dict, i: int, sub: str | None) -> Direction:
+    def direction(base: dict[str, Any], over: dict[str, Any], i: int, sub: str | None) -> Direction:
         merged = {**{k: v for k, v in base.items() if k in DIRECTION_KEYS}, **over}
-        kw: dict[str, Any] = {}
+        kw: _DirectionFields = {}
         for k, v in merged.items():
-            key = ("link", i, sub, k) if sub and k in over else ("link", i, k)
+            key: tuple[KeyPart, ...] = ("link", i, sub, k) if sub and k in over else ("link", i, k)
             if k not in DIRECTION_KEYS:
                 raise fail(f"unknown key {k!r} in [link.{sub}] (known: {', '.join(sorted(DIRECTION_KEYS))})", *key)
             try:
@@ -396,9 +418,7 @@ def load(path: str | Path) -> Topology:
                     kw["seed"] = v
                     continue
                 if not isinstance(v, str):
-                    raise ValueError(
-                        f'{k} must be a string, e.g. {k} = "{ {"delay": "55ms", "rate": "1gbit", "queue": "1000p", "loss": "0.001", "bdp_rtt": "110ms"}[k] }"'
-                    )
+                    raise ValueError(f'{k} must be a string, e.g. {k} = "{_EXAMPLES[k]}"')
                 if k == "delay":
                     kw["delay_s"] = parse_delay(v)
                 elif k == "rate":
@@ -421,13 +441,13 @@ def load(path: str | Path) -> Topology:
             if k not in LINK_KEYS:
                 raise fail(f"unknown key {k!r} in [[link]] (known: {', '.join(sorted(LINK_KEYS))})", "link", i, k)
         ends = raw.get("ends")
-        if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, str) for e in ends)):
+        if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(end, str) for end in ends)):
             raise fail('[[link]] needs ends = ["a", "b"]', "link", i, "ends" if "ends" in raw else None)
         a, b = ends
-        for e in ends:
-            if e not in hosts and e not in switches:
+        for end in ends:
+            if end not in hosts and end not in switches:
                 raise fail(
-                    f"link end {e!r} is neither a host nor a switch (hosts: {', '.join(hosts)}"
+                    f"link end {end!r} is neither a host nor a switch (hosts: {', '.join(hosts)}"
                     f"{'; switches: ' + ', '.join(switches) if switches else ''})",
                     "link",
                     i,
@@ -442,25 +462,25 @@ def load(path: str | Path) -> Topology:
             )
         if net not in nets:
             nets.append(net)
-        for e in ends:
-            if e in switches:
-                if switch_net.setdefault(e, net) != net:
+        for end in ends:
+            if end in switches:
+                if switch_net.setdefault(end, net) != net:
                     raise fail(
-                        f"switch {e!r} is on net {switch_net[e]!r} and {net!r}; a switch serves one net",
+                        f"switch {end!r} is on net {switch_net[end]!r} and {net!r}; a switch serves one net",
                         "link",
                         i,
                         "net",
                     )
             else:
-                if (e, net) in host_nets:
+                if (end, net) in host_nets:
                     raise fail(
-                        f"host {e!r} already has a link on net {net!r} (line {host_nets[(e, net)]}); "
+                        f"host {end!r} already has a link on net {net!r} (line {host_nets[(end, net)]}); "
                         "join several links with a switch",
                         "link",
                         i,
                         "ends",
                     )
-                host_nets[(e, net)] = loc.line("link", i, "ends")
+                host_nets[(end, net)] = loc.line("link", i, "ends")
         for sub in ("forward", "reverse"):
             if sub in raw and not isinstance(raw[sub], dict):
                 raise fail(f"{sub} must be a table: [link.{sub}]", "link", i, sub)
@@ -468,7 +488,7 @@ def load(path: str | Path) -> Topology:
         rev = direction(raw, raw.get("reverse", {}), i, "reverse")
         links.append(Link(i, a, b, net, fwd, rev, loc.line("link", i, "ends")))
     for h in hosts:
-        if not any(h in (l.a, l.b) for l in links):
+        if not any(h in (link.a, link.b) for link in links):
             raise fail(f"host {h!r} has no link", "hosts", h)
     topo = Topology(
         name=name,
@@ -484,7 +504,7 @@ def load(path: str | Path) -> Topology:
     return topo
 
 
-def _check_tree(topo: Topology, fail) -> None:
+def _check_tree(topo: Topology, fail: _Fail) -> None:
     """Switches bridge at L2 without STP, so each net must be loop-free."""
     parent: dict[str, str] = {}
 
