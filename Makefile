@@ -53,14 +53,14 @@ $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
 
 # Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, the
-# [tool.mypy] sections of conformance/ and testbed/).
+mypy.ini).
 check: setup
 	@echo "==> check: cargo fmt --check, cargo clippy -D warnings (impl/)"
 	cd impl && $(CARGO) fmt --all --check && $(CARGO) clippy --release --all-targets --quiet -- -D warnings
 	@echo "==> check: ruff format --check, ruff check, mypy --strict (udtconf, udtbed)"
 	$(PYTHON) -m ruff format --check --quiet .
 	$(PYTHON) -m ruff check --quiet .
-	$(PYTHON) -m mypy --strict conformance/udtconf testbed/udtbed
+	$(PYTHON) -m mypy conformance/udtconf testbed/udtbed
 
 test: setup build
 	@$(MAKE) --no-print-directory -k check test-rust test-interop test-conformance test-testbed
