@@ -75,20 +75,20 @@ def mininet() -> tuple[Any, Any, str]:
             except BaseException:
                 del sys.modules["mininet"]
                 raise
-        from mininet.link import Link as MnLink
-        from mininet.node import Node as MnNode
+        from mininet.link import Link as MnLink  # type: ignore[import-not-found, unused-ignore]
+        from mininet.node import Node as MnNode  # type: ignore[import-not-found, unused-ignore]
     except ImportError as e:
         raise MininetMissing(f"Mininet cannot be imported ({e}): run `make setup`") from e
     finally:
         sys.dont_write_bytecode = no_pyc
     if shutil.which("mnexec") is None:
         raise MininetMissing("mnexec (Mininet's node launcher) is not on PATH: run `make setup`")
-    site = Path(sys.modules["mininet"].__file__).resolve().parents[1]
+    site = Path(sys.modules["mininet"].__file__ or MININET_SITE / "mininet/__init__.py").resolve().parents[1]
     version = next((d.version for d in importlib.metadata.distributions(name="mininet", path=[str(site)])), "?")
     return MnNode, MnLink, version
 
 
-def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess:
+def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess[str]:
     cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if check and p.returncode != 0:
@@ -98,7 +98,7 @@ def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.Comp
 
 def list_namespaces(prefix: str = PREFIX) -> list[str]:
     out = sh("ip", "netns", "list", check=False).stdout
-    return [l.split()[0] for l in out.splitlines() if l.startswith(prefix)]
+    return [row.split()[0] for row in out.splitlines() if row.startswith(prefix)]
 
 
 def kill_namespace(ns: str) -> None:
@@ -249,8 +249,9 @@ class Network:
     tag: str = field(default_factory=lambda: str(os.getpid()))
     namespaces: list[str] = field(default_factory=list)
     nodes: dict[str, Any] = field(default_factory=dict)  # namespace name -> Mininet Node
-    emulators: dict[int, subprocess.Popen] = field(default_factory=dict)
-    link_specs: dict[int, dict] = field(default_factory=dict)
+    emulators: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    link_specs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    link_t0: dict[int, float] = field(default_factory=dict)  # wall clock at each emulator's start (its t_s = 0)
     built_by: str = ""
 
     def ns(self, node: str) -> str:
@@ -271,7 +272,7 @@ class Network:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _add_node(self, name: str) -> Any:
@@ -389,6 +390,7 @@ class Network:
             )
             log.close()
             self.emulators[link.index] = p
+            self.link_t0[link.index] = time.time()
             self.link_specs[link.index] = {
                 "ends": [link.a, link.b],
                 "net": link.net,
@@ -400,8 +402,8 @@ class Network:
             }
         else:
             sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=r)
-            for i in ("ra", "rb"):
-                sh("ip", "link", "set", "dev", i, "master", "br0", ns=r)
+            for end in ("ra", "rb"):
+                sh("ip", "link", "set", "dev", end, "master", "br0", ns=r)
             sh("ip", "link", "set", "dev", "br0", "up", ns=r)
             cmds = {}
             for dev, d, q in (("rb", fwd, qf), ("ra", rev, qr)):
@@ -427,7 +429,7 @@ class Network:
     def _resolve_arp(self) -> None:
         """Ping every host pair once so that no experiment's first frames wait for ARP."""
         for net in self.topo.nets:
-            hosts = [h for h in self.topo.hosts if any(h in (l.a, l.b) and l.net == net for l in self.topo.links)]
+            hosts = [h for h in self.topo.hosts if any(h in (lk.a, lk.b) and lk.net == net for lk in self.topo.links)]
             procs = []
             for i, a in enumerate(hosts):
                 for b in hosts[i + 1 :]:
@@ -455,11 +457,19 @@ class Network:
             for p in procs:
                 p.wait()
 
-    def link_stats(self) -> dict[int, dict]:
+    def link_stats_files(self) -> dict[int, tuple[Path, float]]:
+        """Each emulator's ``--stats`` file (one JSON line a second, docs/link-emulation.md) and
+        the wall-clock time its ``t_s`` counts from, by link index; none with the netem backend."""
+        return {
+            i: (Path(spec["stats"]), self.link_t0[i])
+            for i, spec in self.link_specs.items()
+            if spec.get("stats") and i in self.link_t0
+        }
+
+    def link_stats(self) -> dict[int, dict[str, Any]]:
         """The last stats line of each emulator (linkem backend)."""
         out = {}
-        for i, spec in self.link_specs.items():
-            path = Path(spec.get("stats", ""))
+        for i, (path, _) in self.link_stats_files().items():
             if path.is_file():
                 lines = path.read_text().splitlines()
                 if lines:
