@@ -18,12 +18,12 @@ from pathlib import Path
 
 from udtconf import metrics
 
-from . import hostwatch
+from . import hostwatch, live
 from .calibrate import as_json, calibrate
 from .influx import InfluxWriter
 from .network import Network
 from .runtime import HostRuntime, NamespaceRuntime
-from .stacks import Stack, resample
+from .stacks import Sample, Stack, resample
 from .topology import Topology, load
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
@@ -288,34 +288,43 @@ def _host_check(
 
 
 def _watch(
-    run: Run, stack: Stack, started, seconds: float, tags: Callable[[str], dict], t_wall0: float, t_mono0: float
+    run: Run,
+    stack: Stack,
+    started,
+    seconds: float,
+    tags: Callable[[str], dict],
+    t_wall0: float,
+    t_mono0: float,
+    net: Network | None = None,
 ) -> None:
-    """Wait ``seconds``, streaming every receiver's new samples to InfluxDB."""
-    seen = {f.name: 0 for f, _, _ in started}
-    last_b = {f.name: 0 for f, _, _ in started}
-    last_t = {f.name: 0.0 for f, _, _ in started}
+    """Wait ``seconds``, streaming the receivers', UDT senders' and emulators' new stats to InfluxDB."""
+    # Until every Stack has its own parse_line: a UDT line is cumulative, an iperf3 line one interval.
+    total = 0
+
+    def parse_line(text: str) -> Sample | None:
+        nonlocal total
+        s = stack.parse(text)
+        if not s or stack.kind == "udt":
+            return s[-1] if s else None
+        total += s[-1].bytes
+        return Sample(s[-1].t, total)
+
+    flows = [
+        live.WatchedFlow(
+            f.name,
+            stats,
+            getattr(stack, "parse_line", parse_line),
+            off,
+            stats.with_suffix(".send.stats") if stack.kind == "udt" else None,
+        )
+        for f, stats, off in started
+    ]
+    watch = live.LiveWatch(run.influx, tags, net, flows, t_wall0)
     end = t_mono0 + seconds
-    while True:
-        now = time.monotonic()
-        for f, stats, off in started:
-            try:
-                samples = stack.parse(stats.read_text())
-            except OSError:
-                continue
-            for s in samples[seen[f.name] :]:
-                dt = s.t - last_t[f.name]
-                if dt > 0:
-                    run.influx.write(
-                        "throughput",
-                        tags(f.name),
-                        {"mbps": (s.bytes - last_b[f.name]) * 8 / dt / 1e6, "bytes": s.bytes},
-                        ts=t_wall0 + off + s.t,
-                    )
-                last_t[f.name], last_b[f.name] = s.t, s.bytes
-            seen[f.name] = len(samples)
-        if now >= end:
-            break
+    while (now := time.monotonic()) < end:
+        watch.poll()
         time.sleep(min(0.5, max(0.0, end - now)))
+    watch.close()
 
 
 def _flow_results(run: Run, stack: Stack, started, seconds: float) -> list[dict]:
@@ -346,7 +355,7 @@ def _bulk(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, wor
         t_wall0, t_mono0 = time.time(), time.monotonic()
         started, _ = _start_bulk(rt, net, stack, part.flows, work, run.duration, 7000, "bulk")
         watch = hostwatch.HostWatch(net)
-        _watch(run, stack, started, run.duration, lambda fl: _tags(run, exp, part, stack, fl), t_wall0, t_mono0)
+        _watch(run, stack, started, run.duration, lambda fl: _tags(run, exp, part, stack, fl), t_wall0, t_mono0, net)
         host = watch.finish()
     finally:
         rt.stop_all()
@@ -403,7 +412,7 @@ def _friendliness(run: Run, exp: Experiment, part: Part, net: Network, stack: St
             started, _ = _start_bulk(rt, net, stack, flows, work, run.duration + warm, 7100, tag)
             watch = hostwatch.HostWatch(net)
             tags = lambda fl: _tags(run, exp, part, stack, fl) | {"bulk_flows": str(n)}  # noqa: E731
-            _watch(run, stack, started, warm, tags, t_wall0, t_mono0)
+            _watch(run, stack, started, warm, tags, t_wall0, t_mono0, net)
             py = [sys.executable, "-m", "udtbed.probe"]
             rt.spawn(
                 "amsterdam",
@@ -431,7 +440,7 @@ def _friendliness(run: Run, exp: Experiment, part: Part, net: Network, stack: St
                 stdout=short_out,
                 stderr=work / f"{stack.name}-{tag}-short.log",
             )
-            _watch(run, stack, started, run.duration, tags, t_wall0, time.monotonic())
+            _watch(run, stack, started, run.duration, tags, t_wall0, time.monotonic(), net)
             short.wait(timeout=60)
             host = watch.finish()
         finally:
