@@ -21,7 +21,7 @@ FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOT
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
 .PHONY: help setup build build-rust check test test-rust test-interop test-conformance \
-        testbed testbed-image test-testbed testbed-cleanup bench fuzz conformance clean
+        testbed testbed-image test-testbed testbed-cleanup dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
@@ -32,6 +32,7 @@ help:
 	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
 	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
 	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
+	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
 	@echo "make bench        goodput and CPU: our udt vs libudt, then the loss_list bench"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "make conformance  the conformance suite (STACKS=..., CASES=... passed through)"
@@ -116,6 +117,12 @@ test-testbed:
 
 testbed-cleanup:
 	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all)
+
+# Grafana dashboards as code (grafana-foundation-sdk, requirements-dev.txt); the JSON is committed
+# and testbed/tests/test_dashboards.py checks that it is current.
+dashboards:
+	@echo "==> dashboards: dashboards/generate.py -> dashboards/udtbed.json"
+	$(PYTHON) dashboards/generate.py
 
 bench: setup build
 	@echo "==> bench: goodput and CPU per Gb, ours vs libudt (impl/bench/compare.py)"

@@ -13,6 +13,7 @@ from udtconf.checks import rules_for
 from udtconf.interop import RESULTS_DIR, InteropRunner
 from udtconf.stacks import TESTCASES, Stack, discover
 
+pytest_plugins = ["udtconf.influx_results"]  # INFLUX=URL: each case's outcome to InfluxDB
 _KEY = pytest.StashKey[list]()
 _FAILED = pytest.StashKey[list]()
 

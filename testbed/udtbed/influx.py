@@ -19,7 +19,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DB = "udtbed"
 
@@ -34,16 +36,19 @@ def line(measurement: str, tags: dict[str, str], fields: dict[str, float], ts_ns
     return f"{_esc(measurement)}{',' + t if t else ''} {f} {ts_ns}"
 
 
-def query(url: str, q: str, db: str = DB, timeout: float = 5) -> dict:
+def query(url: str, q: str, db: str = DB, timeout: float = 5) -> dict[str, Any]:
     import json
 
     u = f"{url}/query?" + urllib.parse.urlencode({"db": db, "q": q})
     with urllib.request.urlopen(u, timeout=timeout) as r:
-        return json.loads(r.read())
+        out: dict[str, Any] = json.loads(r.read())
+    return out
 
 
 class InfluxWriter:
-    def __init__(self, url: str | None, db: str = DB, log=print, batch: int = 500, period: float = 0.5):
+    def __init__(
+        self, url: str | None, db: str = DB, log: Callable[[str], None] = print, batch: int = 500, period: float = 0.5
+    ) -> None:
         self.url, self.db, self.log = url, db, log
         self.batch, self.period = batch, period
         self.q: queue.Queue[str | None] = queue.Queue(maxsize=100_000)
@@ -110,17 +115,18 @@ class InfluxWriter:
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+    return port
 
 
 class LocalInfluxd:
     """``influxd`` on 127.0.0.1 with data in ``datadir``; a context manager."""
 
-    def __init__(self, datadir: Path, port: int | None = None):
+    def __init__(self, datadir: Path, port: int | None = None) -> None:
         self.datadir = Path(datadir).resolve()
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.tmp: str | None = None
 
     def start(self, timeout: float = 10) -> LocalInfluxd:
@@ -176,7 +182,7 @@ bind-address = "127.0.0.1:{_free_port()}"
     def __enter__(self) -> LocalInfluxd:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

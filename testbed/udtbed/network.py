@@ -135,8 +135,8 @@ def mininet() -> tuple[Callable[..., MininetNode], Callable[..., object], str]:
             except BaseException:
                 del sys.modules["mininet"]
                 raise
-        from mininet.link import Link as MnLink
-        from mininet.node import Node as MnNode
+        from mininet.link import Link as MnLink  # type: ignore[import-not-found, unused-ignore]
+        from mininet.node import Node as MnNode  # type: ignore[import-not-found, unused-ignore]
     except ImportError as e:
         raise MininetMissing(f"Mininet cannot be imported ({e}): run `make setup`") from e
     finally:
@@ -314,6 +314,7 @@ class Network:
     nodes: dict[str, MininetNode] = field(default_factory=dict)  # namespace name -> Mininet Node
     emulators: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     link_specs: dict[int, LinkSpec] = field(default_factory=dict)
+    link_t0: dict[int, float] = field(default_factory=dict)  # wall clock at each emulator's start (its t_s = 0)
     built_by: str = ""
 
     def ns(self, node: str) -> str:
@@ -452,6 +453,7 @@ class Network:
             )
             log.close()
             self.emulators[link.index] = p
+            self.link_t0[link.index] = time.time()
             self.link_specs[link.index] = {
                 "ends": [link.a, link.b],
                 "net": link.net,
@@ -520,11 +522,19 @@ class Network:
             for p in procs:
                 p.wait()
 
+    def link_stats_files(self) -> dict[int, tuple[Path, float]]:
+        """Each emulator's ``--stats`` file (one JSON line a second, docs/link-emulation.md) and
+        the wall-clock time its ``t_s`` counts from, by link index; none with the netem backend."""
+        return {
+            i: (Path(spec["stats"]), self.link_t0[i])
+            for i, spec in self.link_specs.items()
+            if spec.get("stats") and i in self.link_t0
+        }
+
     def link_stats(self) -> dict[int, LinkemStats]:
         """The last stats line of each emulator (linkem backend)."""
         out: dict[int, LinkemStats] = {}
-        for i, spec in self.link_specs.items():
-            path = Path(spec.get("stats", ""))
+        for i, (path, _) in self.link_stats_files().items():
             if path.is_file():
                 lines = path.read_text().splitlines()
                 if lines:

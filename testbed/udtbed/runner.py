@@ -25,7 +25,7 @@ from .bands import judge_all
 from .calibrate import as_json, calibrate
 from .experiment import Experiment, Flow, Part
 from .influx import InfluxWriter
-from .live import LiveWatch, WatchedFlow
+from .live import LiveWatch, WatchedFlow, write_calibration
 from .network import Network
 from .results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
 from .runtime import HostRuntime, NamespaceRuntime
@@ -147,6 +147,7 @@ def _run_part(run: Run, exp: Experiment, part: Part, stacks: list[Stack]) -> Par
         else:
             pairs = [(f.src, f.dst) for f in part.flows]
         cals = calibrate(net, pairs, run.rtt_tol_ms, run.rate_tol, log=run.log)
+        write_calibration(run.influx, {"run": run.run_id, "experiment": exp.name, "part": part.label}, cals)
         pres = PartResult(
             label=part.label,
             topology=topo.name,
