@@ -14,18 +14,22 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import functools
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+from udtconf.progress import Progress
 
 from . import network, runtime
 from .calibrate import calibrate
-from udtconf.progress import Progress
-
 from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentError, load_all
 from .experiment import load as load_experiment
 from .influx import InfluxWriter, LocalInfluxd
@@ -51,7 +55,7 @@ RESULT_META = (
 )
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -65,19 +69,19 @@ def _commit() -> str:
     return p.stdout.strip() + ("-dirty" if dirty else "")
 
 
-def stale_cleanup(log=print) -> None:
+def stale_cleanup(log: Callable[[str], None] = print) -> None:
     """Remove containers and namespaces left by runs whose process is gone (udtb-<pid>-...)."""
     boxes, namespaces = runtime.cleanup_run(live=False)
     for name in boxes + namespaces:
         log(f"removed stale {'container' if name in boxes else 'namespace'} {name}")
 
 
-def choose_scale(requested: str, backend: str, log) -> tuple[float, str]:
+def choose_scale(requested: str, backend: str, log: Callable[[str], None]) -> tuple[float, str]:
     """A fixed SCALE, or the largest of AUTO_SCALES whose calibration on chicago-amsterdam passes."""
     if requested != "auto":
         return float(requested), "requested"
     topo = load(TOPOLOGIES_DIR / "chicago-amsterdam.toml")
-    rejected = []
+    rejected: list[str] = []
     for s in AUTO_SCALES:
         log(f"scale auto: calibrating chicago-amsterdam at scale {s}")
         with Network(topo, scale=s, backend=backend, workdir=Path("/tmp") / f"udtb-autoscale-{os.getpid()}") as net:
@@ -126,7 +130,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not stacks:
         print("udtbed: no stack available", file=sys.stderr)
         return 1
-    host_runtime, image = runtime.NamespaceRuntime, None
+    host_runtime: Callable[[Network], runtime.HostRuntime] = runtime.NamespaceRuntime
+    image: runtime.StacksImage | None = None
     if a.runtime == "docker":
         try:
             image = runtime.StacksImage.resolve(a.image)
@@ -257,8 +262,8 @@ def cmd_check(a: argparse.Namespace) -> int:
 def cmd_list(a: argparse.Namespace) -> int:
     try:
         exps = load_all(Path(a.experiments_dir))
-    except ExperimentError as e:
-        print(f"udtbed: {e}", file=sys.stderr)
+    except ExperimentError as err:
+        print(f"udtbed: {err}", file=sys.stderr)
         return 2
     print(f"experiments ({a.experiments_dir}; * = in the default run):")
     for e in exps.values():
@@ -282,7 +287,8 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.stdout.reconfigure(line_buffering=True)  # progress as it goes, also into a pipe or a log
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # progress as it goes, also into a pipe or a log
     ap = argparse.ArgumentParser(
         prog="udtbed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

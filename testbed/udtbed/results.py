@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .hostwatch import HostReport
 
 Series = list[tuple[float, float]]  # (seconds since the part's start, Mb/s or bytes)
 
@@ -63,7 +66,7 @@ class ShortTcpPoint:
     short_flows: int
     bulk_mean_mbps: list[float]
     bulk_series_1s: dict[str, Series]
-    host: dict[str, Any] | None = None
+    host: HostReport | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ShortTcpPoint:
@@ -131,7 +134,7 @@ class StackResult:
     points: list[ShortTcpPoint] = field(default_factory=list)
     short_tcp_workers: int | None = None
     metrics: dict[str, float | None] = field(default_factory=dict)
-    host: dict[str, Any] | None = None  # udtbed.hostwatch: CPU, emulator timing, flags
+    host: HostReport | None = None  # udtbed.hostwatch: CPU, emulator timing, flags
     verdicts: list[Verdict] = field(default_factory=list)
 
     def flow(self, name: str) -> FlowResult:

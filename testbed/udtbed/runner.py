@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from udtconf import metrics
 
 from . import hostwatch
+from .hostwatch import HostReport
 from .bands import judge_all
 from .calibrate import as_json, calibrate
 from .experiment import Experiment, Flow, Part
@@ -237,8 +238,8 @@ def _start_bulk(
 
 
 def _host_check(
-    run: Run, net: Network, stack: Stack, host: dict[str, Any] | None, started: list[Started]
-) -> dict[str, Any] | None:
+    run: Run, net: Network, stack: Stack, host: HostReport | None, started: list[Started]
+) -> HostReport | None:
     """The part's CPU and emulator timing (:mod:`hostwatch`), with the UDT senders' pacing
     against the bottleneck and the flags that say the result is not the protocol's alone."""
     if host is None:
