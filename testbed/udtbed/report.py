@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from .hostwatch import HostReport  # noqa: E402
 from .results import ExperimentResult, PartResult, StackResult, Verdict  # noqa: E402
 
 CSS = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#222}
@@ -264,7 +265,7 @@ def _timing_flags(part: PartResult) -> str:
     """The stacks whose emulation or own timing was off (``host.flags``, udtbed.hostwatch)."""
     rows = []
     for name, s in part.stacks.items():
-        hosts: list[tuple[int | None, dict[str, Any] | None]] = (
+        hosts: list[tuple[int | None, HostReport | None]] = (
             [(p.bulk_flows, p.host) for p in s.points] if s.points else [(None, s.host)]
         )
         for n, h in hosts:

@@ -16,15 +16,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from udtconf import metrics
 
 from . import hostwatch
-from .hostwatch import HostReport
 from .bands import judge_all
 from .calibrate import as_json, calibrate
 from .experiment import Experiment, Flow, Part
+from .hostwatch import HostReport
 from .influx import InfluxWriter
 from .live import LiveWatch, WatchedFlow, write_calibration
 from .network import Network
