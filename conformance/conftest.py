@@ -13,6 +13,8 @@ from udtconf.checks import rules_for
 from udtconf.interop import RESULTS_DIR, InteropRunner
 from udtconf.stacks import TESTCASES, Stack, discover
 
+pytest_plugins = ["udtconf.pytest_progress"]  # the progress bar on a terminal (see its module doc)
+
 _KEY = pytest.StashKey[list]()
 _FAILED = pytest.StashKey[list]()
 

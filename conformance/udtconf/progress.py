@@ -128,6 +128,8 @@ class Progress:
         with self._lock:
             self._end = self._clock()
             self._outcome = "done" if exc_type is None else "interrupted"
+            if exc_type is None:
+                self._advanced = self._weight  # the last step ran to its end
         live, self._live = self._live, None
         if live is not None:
             live.stop()  # renders the last frame and shows the cursor again
