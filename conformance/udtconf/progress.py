@@ -220,7 +220,7 @@ class Progress:
         else:
             tail = Text.assemble(("ETA ", "dim"), (_eta(eta), "bold"))
         stats.add_row(
-            ProgressBar(total=1.0, completed=fraction, complete_style="green", finished_style="green"),
+            ProgressBar(total=1.0, completed=fraction, style="grey42", complete_style="green", finished_style="green"),
             Text(f"{fraction * 100:3.0f}%"),
             Text.assemble(("step ", "dim"), count),
             Text.assemble(("elapsed ", "dim"), format_duration(elapsed)),
