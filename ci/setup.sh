@@ -22,6 +22,7 @@ APT_PACKAGES=(
   iperf3 iproute2 iputils-ping bridge-utils ethtool mininet   # testbed
   strace                                  # testbed: the netem request tc sends (test_netem_commands)
   influxdb jq                             # metrics
+  chromium fonts-dejavu-core              # screenshots of the report and progress display (udtbed.screenshot)
   python3-venv
 )
 

@@ -13,7 +13,9 @@ from udtconf.checks import rules_for
 from udtconf.interop import RESULTS_DIR, InteropRunner
 from udtconf.stacks import TESTCASES, Stack, discover
 
-pytest_plugins = ["udtconf.influx_results"]  # INFLUX=URL: each case's outcome to InfluxDB
+# INFLUX=URL: each case's outcome to InfluxDB; a progress bar on a terminal (see the modules' docs).
+pytest_plugins = ["udtconf.influx_results", "udtconf.pytest_progress"]
+
 _KEY = pytest.StashKey[list]()
 _FAILED = pytest.StashKey[list]()
 
