@@ -196,7 +196,9 @@ def cmd_run(a: argparse.Namespace) -> int:
             host_runtime=host_runtime,
         )
         total = planned_seconds(run, exps, len(stacks))
-        with Progress(f"udtbed run {run_id}: {', '.join(names)}", total) as progress:
+        steps = sum(len(e.parts) * (1 + len(stacks)) for e in exps)  # a calibration, then each stack
+        title = f"udtbed run {run_id}: {', '.join(names)}"
+        with Progress(title, total, steps=steps, seconds_per_unit=1.0) as progress:
             run.progress = progress
             for exp in exps:
                 res = run_experiment(run, exp, stacks)
