@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from udtconf.capture import SENTINEL, Capture, can_capture
-from udtconf.interop import free_udp_port
 from udtconf.pcap import read_udp
+from udtconf.ports import free_udp_port
 from udtconf.wire import KeepAlive, decode
 
 

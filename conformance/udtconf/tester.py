@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .interop import free_udp_port, make_input, udp_port_bound
+from .ports import free_udp_port, udp_port_bound
 from .seq import MAX, incseq, seqcmp, seqoff
 from .stacks import Stack, stop
+from .testdata import random_file
 from .wire import (
     Ack,
     Ack2,
@@ -722,7 +723,7 @@ class _StackClient:
     def __init__(self, env: ProbeEnv, size: int = 400 * PAYLOAD) -> None:
         self.wire = Wire()
         self.input = env.workdir / "input.bin"
-        make_input(self.input, size, env.probe.id)
+        random_file(self.input, size, seed=env.probe.id)
         self.payload = self.input.read_bytes()
         self.proc = env.stack.start(
             "client",
