@@ -75,7 +75,7 @@ class RunResult:
     def key(self) -> str:
         return f"{self.server}__{self.client}__{self.case}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d.pop("conns")
         d.pop("client_leg")

@@ -411,14 +411,14 @@ def _serve_transfer(
     payload: bytes,
     sess: ClientSession | None = None,
     wire: Wire | None = None,
-    **kw: object,
+    before_send: Callable[[int, bytes], None] | None = None,
 ) -> tuple[bool, str]:
     """Finish a tester → stack transfer and check the stack wrote exactly ``payload``."""
     own = wire is None
     wire = wire or Wire()
     try:
         sess = sess or connect(wire, srv.addr)
-        ok = sess.send_stream(payload, **kw)  # type: ignore[arg-type]
+        ok = sess.send_stream(payload, before_send=before_send)
         sess.shutdown()
         rc = srv.finish()
         if not ok:

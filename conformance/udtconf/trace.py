@@ -45,7 +45,7 @@ class Connection:
     def of_type(self, cls: type[P], sender: str | None = None) -> Iterator[tuple[Record, P]]:
         for r in self.records:
             if isinstance(r.packet, cls) and (sender is None or r.sender == sender):
-                yield r, r.packet  # type: ignore[misc]
+                yield r, r.packet
 
     def handshakes(self, sender: str | None = None) -> list[tuple[Record, Handshake]]:
         return list(self.of_type(Handshake, sender))
