@@ -229,7 +229,8 @@ class InteropRunner:
         a, b = inputs[0].read_bytes(), output.read_bytes()
         if a == b:
             return []
-        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        # Lengths may differ: compare the common prefix, else the difference starts at its end.
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
         return [f"output differs from input ({len(b)} vs {len(a)} bytes, first difference at byte {first})"]
 
     @staticmethod

@@ -156,7 +156,8 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
     active = [e for e in entries if e.key.startswith("active/")]
     if active:
         out.append(
-            "<h2>Active tester</h2><table><tr><th>stack</th><th>probe</th><th>§</th><th>result</th><th>details</th></tr>"
+            "<h2>Active tester</h2><table>"
+            "<tr><th>stack</th><th>probe</th><th>§</th><th>result</th><th>details</th></tr>"
         )
         for e in active:
             out.append(

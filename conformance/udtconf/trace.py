@@ -30,7 +30,8 @@ class Record:
     error: WireError | None
 
     def where(self) -> str:
-        return f"frame {self.frame} (t={self.time:.6f}, {self.sender}→{'server' if self.sender == 'client' else 'client'}, {len(self.raw)} B)"
+        receiver = "server" if self.sender == "client" else "client"
+        return f"frame {self.frame} (t={self.time:.6f}, {self.sender}→{receiver}, {len(self.raw)} B)"
 
 
 @dataclass

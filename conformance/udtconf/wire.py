@@ -21,7 +21,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar, Union
+from typing import ClassVar
 
 from .seq import MAX, incseq, seqcmp, seqlen
 
@@ -347,10 +347,10 @@ class UserDefined(_Control):
         return self._header(self.addl, self.ext_type) + self.body
 
 
-ControlPacket = Union[
-    Handshake, KeepAlive, Ack, Nak, CongestionWarning, Shutdown, Ack2, MsgDropRequest, ErrorSignal, UserDefined
-]
-Packet = Union[DataPacket, ControlPacket]
+ControlPacket = (
+    Handshake | KeepAlive | Ack | Nak | CongestionWarning | Shutdown | Ack2 | MsgDropRequest | ErrorSignal | UserDefined
+)
+Packet = DataPacket | ControlPacket
 
 _EMPTY_TYPES: dict[int, type[KeepAlive | CongestionWarning | Shutdown | Ack2 | ErrorSignal]] = {
     ControlType.KEEPALIVE: KeepAlive,
@@ -492,7 +492,10 @@ def describe(pkt: Packet) -> str:
     name = type(pkt).__name__.upper()
     extra = ""
     if isinstance(pkt, Handshake):
-        extra = f" req={pkt.req_type} id={pkt.socket_id:#x} isn={pkt.isn:#x} cookie={pkt.cookie:#x} mss={pkt.mss} ffs={pkt.flight_flag_size}"
+        extra = (
+            f" req={pkt.req_type} id={pkt.socket_id:#x} isn={pkt.isn:#x} cookie={pkt.cookie:#x}"
+            f" mss={pkt.mss} ffs={pkt.flight_flag_size}"
+        )
     elif isinstance(pkt, Ack):
         extra = f" {pkt.kind.name.lower()} sub={pkt.ack_seq_no} ack={pkt.ack_no:#x}"
     elif isinstance(pkt, Nak):
