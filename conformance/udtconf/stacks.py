@@ -39,7 +39,8 @@ _BULK_KEYS = ("contract", "binary", "binary_env", "build", "congestion_control")
 
 
 class StackError(RuntimeError):
-    """A stack directory does not follow the adapter contract."""
+    """A stack's meta.toml or entrypoint does not follow the contract, a selected stack is not
+    in the registry, or a stack's bulk binary is not built. The message says which and where."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class Bulk:
 
 @dataclass(frozen=True)
 class Stack:
+    """One registry entry, as :func:`load` read it from ``path/meta.toml``."""
+
     name: str
     path: Path
     version: str
