@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from udtconf.capture import SENTINEL, Capture, can_capture
-from udtconf.interop import free_udp_port
 from udtconf.pcap import read_udp
+from udtconf.ports import free_udp_port
 from udtconf.wire import KeepAlive, decode
 
 
@@ -33,11 +33,13 @@ def test_capture_tool_records_only_the_port(tool: str, tmp_path: Path) -> None:
     "log,lost",
     [
         (
-            "tcpdump: listening on lo\n10 packets captured\n12 packets received by filter\n7 packets dropped by kernel\n",
+            "tcpdump: listening on lo\n10 packets captured\n12 packets received by filter\n"
+            "7 packets dropped by kernel\n",
             7,
         ),
         (
-            "Capturing on 'Loopback: lo'\nPackets received/dropped on interface 'Loopback: lo': 1513/3 (pcap:0/dumpcap:0)\n",
+            "Capturing on 'Loopback: lo'\n"
+            "Packets received/dropped on interface 'Loopback: lo': 1513/3 (pcap:0/dumpcap:0)\n",
             3,
         ),
         ("Capturing on 'Loopback: lo'\nPackets received/dropped on interface 'Loopback: lo': 1513/0 (pcap:0)\n", 0),

@@ -54,7 +54,7 @@ def test_codec_agrees_with_wireshark(matrix_cell: tuple[Stack, Stack, str], runn
     rows = _tshark(str(res.pcap), ports)
     assert len(rows) == len(datagrams)
     mismatches = []
-    for dg, row in zip(datagrams, rows):
+    for dg, row in zip(datagrams, rows, strict=True):
         frame = int(row[0])
         iscontrol, ttype, seqno, dst, ack_sub, ackno, isn, reqtype = (row + [""] * 9)[1:9]
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from .seq import MAX, incseq, seqcmp, seqoff
 from .trace import Connection, Record
@@ -704,7 +705,7 @@ def _pairs(conn: Connection, ctx: Context) -> Iterable[Violation]:
             top = d.seq
     pair_gaps: list[float] = []
     other_gaps: list[float] = []
-    for (t0, s0), (t1, s1) in zip(new, new[1:]):
+    for (t0, s0), (t1, s1) in pairwise(new):
         if s1 != incseq(s0):
             continue
         (pair_gaps if s0 & 0xF == 0 else other_gaps).append(t1 - t0)

@@ -19,11 +19,8 @@ multiconnect    3 clients at once to one server port (OUTPUT is a directory, one
 
 from __future__ import annotations
 
-import hashlib
 import json
-import random
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -31,8 +28,10 @@ from pathlib import Path
 
 from .capture import Capture, can_capture
 from .pcap import read_udp
+from .ports import free_udp_port, udp_port_bound
 from .relay import LossRelay, wrap_target
 from .stacks import EXIT_OK, EXIT_UNSUPPORTED, REPO_ROOT, Stack, stop
+from .testdata import random_file, sha256_file
 from .trace import Connection, connections
 
 RESULTS_DIR = REPO_ROOT / "results" / "conformance"
@@ -76,7 +75,7 @@ class RunResult:
     def key(self) -> str:
         return f"{self.server}__{self.client}__{self.case}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d.pop("conns")
         d.pop("client_leg")
@@ -84,33 +83,6 @@ class RunResult:
         d["pcap"] = str(self.pcap) if self.pcap else None
         d["dropped"] = len(self.dropped)
         return d
-
-
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def udp_port_bound(port: int) -> bool:
-    needle = f":{port:04X} "
-    for table in ("/proc/net/udp", "/proc/net/udp6"):
-        try:
-            with open(table) as f:
-                if any(needle in line.split("\n")[0][:40] for line in f):
-                    return True
-        except OSError:
-            pass
-    return False
-
-
-def make_input(path: Path, size: int, seed: str) -> None:
-    rng = random.Random(seed)
-    path.write_bytes(rng.randbytes(size))
-
-
-def _digest(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "missing"
 
 
 class InteropRunner:
@@ -148,7 +120,7 @@ class InteropRunner:
         n_clients = MULTI_CONNECTIONS if case == "multiconnect" else 1
         inputs = [logdir / f"input-{i}.bin" for i in range(n_clients)]
         for i, p in enumerate(inputs):
-            make_input(p, CASE_BYTES[case], f"{case}-{i}")
+            random_file(p, CASE_BYTES[case], seed=f"{case}-{i}")
         output = logdir / ("output" if case == "multiconnect" else "output.bin")
         if case == "multiconnect":
             output.mkdir()
@@ -245,15 +217,20 @@ class InteropRunner:
     @staticmethod
     def _compare(case: str, inputs: list[Path], output: Path) -> list[str]:
         if case == "multiconnect":
-            got = sorted(_digest(p) for p in output.iterdir()) if output.is_dir() else []
-            want = sorted(_digest(p) for p in inputs)
+            got = (
+                sorted(sha256_file(p) if p.is_file() else "missing" for p in output.iterdir())
+                if output.is_dir()
+                else []
+            )
+            want = sorted(sha256_file(p) for p in inputs)
             return [] if got == want else [f"server output files {len(got)} do not match the {len(want)} inputs"]
         if not output.is_file():
             return ["server wrote no output file"]
         a, b = inputs[0].read_bytes(), output.read_bytes()
         if a == b:
             return []
-        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        # Lengths may differ: compare the common prefix, else the difference starts at its end.
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
         return [f"output differs from input ({len(b)} vs {len(a)} bytes, first difference at byte {first})"]
 
     @staticmethod

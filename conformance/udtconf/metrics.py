@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 
 
 def jain_index(throughputs: Sequence[float]) -> float:
@@ -90,10 +91,10 @@ def convergence_time(
     """
     if len(times) != len(throughput):
         raise ValueError("times and throughput differ in length")
-    if any(b < a for a, b in zip(times, times[1:])):
+    if any(b < a for a, b in pairwise(times)):
         raise ValueError("times must be non-decreasing")
     threshold = fraction * capacity
-    pts = [(t, x) for t, x in zip(times, throughput) if t >= start]
+    pts = [(t, x) for t, x in zip(times, throughput, strict=True) if t >= start]
     if not sustained:
         for t, x in pts:
             if x >= threshold:

@@ -242,7 +242,8 @@ class PcapWriter:
 
 
 def _ip_checksum(hdr: bytes) -> int:
-    s = sum(struct.unpack("!10H", hdr))
+    words: tuple[int, ...] = struct.unpack("!10H", hdr)
+    s = sum(words)
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return ~s & 0xFFFF

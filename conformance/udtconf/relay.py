@@ -121,7 +121,8 @@ class LossRelay:
             if self._queue:
                 wait = max(0.0, min(wait, self._queue[0][0] - time.monotonic()))
             for key, _ in self._sel.select(timeout=wait):
-                sock: socket.socket = key.fileobj  # type: ignore[assignment]
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)  # only sockets are registered
                 try:
                     data, src = sock.recvfrom(65535)
                 except OSError:

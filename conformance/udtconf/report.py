@@ -9,6 +9,7 @@ import html
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,18 +28,24 @@ class Entry:
     violations: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_props(cls, props: dict, nodeid: str, status: str, message: str) -> Entry:
+    def from_props(cls, props: Mapping[str, object], nodeid: str, status: str, message: str) -> Entry:
+        """From a test item's ``user_properties`` (``udtc_key``, ``udtc_grade``, …)."""
+
+        def prop(name: str) -> str:
+            return str(props.get(f"udtc_{name}", ""))
+
+        violations = props.get("udtc_violations", [])
         return cls(
-            key=props["udtc_key"],
+            key=str(props["udtc_key"]),
             nodeid=nodeid,
             status=status,
             message=" ".join(str(message).split())[:600],
-            grade=props.get("udtc_grade", ""),
-            section=props.get("udtc_section", ""),
-            requirement=props.get("udtc_requirement", ""),
-            logdir=props.get("udtc_logdir", ""),
-            pcap=props.get("udtc_pcap", ""),
-            violations=list(props.get("udtc_violations", [])),
+            grade=prop("grade"),
+            section=prop("section"),
+            requirement=prop("requirement"),
+            logdir=prop("logdir"),
+            pcap=prop("pcap"),
+            violations=[str(v) for v in violations] if isinstance(violations, list | tuple) else [],
         )
 
     @property
@@ -149,7 +156,8 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
     active = [e for e in entries if e.key.startswith("active/")]
     if active:
         out.append(
-            "<h2>Active tester</h2><table><tr><th>stack</th><th>probe</th><th>§</th><th>result</th><th>details</th></tr>"
+            "<h2>Active tester</h2><table>"
+            "<tr><th>stack</th><th>probe</th><th>§</th><th>result</th><th>details</th></tr>"
         )
         for e in active:
             out.append(

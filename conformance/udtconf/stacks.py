@@ -1,9 +1,17 @@
-"""Stacks behind the adapter contract (docs/conformance/adapter-contract.md).
+"""The registry of stacks: every stack the project runs, one directory each.
 
-A stack is a directory ``conformance/stacks/<name>/`` with ``meta.toml`` and an executable
-``entrypoint``. The suite never calls a stack's binary directly: it sets ``ROLE``,
-``TESTCASE``, addresses and file paths in the environment and reads the exit code
-(0 = pass, 127 = test case not supported, anything else = failure).
+A stack is a directory ``conformance/stacks/<name>/`` with a ``meta.toml``. It is the only list
+of stacks in the project: the conformance suite, the interop tests (``impl/interop``), the
+benchmark (``impl/bench``) and the testbed all read it (:func:`registry`).
+
+* A stack with conformance test cases (non-empty ``testcases``) also has an executable
+  ``entrypoint``, the adapter contract (docs/conformance/adapter-contract.md). The suite never
+  calls a stack's binary directly: it sets ``ROLE``, ``TESTCASE``, addresses and file paths in
+  the environment and reads the exit code (0 = pass, 127 = test case not supported, anything
+  else = failure). :func:`discover` lists these stacks.
+* An optional ``[bulk]`` table says how the testbed and the benchmark run one bulk transfer
+  with the stack (:class:`Bulk`): through the ``udt`` command line of docs/cli.md
+  (``udt-cli``), or as kernel TCP through iperf3 (``iperf3``).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import os
 import subprocess
 import tomllib
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,14 +32,39 @@ STACKS_DIR = CONFORMANCE_DIR / "stacks"
 REPO_ROOT = CONFORMANCE_DIR.parent
 
 TESTCASES = ("handshake", "transfer", "dgram", "rendezvous", "loss", "multiconnect", "close")
+# The wire protocol a stack speaks, and for each bulk-transfer contract the protocol it implies.
+PROTOCOLS = ("udt", "tcp")
+BULK_CONTRACTS = {"udt-cli": "udt", "iperf3": "tcp"}
+_BULK_KEYS = ("contract", "binary", "binary_env", "build", "congestion_control")
 
 
 class StackError(RuntimeError):
-    """A stack directory does not follow the adapter contract."""
+    """A stack's meta.toml or entrypoint does not follow the contract, a selected stack is not
+    in the registry, or a stack's bulk binary is not built. The message says which and where."""
+
+
+@dataclass(frozen=True)
+class Bulk:
+    """How the testbed and the benchmark run a bulk transfer with a stack (``[bulk]`` in meta.toml).
+
+    ``contract`` is ``"udt-cli"`` (the ``recv``/``send`` command line of docs/cli.md, run from
+    ``binary``) or ``"iperf3"`` (kernel TCP with ``congestion_control``, e.g. ``"cubic"``).
+    ``binary`` is resolved when the registry is read: the value of the environment variable
+    ``binary_env`` when that is set, else the meta.toml path made absolute against the repo root.
+    ``build`` is the command that builds it, for error messages.
+    """
+
+    contract: str
+    binary: Path | None = None
+    binary_env: str | None = None
+    build: str | None = None
+    congestion_control: str | None = None
 
 
 @dataclass(frozen=True)
 class Stack:
+    """One registry entry, as :func:`load` read it from ``path/meta.toml``."""
+
     name: str
     path: Path
     version: str
@@ -38,11 +72,32 @@ class Stack:
     testcases: tuple[str, ...]
     requires: tuple[str, ...] = ()
     reference: bool = False
-    meta: dict = field(default_factory=dict, compare=False, hash=False)
+    protocol: str = "udt"
+    bulk: Bulk | None = None
+    meta: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def entrypoint(self) -> Path:
         return self.path / "entrypoint"
+
+    @property
+    def conformance(self) -> bool:
+        """Whether the conformance suite runs this stack (it lists UDT conformance test cases)."""
+        return bool(self.testcases)
+
+    def bulk_binary(self) -> Path:
+        """The executable of a ``udt-cli`` stack; a :class:`StackError` that says how to build it
+        (or which variable points elsewhere) when it is not there."""
+        if self.bulk is None or self.bulk.binary is None:
+            raise StackError(f"stack '{self.name}' has no [bulk] binary in {self.path / 'meta.toml'}")
+        path = self.bulk.binary
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            how = [f"build it with `{self.bulk.build}`"] if self.bulk.build else []
+            if self.bulk.binary_env:
+                how.append(f"point ${self.bulk.binary_env} at a binary")
+            hint = f" ({', or '.join(how)})" if how else ""
+            raise StackError(f"stack '{self.name}' is not built: {path} does not exist or is not executable{hint}")
+        return path
 
     def missing(self) -> list[str]:
         """Required build products that are not there (the stack is then skipped, not failed)."""
@@ -117,39 +172,111 @@ def stop(p: subprocess.Popen[bytes], grace: float = 2.0) -> int | None:
     return p.poll()
 
 
+def _string(meta_path: Path, table: Mapping[str, object], key: str, where: str = "") -> str | None:
+    value = table.get(key)
+    if value is not None and not isinstance(value, str):
+        raise StackError(f"{meta_path}: '{where}{key}' must be a string, not {value!r}")
+    return value
+
+
+def _strings(meta_path: Path, table: Mapping[str, object], key: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise StackError(f"{meta_path}: '{key}' must be a list of strings, not {value!r}")
+    return tuple(str(v) for v in value)
+
+
+def _bulk(meta_path: Path, protocol: str, table: object) -> Bulk:
+    if not isinstance(table, dict):
+        raise StackError(f"{meta_path}: 'bulk' must be a table ([bulk]), not {table!r}")
+    unknown = sorted(set(table) - set(_BULK_KEYS))
+    if unknown:
+        raise StackError(f"{meta_path}: unknown key(s) {unknown} in [bulk]; known: {list(_BULK_KEYS)}")
+    contract, binary, binary_env, build, cc = (_string(meta_path, table, k, "bulk.") for k in _BULK_KEYS)
+    if contract is None:
+        raise StackError(f"{meta_path}: [bulk] needs 'contract', one of {list(BULK_CONTRACTS)}")
+    if contract not in BULK_CONTRACTS:
+        raise StackError(f"{meta_path}: [bulk] contract {contract!r} is not one of {list(BULK_CONTRACTS)}")
+    if BULK_CONTRACTS[contract] != protocol:
+        raise StackError(
+            f"{meta_path}: [bulk] contract '{contract}' runs {BULK_CONTRACTS[contract]}, but protocol is '{protocol}'"
+        )
+    if contract == "udt-cli" and not binary:
+        raise StackError(f"{meta_path}: [bulk] contract 'udt-cli' needs 'binary' (path relative to the repo root)")
+    if contract == "iperf3" and not cc:
+        raise StackError(f"{meta_path}: [bulk] contract 'iperf3' needs 'congestion_control' (e.g. \"cubic\")")
+    if contract != "iperf3" and cc:
+        raise StackError(f"{meta_path}: [bulk] 'congestion_control' only applies to contract 'iperf3'")
+    resolved: Path | None = None
+    override = os.environ.get(binary_env) if binary_env else None
+    if override:
+        resolved = Path(override).absolute()
+    elif binary:
+        resolved = REPO_ROOT / binary
+    return Bulk(contract, resolved, binary_env, build, cc)
+
+
 def load(path: Path) -> Stack:
+    """Reads and checks ``path/meta.toml``; a :class:`StackError` names the file and the problem."""
     meta_path = path / "meta.toml"
     if not meta_path.is_file():
         raise StackError(f"{path}: no meta.toml")
-    with open(meta_path, "rb") as f:
-        meta = tomllib.load(f)
+    try:
+        with open(meta_path, "rb") as f:
+            meta = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise StackError(f"{meta_path}: not valid TOML: {e}") from e
     for key in ("name", "version", "testcases"):
         if key not in meta:
             raise StackError(f"{meta_path}: missing key '{key}'")
     if meta["name"] != path.name:
         raise StackError(f"{meta_path}: name '{meta['name']}' differs from the directory name '{path.name}'")
-    ep = path / "entrypoint"
-    if not (ep.is_file() and os.access(ep, os.X_OK)):
-        raise StackError(f"{path}: entrypoint missing or not executable")
+    protocol = _string(meta_path, meta, "protocol") or "udt"
+    if protocol not in PROTOCOLS:
+        raise StackError(f"{meta_path}: protocol {protocol!r} is not one of {list(PROTOCOLS)}")
+    testcases = _strings(meta_path, meta, "testcases")
+    if testcases and protocol != "udt":
+        raise StackError(f"{meta_path}: testcases are UDT conformance cases; a '{protocol}' stack lists none")
+    if testcases:
+        ep = path / "entrypoint"
+        if not (ep.is_file() and os.access(ep, os.X_OK)):
+            raise StackError(f"{path}: entrypoint missing or not executable (needed: testcases is not empty)")
+    bulk = _bulk(meta_path, protocol, meta["bulk"]) if "bulk" in meta else None
     return Stack(
         name=meta["name"],
         path=path,
         version=str(meta["version"]),
-        description=meta.get("description", ""),
-        testcases=tuple(meta["testcases"]),
-        requires=tuple(meta.get("requires", ())),
+        description=_string(meta_path, meta, "description") or "",
+        testcases=testcases,
+        requires=_strings(meta_path, meta, "requires"),
         reference=bool(meta.get("reference", False)),
+        protocol=protocol,
+        bulk=bulk,
         meta=meta,
     )
 
 
-def discover(selected: str | None = None, root: Path = STACKS_DIR) -> list[Stack]:
-    """All stacks under ``root`` (sorted), or the comma-separated ``selected`` names."""
+def registry(root: Path = STACKS_DIR) -> dict[str, Stack]:
+    """Every stack of the project by name (sorted): conformance stacks and bulk-only ones (TCP)."""
     names = sorted(p.name for p in root.iterdir() if (p / "meta.toml").is_file())
-    if selected:
-        wanted = [s.strip() for s in selected.split(",") if s.strip()]
-        unknown = [w for w in wanted if w not in names]
-        if unknown:
-            raise StackError(f"unknown stack(s) {unknown}; known: {names}")
-        names = wanted
-    return [load(root / n) for n in names]
+    return {n: load(root / n) for n in names}
+
+
+def discover(selected: str | None = None, root: Path = STACKS_DIR) -> list[Stack]:
+    """The conformance stacks (non-empty ``testcases``) under ``root``, sorted, or the
+    comma-separated ``selected`` names in the order given."""
+    stacks = registry(root)
+    conformance = [s.name for s in stacks.values() if s.conformance]
+    if not selected:
+        return [stacks[n] for n in conformance]
+    wanted = [s.strip() for s in selected.split(",") if s.strip()]
+    unknown = [w for w in wanted if w not in stacks]
+    if unknown:
+        raise StackError(f"unknown stack(s) {unknown}; conformance stacks: {conformance}")
+    bulk_only = [w for w in wanted if not stacks[w].conformance]
+    if bulk_only:
+        raise StackError(
+            f"stack(s) {bulk_only} have no conformance test cases (registry entries for the testbed "
+            f"and the benchmark only); conformance stacks: {conformance}"
+        )
+    return [stacks[w] for w in wanted]

@@ -18,11 +18,13 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from itertools import pairwise
 from pathlib import Path
 
-from .interop import free_udp_port, make_input, udp_port_bound
+from .ports import free_udp_port, udp_port_bound
 from .seq import MAX, incseq, seqcmp, seqoff
 from .stacks import Stack, stop
+from .testdata import random_file
 from .wire import (
     Ack,
     Ack2,
@@ -410,14 +412,14 @@ def _serve_transfer(
     payload: bytes,
     sess: ClientSession | None = None,
     wire: Wire | None = None,
-    **kw: object,
+    before_send: Callable[[int, bytes], None] | None = None,
 ) -> tuple[bool, str]:
     """Finish a tester → stack transfer and check the stack wrote exactly ``payload``."""
     own = wire is None
     wire = wire or Wire()
     try:
         sess = sess or connect(wire, srv.addr)
-        ok = sess.send_stream(payload, **kw)  # type: ignore[arg-type]
+        ok = sess.send_stream(payload, before_send=before_send)
         sess.shutdown()
         rc = srv.finish()
         if not ok:
@@ -495,7 +497,7 @@ def _flood(env: ProbeEnv) -> ProbeResult:
     try:
         wires = [Wire((f"127.0.0.{i + 2}", 0)) for i in range(20)]
         replies = bad = 0
-        for k in range(10):
+        for _ in range(10):
             for w in wires:
                 req = Handshake(
                     isn=random.randint(0, MAX), socket_id=_new_id(), req_type=1, peer_ip=peer_ip_field("127.0.0.1")
@@ -572,7 +574,8 @@ def _replay(env: ProbeEnv) -> ProbeResult:
             )
         if resp is not None:
             notes.append(
-                f"response FFS {resp.flight_flag_size} (4.11: UDT_FC = 25600 on a repeat), ISN echoed: {resp.isn == sess.isn}"
+                f"response FFS {resp.flight_flag_size} (4.11: UDT_FC = 25600 on a repeat), "
+                f"ISN echoed: {resp.isn == sess.isn}"
             )
         return env.result("pass", "replay answered from the existing connection; " + why, notes)
     finally:
@@ -627,7 +630,7 @@ def _many(env: ProbeEnv) -> ProbeResult:
                 rejected += 1
         ids = {s.peer_id for s in sessions}
         payloads = [os.urandom(24 * PAYLOAD) for _ in sessions]
-        acked = [s.send_stream(p, timeout=10.0) for s, p in zip(sessions, payloads)]
+        acked = [s.send_stream(p, timeout=10.0) for s, p in zip(sessions, payloads, strict=True)]
         for s in sessions:
             s.shutdown()
         rc = srv.finish()
@@ -699,7 +702,7 @@ def _silence_server(env: ProbeEnv) -> ProbeResult:
             return env.result("fail", "after 2.5 s of silence: " + why, notes)
         if not kas:
             return env.result("fail", "no keep-alive during 2.5 s of peer silence (EXP §9.4)", notes)
-        gaps = [b - a for a, b in zip(kas, kas[1:])]
+        gaps = [b - a for a, b in pairwise(kas)]
         if kas[0] > 1.5 or any(g < 0.25 for g in gaps):
             return env.result(
                 "fail", "keep-alive cadence outside EXP rules (first ≤ 1.5 s, then ≥ 300 ms apart)", notes
@@ -722,7 +725,7 @@ class _StackClient:
     def __init__(self, env: ProbeEnv, size: int = 400 * PAYLOAD) -> None:
         self.wire = Wire()
         self.input = env.workdir / "input.bin"
-        make_input(self.input, size, env.probe.id)
+        random_file(self.input, size, seed=env.probe.id)
         self.payload = self.input.read_bytes()
         self.proc = env.stack.start(
             "client",
@@ -807,12 +810,12 @@ def _crafted_nak_probe(
     "a valid NAK mixing singles and ranges ({3, 6..10, 13}): exactly those packets are retransmitted",
 )
 def _nak_mixed(env: ProbeEnv) -> ProbeResult:
-    def lost(l: ListenerSession) -> set[int]:
-        return {incseq(l.isn, o) for o in (3, 6, 7, 8, 9, 10, 13)}
+    def lost(listener: ListenerSession) -> set[int]:
+        return {incseq(listener.isn, o) for o in (3, 6, 7, 8, 9, 10, 13)}
 
     return _crafted_nak_probe(
         env,
-        lambda l: encode_loss_list(sorted(lost(l), key=lambda s: seqoff(l.isn, s))),
+        lambda listener: encode_loss_list(sorted(lost(listener), key=lambda s: seqoff(listener.isn, s))),
         allow_break=False,
         expect_retx=lost,
     )
@@ -827,14 +830,21 @@ def _nak_mixed(env: ProbeEnv) -> ProbeResult:
 )
 def _nak_early(env: ProbeEnv) -> ProbeResult:
     return _crafted_nak_probe(
-        env, lambda l: [incseq(l.isn, 3)], allow_break=False, expect_retx=lambda l: {incseq(l.isn, 3)}, settle=0.0
+        env,
+        lambda listener: [incseq(listener.isn, 3)],
+        allow_break=False,
+        expect_retx=lambda listener: {incseq(listener.isn, 3)},
+        settle=0.0,
     )
 
 
 @probe("client/nak-duplicates", "5.4", "client", "a NAK listing the same number three times, sent three times")
 def _nak_dup(env: ProbeEnv) -> ProbeResult:
     return _crafted_nak_probe(
-        env, lambda l: [incseq(l.isn, 3)] * 3, allow_break=False, expect_retx=lambda l: {incseq(l.isn, 3)}
+        env,
+        lambda listener: [incseq(listener.isn, 3)] * 3,
+        allow_break=False,
+        expect_retx=lambda listener: {incseq(listener.isn, 3)},
     )
 
 
@@ -845,7 +855,9 @@ def _nak_dup(env: ProbeEnv) -> ProbeResult:
     "a NAK range whose start is after its end: 4.11 marks the connection broken; must not crash or corrupt",
 )
 def _nak_inverted(env: ProbeEnv) -> ProbeResult:
-    return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 10) | 0x80000000, incseq(l.isn, 5)], allow_break=True)
+    return _crafted_nak_probe(
+        env, lambda listener: [incseq(listener.isn, 10) | 0x80000000, incseq(listener.isn, 5)], allow_break=True
+    )
 
 
 @probe(
@@ -855,7 +867,7 @@ def _nak_inverted(env: ProbeEnv) -> ProbeResult:
     "a NAK for a number the sender never sent: 4.11 marks the connection broken",
 )
 def _nak_beyond(env: ProbeEnv) -> ProbeResult:
-    return _crafted_nak_probe(env, lambda l: [incseq(l.top or l.isn, 5000)], allow_break=True)
+    return _crafted_nak_probe(env, lambda listener: [incseq(listener.top or listener.isn, 5000)], allow_break=True)
 
 
 @probe(
@@ -865,7 +877,9 @@ def _nak_beyond(env: ProbeEnv) -> ProbeResult:
     "a NAK ending in a range-start word (4.11 reads past the end): must not crash or corrupt",
 )
 def _nak_trailing(env: ProbeEnv) -> ProbeResult:
-    return _crafted_nak_probe(env, lambda l: [incseq(l.isn, 2), incseq(l.isn, 4) | 0x80000000], allow_break=True)
+    return _crafted_nak_probe(
+        env, lambda listener: [incseq(listener.isn, 2), incseq(listener.isn, 4) | 0x80000000], allow_break=True
+    )
 
 
 @probe(

@@ -30,7 +30,8 @@ class Record:
     error: WireError | None
 
     def where(self) -> str:
-        return f"frame {self.frame} (t={self.time:.6f}, {self.sender}→{'server' if self.sender == 'client' else 'client'}, {len(self.raw)} B)"
+        receiver = "server" if self.sender == "client" else "client"
+        return f"frame {self.frame} (t={self.time:.6f}, {self.sender}→{receiver}, {len(self.raw)} B)"
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Connection:
     def of_type(self, cls: type[P], sender: str | None = None) -> Iterator[tuple[Record, P]]:
         for r in self.records:
             if isinstance(r.packet, cls) and (sender is None or r.sender == sender):
-                yield r, r.packet  # type: ignore[misc]
+                yield r, r.packet
 
     def handshakes(self, sender: str | None = None) -> list[tuple[Record, Handshake]]:
         return list(self.of_type(Handshake, sender))

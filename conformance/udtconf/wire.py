@@ -21,7 +21,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import ClassVar, Union
+from typing import ClassVar
 
 from .seq import MAX, incseq, seqcmp, seqlen
 
@@ -279,10 +279,11 @@ class Ack(_Control):
 
     def encode(self) -> bytes:
         fields = [self.ack_no, self.rtt, self.rtt_var, self.avail_buffer, self.arrival_speed, self.link_capacity]
-        words = [f for f in fields[: {AckKind.LIGHT: 1, AckKind.MEDIUM: 4, AckKind.FULL: 6}[self.kind]]]
-        if any(w is None for w in words):
+        n = {AckKind.LIGHT: 1, AckKind.MEDIUM: 4, AckKind.FULL: 6}[self.kind]
+        words = [f for f in fields[:n] if f is not None]
+        if len(words) != n:
             raise WireError("ACK fields must be filled for the chosen form (4, 16 or 24 bytes)", "5.3")
-        return self._header(self.ack_seq_no) + b"".join(struct.pack("!i", _s32(_u32(w))) for w in words)  # type: ignore[arg-type]
+        return self._header(self.ack_seq_no) + b"".join(struct.pack("!i", _s32(_u32(w))) for w in words)
 
 
 NAK_RANGE_FLAG = 0x80000000
@@ -346,12 +347,12 @@ class UserDefined(_Control):
         return self._header(self.addl, self.ext_type) + self.body
 
 
-ControlPacket = Union[
-    Handshake, KeepAlive, Ack, Nak, CongestionWarning, Shutdown, Ack2, MsgDropRequest, ErrorSignal, UserDefined
-]
-Packet = Union[DataPacket, ControlPacket]
+ControlPacket = (
+    Handshake | KeepAlive | Ack | Nak | CongestionWarning | Shutdown | Ack2 | MsgDropRequest | ErrorSignal | UserDefined
+)
+Packet = DataPacket | ControlPacket
 
-_EMPTY_TYPES: dict[int, type[_Empty]] = {
+_EMPTY_TYPES: dict[int, type[KeepAlive | CongestionWarning | Shutdown | Ack2 | ErrorSignal]] = {
     ControlType.KEEPALIVE: KeepAlive,
     ControlType.CONGESTION_WARNING: CongestionWarning,
     ControlType.SHUTDOWN: Shutdown,
@@ -456,12 +457,12 @@ def decode(buf: bytes) -> Packet:
                 f"{ControlType(ctype).name} must carry no information or 4 zero bytes, got {info.hex() or 'none'}",
                 "2",
             )
-        return _EMPTY_TYPES[ctype](ts, dst, addl=w1, info_len=len(info))  # type: ignore[return-value]
+        return _EMPTY_TYPES[ctype](ts, dst, addl=w1, info_len=len(info))
     if ctype == ControlType.ACK:
         if len(info) not in (4, 16, 24):
             raise WireError(f"ACK information is {len(info)} bytes; must be 4, 16 or 24", "5.3")
         f = struct.unpack(f"!{len(info) // 4}i", info) + (None,) * (6 - len(info) // 4)
-        return Ack(ts, dst, w1, _u32(f[0]), *f[1:])  # type: ignore[arg-type]
+        return Ack(ts, dst, w1, _u32(f[0]), *f[1:])
     if ctype == ControlType.NAK:
         words = struct.unpack(f"!{len(info) // 4}I", info)
         decode_loss_list(words)
@@ -491,7 +492,10 @@ def describe(pkt: Packet) -> str:
     name = type(pkt).__name__.upper()
     extra = ""
     if isinstance(pkt, Handshake):
-        extra = f" req={pkt.req_type} id={pkt.socket_id:#x} isn={pkt.isn:#x} cookie={pkt.cookie:#x} mss={pkt.mss} ffs={pkt.flight_flag_size}"
+        extra = (
+            f" req={pkt.req_type} id={pkt.socket_id:#x} isn={pkt.isn:#x} cookie={pkt.cookie:#x}"
+            f" mss={pkt.mss} ffs={pkt.flight_flag_size}"
+        )
     elif isinstance(pkt, Ack):
         extra = f" {pkt.kind.name.lower()} sub={pkt.ack_seq_no} ack={pkt.ack_no:#x}"
     elif isinstance(pkt, Nak):

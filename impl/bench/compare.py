@@ -2,10 +2,12 @@
 """Goodput and CPU cost of our `udt` against libudt 4.11, measured back to back in one run.
 
 For each network (loopback; two namespaces joined by a veth pair) and each stack,
-one bulk transfer of --size-mib MiB, the stack talking to itself (udt -> udt,
-libudt -> libudt). Goodput comes from the receiver's stats summary (docs/cli.md),
-CPU time (user + sys) from wait4() on each process. Prints the ratios ours/libudt,
-then runs `cargo bench -p udt-proto --bench loss_list` and prints its output.
+one bulk transfer of --size-mib MiB, the stack talking to itself (udt-rs -> udt-rs,
+libudt -> libudt). Stacks are names from the stack registry (conformance/stacks/, any
+with a `udt-cli` [bulk] table). Goodput comes from the receiver's stats summary (docs/cli.md),
+CPU time (user + sys) from wait4() on each process. Prints the ratios ours/libudt (udt-rs
+against the registry's reference stack), then runs `cargo bench -p udt-proto --bench
+loss_list` and prints its output.
 
 Targets (stated, not asserted): goodput >= 2.5x libudt's and CPU per Gb <= 0.5x
 libudt's, on the loopback.
@@ -16,23 +18,24 @@ libudt's, on the loopback.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "impl/interop"))
-from netns import Net, create_veth_namespaces, delete_namespaces  # noqa: E402
+# This tree's registry and interop helpers, whichever udtconf the interpreter has installed.
+sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
+from cli import read_stats, recv_argv, send_argv  # noqa: E402
+from netns import LOOPBACK, Net, veth_namespaces  # noqa: E402
+from udtconf.stacks import Stack, StackError, registry  # noqa: E402
 
-STACKS = {
-    "udt": Path(os.environ.get("UDT_BIN") or REPO / "impl/target/release/udt"),
-    "libudt": Path(os.environ.get("LIBUDT_PEER") or REPO / "build/libudt-peer"),
-}
+OURS = "udt-rs"
+VETH_ADDRS = ("10.233.0.1", "10.233.0.2")
 GOODPUT_TARGET = 2.5
 CPU_TARGET = 0.5
 
@@ -52,22 +55,6 @@ class Run:
         return cpu / (size_bytes * 8 / 1e9)
 
 
-class VethNamespaces:
-    """Two namespaces joined by a veth pair, deleted on exit even after a failure."""
-
-    def __init__(self) -> None:
-        pid = os.getpid()
-        self.net = Net("veth", "10.233.0.1", "10.233.0.2", f"udtcmp-{pid}-a", f"udtcmp-{pid}-b")
-
-    def __enter__(self) -> Net:
-        n = self.net
-        create_veth_namespaces(n.ns_a, n.ns_b, n.addr_a, n.addr_b)
-        return n
-
-    def __exit__(self, *exc: object) -> None:
-        delete_namespaces([self.net.ns_a, self.net.ns_b])
-
-
 def wait_with_rusage(pid: int, deadline: float) -> tuple[int | None, float]:
     """(exit code or None on timeout, user+sys CPU seconds) of a child."""
     while True:
@@ -79,43 +66,18 @@ def wait_with_rusage(pid: int, deadline: float) -> tuple[int | None, float]:
         time.sleep(0.01)
 
 
-def transfer(stack: str, net: Net, input_path: Path, work: Path, port: int, timeout: float) -> Run:
-    binary = STACKS[stack]
-    if not os.access(binary, os.X_OK):
-        return Run(net.name, stack, False, error=f"{binary} is not built (make build)")
-    rstats, sstats = work / f"{net.name}-{stack}-recv.jsonl", work / f"{net.name}-{stack}-send.jsonl"
-    recv = net.wrap(
-        net.ns_b,
-        [
-            str(binary),
-            "recv",
-            "--listen",
-            f"{net.addr_b}:{port}",
-            "--output",
-            "/dev/null",
-            "--stats",
-            str(rstats),
-            "--stats-interval",
-            "1000",
-        ],
-    )
-    send = net.wrap(
-        net.ns_a,
-        [
-            str(binary),
-            "send",
-            "--connect",
-            f"{net.addr_b}:{port}",
-            "--input",
-            str(input_path),
-            "--stats",
-            str(sstats),
-            "--stats-interval",
-            "1000",
-        ],
-    )
-    errs = [work / f"{net.name}-{stack}-{r}.stderr" for r in ("recv", "send")]
-    procs: list[subprocess.Popen] = []
+def transfer(stack: Stack, net: Net, input_path: Path, work: Path, port: int, timeout: float) -> Run:
+    try:
+        binary = stack.bulk_binary()
+    except StackError as e:
+        return Run(net.name, stack.name, False, error=str(e))
+    name = stack.name
+    rstats, sstats = work / f"{net.name}-{name}-recv.jsonl", work / f"{net.name}-{name}-send.jsonl"
+    interval = ("--stats-interval", "1000")
+    recv = net.wrap(net.ns_b, recv_argv(binary, f"{net.addr_b}:{port}", "/dev/null", *interval, stats=rstats))
+    send = net.wrap(net.ns_a, send_argv(binary, f"{net.addr_b}:{port}", input_path, *interval, stats=sstats))
+    errs = [work / f"{net.name}-{name}-{r}.stderr" for r in ("recv", "send")]
+    procs: list[subprocess.Popen[bytes]] = []
     try:
         with open(errs[0], "wb") as e:
             procs.append(subprocess.Popen(recv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=e))
@@ -137,20 +99,21 @@ def transfer(stack: str, net: Net, input_path: Path, work: Path, port: int, time
                 p.wait()
     if rc_send != 0 or rc_recv != 0:
         tails = " | ".join(f"{e.name}: {e.read_text(errors='replace').strip()[-300:]}" for e in errs)
-        return Run(net.name, stack, False, error=f"exit send={rc_send} recv={rc_recv}: {tails}")
+        return Run(net.name, name, False, error=f"exit send={rc_send} recv={rc_recv}: {tails}")
     try:
-        summary = [json.loads(l) for l in rstats.read_text().splitlines() if l.strip()][-1]
-        assert summary.get("summary")
-    except (OSError, ValueError, IndexError, AssertionError):
-        return Run(net.name, stack, False, error=f"no stats summary in {rstats}")
-    return Run(net.name, stack, True, summary["mbps"], summary["seconds"], cpu_send, cpu_recv)
+        summary = read_stats(rstats)[-1]
+    except (OSError, ValueError, IndexError):
+        summary = {}
+    if not summary.get("summary"):
+        return Run(net.name, name, False, error=f"no stats summary in {rstats}")
+    return Run(net.name, name, True, summary["mbps"], summary["seconds"], cpu_send, cpu_recv)
 
 
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b > 0 else "-"
 
 
-def report(runs: list[Run], size: int) -> bool:
+def report(runs: list[Run], size: int, reference: str) -> bool:
     """Prints the table; True when every run succeeded."""
     print()
     print(
@@ -166,11 +129,11 @@ def report(runs: list[Run], size: int) -> bool:
             f"{r.cpu_per_gbit(r.cpu_send, size):>11.3f}{r.cpu_per_gbit(r.cpu_recv, size):>11.3f}"
         )
     print()
-    print(f"ratios ours/libudt (targets on lo: goodput >= {GOODPUT_TARGET}x, CPU per Gb <= {CPU_TARGET}x)")
+    print(f"ratios {OURS}/{reference} (targets on lo: goodput >= {GOODPUT_TARGET}x, CPU per Gb <= {CPU_TARGET}x)")
     print(f"{'net':<6}{'goodput':>10}{'cpu/Gb send':>13}{'cpu/Gb recv':>13}   verdict")
     by = {(r.net, r.stack): r for r in runs}
     for net in dict.fromkeys(r.net for r in runs):
-        ours, ref = by.get((net, "udt")), by.get((net, "libudt"))
+        ours, ref = by.get((net, OURS)), by.get((net, reference))
         if not (ours and ref and ours.ok and ref.ok):
             print(f"{net:<6}{'-':>10}{'-':>13}{'-':>13}   incomplete")
             continue
@@ -195,12 +158,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mib", type=int, default=2048, help="bytes per transfer, MiB (default 2048)")
     ap.add_argument("--nets", default="lo,veth", help="comma-separated subset of lo,veth (default both)")
-    ap.add_argument("--stacks", default="udt,libudt", help="comma-separated subset of udt,libudt")
+    stacks = registry()
+    runnable = [n for n, s in stacks.items() if s.bulk and s.bulk.contract == "udt-cli"]
+    reference = next((n for n, s in stacks.items() if s.reference), "libudt")
+    ap.add_argument(
+        "--stacks",
+        default=f"{OURS},{reference}",
+        help=f"comma-separated stacks from the registry with a udt-cli command line: {', '.join(runnable)}",
+    )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per transfer (default 600)")
     ap.add_argument("--no-cargo-bench", action="store_true", help="skip the loss_list criterion bench")
     args = ap.parse_args()
     nets = args.nets.split(",")
-    stacks = args.stacks.split(",")
+    names = args.stacks.split(",")
+    bad = [n for n in names if n not in runnable]
+    if bad:
+        print(f"compare: not a registry stack with a udt-cli command line: {bad}; known: {runnable}", file=sys.stderr)
+        return 2
     if "veth" in nets and os.geteuid() != 0:
         print("compare: veth needs root (network namespaces); use --nets lo", file=sys.stderr)
         return 2
@@ -214,26 +188,18 @@ def main() -> int:
         data = work / "input"
         with open(data, "wb") as f:
             f.truncate(size)
-        print(f"compare: {args.size_mib} MiB per transfer, stacks {', '.join(stacks)}, nets {', '.join(nets)}")
+        print(f"compare: {args.size_mib} MiB per transfer, stacks {', '.join(names)}, nets {', '.join(nets)}")
         port = 24000 + os.getpid() % 1000
         for net_name in nets:
-            if net_name == "lo":
-                ctx = None
-                net = Net("lo", "127.0.0.1", "127.0.0.1")
-            else:
-                ctx = VethNamespaces()
-                net = ctx.__enter__()
-            try:
-                for stack in stacks:
+            with ExitStack() as scope:
+                net = LOOPBACK if net_name == "lo" else scope.enter_context(veth_namespaces("udtcmp-", *VETH_ADDRS))
+                for name in names:
                     port += 1
-                    print(f"  {net.name}: {stack} -> {stack} ...", end="", flush=True)
-                    r = transfer(stack, net, data, work, port, args.timeout)
+                    print(f"  {net.name}: {name} -> {name} ...", end="", flush=True)
+                    r = transfer(stacks[name], net, data, work, port, args.timeout)
                     print(f" {r.mbps:.0f} Mb/s" if r.ok else f" FAILED ({r.error[:200]})", flush=True)
                     runs.append(r)
-            finally:
-                if ctx:
-                    ctx.__exit__()
-    ok = report(runs, size)
+    ok = report(runs, size, reference)
     if not args.no_cargo_bench:
         ok = cargo_bench() and ok
     return 0 if ok else 1

@@ -1,6 +1,7 @@
 """Harness for the interop tests: stacks, networks and one transfer between two peers.
 
-Every stack is a binary with the command line of docs/cli.md (`recv --listen`,
+Stacks come from the stack registry (conformance/stacks/*/meta.toml, read by
+udtconf.stacks); each one here has the command line of docs/cli.md (`recv --listen`,
 `send --connect`, rendezvous, `--dgram`, `--stats`), so a transfer is two
 processes and a sha256 comparison. Networks are the loopback or two network
 namespaces joined by a veth pair, created per test session with the pid in
@@ -9,30 +10,23 @@ their names so that parallel runs do not collide.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import os
-import re
 import shlex
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from netns import Net, create_veth_namespaces, delete_namespaces
-
-REPO = Path(__file__).resolve().parents[2]
-
-# name -> (env override, default path, how to build it)
-STACK_BINARIES = {
-    "udt-rs": ("UDT_BIN", REPO / "impl/target/release/udt", "make build (cargo build --release in impl/)"),
-    "libudt": ("LIBUDT_PEER", REPO / "build/libudt-peer", "make build/libudt-peer"),
-}
+from cli import read_stats, recv_argv, send_argv
+from netns import LOOPBACK, Net, sweep_stale_namespaces, veth_namespaces
+from udtconf.ports import free_udp_port
+from udtconf.stacks import StackError, registry
+from udtconf.testdata import sha256_file
 
 NS_PREFIX = "udtt-"
 # A transfer of a few packets takes well under 2 s (rendezvous included); the
@@ -53,64 +47,31 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def stack_binary(name: str) -> Path:
-    """Path of a stack's binary; fails the test (not skips) when it is missing."""
-    env, default, how = STACK_BINARIES[name]
-    path = Path(os.environ.get(env) or default)
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        pytest.fail(
-            f"stack '{name}' is not built: {path} does not exist or is not executable "
-            f"(build it with `{how}`, or point ${env} at a binary)",
-            pytrace=False,
-        )
-    return path
+    """Path of a registry stack's `udt-cli` binary; fails the test (not skips) when it is missing."""
+    stacks = registry()
+    if name not in stacks:
+        pytest.fail(f"unknown stack '{name}'; the registry has {sorted(stacks)}", pytrace=False)
+    try:
+        return stacks[name].bulk_binary()
+    except StackError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 # ----------------------------------------------------------------- networks
 
 
-def _netns_list() -> list[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return [line.split()[0] for line in out.splitlines() if line.strip()]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep_stale_namespaces() -> None:
-    """Deletes udtt-<pid>-* namespaces left behind by runs that were killed."""
-    for ns in _netns_list():
-        m = re.fullmatch(rf"{NS_PREFIX}(\d+)-[ab]", ns)
-        if m and not _pid_alive(int(m.group(1))):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
-def veth_pair(pid: int) -> tuple[str, str]:
-    return f"{NS_PREFIX}{pid}-a", f"{NS_PREFIX}{pid}-b"
-
-
 @pytest.fixture(scope="session")
 def loopback() -> Net:
-    return Net("lo", "127.0.0.1", "127.0.0.1")
+    return LOOPBACK
 
 
 @pytest.fixture(scope="session")
 def veth() -> Iterator[Net]:
     if os.geteuid() != 0:
         pytest.skip("needs root: creates network namespaces")
-    sweep_stale_namespaces()
-    ns_a, ns_b = veth_pair(os.getpid())
-    create_veth_namespaces(ns_a, ns_b, "10.231.0.1", "10.231.0.2")
-    try:
-        yield Net("veth", "10.231.0.1", "10.231.0.2", ns_a, ns_b)
-    finally:
-        delete_namespaces([ns_a, ns_b])
+    sweep_stale_namespaces(NS_PREFIX)
+    with veth_namespaces(NS_PREFIX, "10.231.0.1", "10.231.0.2") as net:
+        yield net
 
 
 @pytest.fixture
@@ -119,36 +80,10 @@ def net(request: pytest.FixtureRequest) -> Net:
     return request.getfixturevalue({"lo": "loopback", "veth": "veth"}[request.param])
 
 
-# ----------------------------------------------------------------- files
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def random_file(path: Path, size: int) -> Path:
-    """`size` random bytes (os.urandom for speed; content only needs to be unpredictable)."""
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(left, 8 << 20)
-            f.write(os.urandom(n))
-            left -= n
-    return path
+# ----------------------------------------------------------------- ports
 
 
 _ports = itertools.count(20000 + (os.getpid() % 2000) * 10)
-
-
-def free_udp_port(host: str = "127.0.0.1") -> int:
-    """A UDP port free on the loopback right now (a race is possible but harmless: the test fails loudly)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def pick_port(net: Net) -> int:
@@ -165,7 +100,7 @@ class Proc:
     stack: str
     argv: list[str]
     stderr_path: Path
-    popen: subprocess.Popen | None = None
+    popen: subprocess.Popen[bytes] | None = None
     rc: int | None = None
 
     def stderr(self) -> str:
@@ -180,21 +115,12 @@ class TransferResult:
     sender: Proc
     receiver: Proc
     seconds: float
-    send_stats: list[dict]
-    recv_stats: list[dict]
+    send_stats: list[dict[str, Any]]
+    recv_stats: list[dict[str, Any]]
 
-    def summary(self, role: str) -> dict:
+    def summary(self, role: str) -> dict[str, Any]:
         lines = self.send_stats if role == "send" else self.recv_stats
         return lines[-1] if lines else {}
-
-
-def _read_stats(path: Path) -> list[dict]:
-    out = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                out.append(json.loads(line))
-    return out
 
 
 def describe(procs: list[Proc], extra: str = "") -> str:
@@ -227,40 +153,19 @@ def transfer(
     port = pick_port(net)
     common = ["--dgram"] if dgram else []
     common += extra_args or []
-    recv_argv = [
-        str(recv_bin),
-        "recv",
-        "--listen",
-        f"{net.addr_b}:{port}",
-        "--output",
-        str(output_path),
-        "--stats",
-        str(workdir / "recv-stats.jsonl"),
-        *common,
-    ]
-    send_argv = [
-        str(send_bin),
-        "send",
-        "--connect",
-        f"{net.addr_b}:{port}",
-        "--input",
-        str(input_path),
-        "--stats",
-        str(workdir / "send-stats.jsonl"),
-        *common,
-    ]
+    recv_stats, send_stats = workdir / "recv-stats.jsonl", workdir / "send-stats.jsonl"
+    recv = recv_argv(recv_bin, f"{net.addr_b}:{port}", output_path, *common, stats=recv_stats)
+    send = send_argv(send_bin, f"{net.addr_b}:{port}", input_path, *common, stats=send_stats)
     if rendezvous:
         sport = pick_port(net)
-        recv_argv += ["--rendezvous", f"{net.addr_a}:{sport}"]
-        send_argv += ["--bind", f"{net.addr_a}:{sport}", "--rendezvous"]
+        recv += ["--rendezvous", f"{net.addr_a}:{sport}"]
+        send += ["--bind", f"{net.addr_a}:{sport}", "--rendezvous"]
 
-    rx = Proc("receiver", receiver, net.wrap(net.ns_b, recv_argv), workdir / "recv.stderr")
-    tx = Proc("sender", sender, net.wrap(net.ns_a, send_argv), workdir / "send.stderr")
+    rx = Proc("receiver", receiver, net.wrap(net.ns_b, recv), workdir / "recv.stderr")
+    tx = Proc("sender", sender, net.wrap(net.ns_a, send), workdir / "send.stderr")
     procs = [rx, tx]
     seconds = run_processes(procs, listener=None if rendezvous else rx, timeout=timeout)
-    return TransferResult(
-        tx, rx, seconds, _read_stats(workdir / "send-stats.jsonl"), _read_stats(workdir / "recv-stats.jsonl")
-    )
+    return TransferResult(tx, rx, seconds, read_stats(send_stats), read_stats(recv_stats))
 
 
 STATS_KEYS = {
@@ -312,7 +217,7 @@ def check_transfer(result: TransferResult, input_path: Path, output_path: Path, 
             pytest.fail(describe(procs, f"{role} stats summary: {'; '.join(problems)}: {s}"), pytrace=False)
 
 
-def run_processes(procs: list, listener, timeout: float, what: str = "transfer") -> float:
+def run_processes(procs: list[Proc], listener: Proc | None, timeout: float, what: str = "transfer") -> float:
     """Starts `procs` in order (pausing after `listener` so that it can bind), waits for all of
     them within `timeout` s, kills what is left, and fails the test on a timeout or a non-zero
     exit. Returns the seconds it took."""

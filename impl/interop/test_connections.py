@@ -7,12 +7,14 @@ so each output file must equal exactly one input, and together they must cover a
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Net, Proc, describe, pick_port, random_file, run_processes, sha256_file, stack_binary
+from cli import read_stats, recv_argv, send_argv
+from conftest import Proc, describe, pick_port, run_processes, stack_binary
+from netns import Net
+from udtconf.testdata import random_file, sha256_file
 
 N = 3
 # Distinct sizes (not multiples of the 1456-byte payload) so a mix-up shows as a size mismatch.
@@ -32,24 +34,15 @@ def run_many(*, senders: str, receiver: str, net: Net, inputs: list[Path], outdi
     """Starts `receiver recv --connections N`, then N senders at once; all must exit 0 in time."""
     send_bin, recv_bin = stack_binary(senders), stack_binary(receiver)
     port = pick_port(net)
-    recv_argv = [
-        str(recv_bin),
-        "recv",
-        "--listen",
-        f"{net.addr_b}:{port}",
-        "--connections",
-        str(len(inputs)),
-        "--output",
-        str(outdir),
-        "--stats",
-        str(workdir / "recv-stats.jsonl"),
-    ]
-    rx = Proc("receiver", receiver, net.wrap(net.ns_b, recv_argv), workdir / "recv.stderr")
+    listen = f"{net.addr_b}:{port}"
+    connections = ["--connections", str(len(inputs))]
+    recv = recv_argv(recv_bin, listen, outdir, *connections, stats=workdir / "recv-stats.jsonl")
+    rx = Proc("receiver", receiver, net.wrap(net.ns_b, recv), workdir / "recv.stderr")
     txs = [
         Proc(
             f"sender {i + 1}",
             senders,
-            net.wrap(net.ns_a, [str(send_bin), "send", "--connect", f"{net.addr_b}:{port}", "--input", str(p)]),
+            net.wrap(net.ns_a, send_argv(send_bin, listen, p)),
             workdir / f"send-{i + 1}.stderr",
         )
         for i, p in enumerate(inputs)
@@ -77,7 +70,7 @@ def test_connections_three_senders_one_port(net: Net, pair: tuple[str, str], tmp
         pytest.fail(describe(procs, f"outputs (size, sha256) {got} != inputs {want}"), pytrace=False)
 
     # --stats: one summary per connection, tagged "conn": K, its bytes = conn-K.bin's size.
-    lines = [json.loads(line) for line in (tmp_path / "recv-stats.jsonl").read_text().splitlines() if line.strip()]
+    lines = read_stats(tmp_path / "recv-stats.jsonl")
     summaries = {s.get("conn"): s for s in lines if s.get("summary")}
     for k in range(1, N + 1):
         s = summaries.get(k)

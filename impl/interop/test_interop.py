@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Net, check_transfer, random_file, transfer
+from conftest import check_transfer, transfer
+from netns import Net
+from udtconf.testdata import random_file
 
 # (sender, receiver): the sender is the client (or the rendezvous side that runs `send`).
 PAIRS = [
