@@ -181,7 +181,7 @@ mod tests {
     #[test]
     fn frames_are_never_reordered() {
         // Mixed sizes, bursts and gaps, with loss and a small queue.
-        let mut rng = crate::prng::Xoshiro256::seed_from_u64(3);
+        let mut rng = prng::Xoshiro256::seed_from_u64(3);
         let mut t = 0;
         let arrivals: Vec<_> = (0..5000)
             .map(|_| {
