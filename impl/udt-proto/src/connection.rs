@@ -24,13 +24,13 @@ use std::collections::VecDeque;
 use crate::ack_window::AckWindow;
 use crate::cc::{CcInput, CongestionControl};
 use crate::config::ConnectionConfig;
-use crate::loss_list::{RcvLossList, SndLossList};
+use crate::loss_list::{encode_nak, RcvLossList, SndLossList};
 use crate::measurement::{ArrivalSpeed, LinkCapacity};
 use crate::recv_buffer::{Insert, RecvBuffer};
 use crate::send_buffer::SendBuffer;
 use crate::seq::{AckNo, MsgNo, SeqNo};
 use crate::stats::Stats;
-use crate::wire::{self, req_type, Ack, Control, DataHeader, Handshake, Packet, Repr, SocketType};
+use crate::wire::{self, req_type, Ack, Control, DataHeader, Handshake, NakList, Packet, Repr, SocketType};
 
 /// The rate-control and ACK interval (§1).
 pub const SYN: u64 = 10_000;
@@ -121,10 +121,15 @@ enum CtrlOut {
     Handshake(Handshake),
     KeepAlive,
     Ack(Ack),
-    Nak(Vec<u32>),
+    /// Loss words in wire form ([`NakList::encode`]), never empty.
+    Nak(Vec<u8>),
     Ack2(AckNo),
     Shutdown,
-    MsgDrop { msg: MsgNo, first: SeqNo, last: SeqNo },
+    MsgDrop {
+        msg: MsgNo,
+        first: SeqNo,
+        last: SeqNo,
+    },
 }
 
 /// Sending-side state (§7, §8.6, §8.7).
@@ -689,9 +694,9 @@ impl Connection {
             let last = h.seq.prev();
             rcv.loss.append(expected, last);
             self.stats.pkts_lost_rcv += expected.len_to(last) as u64;
-            let words =
-                if expected == last { vec![expected.get()] } else { vec![expected.get() | 0x8000_0000, last.get()] };
-            self.ctrl.push_back(CtrlOut::Nak(words));
+            let mut words = Vec::with_capacity(2);
+            encode_nak([(expected, last)], 2, &mut words);
+            self.ctrl.push_back(CtrlOut::Nak(NakList::encode(&words)));
             // §8.4: every NAK restarts the NAK interval (used by draft mode only).
             let interval = nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
             rcv.next_nak_time = now + interval;
@@ -749,7 +754,7 @@ impl Connection {
                 }
             }
             Control::ErrorSignal { code } => self.set_broken(BrokenReason::PeerError(code)),
-            Control::UserDefined { .. } | Control::Handshake(_) | Control::NakWords(_) => {}
+            Control::UserDefined { .. } | Control::Handshake(_) => {}
         }
     }
 
@@ -1053,7 +1058,7 @@ impl Connection {
         rcv.loss.encode_nak(max_words, &mut words);
         rcv.next_nak_time = now + nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
         if !words.is_empty() {
-            self.ctrl.push_back(CtrlOut::Nak(words));
+            self.ctrl.push_back(CtrlOut::Nak(NakList::encode(&words)));
         }
     }
 
@@ -1112,9 +1117,9 @@ impl Connection {
             CtrlOut::Handshake(h) => Control::Handshake(*h),
             CtrlOut::KeepAlive => Control::KeepAlive,
             CtrlOut::Ack(a) => Control::Ack(*a),
-            CtrlOut::Nak(w) => {
+            CtrlOut::Nak(info) => {
                 self.stats.naks_sent += 1;
-                Control::NakWords(w)
+                Control::Nak(NakList::new_checked(info).expect("a NAK is queued with at least one word"))
             }
             CtrlOut::Ack2(n) => {
                 self.stats.ack2_sent += 1;
@@ -1202,7 +1207,7 @@ fn nak_interval(rtt: u32, rtt_var: u32, losses: u32, speed: u32) -> u64 {
 fn write_data(buf: &mut [u8], seq: SeqNo, msg_word: u32, ts: u32, dst: u32, payload: &[u8]) -> usize {
     let h = DataHeader::from_msg_word(seq, msg_word, ts, dst);
     h.emit(buf);
-    let n = wire::field::HEADER_LEN + payload.len();
-    buf[wire::field::HEADER_LEN..n].copy_from_slice(payload);
+    let n = wire::field::header::LEN + payload.len();
+    buf[wire::field::header::LEN..n].copy_from_slice(payload);
     n
 }

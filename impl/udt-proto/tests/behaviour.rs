@@ -8,7 +8,7 @@ use udt_proto::config::{CcChoice, ConnectionConfig};
 use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK, SYN};
 use udt_proto::seq::SeqNo;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
-use udt_proto::wire::{self, req_type, Ack, Control, Repr};
+use udt_proto::wire::{self, req_type, Ack, Control, NakList, Repr};
 
 fn data_seqs(p: &Pair, dir: Dir) -> Vec<(u64, SeqNo, bool)> {
     p.trace
@@ -378,7 +378,9 @@ fn garbage_datagrams_never_panic_or_corrupt_delivery() {
         vec![isn.add(9).get() | 0x8000_0000, isn.add(2).get()],
         vec![isn.add(5_000_000).get()],
     ] {
-        let pkt = Repr::Control { dst_socket_id: c, timestamp: 0, control: Control::NakWords(&words) }.to_vec();
+        let info = NakList::encode(&words);
+        let nak = Control::Nak(NakList::new_checked(&info).unwrap());
+        let pkt = Repr::Control { dst_socket_id: c, timestamp: 0, control: nak }.to_vec();
         p.a.handle_datagram(p.now, p.b_addr, &pkt);
     }
     let got = p.transfer_to_b(s, data.len(), 20_000_000);
