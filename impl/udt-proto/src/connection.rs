@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 
 use crate::ack_window::AckWindow;
-use crate::cc::{CcInput, CongestionControl};
+use crate::cc::{CcInput, CongestionControl, SYN};
 use crate::config::ConnectionConfig;
 use crate::loss_list::{encode_nak, RcvLossList, SndLossList};
 use crate::measurement::{ArrivalSpeed, LinkCapacity};
@@ -32,8 +32,6 @@ use crate::seq::{AckNo, MsgNo, SeqNo};
 use crate::stats::Stats;
 use crate::wire::{self, req_type, Ack, Control, DataHeader, Handshake, NakList, Packet, Repr, SocketType};
 
-/// The rate-control and ACK interval (§1).
-pub const SYN: u64 = 10_000;
 /// Handshake request re-send interval (§6.1).
 pub const HANDSHAKE_RESEND: u64 = 250_000;
 /// Light ACK every this many packets (§9.3).

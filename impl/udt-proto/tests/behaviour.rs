@@ -4,8 +4,9 @@
 use std::collections::HashSet;
 
 use prng::pattern;
+use udt_proto::cc::SYN;
 use udt_proto::config::{CcChoice, ConnectionConfig};
-use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK, SYN};
+use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK};
 use udt_proto::seq::SeqNo;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
 use udt_proto::wire::{self, req_type, Ack, Control, NakList, Repr};
