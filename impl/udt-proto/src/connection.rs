@@ -820,9 +820,7 @@ impl Connection {
         snd.buf.release(released as usize);
         snd.last_data_ack = a;
         snd.loss.remove_up_to(a.prev());
-        let rtt = rtt.min(i32::MAX as u32) as i64;
-        self.rtt_var = ((3 * self.rtt_var as i64 + (rtt - self.rtt as i64).abs()) >> 2) as u32;
-        self.rtt = ((7 * self.rtt as i64 + rtt) >> 3) as u32;
+        (self.rtt, self.rtt_var) = smooth_rtt(self.rtt, self.rtt_var, rtt.into());
         if let Ack::Full { rate, capacity, .. } = *ack {
             let (rate, capacity) = (rate as i32, capacity as i32);
             if rate > 0 {
@@ -846,9 +844,7 @@ impl Connection {
         if let Some((ack, rtt)) = rcv.ack_window.acknowledge(ack_no, now) {
             // 4.11 stops here when the RTT sample is not positive (§8.5).
             if rtt > 0 {
-                let rtt = rtt.min(i32::MAX as u64) as i64;
-                self.rtt_var = ((3 * self.rtt_var as i64 + (rtt - self.rtt as i64).abs()) >> 2) as u32;
-                self.rtt = ((7 * self.rtt as i64 + rtt) >> 3) as u32;
+                (self.rtt, self.rtt_var) = smooth_rtt(self.rtt, self.rtt_var, rtt);
                 rcv.last_ack_ack = rcv.last_ack_ack.max_seq(ack);
             }
         }
@@ -1194,6 +1190,16 @@ impl Connection {
         snd.next_send = if seq.get() & 0xF == 0 { base } else { base + snd.period };
         Some(n)
     }
+}
+
+/// One RTT sample folded into the smoothed RTT and its variation, µs (§8.5, 4.11's integer
+/// EWMAs): `RTTVar ← ¾·RTTVar + ¼·|RTT − sample|`, then `RTT ← ⅞·RTT + ⅛·sample`. The sender
+/// takes its samples from ACKs, the receiver from ACK2s.
+fn smooth_rtt(rtt: u32, rtt_var: u32, sample: u64) -> (u32, u32) {
+    let (rtt, rtt_var, sample) = (rtt as i64, rtt_var as i64, sample.min(i32::MAX as u64) as i64);
+    let rtt_var = (3 * rtt_var + (sample - rtt).abs()) >> 2;
+    let rtt = (7 * rtt + sample) >> 3;
+    (rtt as u32, rtt_var as u32)
 }
 
 /// The NAK interval of §8.4: `RTT + 4·RTTVar + losses / arrival speed`, at least 300 ms.
