@@ -71,6 +71,10 @@ impl<T> DelayLine<T> {
 
     /// Offers a frame of `len` bytes that arrived at `now`. `now` must not go backwards
     /// between calls.
+    ///
+    /// # Panics
+    /// In debug builds, if `now` went backwards far enough to release this frame before an
+    /// earlier one.
     pub fn handle_frame(&mut self, now: Nanos, len: u32, frame: T) -> Admission {
         self.stats.frames_in += 1;
         self.stats.bytes_in += len as u64;

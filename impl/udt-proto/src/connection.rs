@@ -1088,6 +1088,9 @@ impl Connection {
 
     /// Writes the next datagram for the peer into `buf` (which must hold `mss − 28` bytes)
     /// and returns its length, or `None` if nothing is due at `now`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than the datagram due (at most `mss − 28` bytes).
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<usize> {
         if let Some(c) = self.ctrl.pop_front() {
             return Some(self.emit_control(c, buf));

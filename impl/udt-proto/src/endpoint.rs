@@ -292,6 +292,9 @@ impl Endpoint {
 
     /// Writes the next due datagram into `buf` (at least `max MSS − 28` bytes) and returns its
     /// destination and length. Connections take turns.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than the datagram due (at most the largest `MSS − 28`).
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         if let Some((to, h, dst)) = self.stateless.pop_front() {
             let repr = Repr::Control { dst_socket_id: dst, timestamp: 0, control: Control::Handshake(h) };
@@ -312,6 +315,9 @@ impl Endpoint {
     }
 
     /// Fast path for a driver that serves one connection at a time.
+    ///
+    /// # Panics
+    /// As [`Endpoint::poll_transmit`]: if `buf` is shorter than the datagram due.
     pub fn poll_transmit_for(&mut self, id: u32, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         let e = self.conns.get_mut(&id)?;
         e.conn.poll_transmit(now, buf).map(|n| (e.peer, n))

@@ -157,8 +157,11 @@ impl Pair {
         self.links[dir as usize].release_every_us = every_us;
     }
 
-    /// `a` connects to a listener on `b`; runs until both ends are connected (panics after
-    /// 10 s of virtual time). Returns (client ID on a, accepted ID on b).
+    /// `a` connects to a listener on `b`; runs until both ends are connected. Returns (client
+    /// ID on a, accepted ID on b).
+    ///
+    /// # Panics
+    /// If the connection is not established within 10 s of virtual time.
     pub fn connect(&mut self, config: ConnectionConfig) -> (u32, u32) {
         self.b.listen(config.clone(), 16, self.now);
         let c = self.a.connect(config, self.b_addr, self.now);

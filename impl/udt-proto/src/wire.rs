@@ -156,6 +156,9 @@ pub struct Packet<T: AsRef<[u8]>> {
 /// [`Packet::new_checked`] never is.
 impl<T: AsRef<[u8]>> Packet<T> {
     /// Wraps `buffer` without a length check; call [`Packet::check_len`] before any accessor.
+    ///
+    /// # Panics
+    /// Never itself, but every accessor panics on a buffer shorter than the 16-byte header.
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
@@ -238,6 +241,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
+/// Like the getters, the setters panic on a buffer shorter than the 16-byte header only.
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     #[inline]
     fn set_word(&mut self, f: field::Field, v: u32) {
