@@ -254,6 +254,9 @@ impl RecvBatch {
     }
 
     /// The `i`-th frame of the last [`RecvBatch::recv`].
+    ///
+    /// # Panics
+    /// If `i` is not below the count that call returned.
     pub fn get(&self, i: usize) -> Received<'_> {
         assert!(i < self.n);
         if self.addrs[i].sll_pkttype == libc::PACKET_OUTGOING {

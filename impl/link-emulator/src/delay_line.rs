@@ -71,6 +71,10 @@ impl<T> DelayLine<T> {
 
     /// Offers a frame of `len` bytes that arrived at `now`. `now` must not go backwards
     /// between calls.
+    ///
+    /// # Panics
+    /// In debug builds, if `now` went backwards far enough to release this frame before an
+    /// earlier one.
     pub fn handle_frame(&mut self, now: Nanos, len: u32, frame: T) -> Admission {
         self.stats.frames_in += 1;
         self.stats.bytes_in += len as u64;
@@ -181,7 +185,7 @@ mod tests {
     #[test]
     fn frames_are_never_reordered() {
         // Mixed sizes, bursts and gaps, with loss and a small queue.
-        let mut rng = crate::prng::Xoshiro256::seed_from_u64(3);
+        let mut rng = prng::Xoshiro256::seed_from_u64(3);
         let mut t = 0;
         let arrivals: Vec<_> = (0..5000)
             .map(|_| {

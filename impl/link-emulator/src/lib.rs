@@ -12,6 +12,5 @@ pub mod delay_line;
 pub mod forwarder;
 pub mod link_spec;
 pub mod loss;
-pub mod prng;
 pub mod queue;
 pub mod stats;

@@ -11,7 +11,7 @@
 //! Note the convention: `h` here is the *loss* probability in Bad; netem's `gemodel` and
 //! much of the literature take `1-h` instead.
 
-use crate::prng::Xoshiro256;
+use prng::Xoshiro256;
 
 /// What a link spec asks for (`loss=`).
 #[derive(Debug, Clone, Copy, PartialEq)]

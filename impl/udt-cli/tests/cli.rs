@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use prng::pattern;
+
 const BIN: &str = env!("CARGO_BIN_EXE_udt");
 
 fn free_port() -> u16 {
@@ -17,18 +19,6 @@ fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("udt-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// Waits for `child` while collecting its output, killing it after `secs`.

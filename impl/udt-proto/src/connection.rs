@@ -22,18 +22,16 @@
 use std::collections::VecDeque;
 
 use crate::ack_window::AckWindow;
-use crate::cc::{CcInput, CongestionControl};
+use crate::cc::{CcInput, CongestionControl, SYN};
 use crate::config::ConnectionConfig;
-use crate::loss_list::{RcvLossList, SndLossList};
+use crate::loss_list::{encode_nak, RcvLossList, SndLossList};
 use crate::measurement::{ArrivalSpeed, LinkCapacity};
 use crate::recv_buffer::{Insert, RecvBuffer};
 use crate::send_buffer::SendBuffer;
 use crate::seq::{AckNo, MsgNo, SeqNo};
 use crate::stats::Stats;
-use crate::wire::{self, req_type, Ack, Control, DataHeader, Handshake, Packet, Repr, SocketType};
+use crate::wire::{self, req_type, Ack, Control, DataHeader, Handshake, NakList, Packet, Repr, SocketType};
 
-/// The rate-control and ACK interval (§1).
-pub const SYN: u64 = 10_000;
 /// Handshake request re-send interval (§6.1).
 pub const HANDSHAKE_RESEND: u64 = 250_000;
 /// Light ACK every this many packets (§9.3).
@@ -121,10 +119,15 @@ enum CtrlOut {
     Handshake(Handshake),
     KeepAlive,
     Ack(Ack),
-    Nak(Vec<u32>),
+    /// Loss words in wire form ([`NakList::encode`]), never empty.
+    Nak(Vec<u8>),
     Ack2(AckNo),
     Shutdown,
-    MsgDrop { msg: MsgNo, first: SeqNo, last: SeqNo },
+    MsgDrop {
+        msg: MsgNo,
+        first: SeqNo,
+        last: SeqNo,
+    },
 }
 
 /// Sending-side state (§7, §8.6, §8.7).
@@ -689,9 +692,9 @@ impl Connection {
             let last = h.seq.prev();
             rcv.loss.append(expected, last);
             self.stats.pkts_lost_rcv += expected.len_to(last) as u64;
-            let words =
-                if expected == last { vec![expected.get()] } else { vec![expected.get() | 0x8000_0000, last.get()] };
-            self.ctrl.push_back(CtrlOut::Nak(words));
+            let mut words = Vec::with_capacity(2);
+            encode_nak([(expected, last)], 2, &mut words);
+            self.ctrl.push_back(CtrlOut::Nak(NakList::encode(&words)));
             // §8.4: every NAK restarts the NAK interval (used by draft mode only).
             let interval = nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
             rcv.next_nak_time = now + interval;
@@ -749,7 +752,7 @@ impl Connection {
                 }
             }
             Control::ErrorSignal { code } => self.set_broken(BrokenReason::PeerError(code)),
-            Control::UserDefined { .. } | Control::Handshake(_) | Control::NakWords(_) => {}
+            Control::UserDefined { .. } | Control::Handshake(_) => {}
         }
     }
 
@@ -817,9 +820,7 @@ impl Connection {
         snd.buf.release(released as usize);
         snd.last_data_ack = a;
         snd.loss.remove_up_to(a.prev());
-        let rtt = rtt.min(i32::MAX as u32) as i64;
-        self.rtt_var = ((3 * self.rtt_var as i64 + (rtt - self.rtt as i64).abs()) >> 2) as u32;
-        self.rtt = ((7 * self.rtt as i64 + rtt) >> 3) as u32;
+        (self.rtt, self.rtt_var) = smooth_rtt(self.rtt, self.rtt_var, rtt.into());
         if let Ack::Full { rate, capacity, .. } = *ack {
             let (rate, capacity) = (rate as i32, capacity as i32);
             if rate > 0 {
@@ -843,9 +844,7 @@ impl Connection {
         if let Some((ack, rtt)) = rcv.ack_window.acknowledge(ack_no, now) {
             // 4.11 stops here when the RTT sample is not positive (§8.5).
             if rtt > 0 {
-                let rtt = rtt.min(i32::MAX as u64) as i64;
-                self.rtt_var = ((3 * self.rtt_var as i64 + (rtt - self.rtt as i64).abs()) >> 2) as u32;
-                self.rtt = ((7 * self.rtt as i64 + rtt) >> 3) as u32;
+                (self.rtt, self.rtt_var) = smooth_rtt(self.rtt, self.rtt_var, rtt);
                 rcv.last_ack_ack = rcv.last_ack_ack.max_seq(ack);
             }
         }
@@ -1053,7 +1052,7 @@ impl Connection {
         rcv.loss.encode_nak(max_words, &mut words);
         rcv.next_nak_time = now + nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
         if !words.is_empty() {
-            self.ctrl.push_back(CtrlOut::Nak(words));
+            self.ctrl.push_back(CtrlOut::Nak(NakList::encode(&words)));
         }
     }
 
@@ -1089,6 +1088,9 @@ impl Connection {
 
     /// Writes the next datagram for the peer into `buf` (which must hold `mss − 28` bytes)
     /// and returns its length, or `None` if nothing is due at `now`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than the datagram due (at most `mss − 28` bytes).
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<usize> {
         if let Some(c) = self.ctrl.pop_front() {
             return Some(self.emit_control(c, buf));
@@ -1112,9 +1114,9 @@ impl Connection {
             CtrlOut::Handshake(h) => Control::Handshake(*h),
             CtrlOut::KeepAlive => Control::KeepAlive,
             CtrlOut::Ack(a) => Control::Ack(*a),
-            CtrlOut::Nak(w) => {
+            CtrlOut::Nak(info) => {
                 self.stats.naks_sent += 1;
-                Control::NakWords(w)
+                Control::Nak(NakList::new_checked(info).expect("a NAK is queued with at least one word"))
             }
             CtrlOut::Ack2(n) => {
                 self.stats.ack2_sent += 1;
@@ -1193,6 +1195,16 @@ impl Connection {
     }
 }
 
+/// One RTT sample folded into the smoothed RTT and its variation, µs (§8.5, 4.11's integer
+/// EWMAs): `RTTVar ← ¾·RTTVar + ¼·|RTT − sample|`, then `RTT ← ⅞·RTT + ⅛·sample`. The sender
+/// takes its samples from ACKs, the receiver from ACK2s.
+fn smooth_rtt(rtt: u32, rtt_var: u32, sample: u64) -> (u32, u32) {
+    let (rtt, rtt_var, sample) = (rtt as i64, rtt_var as i64, sample.min(i32::MAX as u64) as i64);
+    let rtt_var = (3 * rtt_var + (sample - rtt).abs()) >> 2;
+    let rtt = (7 * rtt + sample) >> 3;
+    (rtt as u32, rtt_var as u32)
+}
+
 /// The NAK interval of §8.4: `RTT + 4·RTTVar + losses / arrival speed`, at least 300 ms.
 fn nak_interval(rtt: u32, rtt_var: u32, losses: u32, speed: u32) -> u64 {
     let base = rtt as u64 + 4 * rtt_var as u64 + losses as u64 * 1_000_000 / speed.max(1) as u64;
@@ -1202,7 +1214,7 @@ fn nak_interval(rtt: u32, rtt_var: u32, losses: u32, speed: u32) -> u64 {
 fn write_data(buf: &mut [u8], seq: SeqNo, msg_word: u32, ts: u32, dst: u32, payload: &[u8]) -> usize {
     let h = DataHeader::from_msg_word(seq, msg_word, ts, dst);
     h.emit(buf);
-    let n = wire::field::HEADER_LEN + payload.len();
-    buf[wire::field::HEADER_LEN..n].copy_from_slice(payload);
+    let n = wire::field::header::LEN + payload.len();
+    buf[wire::field::header::LEN..n].copy_from_slice(payload);
     n
 }

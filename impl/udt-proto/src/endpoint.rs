@@ -16,25 +16,12 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 
+use prng::Xoshiro256;
+
 use crate::config::ConnectionConfig;
 use crate::connection::{Connection, Event};
 use crate::seq::SeqNo;
 use crate::wire::{self, req_type, Control, Handshake, Packet, Repr};
-
-/// A small deterministic generator (SplitMix64) for socket IDs, ISNs and the cookie key, so
-/// that a seeded endpoint behaves identically run after run (the simulator relies on it).
-#[derive(Debug, Clone)]
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
 
 #[derive(Debug)]
 struct Listener {
@@ -64,7 +51,9 @@ pub struct EndpointStats {
 /// A UDP port's worth of UDT sockets.
 #[derive(Debug)]
 pub struct Endpoint {
-    rng: SplitMix,
+    /// Socket IDs, ISNs and the cookie key: seeded, so that a seeded endpoint behaves
+    /// identically run after run (the simulator relies on it).
+    rng: Xoshiro256,
     next_id: u32,
     listener: Option<Listener>,
     conns: HashMap<u32, Entry>,
@@ -81,9 +70,9 @@ impl Endpoint {
     /// `seed` drives socket IDs, ISNs and the cookie key: use a random one in production and
     /// a fixed one in tests.
     pub fn new(seed: u64) -> Endpoint {
-        let mut rng = SplitMix(seed);
+        let mut rng = Xoshiro256::seed_from_u64(seed);
         // 4.11 starts the ID counter at a random value in [1, 2^30] and counts down (§3.3).
-        let next_id = (rng.next() % (1 << 30)) as u32 + 1;
+        let next_id = rng.below(1 << 30) as u32 + 1;
         Endpoint {
             rng,
             next_id,
@@ -110,12 +99,12 @@ impl Endpoint {
     }
 
     fn random_isn(&mut self) -> SeqNo {
-        SeqNo::new(self.rng.next() as u32)
+        SeqNo::new(self.rng.next_u64() as u32)
     }
 
     /// Accepts connections on this port with `config` for every accepted connection.
     pub fn listen(&mut self, config: ConnectionConfig, backlog: usize, now: u64) {
-        let key = (self.rng.next(), self.rng.next());
+        let key = (self.rng.next_u64(), self.rng.next_u64());
         self.listener = Some(Listener { config, backlog: backlog.max(1), key, opened: now });
     }
 
@@ -303,6 +292,9 @@ impl Endpoint {
 
     /// Writes the next due datagram into `buf` (at least `max MSS − 28` bytes) and returns its
     /// destination and length. Connections take turns.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than the datagram due (at most the largest `MSS − 28`).
     pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         if let Some((to, h, dst)) = self.stateless.pop_front() {
             let repr = Repr::Control { dst_socket_id: dst, timestamp: 0, control: Control::Handshake(h) };
@@ -323,6 +315,9 @@ impl Endpoint {
     }
 
     /// Fast path for a driver that serves one connection at a time.
+    ///
+    /// # Panics
+    /// As [`Endpoint::poll_transmit`]: if `buf` is shorter than the datagram due.
     pub fn poll_transmit_for(&mut self, id: u32, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         let e = self.conns.get_mut(&id)?;
         e.conn.poll_transmit(now, buf).map(|n| (e.peer, n))

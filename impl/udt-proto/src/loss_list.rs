@@ -430,28 +430,34 @@ impl RcvLossList {
         self.set.ranges.iter().copied()
     }
 
-    /// Appends the list as NAK words (§5.4, §13.2) to `out`, using at most `max_words` words:
-    /// a single number is one word, a run of two or more is `first | 0x8000_0000, last`.
-    /// Stops at the first entry that would not fit, so the output never ends in a range start
-    /// and stays in ascending order. For a NAK that fits one packet, 4.11 passes
-    /// `(MSS − 44) / 4` here (§8.4; see [`nak_word_limit`]).
+    /// Appends the list as NAK words (§5.4, §13.2) to `out`, using at most `max_words` words
+    /// (see [`encode_nak`]). For a NAK that fits one packet, 4.11 passes `(MSS − 44) / 4` here
+    /// (§8.4; see [`nak_word_limit`]).
     pub fn encode_nak(&self, max_words: usize, out: &mut Vec<u32>) {
-        let mut room = max_words;
-        for &(a, b) in &self.set.ranges {
-            if a == b {
-                if room < 1 {
-                    break;
-                }
-                out.push(a.get());
-                room -= 1;
-            } else {
-                if room < 2 {
-                    break;
-                }
-                out.push(a.get() | NAK_RANGE_FLAG);
-                out.push(b.get());
-                room -= 2;
+        encode_nak(self.ranges(), max_words, out)
+    }
+}
+
+/// Encodes inclusive loss ranges as NAK words (§5.4), appending at most `max_words` words to
+/// `out`: a single number is one word, a run of two or more is `first | 0x8000_0000, last`.
+/// Stops at the first range that would not fit, so the output never ends in a range start.
+/// The inverse of [`decode_nak`].
+pub fn encode_nak(ranges: impl IntoIterator<Item = (SeqNo, SeqNo)>, max_words: usize, out: &mut Vec<u32>) {
+    let mut room = max_words;
+    for (a, b) in ranges {
+        if a == b {
+            if room < 1 {
+                break;
             }
+            out.push(a.get());
+            room -= 1;
+        } else {
+            if room < 2 {
+                break;
+            }
+            out.push(a.get() | NAK_RANGE_FLAG);
+            out.push(b.get());
+            room -= 2;
         }
     }
 }
@@ -541,7 +547,8 @@ impl Iterator for NakDecoder<'_> {
     }
 }
 
-/// Decodes a NAK loss list (§5.4) into inclusive ranges, in the order sent.
+/// Decodes a NAK loss list (§5.4) into inclusive ranges, in the order sent; the inverse of
+/// [`encode_nak`].
 ///
 /// Enforces the rules a 4.11 sender enforces on the list itself: no trailing range start, a
 /// range end without bit 31, `seqcmp(first, last) ≤ 0`. The rules that need connection state

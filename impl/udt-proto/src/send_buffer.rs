@@ -77,11 +77,17 @@ impl SendBuffer {
     }
 
     /// Packets needed for a message of `len` bytes (an empty message still takes one).
+    ///
+    /// # Panics
+    /// If the buffer was made with a `payload_size` of 0.
     pub fn packets_for(&self, len: usize) -> usize {
         len.div_ceil(self.payload).max(1)
     }
 
     /// Adds one message. Returns `false` (and stores nothing) if it does not fit.
+    ///
+    /// # Panics
+    /// If the buffer was made with a `payload_size` of 0.
     pub fn push_message(&mut self, data: &[u8], in_order: bool, expiry: u64) -> bool {
         let n = self.packets_for(data.len());
         if n > self.free_packets() {

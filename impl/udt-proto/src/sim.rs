@@ -21,6 +21,8 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
+use prng::Xoshiro256;
+
 use crate::config::ConnectionConfig;
 use crate::endpoint::Endpoint;
 use crate::wire::{Control, Repr};
@@ -111,7 +113,7 @@ pub struct Pair {
     links: [Link; 2],
     in_flight: Vec<(u64, u64, Dir, Vec<u8>)>,
     order: u64,
-    rng: u64,
+    rng: Xoshiro256,
     pub drop_filter: Option<DropFilter>,
     pub trace: Vec<Traced>,
     /// Record every datagram in `trace` (on by default).
@@ -136,7 +138,7 @@ impl Pair {
             links: [mk(a_to_b), mk(b_to_a)],
             in_flight: Vec::new(),
             order: 0,
-            rng: seed ^ 0x5DEE_CE66_D1CE_4E5B,
+            rng: Xoshiro256::seed_from_u64(seed ^ 0x5DEE_CE66_D1CE_4E5B),
             drop_filter: None,
             trace: Vec::new(),
             tracing: true,
@@ -155,16 +157,11 @@ impl Pair {
         self.links[dir as usize].release_every_us = every_us;
     }
 
-    fn random(&mut self) -> f64 {
-        // xorshift64*
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// `a` connects to a listener on `b`; runs until both ends are connected (panics after
-    /// 10 s of virtual time). Returns (client ID on a, accepted ID on b).
+    /// `a` connects to a listener on `b`; runs until both ends are connected. Returns (client
+    /// ID on a, accepted ID on b).
+    ///
+    /// # Panics
+    /// If the connection is not established within 10 s of virtual time.
     pub fn connect(&mut self, config: ConnectionConfig) -> (u32, u32) {
         self.b.listen(config.clone(), 16, self.now);
         let c = self.a.connect(config, self.b_addr, self.now);
@@ -189,7 +186,7 @@ impl Pair {
     fn send_from(&mut self, dir: Dir, bytes: Vec<u8>) {
         let mut dropped = self.drop_filter.as_mut().is_some_and(|f| f(dir, &bytes));
         let cfg = self.links[dir as usize].config.clone();
-        if !dropped && cfg.loss > 0.0 && self.random() < cfg.loss {
+        if !dropped && cfg.loss > 0.0 && self.rng.chance(cfg.loss) {
             dropped = true;
         }
         let now = self.now;
@@ -223,10 +220,10 @@ impl Pair {
             arrive = (arrive.div_ceil(link.release_every_us) * link.release_every_us).max(link.last_release + 2);
             link.last_release = arrive;
         }
-        if cfg.reorder > 0.0 && self.random() < cfg.reorder {
+        if cfg.reorder > 0.0 && self.rng.chance(cfg.reorder) {
             arrive += cfg.reorder_us;
         }
-        if cfg.duplicate > 0.0 && self.random() < cfg.duplicate {
+        if cfg.duplicate > 0.0 && self.rng.chance(cfg.duplicate) {
             self.order += 1;
             self.in_flight.push((arrive + 1, self.order, dir, bytes.clone()));
         }

@@ -1,10 +1,16 @@
 //! UDT4 packets on the wire (UDT4.md §2, §3, §5), in the style of smoltcp's `wire`.
 //!
 //! [`Packet`] is a zero-copy view over a datagram with field accessors; [`Repr`] is the parsed
-//! form with [`Repr::parse`], [`Repr::emit`] and [`Repr::buffer_len`]. Field offsets live in
-//! [`field`] only. Once [`Packet::new_checked`] has succeeded no header accessor panics, and
-//! [`Repr::parse`] checks every type-specific length, so malformed input yields an
-//! [`Error`] instead of a panic.
+//! form with [`Repr::parse`], [`Repr::emit`] and [`Repr::buffer_len`]. Every byte offset lives
+//! in [`field`], and parsing and emitting both use it.
+//!
+//! # Panics
+//! The contract, once for the whole module: once a length check has passed —
+//! [`Packet::new_checked`] (or [`Packet::check_len`]) for the header, [`NakList::new_checked`]
+//! for a loss list — no accessor panics. [`Repr::parse`] checks every type-specific length
+//! itself, so malformed input yields an [`Error`], never a panic. What can panic is writing
+//! into a buffer too short for it, and reading through a view made with `new_unchecked`
+//! without the check: each such function says so in its own `# Panics` section.
 //!
 //! Control information is a sequence of big-endian 32-bit words (§2); data payloads are
 //! opaque bytes.
@@ -13,23 +19,86 @@ use crate::seq::{AckNo, MsgNo, SeqNo};
 use core::fmt;
 use std::net::IpAddr;
 
-/// Field offsets (bytes) of the 16-byte header and of the handshake body.
+/// Byte offsets of every field, in the style of smoltcp's `wire::*::field`. The header's are
+/// from the start of the datagram; the control types' are from the start of the control
+/// information, i.e. after [`header::LEN`](field::header::LEN) bytes.
 pub mod field {
-    use core::ops::Range;
-    pub const WORD0: Range<usize> = 0..4;
-    pub const WORD1: Range<usize> = 4..8;
-    pub const TIMESTAMP: Range<usize> = 8..12;
-    pub const DST_SOCKET: Range<usize> = 12..16;
-    pub const HEADER_LEN: usize = 16;
-    /// Handshake control information is exactly this long (§5.1).
-    pub const HANDSHAKE_LEN: usize = 48;
+    /// A big-endian 32-bit word (or, for [`handshake::PEER_IP`], four of them).
+    pub type Field = core::ops::Range<usize>;
+
+    /// The 16-byte header common to all packets (§3).
+    pub mod header {
+        use super::Field;
+        /// Data: flag bit 0 and the sequence number. Control: flag bit 1, type, extended type.
+        pub const WORD0: Field = 0..4;
+        /// Data: boundary, in-order and message number. Control: additional info.
+        pub const WORD1: Field = 4..8;
+        pub const TIMESTAMP: Field = 8..12;
+        pub const DST_SOCKET: Field = 12..16;
+        pub const LEN: usize = 16;
+        /// Bit 31 of word 0: set in control packets.
+        pub const CONTROL_FLAG: u32 = 0x8000_0000;
+    }
+
+    /// Handshake control information (§5.1).
+    pub mod handshake {
+        use super::Field;
+        pub const VERSION: Field = 0..4;
+        pub const SOCKET_TYPE: Field = 4..8;
+        pub const ISN: Field = 8..12;
+        pub const MSS: Field = 12..16;
+        pub const FLIGHT_FLAG_SIZE: Field = 16..20;
+        pub const REQ_TYPE: Field = 20..24;
+        pub const SOCKET_ID: Field = 24..28;
+        pub const COOKIE: Field = 28..32;
+        /// Four words, 4.11's byte order (see [`peer_ip_words`](crate::wire::peer_ip_words)).
+        pub const PEER_IP: Field = 32..48;
+        /// Word `i` (0–3) of [`PEER_IP`].
+        pub const fn peer_ip_word(i: usize) -> Field {
+            PEER_IP.start + 4 * i..PEER_IP.start + 4 * (i + 1)
+        }
+        /// The information is exactly this long.
+        pub const LEN: usize = 48;
+    }
+
+    /// ACK control information (§5.3): the light form has the first field only, the medium
+    /// form the first four.
+    pub mod ack {
+        use super::Field;
+        pub const ACK: Field = 0..4;
+        pub const RTT: Field = 4..8;
+        pub const RTT_VAR: Field = 8..12;
+        pub const AVAIL: Field = 12..16;
+        pub const RATE: Field = 16..20;
+        pub const CAPACITY: Field = 20..24;
+        pub const LIGHT_LEN: usize = ACK.end;
+        pub const MEDIUM_LEN: usize = AVAIL.end;
+        pub const FULL_LEN: usize = CAPACITY.end;
+    }
+
+    /// NAK control information (§5.4): one or more loss words.
+    pub mod nak {
+        /// Bytes per loss word.
+        pub const WORD_LEN: usize = 4;
+    }
+
+    /// Message drop request control information (§5.6).
+    pub mod drop_request {
+        use super::Field;
+        pub const FIRST: Field = 0..4;
+        pub const LAST: Field = 4..8;
+        pub const LEN: usize = LAST.end;
+    }
+
+    /// Information of the types that carry none: 4.11 pads them with one zero word (§2).
+    pub const EMPTY_INFO_LEN: usize = 4;
 }
 
 /// Bytes of IPv4 + UDP headers counted in UDT's MSS (§1).
 pub const IP_UDP_OVERHEAD: u32 = 28;
 /// Payload bytes in a data packet for a given MSS: `MSS − 28 − 16` (§1).
 pub const fn payload_size(mss: u32) -> usize {
-    mss.saturating_sub(IP_UDP_OVERHEAD + field::HEADER_LEN as u32) as usize
+    mss.saturating_sub(IP_UDP_OVERHEAD + field::header::LEN as u32) as usize
 }
 
 /// Why a datagram was not accepted as a UDT packet.
@@ -64,14 +133,17 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = core::result::Result<T, Error>;
 
+/// Reads the big-endian word at `f`; the caller has checked that `b` holds it.
 #[inline]
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+fn read(b: &[u8], f: field::Field) -> u32 {
+    let w = &b[f];
+    u32::from_be_bytes([w[0], w[1], w[2], w[3]])
 }
 
+/// Writes `v` big-endian at `f`; the caller has checked that `b` holds it.
 #[inline]
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+fn write(b: &mut [u8], f: field::Field, v: u32) {
+    b[f].copy_from_slice(&v.to_be_bytes());
 }
 
 /// A read/write view of a UDT packet.
@@ -80,7 +152,13 @@ pub struct Packet<T: AsRef<[u8]>> {
     buffer: T,
 }
 
+/// The accessors below panic on a buffer shorter than the 16-byte header; a [`Packet`] made by
+/// [`Packet::new_checked`] never is.
 impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps `buffer` without a length check; call [`Packet::check_len`] before any accessor.
+    ///
+    /// # Panics
+    /// Never itself, but every accessor panics on a buffer shorter than the 16-byte header.
     pub const fn new_unchecked(buffer: T) -> Packet<T> {
         Packet { buffer }
     }
@@ -92,8 +170,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(p)
     }
 
+    /// Checks the buffer holds the 16-byte header; after that no accessor panics.
     pub fn check_len(&self) -> Result<()> {
-        if self.buffer.as_ref().len() < field::HEADER_LEN {
+        if self.buffer.as_ref().len() < field::header::LEN {
             Err(Error::Truncated)
         } else {
             Ok(())
@@ -105,82 +184,83 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     #[inline]
-    fn word(&self, at: usize) -> u32 {
-        be32(self.buffer.as_ref(), at)
+    fn word(&self, f: field::Field) -> u32 {
+        read(self.buffer.as_ref(), f)
     }
 
     /// Flag bit: `true` for control packets (§3).
     #[inline]
     pub fn is_control(&self) -> bool {
-        self.word(field::WORD0.start) & 0x8000_0000 != 0
+        self.word(field::header::WORD0) & field::header::CONTROL_FLAG != 0
     }
 
     /// Data: the packet sequence number.
     #[inline]
     pub fn seq_number(&self) -> SeqNo {
-        SeqNo::new(self.word(field::WORD0.start))
+        SeqNo::new(self.word(field::header::WORD0))
     }
 
     /// Data: word 1 whole (boundary, in-order and message number).
     #[inline]
     pub fn msg_word(&self) -> u32 {
-        self.word(field::WORD1.start)
+        self.word(field::header::WORD1)
     }
 
     /// Control: the 15-bit type.
     #[inline]
     pub fn control_type(&self) -> u16 {
-        ((self.word(field::WORD0.start) >> 16) & 0x7FFF) as u16
+        ((self.word(field::header::WORD0) >> 16) & 0x7FFF) as u16
     }
 
     /// Control: the extended type (user-defined packets).
     #[inline]
     pub fn ext_type(&self) -> u16 {
-        (self.word(field::WORD0.start) & 0xFFFF) as u16
+        (self.word(field::header::WORD0) & 0xFFFF) as u16
     }
 
     /// Control: additional info (word 1).
     #[inline]
     pub fn additional_info(&self) -> u32 {
-        self.word(field::WORD1.start)
+        self.word(field::header::WORD1)
     }
 
     #[inline]
     pub fn timestamp(&self) -> u32 {
-        self.word(field::TIMESTAMP.start)
+        self.word(field::header::TIMESTAMP)
     }
 
     #[inline]
     pub fn dst_socket_id(&self) -> u32 {
-        self.word(field::DST_SOCKET.start)
+        self.word(field::header::DST_SOCKET)
     }
 
     /// Data payload or control information.
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        &self.buffer.as_ref()[field::HEADER_LEN..]
+        &self.buffer.as_ref()[field::header::LEN..]
     }
 }
 
+/// Like the getters, the setters panic on a buffer shorter than the 16-byte header only.
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     #[inline]
-    fn set_word(&mut self, at: usize, v: u32) {
-        put32(self.buffer.as_mut(), at, v)
+    fn set_word(&mut self, f: field::Field, v: u32) {
+        write(self.buffer.as_mut(), f, v)
     }
     pub fn set_word0(&mut self, v: u32) {
-        self.set_word(field::WORD0.start, v)
+        self.set_word(field::header::WORD0, v)
     }
     pub fn set_word1(&mut self, v: u32) {
-        self.set_word(field::WORD1.start, v)
+        self.set_word(field::header::WORD1, v)
     }
     pub fn set_timestamp(&mut self, v: u32) {
-        self.set_word(field::TIMESTAMP.start, v)
+        self.set_word(field::header::TIMESTAMP, v)
     }
     pub fn set_dst_socket_id(&mut self, v: u32) {
-        self.set_word(field::DST_SOCKET.start, v)
+        self.set_word(field::header::DST_SOCKET, v)
     }
     pub fn payload_mut(&mut self) -> &mut [u8] {
-        &mut self.buffer.as_mut()[field::HEADER_LEN..]
+        &mut self.buffer.as_mut()[field::header::LEN..]
     }
 }
 
@@ -238,12 +318,16 @@ impl DataHeader {
         }
     }
 
-    /// Writes the 16-byte header at the start of `buf` (which must hold 16 bytes).
+    /// Writes the 16-byte header at the start of `buf`.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than 16 bytes.
     pub fn emit(&self, buf: &mut [u8]) {
-        put32(buf, 0, self.seq.get());
-        put32(buf, 4, self.msg_word());
-        put32(buf, 8, self.timestamp);
-        put32(buf, 12, self.dst_socket_id);
+        use field::header::*;
+        write(buf, WORD0, self.seq.get());
+        write(buf, WORD1, self.msg_word());
+        write(buf, TIMESTAMP, self.timestamp);
+        write(buf, DST_SOCKET, self.dst_socket_id);
     }
 }
 
@@ -332,39 +416,37 @@ pub struct Handshake {
 
 impl Handshake {
     fn parse(b: &[u8]) -> Result<Handshake> {
-        if b.len() != field::HANDSHAKE_LEN {
+        use field::handshake::*;
+        if b.len() != LEN {
             return Err(Error::BadLength { ctrl_type: 0, len: b.len() });
         }
+        let ip = |i| read(b, peer_ip_word(i));
         Ok(Handshake {
-            version: be32(b, 0),
-            socket_type: SocketType::from_u32(be32(b, 4)),
-            isn: SeqNo::new(be32(b, 8)),
-            mss: be32(b, 12),
-            flight_flag_size: be32(b, 16),
-            req_type: be32(b, 20) as i32,
-            socket_id: be32(b, 24),
-            cookie: be32(b, 28),
-            peer_ip: [be32(b, 32), be32(b, 36), be32(b, 40), be32(b, 44)],
+            version: read(b, VERSION),
+            socket_type: SocketType::from_u32(read(b, SOCKET_TYPE)),
+            isn: SeqNo::new(read(b, ISN)),
+            mss: read(b, MSS),
+            flight_flag_size: read(b, FLIGHT_FLAG_SIZE),
+            req_type: read(b, REQ_TYPE) as i32,
+            socket_id: read(b, SOCKET_ID),
+            cookie: read(b, COOKIE),
+            peer_ip: [ip(0), ip(1), ip(2), ip(3)],
         })
     }
 
+    /// `b` is exactly [`field::handshake::LEN`] bytes (sized by [`Repr::buffer_len`]).
     fn emit(&self, b: &mut [u8]) {
-        let words = [
-            self.version,
-            self.socket_type.to_u32(),
-            self.isn.get(),
-            self.mss,
-            self.flight_flag_size,
-            self.req_type as u32,
-            self.socket_id,
-            self.cookie,
-            self.peer_ip[0],
-            self.peer_ip[1],
-            self.peer_ip[2],
-            self.peer_ip[3],
-        ];
-        for (i, w) in words.iter().enumerate() {
-            put32(b, i * 4, *w);
+        use field::handshake::*;
+        write(b, VERSION, self.version);
+        write(b, SOCKET_TYPE, self.socket_type.to_u32());
+        write(b, ISN, self.isn.get());
+        write(b, MSS, self.mss);
+        write(b, FLIGHT_FLAG_SIZE, self.flight_flag_size);
+        write(b, REQ_TYPE, self.req_type as u32);
+        write(b, SOCKET_ID, self.socket_id);
+        write(b, COOKIE, self.cookie);
+        for (i, w) in self.peer_ip.iter().enumerate() {
+            write(b, peer_ip_word(i), *w);
         }
     }
 }
@@ -411,26 +493,86 @@ impl Ack {
 
     fn info_len(&self) -> usize {
         match self {
-            Ack::Light { .. } => 4,
-            Ack::Medium { .. } => 16,
-            Ack::Full { .. } => 24,
+            Ack::Light { .. } => field::ack::LIGHT_LEN,
+            Ack::Medium { .. } => field::ack::MEDIUM_LEN,
+            Ack::Full { .. } => field::ack::FULL_LEN,
+        }
+    }
+
+    /// Parses ACK information; the form follows from its length alone, as in 4.11.
+    fn parse(info: &[u8], ack_no: AckNo) -> Result<Ack> {
+        use field::ack::*;
+        let w = |f| read(info, f);
+        Ok(match info.len() {
+            LIGHT_LEN => Ack::Light { ack: SeqNo::new(w(ACK)) },
+            MEDIUM_LEN => {
+                Ack::Medium { ack_no, ack: SeqNo::new(w(ACK)), rtt: w(RTT), rtt_var: w(RTT_VAR), avail: w(AVAIL) }
+            }
+            // Longer than 24 is read as full, as 4.11 does (fields beyond 6 ignored).
+            n if n >= FULL_LEN => Ack::Full {
+                ack_no,
+                ack: SeqNo::new(w(ACK)),
+                rtt: w(RTT),
+                rtt_var: w(RTT_VAR),
+                avail: w(AVAIL),
+                rate: w(RATE),
+                capacity: w(CAPACITY),
+            },
+            len => return Err(Error::BadLength { ctrl_type: ControlType::Ack as u16, len }),
+        })
+    }
+
+    /// `info` is exactly [`Ack::info_len`] bytes (sized by [`Repr::buffer_len`]).
+    fn emit(&self, info: &mut [u8]) {
+        use field::ack::*;
+        write(info, ACK, self.ack().get());
+        if let Ack::Medium { rtt, rtt_var, avail, .. } | Ack::Full { rtt, rtt_var, avail, .. } = *self {
+            write(info, RTT, rtt);
+            write(info, RTT_VAR, rtt_var);
+            write(info, AVAIL, avail);
+        }
+        if let Ack::Full { rate, capacity, .. } = *self {
+            write(info, RATE, rate);
+            write(info, CAPACITY, capacity);
         }
     }
 }
 
-/// A NAK's loss list (§5.4), kept as the raw big-endian words; see [`NakList::ranges`].
+/// A NAK's loss list (§5.4), in both directions: a view over the big-endian loss words as
+/// they are on the wire, whether parsed from a datagram or about to be emitted. Build the
+/// bytes to send with [`NakList::encode`]; read the ranges back with [`NakList::ranges`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct NakList<'a> {
     bytes: &'a [u8],
 }
 
 impl<'a> NakList<'a> {
+    /// Wraps loss words in wire form after checking there is at least one and that `bytes`
+    /// holds whole words.
+    pub fn new_checked(bytes: &'a [u8]) -> Result<NakList<'a>> {
+        if bytes.is_empty() || !bytes.len().is_multiple_of(field::nak::WORD_LEN) {
+            return Err(Error::BadLength { ctrl_type: ControlType::Nak as u16, len: bytes.len() });
+        }
+        Ok(NakList { bytes })
+    }
+
+    /// The wire form of loss `words` (from [`crate::loss_list::encode_nak`]), for
+    /// [`NakList::new_checked`].
+    pub fn encode(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    /// The loss words as on the wire.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     pub fn words(&self) -> impl Iterator<Item = u32> + 'a {
-        self.bytes.chunks_exact(4).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        self.bytes.chunks_exact(field::nak::WORD_LEN).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
     }
 
     pub fn word_count(&self) -> usize {
-        self.bytes.len() / 4
+        self.bytes.len() / field::nak::WORD_LEN
     }
 
     /// Decodes the list into inclusive ranges, enforcing §5.4's decoder rules (a range start
@@ -456,19 +598,6 @@ impl fmt::Debug for NakList<'_> {
     }
 }
 
-/// Encodes inclusive loss ranges as NAK words (§5.4): a single number is one word, a run of
-/// two or more is `first | 0x8000_0000, last`.
-pub fn encode_nak_words(ranges: &[(SeqNo, SeqNo)], out: &mut Vec<u32>) {
-    for &(a, b) in ranges {
-        if a == b {
-            out.push(a.get());
-        } else {
-            out.push(a.get() | 0x8000_0000);
-            out.push(b.get());
-        }
-    }
-}
-
 /// Parsed control information (§5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control<'a> {
@@ -476,26 +605,12 @@ pub enum Control<'a> {
     KeepAlive,
     Ack(Ack),
     Nak(NakList<'a>),
-    /// Emitting takes words; parsing returns a [`NakList`] view instead.
-    NakWords(&'a [u32]),
     CongestionWarning,
     Shutdown,
-    Ack2 {
-        ack_no: AckNo,
-    },
-    MsgDropRequest {
-        msg: MsgNo,
-        first: SeqNo,
-        last: SeqNo,
-    },
-    ErrorSignal {
-        code: u32,
-    },
-    UserDefined {
-        ext_type: u16,
-        info: u32,
-        body: &'a [u8],
-    },
+    Ack2 { ack_no: AckNo },
+    MsgDropRequest { msg: MsgNo, first: SeqNo, last: SeqNo },
+    ErrorSignal { code: u32 },
+    UserDefined { ext_type: u16, info: u32, body: &'a [u8] },
 }
 
 impl Control<'_> {
@@ -504,7 +619,7 @@ impl Control<'_> {
             Control::Handshake(_) => ControlType::Handshake,
             Control::KeepAlive => ControlType::KeepAlive,
             Control::Ack(_) => ControlType::Ack,
-            Control::Nak(_) | Control::NakWords(_) => ControlType::Nak,
+            Control::Nak(_) => ControlType::Nak,
             Control::CongestionWarning => ControlType::CongestionWarning,
             Control::Shutdown => ControlType::Shutdown,
             Control::Ack2 { .. } => ControlType::Ack2,
@@ -516,14 +631,12 @@ impl Control<'_> {
 
     fn info_len(&self) -> usize {
         match self {
-            Control::Handshake(_) => field::HANDSHAKE_LEN,
+            Control::Handshake(_) => field::handshake::LEN,
             Control::Ack(a) => a.info_len(),
             Control::Nak(l) => l.bytes.len(),
-            Control::NakWords(w) => w.len() * 4,
-            Control::MsgDropRequest { .. } => 8,
+            Control::MsgDropRequest { .. } => field::drop_request::LEN,
             Control::UserDefined { body, .. } if !body.is_empty() => body.len().next_multiple_of(4),
-            // 4.11 pads info-less types with 4 zero bytes (§2).
-            _ => 4,
+            _ => field::EMPTY_INFO_LEN,
         }
     }
 
@@ -552,7 +665,7 @@ impl<'a> Repr<'a> {
     pub fn parse(packet: &Packet<&'a [u8]>) -> Result<Repr<'a>> {
         packet.check_len()?;
         let buf: &'a [u8] = packet.buffer;
-        let info = &buf[field::HEADER_LEN..];
+        let info = &buf[field::header::LEN..];
         if !packet.is_control() {
             return Ok(Repr::Data {
                 header: DataHeader::from_msg_word(
@@ -566,8 +679,6 @@ impl<'a> Repr<'a> {
         }
         let t = packet.control_type();
         let ty = ControlType::from_u16(t).ok_or(Error::UnknownType(t))?;
-        let bad = || Error::BadLength { ctrl_type: t, len: info.len() };
-        let w = |i: usize| be32(info, i * 4);
         let addl = packet.additional_info();
         let control = match ty {
             ControlType::Handshake => Control::Handshake(Handshake::parse(info)?),
@@ -576,38 +687,18 @@ impl<'a> Repr<'a> {
             ControlType::Shutdown => Control::Shutdown,
             ControlType::Ack2 => Control::Ack2 { ack_no: AckNo::new(addl) },
             ControlType::ErrorSignal => Control::ErrorSignal { code: addl },
-            ControlType::Ack => match info.len() {
-                4 => Control::Ack(Ack::Light { ack: SeqNo::new(w(0)) }),
-                16 => Control::Ack(Ack::Medium {
-                    ack_no: AckNo::new(addl),
-                    ack: SeqNo::new(w(0)),
-                    rtt: w(1),
-                    rtt_var: w(2),
-                    avail: w(3),
-                }),
-                // Longer than 24 is read as full, as 4.11 does (fields beyond 6 ignored).
-                n if n >= 24 => Control::Ack(Ack::Full {
-                    ack_no: AckNo::new(addl),
-                    ack: SeqNo::new(w(0)),
-                    rtt: w(1),
-                    rtt_var: w(2),
-                    avail: w(3),
-                    rate: w(4),
-                    capacity: w(5),
-                }),
-                _ => return Err(bad()),
-            },
-            ControlType::Nak => {
-                if info.is_empty() || !info.len().is_multiple_of(4) {
-                    return Err(bad());
-                }
-                Control::Nak(NakList { bytes: info })
-            }
+            ControlType::Ack => Control::Ack(Ack::parse(info, AckNo::new(addl))?),
+            ControlType::Nak => Control::Nak(NakList::new_checked(info)?),
             ControlType::MsgDropRequest => {
-                if info.len() < 8 {
-                    return Err(bad());
+                use field::drop_request::*;
+                if info.len() < LEN {
+                    return Err(Error::BadLength { ctrl_type: t, len: info.len() });
                 }
-                Control::MsgDropRequest { msg: MsgNo::new(addl), first: SeqNo::new(w(0)), last: SeqNo::new(w(1)) }
+                Control::MsgDropRequest {
+                    msg: MsgNo::new(addl),
+                    first: SeqNo::new(read(info, FIRST)),
+                    last: SeqNo::new(read(info, LAST)),
+                }
             }
             ControlType::UserDefined => Control::UserDefined { ext_type: packet.ext_type(), info: addl, body: info },
         };
@@ -621,7 +712,7 @@ impl<'a> Repr<'a> {
 
     /// Length of the emitted datagram.
     pub fn buffer_len(&self) -> usize {
-        field::HEADER_LEN
+        field::header::LEN
             + match self {
                 Repr::Data { payload, .. } => payload.len(),
                 Repr::Control { control, .. } => control.info_len(),
@@ -638,7 +729,7 @@ impl<'a> Repr<'a> {
         match self {
             Repr::Data { header, payload } => {
                 header.emit(buf);
-                buf[field::HEADER_LEN..].copy_from_slice(payload);
+                buf[field::header::LEN..].copy_from_slice(payload);
             }
             Repr::Control { dst_socket_id, timestamp, control } => {
                 let ty = control.control_type() as u32;
@@ -646,41 +737,23 @@ impl<'a> Repr<'a> {
                     Control::UserDefined { ext_type, .. } => *ext_type as u32,
                     _ => 0,
                 };
-                put32(buf, 0, 0x8000_0000 | (ty << 16) | ext);
-                put32(buf, 4, control.additional_info());
-                put32(buf, 8, *timestamp);
-                put32(buf, 12, *dst_socket_id);
-                let info = &mut buf[field::HEADER_LEN..];
+                {
+                    use field::header::*;
+                    write(buf, WORD0, CONTROL_FLAG | (ty << 16) | ext);
+                    write(buf, WORD1, control.additional_info());
+                    write(buf, TIMESTAMP, *timestamp);
+                    write(buf, DST_SOCKET, *dst_socket_id);
+                }
+                let info = &mut buf[field::header::LEN..];
                 info.fill(0);
                 match control {
                     Control::Handshake(h) => h.emit(info),
-                    Control::Ack(a) => {
-                        put32(info, 0, a.ack().get());
-                        match *a {
-                            Ack::Light { .. } => {}
-                            Ack::Medium { rtt, rtt_var, avail, .. } => {
-                                put32(info, 4, rtt);
-                                put32(info, 8, rtt_var);
-                                put32(info, 12, avail);
-                            }
-                            Ack::Full { rtt, rtt_var, avail, rate, capacity, .. } => {
-                                put32(info, 4, rtt);
-                                put32(info, 8, rtt_var);
-                                put32(info, 12, avail);
-                                put32(info, 16, rate);
-                                put32(info, 20, capacity);
-                            }
-                        }
-                    }
+                    Control::Ack(a) => a.emit(info),
                     Control::Nak(l) => info.copy_from_slice(l.bytes),
-                    Control::NakWords(words) => {
-                        for (i, w) in words.iter().enumerate() {
-                            put32(info, i * 4, *w);
-                        }
-                    }
                     Control::MsgDropRequest { first, last, .. } => {
-                        put32(info, 0, first.get());
-                        put32(info, 4, last.get());
+                        use field::drop_request::*;
+                        write(info, FIRST, first.get());
+                        write(info, LAST, last.get());
                     }
                     Control::UserDefined { body, .. } => info[..body.len()].copy_from_slice(body),
                     _ => {}
@@ -700,6 +773,7 @@ impl<'a> Repr<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::loss_list::encode_nak;
 
     fn hex(s: &str) -> Vec<u8> {
         let digits: String = s
@@ -894,9 +968,10 @@ mod tests {
         ];
         assert_eq!(list.ranges().unwrap(), ranges);
         let mut words = vec![];
-        encode_nak_words(&ranges, &mut words);
-        let emitted =
-            Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: Control::NakWords(&words) }.to_vec();
+        encode_nak(ranges.iter().copied(), usize::MAX, &mut words);
+        let info = NakList::encode(&words);
+        let nak = Control::Nak(NakList::new_checked(&info).unwrap());
+        let emitted = Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: nak }.to_vec();
         assert_eq!(emitted, bytes);
     }
 
@@ -914,7 +989,7 @@ mod tests {
     #[test]
     fn nak_two_packet_gap_is_a_range() {
         let mut w = vec![];
-        encode_nak_words(&[(SeqNo::new(5), SeqNo::new(6))], &mut w);
+        encode_nak([(SeqNo::new(5), SeqNo::new(6))], usize::MAX, &mut w);
         assert_eq!(w, vec![0x8000_0005, 6]);
     }
 
@@ -993,6 +1068,10 @@ mod tests {
         let mut nak5 = hex("80 03 00 00 00 00 00 00 00 00 00 00 00 c0 ff ee");
         nak5.extend_from_slice(&[0; 5]);
         assert!(Repr::parse_bytes(&nak5).is_err());
+        assert!(NakList::new_checked(&[]).is_err());
+        let mut drop7 = hex("80 07 00 00 00 00 00 05 00 00 00 00 00 c0 ff ee");
+        drop7.extend_from_slice(&[0; 7]);
+        assert!(matches!(Repr::parse_bytes(&drop7), Err(Error::BadLength { ctrl_type: 7, len: 7 })));
     }
 
     #[test]

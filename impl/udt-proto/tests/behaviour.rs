@@ -3,23 +3,13 @@
 
 use std::collections::HashSet;
 
+use prng::pattern;
+use udt_proto::cc::SYN;
 use udt_proto::config::{CcChoice, ConnectionConfig};
-use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK, SYN};
+use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK};
 use udt_proto::seq::SeqNo;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
-use udt_proto::wire::{self, req_type, Ack, Control, Repr};
-
-fn pattern(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
+use udt_proto::wire::{self, req_type, Ack, Control, NakList, Repr};
 
 fn data_seqs(p: &Pair, dir: Dir) -> Vec<(u64, SeqNo, bool)> {
     p.trace
@@ -312,7 +302,7 @@ fn dgram_messages_arrive_whole_and_in_order() {
     let config = ConnectionConfig { socket_type: wire::SocketType::Dgram, ..Default::default() };
     let mut p = Pair::new(12, LinkConfig { delay_us: 5_000, loss: 0.02, ..Default::default() });
     let (c, s) = p.connect(config);
-    let msgs: Vec<Vec<u8>> = (0..50).map(|i| pattern(1 + i * 997, i as u32)).collect();
+    let msgs: Vec<Vec<u8>> = (0..50).map(|i| pattern(1 + i * 997, i as u64)).collect();
     for m in &msgs {
         assert!(p.a.connection_mut(c).unwrap().send_msg(p.now, m, true, None));
     }
@@ -389,7 +379,9 @@ fn garbage_datagrams_never_panic_or_corrupt_delivery() {
         vec![isn.add(9).get() | 0x8000_0000, isn.add(2).get()],
         vec![isn.add(5_000_000).get()],
     ] {
-        let pkt = Repr::Control { dst_socket_id: c, timestamp: 0, control: Control::NakWords(&words) }.to_vec();
+        let info = NakList::encode(&words);
+        let nak = Control::Nak(NakList::new_checked(&info).unwrap());
+        let pkt = Repr::Control { dst_socket_id: c, timestamp: 0, control: nak }.to_vec();
         p.a.handle_datagram(p.now, p.b_addr, &pkt);
     }
     let got = p.transfer_to_b(s, data.len(), 20_000_000);

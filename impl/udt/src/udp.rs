@@ -358,6 +358,9 @@ impl TxBatch {
     }
 
     /// Space for the next datagram.
+    ///
+    /// # Panics
+    /// May panic once the batch [`is_full`](TxBatch::is_full): check that first.
     pub fn next_slot(&mut self) -> &mut [u8] {
         &mut self.buf[self.used..self.used + self.slot]
     }

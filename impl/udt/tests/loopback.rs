@@ -6,24 +6,12 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
+use prng::pattern;
 use udt::{SocketType, UdtError, UdtSocket};
 
 /// FNV-1a over 64 bits: enough to tell two byte streams apart.
 fn checksum(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
-}
-
-/// Deterministic pseudo-random bytes (xorshift).
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 /// Runs `f` on its own thread and fails the test if it has not finished after `secs`.

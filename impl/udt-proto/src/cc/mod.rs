@@ -23,8 +23,8 @@ pub mod fixed_rate;
 pub mod glibc_rand;
 pub mod native;
 
-/// The rate-control interval `SYN`, µs (§1, §12.1).
-pub const SYN_US: u64 = 10_000;
+/// `SYN`, µs: the rate-control interval and the ACK timer period (§1, §9.3, §12.1).
+pub const SYN: u64 = 10_000;
 
 /// What the connection tells its controller at every call (UDT4.md §12).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -65,7 +65,7 @@ pub trait CongestionControl: Send + core::fmt::Debug {
     fn window(&self) -> f64;
     /// The ACK timer period, µs (`SYN` for every controller here, as 4.11's CUDTCC sets).
     fn ack_period_us(&self) -> u64 {
-        SYN_US
+        SYN
     }
     /// Paper variant: sender must not send new packets before this time.
     fn frozen_until(&self) -> Option<u64> {

@@ -22,7 +22,7 @@
 //! [`frozen_until`]: CongestionControl::frozen_until
 
 use super::glibc_rand::{glibc_rand_first, RAND_MAX};
-use super::{CcInput, CongestionControl, SYN_US};
+use super::{CcInput, CongestionControl, SYN};
 use crate::seq::SeqNo;
 
 /// Smallest increase, packets per SYN (4.11 since 2012; `1/MSS` before, §14 row 24).
@@ -76,7 +76,7 @@ impl UdtNative {
     pub fn new(variant: NativeVariant) -> UdtNative {
         UdtNative {
             variant,
-            rc_interval: SYN_US,
+            rc_interval: SYN,
             last_rc_time: 0,
             slow_start: true,
             last_ack: SeqNo::ZERO,
@@ -239,7 +239,7 @@ impl CongestionControl for UdtNative {
             let r = f64::from(glibc_rand_first(self.last_dec_seq.get())) / f64::from(RAND_MAX);
             self.dec_random = ((f64::from(self.avg_nak_num) * r).ceil() as i32).max(1);
             if self.variant == NativeVariant::Paper {
-                self.frozen_until = Some(input.now.saturating_add(SYN_US));
+                self.frozen_until = Some(input.now.saturating_add(SYN));
             }
         } else {
             let old = self.dec_count;
@@ -324,7 +324,7 @@ mod tests {
         assert!(cc.in_slow_start());
         assert_eq!(cc.last_dec_seq(), s(ISN).prev().prev());
         assert_eq!((cc.avg_nak_num(), cc.nak_count(), cc.dec_count(), cc.dec_random()), (0, 0, 0, 1));
-        assert_eq!(cc.ack_period_us(), SYN_US);
+        assert_eq!(cc.ack_period_us(), SYN);
         assert_eq!(cc.frozen_until(), None);
         assert_eq!(cc.name(), "udt411");
     }
@@ -475,7 +475,7 @@ mod tests {
         let mut cc = congestion_avoidance(9 * spare);
         let p = cc.pacing_period_us();
         cc.on_ack(&CcInput { mss, bandwidth: 10 * spare, delivery_rate: 9 * spare, ..input(10_000) }, s(ISN + 10));
-        SYN_US as f64 / cc.pacing_period_us() - SYN_US as f64 / p
+        SYN as f64 / cc.pacing_period_us() - SYN as f64 / p
     }
 
     #[test]
@@ -506,7 +506,7 @@ mod tests {
         let p = cc.pacing_period_us();
         cc.on_ack(&inp(30_000), s(ISN + 320));
         // B = min(900 000 − 1e6/P, 900 000/9 = 100 000) → 1.2 Gb/s → inc 10.
-        let inc = SYN_US as f64 / cc.pacing_period_us() - SYN_US as f64 / p;
+        let inc = SYN as f64 / cc.pacing_period_us() - SYN as f64 / p;
         assert!((inc - 10.0).abs() < 1e-9, "{inc}");
     }
 
@@ -548,15 +548,15 @@ mod tests {
         assert_eq!(cc.frozen_until(), None, "the slow-start exit is not a congestion period");
         let inp = CcInput { snd_curr_seq: s(ISN + 500), ..input(1_000) };
         cc.on_loss(&inp, &[(s(ISN + 300), s(ISN + 300))]);
-        assert_eq!(cc.frozen_until(), Some(1_000 + SYN_US));
+        assert_eq!(cc.frozen_until(), Some(1_000 + SYN));
         let inp2 = CcInput { snd_curr_seq: s(ISN + 900), ..input(50_000) };
         cc.on_loss(&inp2, &[(s(ISN + 400), s(ISN + 400)), (s(ISN + 600), s(ISN + 700))]);
         assert_eq!(cc.dec_count(), 1, "a new period");
         assert_eq!(cc.last_dec_seq(), s(ISN + 900));
-        assert_eq!(cc.frozen_until(), Some(50_000 + SYN_US));
+        assert_eq!(cc.frozen_until(), Some(50_000 + SYN));
         // In-period NAKs do not extend the freeze.
         cc.on_loss(&CcInput { now: 55_000, ..inp2 }, &[(s(ISN + 800), s(ISN + 800))]);
-        assert_eq!(cc.frozen_until(), Some(50_000 + SYN_US));
+        assert_eq!(cc.frozen_until(), Some(50_000 + SYN));
     }
 
     #[test]
