@@ -33,12 +33,11 @@ Every error names the file, the line and what is wrong, as for topology files::
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .topology import TopologyError, _Locator
+from .topology import TopologyError, read_toml
 from .topology import load as load_topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,15 +161,7 @@ def _num(v: Any) -> bool:
 def load(path: str | Path) -> Experiment:
     """Parse and validate an experiment file (topologies included): ``file:line`` errors."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ExperimentError(f"{path}: cannot read: {e.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ExperimentError(f"{path}: {e}") from None
-    loc = _Locator(text)
+    data, loc = read_toml(path, ExperimentError)
 
     def fail(msg: str, *key: Any) -> ExperimentError:
         return ExperimentError(f"{path}:{loc.line(*key)}: {msg}")

@@ -344,21 +344,27 @@ class _Locator:
         return start
 
 
-def load(path: str | Path) -> Topology:
-    """Parse and validate a topology file; raises :class:`TopologyError` naming file:line."""
-    path = Path(path)
+def read_toml(path: Path, error: type[ValueError] = TopologyError) -> tuple[dict[str, Any], _Locator]:
+    """A data file's tables and a locator of its keys' lines; ``error`` naming ``file:line``
+    when it cannot be read or is not TOML (topology and experiment files alike)."""
     try:
         text = path.read_text()
     except OSError as e:
-        raise TopologyError(f"{path}: cannot read: {e.strerror}") from None
+        raise error(f"{path}: cannot read: {e.strerror}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         msg = str(e)
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
         where = f"{m.group(1)}:{m.group(2)}" if m else "?"
-        raise TopologyError(f"{path}:{where}: TOML syntax error: {msg.split(' (at')[0]}") from None
-    loc = _Locator(text)
+        raise error(f"{path}:{where}: TOML syntax error: {msg.split(' (at')[0]}") from None
+    return data, _Locator(text)
+
+
+def load(path: str | Path) -> Topology:
+    """Parse and validate a topology file; raises :class:`TopologyError` naming file:line."""
+    path = Path(path)
+    data, loc = read_toml(path)
 
     def fail(msg: str, *key: KeyPart) -> TopologyError:
         return TopologyError(f"{path}:{loc.line(*key)}: {msg}")
