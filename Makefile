@@ -79,7 +79,8 @@ test-conformance:
 	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance
 
 # Testbed (testbed/, topologies/): the SC'04 experiments on emulated links (docs/testbed.md).
-EXPERIMENTS ?= efficiency,fairness,join,friendliness
+# The experiment files to run: names, `default` (those with default = true) or `all` (experiments/).
+EXPERIMENTS ?= default
 SCALE       ?= 0.1
 DURATION    ?= 20
 BACKEND     ?= auto
