@@ -53,8 +53,7 @@ $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
 
-# Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, the
-mypy.ini).
+# Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, mypy.ini).
 check: setup
 	@echo "==> check: cargo fmt --check, cargo clippy -D warnings (impl/)"
 	cd impl && $(CARGO) fmt --all --check && $(CARGO) clippy --release --all-targets --quiet -- -D warnings
