@@ -52,7 +52,7 @@ def judge(band: Band, res: StackResult, scale: float, warmup_s: float, duration_
     ok: bool | None = None
     note = ""
     if value is None or unit is None:
-        note = "not measured" if value is None else "no bottleneck rate to scale the band by"
+        note = "" if value is None else "no bottleneck rate to scale the band by"
     else:
         ok = (low is None or value >= low) and (high is None or value <= high)
     if part.profile and duration_s < part.profile.duration:

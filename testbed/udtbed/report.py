@@ -25,9 +25,10 @@ from .hostwatch import HostReport  # noqa: E402
 from .results import ExperimentResult, PartResult, StackResult, Verdict  # noqa: E402
 
 CSS = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#b00}.ok{color:#070}
-.note{color:#555}img{max-width:100%}td.l{text-align:left}.mark{font-weight:bold}
+.note{color:#555}img{max-width:100%}td.l,th.l{text-align:left}.mark{font-weight:bold}
 table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}.small{font-size:85%}"""
 # Paper figures in the plots: UDT dashed, TCP dotted.
 PAPER_STYLE = {"udt": "--", "tcp": ":"}
@@ -73,16 +74,14 @@ def _verdict_cell(v: Verdict | None) -> str:
 
 def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
     head = (
-        "<tr><th>experiment</th><th>part</th><th>what is judged</th><th>paper</th><th>band (this scale)</th>"
-        + "".join(f"<th>{_e(s)}</th>" for s in stacks)
-        + "</tr>"
+        "<tr><th>experiment</th><th class=l>part</th><th class=l>what is judged</th><th class=l>paper</th>"
+        "<th>band (this scale)</th>" + "".join(f"<th>{_e(s)}</th>" for s in stacks) + "</tr>"
     )
-    rows = []
+    rows: list[str] = []
     met = {s: [0, 0] for s in stacks}
     for exp in results:
         for part in exp.parts:
-            link = f"<a href='#{anchor(exp, part)}'>{_e(part.label)}</a>"
-            first = f"<td class=l>{_e(exp.figure)}</td><td class=l>{link}</td>"
+            part_rows: list[str] = []
             judged = {s: r for s, r in part.stacks.items() if r.verdicts}
             if judged:
                 bands = next(iter(judged.values())).verdicts
@@ -95,11 +94,19 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
                             met[s][1] += 1
                             met[s][0] += bool(vv.ok)
                         cells.append(_verdict_cell(vv))
-                    rows.append(
-                        f"<tr>{first}<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
-                        f"<td>{_bounds(v)}</td>{''.join(cells)}</tr>"
+                    part_rows.append(
+                        f"<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
+                        f"<td>{_bounds(v)}</td>{''.join(cells)}"
                     )
-            rows.extend(_paper_rows(first, exp, part, stacks))
+            part_rows.extend(_paper_rows(exp, part, stacks))
+            if part_rows:
+                # The experiment and the part once, beside all of their rows.
+                link = f"<a href='#{anchor(exp, part)}'>{_e(part.label)}</a>"
+                n = len(part_rows)
+                part_rows[0] = (
+                    f"<td class=l rowspan={n}>{_e(exp.figure)}</td><td class=l rowspan={n}>{link}</td>" + part_rows[0]
+                )
+                rows.extend(f"<tr>{r}</tr>" for r in part_rows)
     total = "".join(f"<td><b>{m[0]} / {m[1]}</b></td>" if m[1] else "<td class=note>–</td>" for m in met.values())
     rows.append(f"<tr><td class=l colspan=5><b>bands met</b></td>{total}</tr>")
     return (
@@ -110,8 +117,9 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
     )
 
 
-def _paper_rows(first: str, exp: ExperimentResult, part: PartResult, stacks: list[str]) -> list[str]:
-    """The paper's numbers that no band judges: each beside every stack's figure, unjudged."""
+def _paper_rows(exp: ExperimentResult, part: PartResult, stacks: list[str]) -> list[str]:
+    """The paper's numbers that no band judges: each beside every stack's figure, unjudged (the
+    cells of a summary row after the experiment and part)."""
     rows = []
     if "short_tcp" in part.paper:
         base = part.paper["short_tcp"]
@@ -126,9 +134,9 @@ def _paper_rows(first: str, exp: ExperimentResult, part: PartResult, stacks: lis
                 ratio = pts[hi] / pts[lo] if pts.get(lo) and hi in pts else None
                 cells.append(f"<td>{_fmt(ratio, 2)}</td>")
             rows.append(
-                f"<tr>{first}<td class=l>short TCP aggregate with {hi} bulk flows / with {lo}</td>"
+                f"<td class=l>short TCP aggregate with {hi} bulk flows / with {lo}</td>"
                 f"<td class=l>{want:.2f} ({base[str(hi)]:g} / {base[str(lo)]:g} Mb/s)</td><td>–</td>"
-                f"{''.join(cells)}</tr>"
+                f"{''.join(cells)}"
             )
         return rows
     for proto, flows in part.paper.items():
@@ -146,8 +154,8 @@ def _paper_rows(first: str, exp: ExperimentResult, part: PartResult, stacks: lis
                 )
             what = "join throughput (n × slowest)" if flow == "join" else f"{flow}: mean Mb/s"
             rows.append(
-                f"<tr>{first}<td class=l>{_e(what)}</td><td class=l>{proto.upper()} {mbps:g} × {exp.scale:g} = "
-                f"{mbps * exp.scale:.1f}</td><td>–</td>{''.join(cells)}</tr>"
+                f"<td class=l>{_e(what)}</td><td class=l>{proto.upper()} {mbps:g} × {exp.scale:g} = "
+                f"{mbps * exp.scale:.1f}</td><td>–</td>{''.join(cells)}"
             )
     return rows
 

@@ -98,21 +98,37 @@ def screenshot_html(page: Path, out: Path, *, width: int = 1200, height: int = 9
 
 # --- the progress display --------------------------------------------------
 
-_PLAN = [
-    ("efficiency / one-flow / udt-rs", 120.0),
-    ("efficiency / one-flow / libudt", 120.0),
-    ("fairness / three-site / udt-rs", 180.0),
-    ("fairness / three-site / libudt", 180.0),
-    ("fairness / three-site / tcp-cubic", 180.0),
-    ("join / staggered / udt-rs", 150.0),
-    ("join / staggered / libudt", 150.0),
-    ("friendliness / udt-vs-tcp / udt-rs", 150.0),
-    ("friendliness / udt-vs-tcp / libudt", 150.0),
+# The first steps of `make testbed` (DURATION=20) with the lines the runner logs in them, as a
+# run on the 2-core machine printed them (udtbed.runner).
+_PLAN: list[tuple[str, float, float, list[str]]] = [
+    (
+        "efficiency / chicago-local: build, calibrate",
+        8.0,
+        6.0,
+        [
+            "== efficiency / chicago-local: building chicago-local (scale 0.1, linkem)",
+            "  calibration chicago->local: RTT 0.234 ms (want 0.040); rate 100.0 Mb/s (want 100.0, -0.03%) [ok]",
+        ],
+    ),
+    (
+        "efficiency / chicago-local / udt-rs",
+        22.0,
+        23.0,
+        [
+            "  -- udt-rs: 20 s",
+            "     local 92.4 Mb/s; stability 0.081",
+            "     ✓ time_to_90pct_s(local) <= 15: 8 (want <= 15)",
+            "     ✓ mean_mbps(local, after 15 s) >= 0.85 x capacity: 94.1 (want >= 85)",
+        ],
+    ),
+    ("efficiency / chicago-local / libudt", 22.0, 0.0, ["  -- libudt: 20 s"]),
 ]
+_STEPS = 4 * (1 + 4) + 1  # the default experiments' parts, each calibrated, then four stacks
+_TOTAL = 1160.0  # their planned seconds at DURATION=20
 
 
 def progress_svg(*, width: int = 100) -> str:
-    """The progress display in the middle of a scripted run, as rich's SVG terminal export.
+    """The progress display early in a `make testbed` run, as rich's SVG terminal export.
 
     The console records but is not interactive, so the live region is not redrawn into the
     recording on every log line: the recording holds the log lines, then the frame printed
@@ -127,20 +143,17 @@ def progress_svg(*, width: int = 100) -> str:
         force_interactive=False,
         color_system="truecolor",
     )
-    total = sum(w for _, w in _PLAN)
-    progress = Progress("udt-testbed", total, steps=len(_PLAN), console=console, clock=lambda: now[0])
+    title = "udtbed run 20261123-031507: efficiency, fairness, join, friendliness"
+    progress = Progress(title, _TOTAL, steps=_STEPS, console=console, clock=lambda: now[0])
     with progress:
-        for (label, weight), took in zip(_PLAN[:2], (131.0, 126.0), strict=True):
+        for label, weight, took, lines in _PLAN:
             progress.step(label, weight)
-            progress.log(f"▸ {label}: started, {weight:.0f} s planned")
+            for line in lines:
+                progress.log(line)
             now[0] += took
-            progress.advance(weight)
-            progress.log(f"✓ {label}: done in {took:.0f} s, results/testbed/{label.split(' / ')[0]}/")
-        label, weight = _PLAN[2]
-        progress.step(label, weight)
-        progress.log(f"▸ {label}: started, {weight:.0f} s planned")
-        now[0] += 73.0
-        progress.advance(70.0)
+            progress.advance(min(took, weight))
+        now[0] += 9.0
+        progress.advance(9.0)
         console.print(progress)
         svg = console.export_svg(title="make testbed")
     # Offline and deterministic: no web font from a CDN; DejaVu Sans Mono (fonts-dejavu-core)
