@@ -29,7 +29,8 @@ table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#b00}.ok{color:#070}
 .note{color:#555}img{max-width:100%}td.l,th.l{text-align:left}.mark{font-weight:bold}
-table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}.small{font-size:85%}"""
+table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}
+table.summary td{white-space:nowrap}table.summary td.l{white-space:normal}.small{font-size:85%}"""
 # Paper figures in the plots: UDT dashed, TCP dotted.
 PAPER_STYLE = {"udt": "--", "tcp": ":"}
 MARK_CLASS = {True: "ok", False: "bad", None: "bad"}
@@ -168,8 +169,8 @@ def _paper_lines(ax: Any, part: PartResult, scale: float, flows: list[str] | Non
         for flow, mbps in per.items():
             if proto not in PAPER_STYLE or (flows is not None and flow not in flows):
                 continue
-            ax.axhline(mbps * scale, color="k", lw=0.9, ls=PAPER_STYLE[proto], alpha=0.6)
-            ax.annotate(f"paper {proto.upper()} {flow}", (0, mbps * scale), fontsize=7, va="bottom", alpha=0.7)
+            label = f"paper {proto.upper()} × scale" + (f" ({flow})" if flows is None and len(per) > 1 else "")
+            ax.axhline(mbps * scale, color="k", lw=0.9, ls=PAPER_STYLE[proto], alpha=0.6, label=label)
 
 
 def _part_bulk(part: PartResult, scale: float) -> str:
