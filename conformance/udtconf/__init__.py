@@ -2,6 +2,6 @@
 
 The suite reaches a stack only through the adapter contract
 (``docs/conformance/adapter-contract.md``) and through the bytes it puts on the wire.
-Its codec (:mod:`udtconf.wire`) is written from ``shared/spec/UDT4.md``, independently of
+Its codec (:mod:`udtconf.wire`) is written from ``docs/spec/UDT4.md``, independently of
 the Rust implementation, so that the two check each other.
 """

@@ -1,4 +1,4 @@
-"""UDT4 packet codec written from ``shared/spec/UDT4.md`` §2–5 (independent of the Rust code).
+"""UDT4 packet codec written from ``docs/spec/UDT4.md`` §2–5 (independent of the Rust code).
 
 :func:`decode` turns one UDP payload into a typed packet and raises :class:`WireError` —
 naming the spec section that was violated — for anything a conforming stack must not put on

@@ -1,4 +1,4 @@
-//! Sans-IO core of UDT4 as implemented by UDT 4.11 (`shared/spec/UDT4.md`).
+//! Sans-IO core of UDT4 as implemented by UDT 4.11 (`docs/spec/UDT4.md`).
 //!
 //! Nothing in this crate owns a socket, a thread or a clock. Time is passed in by the driver
 //! as microseconds since an arbitrary epoch of its choosing (`now: u64`); datagrams are fed
