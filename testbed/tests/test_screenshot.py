@@ -67,7 +67,7 @@ def test_progress_screenshot_shows_a_drawn_terminal(tmp_path: Path) -> None:
 def test_progress_svg_is_offline_and_shows_the_frame() -> None:
     svg = screenshot.progress_svg()
     assert "cdnjs" not in svg and "@font-face" not in svg
-    for text in ("udt-testbed", "fairness", "step", "3/9", "ETA"):
+    for text in ("udtbed", "efficiency", "chicago-local", "calibration", "step", "3/21", "ETA"):
         assert text in svg
 
 
