@@ -236,6 +236,7 @@ class ListenerSession:
         self.ack_sub = 0
         self.last_ack_time = 0.0
         self.hold_acks = False
+        self.medium_acks = False  # send 16-byte (medium) ACKs instead of full ones (§5.3)
         self.keepalive_every: float | None = None  # keep the peer's EXP quiet while holding ACKs
         self._last_ka = 0.0
         self.accepted_at = 0.0
@@ -287,8 +288,8 @@ class ListenerSession:
                 rtt=10_000,
                 rtt_var=5_000,
                 avail_buffer=8192,
-                arrival_speed=5000,
-                link_capacity=50_000,
+                arrival_speed=None if self.medium_acks else 5000,
+                link_capacity=None if self.medium_acks else 50_000,
             ),
             self.peer,
         )
@@ -924,6 +925,56 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
         if rc == 0:
             return env.result("tolerated", "bogus ACK ignored, transfer completed", notes)
         return env.result("broken", "connection broken as 4.11 does", notes)
+    finally:
+        cl.close()
+
+
+@probe(
+    "client/medium-ack",
+    "5.3, 8.6",
+    "client",
+    "after the first window the tester answers only with medium (16-byte: ACK number, RTT, RTT variance, "
+    "available buffer) ACKs for up to 1 s, then full ACKs: the sender must not crash, must advance on the "
+    "medium ACKs (new data beyond the window) and must complete the transfer intact on the later full ACKs",
+)
+def _medium_ack(env: ProbeEnv) -> ProbeResult:
+    cl = _StackClient(env)
+    try:
+        lst = cl.lst
+        lst.accept()
+        lst.hold_acks = True
+        lst.keepalive_every = 0.1
+        # past 4.11's start-up window in which control packets are dropped (UDT4.md §16)
+        lst.run(2.0, until=lambda: len(lst.received) >= 16 and time.monotonic() - lst.accepted_at > 0.2)
+        if not lst.received:
+            return env.result("fail", "stack sent no data")
+        n_before, ack_before, top_before = len(lst.received), lst.ack_no, lst.top
+        ack2_before = sum(1 for _, _, p in lst.wire.log if isinstance(p, Ack2))
+        lst.medium_acks, lst.hold_acks = True, False
+        lst.run(1.0, until=lambda: len(lst.received) >= n_before + 128 or cl.proc.poll() is not None)
+        lst.medium_acks = False
+        n_medium = lst.ack_sub
+        gained = len(lst.received) - n_before
+        ack2s = sum(1 for _, _, p in lst.wire.log if isinstance(p, Ack2)) - ack2_before
+        alive = cl.proc.poll() is None
+        rc = cl.finish()
+        got = lst.stream()
+        notes = [
+            f"{n_before} packets before the first ACK (top {top_before if top_before is None else hex(top_before)}, "
+            f"ACK number {ack_before:#x})",
+            f"{n_medium} medium ACKs: {gained} new packets, {ack2s} ACK2s in reply",
+            f"stack {'alive' if alive else 'exited'} after the medium ACKs; {_exit_desc(rc)} at the end, "
+            f"received {len(got)}/{len(cl.payload)} bytes in order",
+        ]
+        if rc is None or rc < 0 or rc >= 128:
+            return env.result("fail", f"stack {_exit_desc(rc)}", notes)
+        if got != cl.payload[: len(got)]:
+            return env.result("fail", "delivered bytes differ from the input — corruption", notes)
+        if gained == 0:
+            return env.result("fail", "no new data while medium ACKs released the window: medium ACKs ignored", notes)
+        if rc != 0 or got != cl.payload:
+            return env.result("fail", "transfer did not complete on the full ACKs that followed", notes)
+        return env.result("pass", "medium ACKs advanced the sender; transfer completed on later full ACKs", notes)
     finally:
         cl.close()
 
