@@ -761,3 +761,61 @@ def rule_by_id(rule_id: str) -> Rule:
         if r.id == rule_id:
             return r
     raise KeyError(rule_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# §7, §11, §12.1 initial window
+
+INITIAL_CWND = 16  # CUDTCC's W_cc at connection start (§11, §12.1)
+
+
+@rule(
+    "udt4/11/initial-window",
+    "7, 11, 12.1",
+    "MUST",
+    "A new packet may be sent only if afterwards at most min(W_flow, W_cc) packets are unacknowledged "
+    "(§7 step 2). Until the first full/medium ACK reaches the congestion control, W_cc is CUDTCC's "
+    "initial 16 and W_flow the peer's handshake FFS (less what light ACKs acknowledged), counted "
+    "from SndLastAck = ISN; retransmissions reuse their numbers and do not count.",
+)
+def _initial_window(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    conn = ctx.sender_view(conn)
+    checked = False
+    for side in ("client", "server"):
+        own = [h for _, h in conn.handshakes(side)]
+        first = next((d.seq for _, d in conn.data(side)), None)
+        if first is None:
+            continue
+        # SndLastAck starts at the sender's ISN (§6.1 client rule 1, §6.1 listener rule 8, §6.2);
+        # every handshake of the sender carries it (a listener's echo the client's, its own).
+        base = own[-1].isn if own else first
+        peer = [h for _, h in conn.handshakes(_peer(side))]
+        settled = [h.flight_flag_size for h in peer if h.req_type != 1] or [h.flight_flag_size for h in peer]
+        flow = max(settled, default=None)  # the largest FFS the peer announced: never stricter than 4.11
+        acked = 0  # packets released by light ACKs (§8.6: W_flow −= acknowledged count)
+        top: int | None = None
+        for r in conn.records:
+            p = r.packet
+            if r.sender == _peer(side) and isinstance(p, Ack):
+                if seqcmp(p.ack_no, base) <= 0:
+                    continue  # acknowledges nothing new: the window does not move
+                if p.kind is not AckKind.LIGHT:
+                    break  # the CC's onACK may grow W_cc from here on (§12.3)
+                acked += seqoff(base, p.ack_no)
+                base = p.ack_no
+            elif r.sender == side and isinstance(p, DataPacket):
+                if top is not None and seqcmp(p.seq, top) <= 0:
+                    continue  # a retransmission
+                top = p.seq
+                checked = True
+                limit = INITIAL_CWND if flow is None else min(INITIAL_CWND, flow - acked)
+                outstanding = seqoff(base, p.seq) + 1  # seqlen(SndLastAck, seq), §4
+                if outstanding > limit:
+                    yield _v(
+                        r,
+                        f"{outstanding} packets unacknowledged ({base:#x}…{p.seq:#x}) before the first ACK; "
+                        f"the initial window is {limit} (W_cc 16, peer FFS {flow})",
+                    )
+                    break
+    if not checked:
+        raise Inconclusive("no data packets")
