@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from udtconf.checks import Context, rule_by_id
 from udtconf.trace import Connection, Record
-from udtconf.wire import Ack, Ack2, DataPacket, Handshake, Nak, Shutdown, decode, peer_ip_field
+from udtconf.wire import Ack, Ack2, DataPacket, Handshake, KeepAlive, Nak, Shutdown, decode, peer_ip_field
 
 CID, SID, ISN = 0x11, 0x22, 1000
 
@@ -149,3 +150,66 @@ def test_data_timestamps_must_count_microseconds() -> None:
 
     assert run("udt4/3.1/data-timestamp-us", stamped(1e6)) == []
     assert run("udt4/3.1/data-timestamp-us", stamped(1e3))  # milliseconds: wrong unit
+
+
+# ---------------------------------------------------------------------------------------------
+# The party a violation names is the side the rule constrains (issue 9), not necessarily the
+# sender of the packet that shows the symptom.
+
+
+def parties(rule_id: str, conn: Connection, case: str = "transfer") -> list[str]:
+    return [v.party for v in rule_by_id(rule_id).run(conn, Context(case))]
+
+
+def data_from(sender: str, seq: int, t: float) -> tuple[str, float, bytes]:
+    dst = SID if sender == "client" else CID
+    return (sender, t, DataPacket(seq=seq, msg_no=1, dst_id=dst, payload=b"x" * 100).encode())
+
+
+def full_ack_from(sender: str, t: float, ack_no: int, sub: int = 1) -> tuple[str, float, bytes]:
+    dst = CID if sender == "server" else SID
+    ack = Ack(
+        dst_id=dst, ack_seq_no=sub, ack_no=ack_no, rtt=1, rtt_var=1, avail_buffer=10, arrival_speed=1, link_capacity=1
+    )
+    return (sender, t, ack.encode())
+
+
+def light_ack_from(sender: str, t: float, ack_no: int) -> tuple[str, float, bytes]:
+    return (sender, t, Ack(dst_id=CID if sender == "server" else SID, ack_no=ack_no).encode())
+
+
+def keepalive_from(sender: str, t: float) -> tuple[str, float, bytes]:
+    return (sender, t, KeepAlive(dst_id=CID if sender == "server" else SID).encode())
+
+
+@pytest.mark.parametrize("culprit", ["client", "server"])
+def test_missing_ack2_blames_the_side_that_received_the_ack(culprit: str) -> None:
+    acker = "server" if culprit == "client" else "client"  # the data receiver sends the ACK
+    unanswered = conn_of(
+        *handshake(), data_from(culprit, ISN, 0.01), full_ack_from(acker, 0.02, ISN + 1), keepalive_from(acker, 0.5)
+    )
+    assert parties("udt4/8.6/ack2-for-every-ack", unanswered) == [culprit]
+    ack2 = (culprit, 0.021, Ack2(dst_id=CID if culprit == "server" else SID, addl=1).encode())
+    answered = conn_of(
+        *handshake(),
+        data_from(culprit, ISN, 0.01),
+        full_ack_from(acker, 0.02, ISN + 1),
+        ack2,
+        keepalive_from(acker, 0.5),
+    )
+    assert parties("udt4/8.6/ack2-for-every-ack", answered) == []
+
+
+@pytest.mark.parametrize("culprit", ["client", "server"])
+def test_missing_nak_blames_the_silent_receiver(culprit: str) -> None:
+    source = "server" if culprit == "client" else "client"
+    gap = conn_of(*handshake(), data_from(source, ISN, 0.01), data_from(source, ISN + 2, 0.02))
+    assert parties("udt4/8.2/nak-on-gap", gap, case="loss") == [culprit]
+    dst = CID if culprit == "server" else SID
+    naked = conn_of(
+        *handshake(),
+        data_from(source, ISN, 0.01),
+        data_from(source, ISN + 2, 0.02),
+        (culprit, 0.021, Nak(dst_id=dst, words=(ISN + 1,)).encode()),
+    )
+    assert parties("udt4/8.2/nak-on-gap", naked, case="loss") == []

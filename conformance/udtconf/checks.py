@@ -3,8 +3,14 @@
 A :class:`Rule` has a case id (``udt4/<section>/<name>``), the requirement it checks (quoted or
 closely paraphrased from the spec), a grade (MUST fails the test; SHOULD is reported as a
 warning-level failure that expectations may waive) and the test cases it applies to. Running a
-rule yields :class:`Violation` s that name the frame and the side (and so the stack) that sent
-the offending packet, or an :class:`Inconclusive` when the capture cannot decide.
+rule yields :class:`Violation` s, or an :class:`Inconclusive` when the capture cannot decide.
+
+A violation names the *party the rule constrains*: the side (and so the stack) that failed to
+do what the rule requires, which is not always the side whose packet shows the symptom. A
+missing ACK2 is the fault of the side that received the ACK (§8.6), a missing NAK that of the
+side that received the data with the gap (§8.2), and an out-of-range socket ID that of the side
+that chose it, not of the peer that echoes it as required (§3.3, §6.1). The frame is the one
+where the symptom shows (the unanswered ACK, the data after the gap), or none.
 """
 
 from __future__ import annotations
@@ -39,13 +45,13 @@ LISTENER_CASES = ALL_CASES - {"rendezvous"}
 
 @dataclass(frozen=True)
 class Violation:
-    sender: str  # "client" | "server": whose packet broke the rule
-    frame: int | None
+    party: str  # "client" | "server": the side the rule constrains, which failed to do what it requires
+    frame: int | None  # where the symptom shows (not necessarily a packet the party sent)
     message: str
 
     def render(self, stacks: dict[str, str]) -> str:
         where = f"frame {self.frame}" if self.frame is not None else "capture"
-        return f"[{stacks.get(self.sender, self.sender)} as {self.sender}] {where}: {self.message}"
+        return f"[{stacks.get(self.party, self.party)} as {self.party}] {where}: {self.message}"
 
 
 class Inconclusive(Exception):
@@ -103,8 +109,11 @@ def rules_for(testcase: str) -> list[Rule]:
     return [r for r in RULES if testcase in r.cases]
 
 
-def _v(r: Record, msg: str) -> Violation:
-    return Violation(r.sender, r.frame, f"{msg} — {describe(r.packet) if r.packet else r.raw[:32].hex()}")
+def _v(r: Record, msg: str, party: str | None = None) -> Violation:
+    """A violation shown by record ``r``; by default the party is ``r``'s sender (the rule
+    constrains what it sent), otherwise ``party`` (e.g. the side that should have answered ``r``)."""
+    detail = describe(r.packet) if r.packet else r.raw[:32].hex()
+    return Violation(party or r.sender, r.frame, f"{msg} — {detail}")
 
 
 def _peer(side: str) -> str:
@@ -568,29 +577,31 @@ def _nak_ranges(conn: Connection, ctx: Context) -> Iterable[Violation]:
     cases=frozenset({"loss"}),
 )
 def _nak_on_gap(conn: Connection, ctx: Context) -> Iterable[Violation]:
-    top: int | None = None
-    naks = list(conn.of_type(Nak, "server"))
+    # The rule constrains the data *receiver*: the side that saw the gap must send the NAK.
     gaps = 0
-    for r, d in conn.data("client"):
-        if top is not None and seqcmp(d.seq, incseq(top)) > 0:
-            gap = []
-            s = incseq(top)
-            while s != d.seq:
-                gap.append(s)
-                s = incseq(s)
-            gaps += 1
-            want = encode_loss_list(gap)
-            match = [nr for nr, n in naks if 0 <= nr.time - r.time <= 0.050 and set(gap) <= set(_safe_losses(n))]
-            if not match:
-                yield _v(r, f"gap {gap[0]:#x}..{gap[-1]:#x} not NAKed within 50 ms")
-            elif not any(list(n.words) == want for nr, n in naks if nr in match):
-                yield Violation(
-                    "server",
-                    match[0].frame,
-                    f"NAK for gap {gap[0]:#x}..{gap[-1]:#x} is not the one-gap form {[hex(w) for w in want]}",
-                )
-        if top is None or seqcmp(d.seq, top) > 0:
-            top = d.seq
+    for receiver in ("server", "client"):
+        top: int | None = None
+        naks = list(conn.of_type(Nak, receiver))
+        for r, d in conn.data(_peer(receiver)):
+            if top is not None and seqcmp(d.seq, incseq(top)) > 0:
+                gap = []
+                s = incseq(top)
+                while s != d.seq:
+                    gap.append(s)
+                    s = incseq(s)
+                gaps += 1
+                want = encode_loss_list(gap)
+                match = [nr for nr, n in naks if 0 <= nr.time - r.time <= 0.050 and set(gap) <= set(_safe_losses(n))]
+                if not match:
+                    yield _v(r, f"gap {gap[0]:#x}..{gap[-1]:#x} in received data not NAKed within 50 ms", receiver)
+                elif not any(list(n.words) == want for nr, n in naks if nr in match):
+                    yield Violation(
+                        receiver,
+                        match[0].frame,
+                        f"NAK for gap {gap[0]:#x}..{gap[-1]:#x} is not the one-gap form {[hex(w) for w in want]}",
+                    )
+            if top is None or seqcmp(d.seq, top) > 0:
+                top = d.seq
     if gaps == 0:
         raise Inconclusive("no sequence gap reached the receiver")
 
@@ -627,14 +638,16 @@ def _ack2_echo(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "4.11 answers every full/medium ACK with an ACK2. Recommendation: always send ACK2 for every full/medium ACK.",
 )
 def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
-    ack2 = [(r.time, p.ack_seq_no) for r, p in conn.of_type(Ack2, "client")]
+    # The rule constrains the side that *received* the ACK (the data sender, §8.6 step 1).
     end = conn.records[-1].time if conn.records else 0.0
-    shut = next((r.time for r, _ in conn.of_type(Shutdown, "client")), None)
-    for r, a in conn.acks("server"):
-        if a.kind is AckKind.LIGHT or (shut is not None and r.time >= shut) or end - r.time < 0.2:
-            continue
-        if not any(t >= r.time and t - r.time <= 0.2 and k == a.ack_seq_no for t, k in ack2):
-            yield _v(r, "no ACK2 within 200 ms")
+    for answerer in ("client", "server"):
+        ack2 = [(r.time, p.ack_seq_no) for r, p in conn.of_type(Ack2, answerer)]
+        shut = next((r.time for r, _ in conn.of_type(Shutdown, answerer)), None)
+        for r, a in conn.acks(_peer(answerer)):
+            if a.kind is AckKind.LIGHT or (shut is not None and r.time >= shut) or end - r.time < 0.2:
+                continue
+            if not any(t >= r.time and t - r.time <= 0.2 and k == a.ack_seq_no for t, k in ack2):
+                yield _v(r, f"this ACK got no ACK2 from the {answerer} within 200 ms", answerer)
 
 
 @rule(
@@ -646,8 +659,9 @@ def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
     cases=frozenset({"transfer", "dgram", "loss"}),
 )
 def _ack_period(conn: Connection, ctx: Context) -> Iterable[Violation]:
-    # An ACK is due SYN after the previous one once received data would move the ACK number
-    # (4.11 may hold back an unchanged ACK number for RTT + 4·RTTVar, §8.3).
+    # Constrains the data receiver (the server in this suite). An ACK is due SYN after the
+    # previous one once received data would move the ACK number (4.11 may hold back an
+    # unchanged ACK number for RTT + 4·RTTVar, §8.3).
     slack = 0.020
     data = conn.data("client")
     acks = [(r, a) for r, a in conn.acks("server") if a.kind is not AckKind.LIGHT]
@@ -735,7 +749,8 @@ def _pairs(conn: Connection, ctx: Context) -> Iterable[Violation]:
 def _shutdown(conn: Connection, ctx: Context) -> Iterable[Violation]:
     shuts = list(conn.of_type(Shutdown))
     if not shuts:
-        yield Violation("client", None, "no Shutdown packet from either side after the transfer")
+        # the client (data source) closes first; the server's close() comes after the peer's Shutdown
+        yield Violation("client", None, "no Shutdown packet from either side after the transfer (client closed first)")
         return
     for side in ("client", "server"):
         mine = [r for r, _ in shuts if r.sender == side]
