@@ -213,3 +213,41 @@ def test_missing_nak_blames_the_silent_receiver(culprit: str) -> None:
         (culprit, 0.021, Nak(dst_id=dst, words=(ISN + 1,)).encode()),
     )
     assert parties("udt4/8.2/nak-on-gap", naked, case="loss") == []
+
+
+BAD_ID = 0x80000001  # negative as a signed 32-bit integer
+
+
+def handshake_ids(cid: int, sid: int) -> list[tuple[str, float, bytes]]:
+    ip = peer_ip_field("127.0.0.1")
+    return [
+        ("client", 0.000, Handshake(isn=ISN, socket_id=cid, req_type=1, peer_ip=ip).encode()),
+        ("server", 0.001, Handshake(isn=ISN, socket_id=cid, req_type=1, cookie=77, dst_id=cid, peer_ip=ip).encode()),
+        ("client", 0.002, Handshake(isn=ISN, socket_id=cid, req_type=-1, cookie=77, peer_ip=ip).encode()),
+        ("server", 0.003, Handshake(isn=ISN, socket_id=sid, req_type=-1, cookie=77, dst_id=cid, peer_ip=ip).encode()),
+        ("client", 0.010, DataPacket(seq=ISN, msg_no=1, dst_id=sid, payload=b"x").encode()),
+        ("server", 0.020, Ack(dst_id=cid, ack_no=ISN + 1).encode()),
+    ]
+
+
+def test_socket_id_range_blames_only_the_side_that_chose_the_id() -> None:
+    # The client chose an out-of-range ID; the listener echoes it in its cookie reply and as
+    # destination (§6.1 requires that): only the client's own requests are violations.
+    assert parties("udt4/3.3/socket-id-range", conn_of(*handshake_ids(BAD_ID, SID))) == ["client", "client"]
+    # The listener chose one for the accepted socket; the client echoes it as destination.
+    assert parties("udt4/3.3/socket-id-range", conn_of(*handshake_ids(CID, BAD_ID))) == ["server"]
+    assert parties("udt4/3.3/socket-id-range", conn_of(*handshake_ids(CID, 0))) == ["server"]
+    assert parties("udt4/3.3/socket-id-range", conn_of(*handshake_ids(CID, SID))) == []
+
+
+def test_handshake_fields_echoed_in_the_cookie_reply_are_the_clients() -> None:
+    ip = peer_ip_field("127.0.0.1")
+    c = conn_of(
+        ("client", 0.000, Handshake(version=5, isn=ISN, socket_id=CID, req_type=1, peer_ip=ip).encode()),
+        (
+            "server",
+            0.001,
+            Handshake(version=5, isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID, peer_ip=ip).encode(),
+        ),
+    )
+    assert parties("udt4/5.1/handshake-fields", c) == ["client"]

@@ -205,9 +205,16 @@ def _dst_id(conn: Connection, ctx: Context) -> Iterable[Violation]:
 
 @rule("udt4/3.3/socket-id-range", "3.3", "MUST", "A UDT socket ID is a positive 32-bit signed integer, in [1, 2^31−1].")
 def _sid_range(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    # Only the side that *chose* an ID breaks this rule: its own ID in its own handshakes. A
+    # listener's cookie reply returns the client's request unchanged (§6.1), so an ID there that
+    # the client announced is the client's (reported on the client's request), and destination
+    # IDs echo the peer's ID as §3.3/§6.1 require; neither is the echoing side's fault.
+    client_ids = {h.socket_id for _, h in conn.handshakes("client")}
     for r, h in conn.handshakes():
+        if r.sender == "server" and h.req_type == 1 and h.socket_id in client_ids:
+            continue
         if not 1 <= h.socket_id <= MAX:
-            yield _v(r, f"socket ID {h.socket_id:#x} outside [1, 2^31−1]")
+            yield _v(r, f"own socket ID {h.socket_id:#x} outside [1, 2^31−1]")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,14 +229,20 @@ def _sid_range(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "sides; MSS ≥ 76; handshake header additional info and time stamp 0.",
 )
 def _hs_fields(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    request: Handshake | None = None  # the client's latest first-round request
     for r, h in conn.handshakes():
         if h.req_type == -2:
             continue  # the minimal post-connection reply of §6.2 carries version 0 / type 0
-        if h.version != 4:
+        if r.sender == "client" and h.req_type == 1:
+            request = h
+        # A listener's cookie reply is the client's request returned unchanged (§6.1): a field
+        # it echoes is the client's choice, already reported on the request.
+        echo = request if r.sender == "server" and h.req_type == 1 else None
+        if h.version != 4 and (echo is None or h.version != echo.version):
             yield _v(r, f"version {h.version} ≠ 4")
-        if h.sock_type != ctx.sock_type:
+        if h.sock_type != ctx.sock_type and (echo is None or h.sock_type != echo.sock_type):
             yield _v(r, f"socket type {h.sock_type}, expected {int(ctx.sock_type)} for case {ctx.testcase}")
-        if h.mss < 76:
+        if h.mss < 76 and (echo is None or h.mss != echo.mss):
             yield _v(r, f"MSS {h.mss} < 76")
         if h.addl != 0:
             yield _v(r, f"handshake additional info {h.addl:#x} ≠ 0")
