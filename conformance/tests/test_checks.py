@@ -251,3 +251,26 @@ def test_handshake_fields_echoed_in_the_cookie_reply_are_the_clients() -> None:
         ),
     )
     assert parties("udt4/5.1/handshake-fields", c) == ["client"]
+
+
+def early_data(sender: str, n: int) -> list[tuple[str, float, bytes]]:
+    """``n`` data packets within 10 ms of the first (0.1 ms apart), then one more 15 ms later."""
+    pk = [data_from(sender, ISN + i, 0.010 + 0.0001 * i) for i in range(n)]
+    return [*pk, data_from(sender, ISN + n, 0.025)]
+
+
+@pytest.mark.parametrize("receiver", ["client", "server"])
+def test_light_first_ack_blames_the_receiver_when_fewer_than_64_arrived(receiver: str) -> None:
+    source = "server" if receiver == "client" else "client"
+    light_first = conn_of(*handshake(), *early_data(source, 63), light_ack_from(receiver, 0.026, ISN + 64))
+    assert parties("udt4/5.3/first-ack-full", light_first) == [receiver]
+    full_first = conn_of(*handshake(), *early_data(source, 63), full_ack_from(receiver, 0.026, ISN + 64))
+    assert parties("udt4/5.3/first-ack-full", full_first) == []
+
+
+@pytest.mark.parametrize("receiver", ["client", "server"])
+def test_light_first_ack_is_fine_after_64_packets_in_10_ms(receiver: str) -> None:
+    # §9.3: 4.11 itself sends a light ACK when 64 packets arrive before its first ACK timer
+    source = "server" if receiver == "client" else "client"
+    c = conn_of(*handshake(), *early_data(source, 64)[:64], light_ack_from(receiver, 0.017, ISN + 64))
+    assert parties("udt4/5.3/first-ack-full", c) == []
