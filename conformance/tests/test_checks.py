@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from udtconf.checks import Context, rule_by_id
 from udtconf.trace import Connection, Record
-from udtconf.wire import Ack, Ack2, DataPacket, Handshake, Nak, Shutdown, decode, peer_ip_field
+from udtconf.wire import Ack, Ack2, DataPacket, Handshake, KeepAlive, Nak, Shutdown, decode, peer_ip_field
 
 CID, SID, ISN = 0x11, 0x22, 1000
 
@@ -149,3 +150,127 @@ def test_data_timestamps_must_count_microseconds() -> None:
 
     assert run("udt4/3.1/data-timestamp-us", stamped(1e6)) == []
     assert run("udt4/3.1/data-timestamp-us", stamped(1e3))  # milliseconds: wrong unit
+
+
+# ---------------------------------------------------------------------------------------------
+# The party a violation names is the side the rule constrains (issue 9), not necessarily the
+# sender of the packet that shows the symptom.
+
+
+def parties(rule_id: str, conn: Connection, case: str = "transfer") -> list[str]:
+    return [v.party for v in rule_by_id(rule_id).run(conn, Context(case))]
+
+
+def data_from(sender: str, seq: int, t: float) -> tuple[str, float, bytes]:
+    dst = SID if sender == "client" else CID
+    return (sender, t, DataPacket(seq=seq, msg_no=1, dst_id=dst, payload=b"x" * 100).encode())
+
+
+def full_ack_from(sender: str, t: float, ack_no: int, sub: int = 1) -> tuple[str, float, bytes]:
+    dst = CID if sender == "server" else SID
+    ack = Ack(
+        dst_id=dst, ack_seq_no=sub, ack_no=ack_no, rtt=1, rtt_var=1, avail_buffer=10, arrival_speed=1, link_capacity=1
+    )
+    return (sender, t, ack.encode())
+
+
+def light_ack_from(sender: str, t: float, ack_no: int) -> tuple[str, float, bytes]:
+    return (sender, t, Ack(dst_id=CID if sender == "server" else SID, ack_no=ack_no).encode())
+
+
+def keepalive_from(sender: str, t: float) -> tuple[str, float, bytes]:
+    return (sender, t, KeepAlive(dst_id=CID if sender == "server" else SID).encode())
+
+
+@pytest.mark.parametrize("culprit", ["client", "server"])
+def test_missing_ack2_blames_the_side_that_received_the_ack(culprit: str) -> None:
+    acker = "server" if culprit == "client" else "client"  # the data receiver sends the ACK
+    unanswered = conn_of(
+        *handshake(), data_from(culprit, ISN, 0.01), full_ack_from(acker, 0.02, ISN + 1), keepalive_from(acker, 0.5)
+    )
+    assert parties("udt4/8.6/ack2-for-every-ack", unanswered) == [culprit]
+    ack2 = (culprit, 0.021, Ack2(dst_id=CID if culprit == "server" else SID, addl=1).encode())
+    answered = conn_of(
+        *handshake(),
+        data_from(culprit, ISN, 0.01),
+        full_ack_from(acker, 0.02, ISN + 1),
+        ack2,
+        keepalive_from(acker, 0.5),
+    )
+    assert parties("udt4/8.6/ack2-for-every-ack", answered) == []
+
+
+@pytest.mark.parametrize("culprit", ["client", "server"])
+def test_missing_nak_blames_the_silent_receiver(culprit: str) -> None:
+    source = "server" if culprit == "client" else "client"
+    gap = conn_of(*handshake(), data_from(source, ISN, 0.01), data_from(source, ISN + 2, 0.02))
+    assert parties("udt4/8.2/nak-on-gap", gap, case="loss") == [culprit]
+    dst = CID if culprit == "server" else SID
+    naked = conn_of(
+        *handshake(),
+        data_from(source, ISN, 0.01),
+        data_from(source, ISN + 2, 0.02),
+        (culprit, 0.021, Nak(dst_id=dst, words=(ISN + 1,)).encode()),
+    )
+    assert parties("udt4/8.2/nak-on-gap", naked, case="loss") == []
+
+
+BAD_ID = 0x80000001  # negative as a signed 32-bit integer
+
+
+def handshake_ids(cid: int, sid: int) -> list[tuple[str, float, bytes]]:
+    ip = peer_ip_field("127.0.0.1")
+    return [
+        ("client", 0.000, Handshake(isn=ISN, socket_id=cid, req_type=1, peer_ip=ip).encode()),
+        ("server", 0.001, Handshake(isn=ISN, socket_id=cid, req_type=1, cookie=77, dst_id=cid, peer_ip=ip).encode()),
+        ("client", 0.002, Handshake(isn=ISN, socket_id=cid, req_type=-1, cookie=77, peer_ip=ip).encode()),
+        ("server", 0.003, Handshake(isn=ISN, socket_id=sid, req_type=-1, cookie=77, dst_id=cid, peer_ip=ip).encode()),
+        ("client", 0.010, DataPacket(seq=ISN, msg_no=1, dst_id=sid, payload=b"x").encode()),
+        ("server", 0.020, Ack(dst_id=cid, ack_no=ISN + 1).encode()),
+    ]
+
+
+def test_socket_id_range_blames_only_the_side_that_chose_the_id() -> None:
+    # The client chose an out-of-range ID; the listener echoes it in its cookie reply and as
+    # destination (§6.1 requires that): only the client's own requests are violations.
+    assert parties("udt4/3.3/socket-id-range", conn_of(*handshake_ids(BAD_ID, SID))) == ["client", "client"]
+    # The listener chose one for the accepted socket; the client echoes it as destination.
+    assert parties("udt4/3.3/socket-id-range", conn_of(*handshake_ids(CID, BAD_ID))) == ["server"]
+    assert parties("udt4/3.3/socket-id-range", conn_of(*handshake_ids(CID, 0))) == ["server"]
+    assert parties("udt4/3.3/socket-id-range", conn_of(*handshake_ids(CID, SID))) == []
+
+
+def test_handshake_fields_echoed_in_the_cookie_reply_are_the_clients() -> None:
+    ip = peer_ip_field("127.0.0.1")
+    c = conn_of(
+        ("client", 0.000, Handshake(version=5, isn=ISN, socket_id=CID, req_type=1, peer_ip=ip).encode()),
+        (
+            "server",
+            0.001,
+            Handshake(version=5, isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID, peer_ip=ip).encode(),
+        ),
+    )
+    assert parties("udt4/5.1/handshake-fields", c) == ["client"]
+
+
+def early_data(sender: str, n: int) -> list[tuple[str, float, bytes]]:
+    """``n`` data packets within 10 ms of the first (0.1 ms apart), then one more 15 ms later."""
+    pk = [data_from(sender, ISN + i, 0.010 + 0.0001 * i) for i in range(n)]
+    return [*pk, data_from(sender, ISN + n, 0.025)]
+
+
+@pytest.mark.parametrize("receiver", ["client", "server"])
+def test_light_first_ack_blames_the_receiver_when_fewer_than_64_arrived(receiver: str) -> None:
+    source = "server" if receiver == "client" else "client"
+    light_first = conn_of(*handshake(), *early_data(source, 63), light_ack_from(receiver, 0.026, ISN + 64))
+    assert parties("udt4/5.3/first-ack-full", light_first) == [receiver]
+    full_first = conn_of(*handshake(), *early_data(source, 63), full_ack_from(receiver, 0.026, ISN + 64))
+    assert parties("udt4/5.3/first-ack-full", full_first) == []
+
+
+@pytest.mark.parametrize("receiver", ["client", "server"])
+def test_light_first_ack_is_fine_after_64_packets_in_10_ms(receiver: str) -> None:
+    # §9.3: 4.11 itself sends a light ACK when 64 packets arrive before its first ACK timer
+    source = "server" if receiver == "client" else "client"
+    c = conn_of(*handshake(), *early_data(source, 64)[:64], light_ack_from(receiver, 0.017, ISN + 64))
+    assert parties("udt4/5.3/first-ack-full", c) == []

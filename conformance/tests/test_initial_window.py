@@ -46,7 +46,7 @@ def full_ack(ack_no: int) -> tuple[str, bytes]:
 
 
 def violations(conn: Connection) -> list[tuple[str, int | None, str]]:
-    return [(v.sender, v.frame, v.message) for v in rule_by_id(RULE).run(conn, Context("transfer"))]
+    return [(v.party, v.frame, v.message) for v in rule_by_id(RULE).run(conn, Context("transfer"))]
 
 
 def test_sixteen_packets_then_an_ack_pass() -> None:

@@ -1,7 +1,8 @@
 """Wire rules (udtconf.checks) on the captures of the interop runs.
 
-A failure names the case id, spec section, grade, the stack whose packet broke the rule and
-the frame number in the run's capture.pcap.
+A failure names the case id, spec section, grade, the stack the rule constrains (the party
+that failed to do what it requires, udtconf.checks.Violation) and the frame number in the
+run's capture.pcap where it shows.
 """
 
 from __future__ import annotations

@@ -3,8 +3,14 @@
 A :class:`Rule` has a case id (``udt4/<section>/<name>``), the requirement it checks (quoted or
 closely paraphrased from the spec), a grade (MUST fails the test; SHOULD is reported as a
 warning-level failure that expectations may waive) and the test cases it applies to. Running a
-rule yields :class:`Violation` s that name the frame and the side (and so the stack) that sent
-the offending packet, or an :class:`Inconclusive` when the capture cannot decide.
+rule yields :class:`Violation` s, or an :class:`Inconclusive` when the capture cannot decide.
+
+A violation names the *party the rule constrains*: the side (and so the stack) that failed to
+do what the rule requires, which is not always the side whose packet shows the symptom. A
+missing ACK2 is the fault of the side that received the ACK (§8.6), a missing NAK that of the
+side that received the data with the gap (§8.2), and an out-of-range socket ID that of the side
+that chose it, not of the peer that echoes it as required (§3.3, §6.1). The frame is the one
+where the symptom shows (the unanswered ACK, the data after the gap), or none.
 """
 
 from __future__ import annotations
@@ -39,13 +45,13 @@ LISTENER_CASES = ALL_CASES - {"rendezvous"}
 
 @dataclass(frozen=True)
 class Violation:
-    sender: str  # "client" | "server": whose packet broke the rule
-    frame: int | None
+    party: str  # "client" | "server": the side the rule constrains, which failed to do what it requires
+    frame: int | None  # where the symptom shows (not necessarily a packet the party sent)
     message: str
 
     def render(self, stacks: dict[str, str]) -> str:
         where = f"frame {self.frame}" if self.frame is not None else "capture"
-        return f"[{stacks.get(self.sender, self.sender)} as {self.sender}] {where}: {self.message}"
+        return f"[{stacks.get(self.party, self.party)} as {self.party}] {where}: {self.message}"
 
 
 class Inconclusive(Exception):
@@ -103,8 +109,11 @@ def rules_for(testcase: str) -> list[Rule]:
     return [r for r in RULES if testcase in r.cases]
 
 
-def _v(r: Record, msg: str) -> Violation:
-    return Violation(r.sender, r.frame, f"{msg} — {describe(r.packet) if r.packet else r.raw[:32].hex()}")
+def _v(r: Record, msg: str, party: str | None = None) -> Violation:
+    """A violation shown by record ``r``; by default the party is ``r``'s sender (the rule
+    constrains what it sent), otherwise ``party`` (e.g. the side that should have answered ``r``)."""
+    detail = describe(r.packet) if r.packet else r.raw[:32].hex()
+    return Violation(party or r.sender, r.frame, f"{msg} — {detail}")
 
 
 def _peer(side: str) -> str:
@@ -196,9 +205,16 @@ def _dst_id(conn: Connection, ctx: Context) -> Iterable[Violation]:
 
 @rule("udt4/3.3/socket-id-range", "3.3", "MUST", "A UDT socket ID is a positive 32-bit signed integer, in [1, 2^31−1].")
 def _sid_range(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    # Only the side that *chose* an ID breaks this rule: its own ID in its own handshakes. A
+    # listener's cookie reply returns the client's request unchanged (§6.1), so an ID there that
+    # the client announced is the client's (reported on the client's request), and destination
+    # IDs echo the peer's ID as §3.3/§6.1 require; neither is the echoing side's fault.
+    client_ids = {h.socket_id for _, h in conn.handshakes("client")}
     for r, h in conn.handshakes():
+        if r.sender == "server" and h.req_type == 1 and h.socket_id in client_ids:
+            continue
         if not 1 <= h.socket_id <= MAX:
-            yield _v(r, f"socket ID {h.socket_id:#x} outside [1, 2^31−1]")
+            yield _v(r, f"own socket ID {h.socket_id:#x} outside [1, 2^31−1]")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,14 +229,20 @@ def _sid_range(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "sides; MSS ≥ 76; handshake header additional info and time stamp 0.",
 )
 def _hs_fields(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    request: Handshake | None = None  # the client's latest first-round request
     for r, h in conn.handshakes():
         if h.req_type == -2:
             continue  # the minimal post-connection reply of §6.2 carries version 0 / type 0
-        if h.version != 4:
+        if r.sender == "client" and h.req_type == 1:
+            request = h
+        # A listener's cookie reply is the client's request returned unchanged (§6.1): a field
+        # it echoes is the client's choice, already reported on the request.
+        echo = request if r.sender == "server" and h.req_type == 1 else None
+        if h.version != 4 and (echo is None or h.version != echo.version):
             yield _v(r, f"version {h.version} ≠ 4")
-        if h.sock_type != ctx.sock_type:
+        if h.sock_type != ctx.sock_type and (echo is None or h.sock_type != echo.sock_type):
             yield _v(r, f"socket type {h.sock_type}, expected {int(ctx.sock_type)} for case {ctx.testcase}")
-        if h.mss < 76:
+        if h.mss < 76 and (echo is None or h.mss != echo.mss):
             yield _v(r, f"MSS {h.mss} < 76")
         if h.addl != 0:
             yield _v(r, f"handshake additional info {h.addl:#x} ≠ 0")
@@ -490,19 +512,38 @@ def _ack_subseq(conn: Connection, ctx: Context) -> Iterable[Violation]:
             prev = a.ack_seq_no
 
 
+LIGHT_ACK_EVERY = 64  # data packets between timer ACKs that trigger a light ACK (§9.3)
+
+
 @rule(
     "udt4/5.3/first-ack-full",
     "5.3",
     "SHOULD",
-    "At connection start the last ACK time is 0, so the first ACK is always full (24 bytes).",
+    "At connection start the last ACK time is 0, so the first timer ACK is full (24 bytes). A light "
+    "ACK comes first when 64 data packets arrive before the first ACK timer (§9.3), so the receiver's "
+    "first ACK must be full only when fewer than 64 data packets arrived within 10 ms of the first.",
 )
 def _first_full(conn: Connection, ctx: Context) -> Iterable[Violation]:
-    acks = conn.acks("server")
-    if not acks:
+    acked = False
+    for receiver in ("server", "client"):
+        acks = conn.acks(receiver)
+        if not acks:
+            continue
+        acked = True
+        data = conn.data(_peer(receiver))
+        early = sum(1 for r, _ in data if r.time - data[0][0].time <= SYN) if data else 0
+        if early >= LIGHT_ACK_EVERY:
+            continue  # 4.11 itself may send a light ACK first (§9.3)
+        r, a = acks[0]
+        if a.kind is not AckKind.FULL:
+            yield _v(
+                r,
+                f"first ACK is {a.kind.name.lower()} although only {early} data packet(s) arrived "
+                f"within {SYN * 1e3:.0f} ms of the first",
+                party=receiver,
+            )
+    if not acked:
         raise Inconclusive("the receiver sent no ACK")
-    r, a = acks[0]
-    if a.kind is not AckKind.FULL:
-        yield _v(r, f"first ACK is {a.kind.name.lower()}")
 
 
 def _walk_sent(conn: Connection, ctrl_sender: str) -> Iterable[tuple[Record, int | None]]:
@@ -568,29 +609,31 @@ def _nak_ranges(conn: Connection, ctx: Context) -> Iterable[Violation]:
     cases=frozenset({"loss"}),
 )
 def _nak_on_gap(conn: Connection, ctx: Context) -> Iterable[Violation]:
-    top: int | None = None
-    naks = list(conn.of_type(Nak, "server"))
+    # The rule constrains the data *receiver*: the side that saw the gap must send the NAK.
     gaps = 0
-    for r, d in conn.data("client"):
-        if top is not None and seqcmp(d.seq, incseq(top)) > 0:
-            gap = []
-            s = incseq(top)
-            while s != d.seq:
-                gap.append(s)
-                s = incseq(s)
-            gaps += 1
-            want = encode_loss_list(gap)
-            match = [nr for nr, n in naks if 0 <= nr.time - r.time <= 0.050 and set(gap) <= set(_safe_losses(n))]
-            if not match:
-                yield _v(r, f"gap {gap[0]:#x}..{gap[-1]:#x} not NAKed within 50 ms")
-            elif not any(list(n.words) == want for nr, n in naks if nr in match):
-                yield Violation(
-                    "server",
-                    match[0].frame,
-                    f"NAK for gap {gap[0]:#x}..{gap[-1]:#x} is not the one-gap form {[hex(w) for w in want]}",
-                )
-        if top is None or seqcmp(d.seq, top) > 0:
-            top = d.seq
+    for receiver in ("server", "client"):
+        top: int | None = None
+        naks = list(conn.of_type(Nak, receiver))
+        for r, d in conn.data(_peer(receiver)):
+            if top is not None and seqcmp(d.seq, incseq(top)) > 0:
+                gap = []
+                s = incseq(top)
+                while s != d.seq:
+                    gap.append(s)
+                    s = incseq(s)
+                gaps += 1
+                want = encode_loss_list(gap)
+                match = [nr for nr, n in naks if 0 <= nr.time - r.time <= 0.050 and set(gap) <= set(_safe_losses(n))]
+                if not match:
+                    yield _v(r, f"gap {gap[0]:#x}..{gap[-1]:#x} in received data not NAKed within 50 ms", receiver)
+                elif not any(list(n.words) == want for nr, n in naks if nr in match):
+                    yield Violation(
+                        receiver,
+                        match[0].frame,
+                        f"NAK for gap {gap[0]:#x}..{gap[-1]:#x} is not the one-gap form {[hex(w) for w in want]}",
+                    )
+            if top is None or seqcmp(d.seq, top) > 0:
+                top = d.seq
     if gaps == 0:
         raise Inconclusive("no sequence gap reached the receiver")
 
@@ -627,14 +670,16 @@ def _ack2_echo(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "4.11 answers every full/medium ACK with an ACK2. Recommendation: always send ACK2 for every full/medium ACK.",
 )
 def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
-    ack2 = [(r.time, p.ack_seq_no) for r, p in conn.of_type(Ack2, "client")]
+    # The rule constrains the side that *received* the ACK (the data sender, §8.6 step 1).
     end = conn.records[-1].time if conn.records else 0.0
-    shut = next((r.time for r, _ in conn.of_type(Shutdown, "client")), None)
-    for r, a in conn.acks("server"):
-        if a.kind is AckKind.LIGHT or (shut is not None and r.time >= shut) or end - r.time < 0.2:
-            continue
-        if not any(t >= r.time and t - r.time <= 0.2 and k == a.ack_seq_no for t, k in ack2):
-            yield _v(r, "no ACK2 within 200 ms")
+    for answerer in ("client", "server"):
+        ack2 = [(r.time, p.ack_seq_no) for r, p in conn.of_type(Ack2, answerer)]
+        shut = next((r.time for r, _ in conn.of_type(Shutdown, answerer)), None)
+        for r, a in conn.acks(_peer(answerer)):
+            if a.kind is AckKind.LIGHT or (shut is not None and r.time >= shut) or end - r.time < 0.2:
+                continue
+            if not any(t >= r.time and t - r.time <= 0.2 and k == a.ack_seq_no for t, k in ack2):
+                yield _v(r, f"this ACK got no ACK2 from the {answerer} within 200 ms", answerer)
 
 
 @rule(
@@ -646,8 +691,9 @@ def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
     cases=frozenset({"transfer", "dgram", "loss"}),
 )
 def _ack_period(conn: Connection, ctx: Context) -> Iterable[Violation]:
-    # An ACK is due SYN after the previous one once received data would move the ACK number
-    # (4.11 may hold back an unchanged ACK number for RTT + 4·RTTVar, §8.3).
+    # Constrains the data receiver (the server in this suite). An ACK is due SYN after the
+    # previous one once received data would move the ACK number (4.11 may hold back an
+    # unchanged ACK number for RTT + 4·RTTVar, §8.3).
     slack = 0.020
     data = conn.data("client")
     acks = [(r, a) for r, a in conn.acks("server") if a.kind is not AckKind.LIGHT]
@@ -735,7 +781,8 @@ def _pairs(conn: Connection, ctx: Context) -> Iterable[Violation]:
 def _shutdown(conn: Connection, ctx: Context) -> Iterable[Violation]:
     shuts = list(conn.of_type(Shutdown))
     if not shuts:
-        yield Violation("client", None, "no Shutdown packet from either side after the transfer")
+        # the client (data source) closes first; the server's close() comes after the peer's Shutdown
+        yield Violation("client", None, "no Shutdown packet from either side after the transfer (client closed first)")
         return
     for side in ("client", "server"):
         mine = [r for r, _ in shuts if r.sender == side]
