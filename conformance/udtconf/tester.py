@@ -295,6 +295,16 @@ class ListenerSession:
         )
         self.last_ack_time = time.monotonic()
 
+    def hold_first_window(self, settle: float = 0.2) -> None:
+        """Accept, then let the first window (16 packets) arrive unacknowledged, keeping the
+        sender's EXP timer quiet with keep-alives, for at least ``settle`` s after the accept:
+        4.11 drops control packets that reach a socket in its first milliseconds (UDT4.md §16),
+        so a crafted packet is sent only after that."""
+        self.accept()
+        self.hold_acks = True  # data unacknowledged, so that it stays retransmittable
+        self.keepalive_every = 0.1  # … and the sender's EXP timer from retransmitting on its own
+        self.run(2.0, until=lambda: len(self.received) >= 16 and time.monotonic() - self.accepted_at > settle)
+
     def run(self, duration: float, until: Callable[[], bool] | None = None) -> None:
         deadline = time.monotonic() + duration
         while time.monotonic() < deadline and not (until and until()):
@@ -766,12 +776,7 @@ def _crafted_nak_probe(
     cl = _StackClient(env)
     try:
         lst = cl.lst
-        lst.accept()
-        lst.hold_acks = True  # keep data unacknowledged so NAKed numbers are retransmittable
-        lst.keepalive_every = 0.1  # … and the sender's EXP timer from retransmitting on its own
-        # 4.11 drops control packets that reach a socket in its first milliseconds (UDT4.md §16):
-        # send the crafted packet only after 200 ms.
-        lst.run(2.0, until=lambda: len(lst.received) >= 16 and time.monotonic() - lst.accepted_at > settle)
+        lst.hold_first_window(settle)
         if len(lst.received) < 16:
             return env.result("fail", f"stack sent only {len(lst.received)} packets before the NAK")
         words = make_words(lst)
@@ -893,10 +898,7 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
     cl = _StackClient(env)
     try:
         lst = cl.lst
-        lst.accept()
-        lst.hold_acks = True
-        lst.keepalive_every = 0.1
-        lst.run(2.0, until=lambda: len(lst.received) >= 16 and time.monotonic() - lst.accepted_at > 0.2)
+        lst.hold_first_window()
         assert lst.peer
         bogus = incseq(lst.top or lst.isn, 100_000)
         lst.wire.send(
@@ -941,11 +943,7 @@ def _medium_ack(env: ProbeEnv) -> ProbeResult:
     cl = _StackClient(env)
     try:
         lst = cl.lst
-        lst.accept()
-        lst.hold_acks = True
-        lst.keepalive_every = 0.1
-        # past 4.11's start-up window in which control packets are dropped (UDT4.md §16)
-        lst.run(2.0, until=lambda: len(lst.received) >= 16 and time.monotonic() - lst.accepted_at > 0.2)
+        lst.hold_first_window()
         if not lst.received:
             return env.result("fail", "stack sent no data")
         n_before, ack_before, top_before = len(lst.received), lst.ack_no, lst.top
