@@ -7,7 +7,7 @@ import pytest
 from udtbed.calibrate import PathCalibration
 from udtbed.influx import InfluxWriter
 from udtbed.live import LiveWatch, Tail, WatchedFlow, write_calibration
-from udtbed.stacks import Sample
+from udtbed.stacks import Sample, parse_stats_line
 
 T0 = 1_700_000_000.0
 
@@ -22,12 +22,6 @@ class Recorder(InfluxWriter):
 
     def of(self, measurement):
         return [p for p in self.points if p[0] == measurement]
-
-
-def json_sample(line: str) -> Sample | None:
-    """A UDT JSON stats line as a receiver Sample (until Stack.parse_line exists)."""
-    d = json.loads(line)
-    return None if d.get("summary") else Sample(float(d["t"]), int(d["bytes"]))
 
 
 def tags(flow: str) -> dict[str, str]:
@@ -49,7 +43,7 @@ def test_receiver_file_written_in_pieces_is_read_once_and_a_half_line_waits(tmp_
 
     def parse(line):
         calls.append(line)
-        return json_sample(line)
+        return parse_stats_line(line)
 
     w = Recorder()
     watch = LiveWatch(w, tags, None, [WatchedFlow("f", recv, parse, 2.0)], T0)
@@ -82,7 +76,7 @@ def test_sender_counters_become_per_second_rates(tmp_path):
         send, udt_line(1.0, rtt_ms=41.0, flow_window=8000, cwnd=20.0, period_us=10.0, losses=30, retrans=9, naks_recv=3)
     )
     w = Recorder()
-    LiveWatch(w, tags, None, [WatchedFlow("f", tmp_path / "none", json_sample, 1.0, send)], T0).close()
+    LiveWatch(w, tags, None, [WatchedFlow("f", tmp_path / "none", parse_stats_line, 1.0, send)], T0).close()
     (m1, tg, f1, ts1), (_, _, f2, ts2) = w.of("sender")
     assert tg == tags("f") and (ts1, ts2) == (T0 + 1.5, T0 + 2.0)
     assert f1 == {
@@ -105,7 +99,7 @@ def test_receiver_rates_from_udt_lines_and_none_from_iperf3_text(tmp_path):
     append(tcp, "[  5]   0.00-0.20   sec  2.50 MBytes   105 Mbits/sec\n")
     w = Recorder()
     tcp_parse = lambda line: Sample(0.2, 2_621_440) if "sec" in line else None  # noqa: E731
-    flows = [WatchedFlow("u", udt, json_sample, 0.0), WatchedFlow("t", tcp, tcp_parse, 0.0)]
+    flows = [WatchedFlow("u", udt, parse_stats_line, 0.0), WatchedFlow("t", tcp, tcp_parse, 0.0)]
     LiveWatch(w, tags, None, flows, T0).close()
     assert [(p[1]["flow"], p[2]) for p in w.of("receiver")] == [
         ("u", {"naks_sent_per_s": 5.0, "losses_per_s": 50.0}),

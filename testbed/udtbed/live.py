@@ -32,7 +32,7 @@ from typing import Any
 from .calibrate import PathCalibration
 from .influx import InfluxWriter
 from .network import Network
-from .stacks import Sample
+from .stacks import Sample, stats_json
 
 Tags = Callable[[str], dict[str, str]]
 
@@ -111,19 +111,6 @@ class Rates:
         return out
 
 
-def _json(line: str) -> dict[str, Any] | None:
-    """A stats JSON object, or None for anything else (iperf3 text, a summary line)."""
-    if not line.startswith("{"):
-        return None
-    try:
-        d = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(d, dict) or d.get("summary") or not isinstance(d.get("t"), int | float):
-        return None
-    return d
-
-
 def _numbers(d: Mapping[str, Any], keys: Iterable[str]) -> dict[str, float]:
     return {k: float(d[k]) for k in keys if isinstance(d.get(k), int | float)}
 
@@ -198,20 +185,20 @@ class LiveWatch:
         f, tags = st.flow, self.tags(st.flow.name)
         for line in st.recv.lines():
             s = f.parse_line(line)
-            if s is not None:
-                last = st.samples[-1] if st.samples else Sample(0.0, 0)
-                if s.t > last.t:
-                    mbps = (s.bytes - last.bytes) * 8 / (s.t - last.t) / 1e6
-                    self.writer.write("throughput", tags, {"mbps": mbps, "bytes": s.bytes}, ts=self._ts(f, s.t))
-                st.samples.append(s)
-            d = _json(line)
-            if d is not None and (rates := st.recv_rates.update(d["t"], d)):
-                self.writer.write("receiver", tags, rates, ts=self._ts(f, d["t"]))
+            if s is None:
+                continue
+            last = st.samples[-1] if st.samples else Sample(0.0, 0)
+            if s.t > last.t:
+                mbps = (s.bytes - last.bytes) * 8 / (s.t - last.t) / 1e6
+                self.writer.write("throughput", tags, {"mbps": mbps, "bytes": s.bytes}, ts=self._ts(f, s.t))
+            st.samples.append(s)
+            if s.stats is not None and (rates := st.recv_rates.update(s.t, s.stats)):
+                self.writer.write("receiver", tags, rates, ts=self._ts(f, s.t))
 
     def _poll_sender(self, st: _FlowState, tail: Tail) -> None:
         tags = self.tags(st.flow.name)
         for line in tail.lines():
-            d = _json(line)
+            d = stats_json(line)
             if d is None:
                 continue
             fields = _numbers(d, SENDER_GAUGES) | st.send_rates.update(d["t"], d)

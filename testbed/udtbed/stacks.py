@@ -21,8 +21,9 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from udtconf import stacks as registry
 
@@ -31,6 +32,8 @@ from udtconf import stacks as registry
 class Sample:
     t: float  # seconds since the receiver's start of measurement
     bytes: int  # cumulative bytes received
+    # The whole line, for stacks whose progress lines carry more (the stats JSON contract).
+    stats: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 class Stack:
@@ -53,20 +56,27 @@ class Stack:
         sample a line holds, if any. One parser per file (it may keep state across lines)."""
         raise NotImplementedError
 
-    def parse(self, text: str) -> list[Sample]:
-        parse = self.line_parser()
-        return [s for s in map(parse, text.splitlines()) if s is not None]
 
-
-def parse_stats_line(line: str) -> Sample | None:
-    """A periodic line of the stats JSON contract (docs/cli.md), not the summary."""
+def stats_json(line: str) -> dict[str, Any] | None:
+    """A periodic line of the stats JSON contract (docs/cli.md) as a dict; None for anything
+    else (the summary line, iperf3 text, a line being written)."""
+    if not line.startswith("{"):
+        return None
     try:
         d = json.loads(line)
     except json.JSONDecodeError:
         return None
-    if not isinstance(d, dict) or d.get("summary") or "t" not in d:
+    if not isinstance(d, dict) or d.get("summary") or not isinstance(d.get("t"), int | float):
         return None
-    return Sample(float(d["t"]), int(d["bytes"]))
+    return d
+
+
+def parse_stats_line(line: str) -> Sample | None:
+    """A receiver's periodic stats line (docs/cli.md) as a sample, the line's fields kept."""
+    d = stats_json(line)
+    if d is None or not isinstance(d.get("bytes"), int):
+        return None
+    return Sample(float(d["t"]), d["bytes"], d)
 
 
 class UdtCli(Stack):
