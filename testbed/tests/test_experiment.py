@@ -110,7 +110,7 @@ def test_report_summary_answers_did_it_reproduce_first(tmp_path):
         s.verdicts = judge_all(part, s, 0.1, 1.0, 10.0)
     res = ExperimentResult(
         "tiny", exp.title, exp.figure, "", 0.1, 10.0, 1.0, "linkem",
-        [PartResult("local", "chicago-local", "chicago-local.toml", "", [], [], True, part.paper, stacks)],
+        [PartResult("local", "chicago-local", "chicago-local.toml", "", {}, [], True, part.paper, stacks)],
     )  # fmt: skip
     page = render({"run_id": "r1", "status": "ok", "scale": 0.1}, [ExperimentResult.from_dict(_roundtrip(res))])
     summary = page[page.index("Did it reproduce?") : page.index("<h2>One flow")]

@@ -32,11 +32,9 @@ def unit_value(band: Band, res: StackResult, scale: float) -> float | None:
         return 1.0
     if band.of == "paper_mbps":
         return scale
-    caps = (
-        [res.flow(band.flow).capacity_mbps]
-        if band.flow and band.metric in ("mean_mbps",)
-        else [f.capacity_mbps for f in res.flows]
-    )
+    # A flow's mean against that flow's bottleneck; a part's metric against the part's.
+    flows = [res.flow(band.flow)] if band.flow and band.metric == "mean_mbps" else res.flows
+    caps = [f.capacity_mbps for f in flows]
     known = [c for c in caps if c]
     if not known:
         return None

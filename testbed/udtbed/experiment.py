@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .topology import TopologyError, read_toml
+from .topology import KeyPart, TopologyError, read_toml
 from .topology import load as load_topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,6 +69,12 @@ TOP_KEYS = {"name", "title", "figure", "note", "default", "part"}
 
 class ExperimentError(ValueError):
     """An experiment file is wrong; the message is ``file:line: what is wrong``."""
+
+
+class _Fail(Protocol):
+    """Makes the :class:`ExperimentError` for ``msg`` at the line of the key path ``key``."""
+
+    def __call__(self, msg: str, *key: KeyPart) -> ExperimentError: ...
 
 
 @dataclass(frozen=True)
@@ -163,7 +169,7 @@ def load(path: str | Path) -> Experiment:
     path = Path(path)
     data, loc = read_toml(path, ExperimentError)
 
-    def fail(msg: str, *key: Any) -> ExperimentError:
+    def fail(msg: str, *key: KeyPart) -> ExperimentError:
         return ExperimentError(f"{path}:{loc.line(*key)}: {msg}")
 
     for k in data:
@@ -193,7 +199,7 @@ def load(path: str | Path) -> Experiment:
     )
 
 
-def _part(path: Path, p: Any, i: int, fail: Any) -> Part:
+def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
     if not isinstance(p, dict):
         raise fail("[[part]] must be a table", "part", i)
     for k in p:
@@ -269,7 +275,7 @@ def _part(path: Path, p: Any, i: int, fail: Any) -> Part:
     )
 
 
-def _band(b: Any, i: int, j: int, flows: set[str], fail: Any) -> Band:
+def _band(b: Any, i: int, j: int, flows: set[str], fail: _Fail) -> Band:
     where = ("part", i, "band")
     if not isinstance(b, dict):
         raise fail("[[part.band]] must be a table", *where)

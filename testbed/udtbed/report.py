@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from .hostwatch import HostReport  # noqa: E402
-from .results import ExperimentResult, PartResult, StackResult, Verdict  # noqa: E402
+from .results import ExperimentResult, PartResult, Verdict  # noqa: E402
 
 CSS = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:.5em 0}
@@ -58,13 +58,6 @@ def anchor(exp: ExperimentResult, part: PartResult) -> str:
 # --- the summary --------------------------------------------------------------------------------
 
 
-def _bounds(v: Verdict) -> str:
-    lo, hi = v.low, v.high
-    if lo is not None and hi is not None:
-        return f"{lo:.3g} – {hi:.3g}"
-    return f"≥ {lo:.3g}" if lo is not None else f"≤ {hi:.3g}" if hi is not None else "–"
-
-
 def _verdict_cell(v: Verdict | None) -> str:
     if v is None:
         return "<td class=note>–</td>"
@@ -97,7 +90,7 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
                         cells.append(_verdict_cell(vv))
                     part_rows.append(
                         f"<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
-                        f"<td>{_bounds(v)}</td>{''.join(cells)}"
+                        f"<td>{v.want}</td>{''.join(cells)}"
                     )
             part_rows.extend(_paper_rows(exp, part, stacks))
             if part_rows:
@@ -314,10 +307,6 @@ def _stack_order(results: list[ExperimentResult]) -> list[str]:
     return list(seen)
 
 
-def _is_short_tcp(s: StackResult) -> bool:
-    return bool(s.points)
-
-
 def render(meta: dict[str, Any], results: list[ExperimentResult]) -> str:
     image = meta.get("host_image")
     head = [
@@ -343,7 +332,7 @@ def render(meta: dict[str, Any], results: list[ExperimentResult]) -> str:
             first = next(iter(part.stacks.values()), None)
             if first is None:
                 continue
-            body.append(_part_short_tcp(part) if _is_short_tcp(first) else _part_bulk(part, res.scale))
+            body.append(_part_short_tcp(part) if first.points else _part_bulk(part, res.scale))
             body.append(_verdicts(part))
     title = f"udtbed {_e(meta['run_id'])}"
     return f"<!doctype html><meta charset=utf-8><title>{title}</title><style>{CSS}</style>" + "\n".join(head + body)

@@ -99,17 +99,17 @@ class Verdict:
     def mark(self) -> str:
         return {True: "✓", False: "✕", None: "?"}[self.ok]
 
+    @property
+    def want(self) -> str:
+        """The bounds at the run's scale: '≥ 85', '≤ 15', '50 – 60' (or '–': no bound known)."""
+        lo, hi = self.low, self.high
+        if lo is not None and hi is not None:
+            return f"{lo:.3g} – {hi:.3g}"
+        return f"≥ {lo:.3g}" if lo is not None else f"≤ {hi:.3g}" if hi is not None else "–"
+
     def line(self) -> str:
-        bounds = " and ".join(
-            b
-            for b in (
-                f">= {self.low:.3g}" if self.low is not None else "",
-                f"<= {self.high:.3g}" if self.high is not None else "",
-            )
-            if b
-        )
         value = "not measured" if self.value is None else f"{self.value:.3g}"
-        return f"{self.mark} {self.band}: {value} (want {bounds}){' - ' + self.note if self.note else ''}"
+        return f"{self.mark} {self.band}: {value} (want {self.want}){' - ' + self.note if self.note else ''}"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:

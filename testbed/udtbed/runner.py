@@ -275,8 +275,17 @@ def _watch(run: Run, live: LiveWatch, seconds: float, t_mono0: float) -> None:
         time.sleep(min(0.5, max(0.0, end - now)))
 
 
-def _live(run: Run, exp: Experiment, part: Part, stack: Stack, net: Network, started: list[Started],
-          t_wall0: float, extra_tags: dict[str, str] | None = None) -> LiveWatch:  # fmt: skip
+def _live(
+    run: Run,
+    exp: Experiment,
+    part: Part,
+    stack: Stack,
+    net: Network,
+    started: list[Started],
+    t_wall0: float,
+    extra_tags: dict[str, str] | None = None,
+) -> LiveWatch:
+    """The part's live watch: each started flow's receiver (and a UDT sender's) stats files."""
     flows = [
         WatchedFlow(
             s.flow.name,
