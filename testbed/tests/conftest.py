@@ -1,6 +1,8 @@
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from udtbed import network, runtime
@@ -51,3 +53,8 @@ def dead_pid() -> int:
     gone.wait()
     assert not os.path.exists(f"/proc/{gone.pid}")
     return gone.pid
+
+
+def udtbed_run_argv(results: Path, *args: str) -> list[str]:
+    """`python -m udtbed run` as make testbed calls it, without InfluxDB, writing to ``results``."""
+    return [sys.executable, "-m", "udtbed", "run", "--influx", "none", "--results", str(results), *args]

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import dead_pid, root_links
+from conftest import dead_pid, root_links, udtbed_run_argv
 from udtbed import network
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
@@ -16,24 +16,9 @@ pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 def spawn_run(tmp_path):
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "udtbed",
-            "run",
-            "--experiments",
-            "fairness",
-            "--stacks",
-            "libudt",
-            "--duration",
-            "30",
-            "--influx",
-            "none",
-            "--calibration",
-            "flag",
-            "--results",
-            str(tmp_path),
-        ],
+        udtbed_run_argv(
+            tmp_path, "--experiments", "fairness", "--stacks", "libudt", "--duration", "30", "--calibration", "flag"
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

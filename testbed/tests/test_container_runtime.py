@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import dead_pid
+from conftest import dead_pid, udtbed_run_argv
 from test_cleanup import netns_inodes, processes_in
 from udtbed import network, runtime
 from udtbed.experiment import load_all
@@ -113,28 +113,11 @@ def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
 @docker_test
 def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image):
     p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "udtbed",
-            "run",
-            "--runtime",
-            "docker",
-            "--image",
-            image.name,
-            "--experiments",
-            "efficiency",
-            "--stacks",
-            "udt-rs",
-            "--duration",
-            "30",
-            "--influx",
-            "none",
-            "--calibration",
-            "flag",
-            "--results",
-            str(tmp_path),
-        ],
+        udtbed_run_argv(
+            tmp_path,
+            *("--runtime", "docker", "--image", image.name, "--experiments", "efficiency", "--stacks", "udt-rs"),
+            *("--duration", "30", "--calibration", "flag"),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -196,24 +179,10 @@ def test_cleanup_removes_containers_of_dead_runs_only(image):
 )
 def test_docker_runtime_refuses_clearly_and_builds_nothing(tmp_path, env, image_name, says):
     r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "udtbed",
-            "run",
-            "--runtime",
-            "docker",
-            "--image",
-            image_name,
-            "--experiments",
-            "efficiency",
-            "--stacks",
-            "udt-rs",
-            "--influx",
-            "none",
-            "--results",
-            str(tmp_path),
-        ],
+        udtbed_run_argv(
+            tmp_path,
+            *("--runtime", "docker", "--image", image_name, "--experiments", "efficiency", "--stacks", "udt-rs"),
+        ),
         capture_output=True,
         text=True,
         timeout=60,

@@ -9,16 +9,15 @@ import subprocess
 import sys
 
 import pytest
+from conftest import udtbed_run_argv
 from udtbed.results import ExperimentResult
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 
 def udtbed_run(tmp_path, *args):
-    argv = [sys.executable, "-m", "udtbed", "run", "--influx", "none", "--calibration", "flag"]
-    p = subprocess.run(
-        argv + ["--results", str(tmp_path / "results"), *args], capture_output=True, text=True, timeout=600
-    )
+    argv = udtbed_run_argv(tmp_path / "results", "--calibration", "flag", *args)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "report: " in p.stdout, p.stdout
     run_dir = tmp_path / "results" / "latest"
