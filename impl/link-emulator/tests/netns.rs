@@ -22,12 +22,13 @@ fn ping_rtt_is_the_sum_of_both_one_way_delays() {
     // link is idle, so the threads mostly sleep.
     let emu = Emulator::start_with(&topo, "delay=20ms", "delay=20ms", &["--realtime"]);
     ping(&topo, 1, 0.2); // ARP resolution crosses the emulated link too
-    let rtt = ping(&topo, 5, 0.2);
+    let rtt = ping(&topo, 9, 0.2);
     let last = emu.stop();
     eprintln!("rtt {rtt:?}\nstats {last}");
-    assert!((rtt.avg - 40.0).abs() < 1.0, "avg RTT {} ms, want 40 ± 1", rtt.avg);
-    // Never early is a hard guarantee; the max is left out because one preempted release on a
-    // busy shared machine can add milliseconds to a single probe (see `late_max_us`).
+    // The median, not the mean or the max: one preempted release on a busy shared machine can
+    // add milliseconds to a single probe (see `late_max_us`); CI saw 53 ms once among 40s.
+    assert!((rtt.median - 40.0).abs() < 1.0, "median RTT {} ms, want 40 ± 1 ({rtt:?})", rtt.median);
+    // Never early is a hard guarantee.
     assert!((39.9..41.0).contains(&rtt.min), "min RTT {} ms, want 40 ms (never less)", rtt.min);
     assert_eq!(stat(&last, "a_to_b", "dropped_queue") + stat(&last, "a_to_b", "dropped_loss"), 0.0);
 }

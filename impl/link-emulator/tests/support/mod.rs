@@ -177,6 +177,8 @@ pub struct Rtt {
     pub avg: f64,
     pub max: f64,
     pub mdev: f64,
+    /// The middle reply: one probe preempted on a busy machine moves the mean, not this.
+    pub median: f64,
 }
 
 pub fn ping(topo: &Topology, count: u32, interval_s: f64) -> Rtt {
@@ -187,7 +189,6 @@ pub fn ping(topo: &Topology, count: u32, interval_s: f64) -> Rtt {
             &topo.h1,
             "ping",
             "-n",
-            "-q",
             "-c",
             &count.to_string(),
             "-i",
@@ -211,7 +212,14 @@ pub fn ping(topo: &Topology, count: u32, interval_s: f64) -> Rtt {
         .split('/')
         .map(|x| x.parse().unwrap())
         .collect();
-    Rtt { min: nums[0], avg: nums[1], max: nums[2], mdev: nums[3] }
+    let mut each: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .map(|t| t.trim_end_matches("ms").trim().parse().unwrap())
+        .collect();
+    each.sort_by(f64::total_cmp);
+    let median = each[each.len() / 2];
+    Rtt { min: nums[0], avg: nums[1], max: nums[2], mdev: nums[3], median }
 }
 
 /// Runs `f` on a thread that has entered network namespace `ns`.
