@@ -20,7 +20,7 @@ CASES  ?=
 FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
-.PHONY: help setup build build-rust check test test-rust test-interop test-conformance \
+.PHONY: help setup build build-rust build-udt check test test-rust test-interop test-conformance \
         testbed testbed-image test-testbed testbed-cleanup dashboards bench fuzz conformance clean
 
 help:
@@ -47,6 +47,11 @@ build: build-rust $(LIBUDT_PEER)
 build-rust:
 	@echo "==> build: cargo build --release (impl/)"
 	cd impl && $(CARGO) build --release
+
+# Only the udt binary (the udt-rs stack's `build` in its meta.toml).
+build-udt:
+	@echo "==> build: $(UDT) (cargo build --release -p udt-cli)"
+	cd impl && $(CARGO) build --release -p udt-cli
 
 $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	@echo "==> build: $@ (C++ against Debian libudt-dev)"
