@@ -35,7 +35,7 @@ help:
 	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
 	@echo "make bench        goodput and CPU: our udt vs libudt, then the loss_list bench"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
-	@echo "make conformance  the conformance suite (STACKS=..., CASES=... passed through)"
+	@echo "make conformance  the conformance suite: builds only the selected stacks (STACKS=..., CASES=..., UDTC_GATE=... passed through)"
 	@echo "make clean        remove build outputs"
 
 setup:
@@ -140,8 +140,12 @@ fuzz:
 	@ci/setup.sh fuzz
 	cd impl && $(FUZZ_ENV) $(CARGO) fuzz run $(FUZZ_TARGET) -- -max_total_time=$(FUZZ_SECONDS)
 
-conformance: setup build
-	@echo "==> conformance: pytest conformance/ $(if $(STACKS),STACKS=$(STACKS)) $(if $(CASES),CASES=$(CASES))"
+# Builds only what the selected stacks need (each stack's `build` in its meta.toml; logs in
+# results/conformance/build-<stack>.log), then runs the suite. A third party's stack outside the
+# tree: `python -m udtconf run --stack PATH` (docs/conformance/README.md).
+conformance: setup
+	@echo "==> conformance: build $(if $(STACKS),$(STACKS),every conformance stack), then pytest conformance/ $(if $(CASES),CASES=$(CASES))"
+	$(CONFORMANCE_ENV) $(PYTHON) -m udtconf build
 	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance
 
 clean:
