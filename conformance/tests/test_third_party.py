@@ -4,7 +4,9 @@ built by its own ``build`` command, run through ``python -m udtconf run --stack 
 Two adapters wrap our ``udt`` binary: ``tp-good`` follows the contract; ``tp-liar``'s client
 sends everything and then exits 1. The run must exit 0 for the first and 1 for the second, its
 results must hold exactly the cells that involve the stack under test (never libudt × libudt),
-and every failure must be pinned on ``tp-liar``, none on libudt.
+and every failure must be pinned on ``tp-liar``, none on libudt. A third, ``tp-rude``, is a
+Python stack built on the active tester's endpoint that never sends an ACK2: a wire-level
+culprit that the rule must name, not the libudt peer whose ACKs go unanswered.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from udtconf.stacks import REPO_ROOT, registry
@@ -59,7 +62,7 @@ def make_adapter(root: Path, name: str, client: str) -> Path:
     return d
 
 
-def run_suite(stack: Path, out: Path) -> tuple[int, dict[str, dict[str, object]], dict[str, object]]:
+def run_suite(stack: Path, out: Path) -> tuple[int, dict[str, dict[str, Any]], dict[str, Any]]:
     argv = [sys.executable, "-m", "udtconf", "run", "--stack", str(stack), "--against", "libudt"]
     argv += ["--cases", "handshake,transfer", "--out", str(out)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=stack.parent)
@@ -117,8 +120,75 @@ def test_failing_stack_exits_1_and_is_blamed_not_libudt(tmp_path: Path, referenc
     tr = entries["interop/libudt/tp-liar/transfer"]
     assert tr["status"] == "skipped"
     assert "handshake failed for server libudt × client tp-liar" in str(tr["message"])
-    gating = [str(o["key"]) for o in gate["gating"]]  # type: ignore[union-attr]
+    gating = [str(o["key"]) for o in gate["gating"]]
     assert gating and all("tp-liar" in k for k in gating)
     assert "interop/tp-liar/tp-liar/handshake" in gating and "interop/libudt/tp-liar/handshake" in gating
     # the probes that drive tp-liar as a client fail on tp-liar, never on libudt
     assert any(k.startswith("active/tp-liar/client/") for k in gating)
+
+
+PY_ENTRYPOINT = """#!{python}
+# A UDT4 endpoint from the suite's active tester (udtconf.tester) that never sends ACK2 (UDT4.md §8.6).
+import os, sys
+sys.path.insert(0, os.path.join(os.environ.get("REPO_ROOT", "."), "conformance"))
+from udtconf.tester import ListenerSession, Wire, connect
+from udtconf.wire import Ack2
+
+if os.environ.get("TESTCASE") != "handshake":
+    sys.exit(127)
+server = (os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"]))
+if os.environ["ROLE"] == "server":
+    listener = ListenerSession(Wire(server))
+    listener.accept(timeout=20)
+    listener.run(20, until=lambda: listener.shutdown_seen)
+    open(os.environ["OUTPUT"], "wb").write(listener.stream())
+    sys.exit(0 if listener.shutdown_seen else 1)
+wire = Wire()
+session = connect(wire, server)
+send = wire.send
+wire.send = lambda pkt, to: None if isinstance(pkt, Ack2) else send(pkt, to)
+ok = session.send_stream(open(os.environ["INPUT"], "rb").read(), timeout=20)
+session.pump(0.5)  # answer nothing, but see the ACKs that keep coming
+session.shutdown()
+sys.exit(0 if ok else 1)
+"""
+
+
+def test_a_wire_level_culprit_is_named_not_the_peer_it_shortchanges(tmp_path: Path, reference_built: None) -> None:
+    d = tmp_path / "adapters" / "tp-rude"
+    d.mkdir(parents=True)
+    (d / "peer.py").write_text(PY_ENTRYPOINT.replace("{python}", sys.executable))
+    (d / "meta.toml").write_text(
+        'name = "tp-rude"\nversion = "0"\ntestcases = ["handshake"]\nrequires = ["entrypoint"]\n'
+        'build = "cp peer.py entrypoint && chmod +x entrypoint"\n'
+    )
+    (d / "entrypoint").write_text("#!/bin/sh\nexit 127\n")  # replaced by the build
+    (d / "entrypoint").chmod(0o755)
+
+    def run(fail_on: str) -> tuple[int, dict[str, Any]]:
+        out = tmp_path / f"out-{fail_on}"
+        argv = [sys.executable, "-m", "udtconf", "run", "--stack", str(d), "--against", "libudt"]
+        argv += ["--cases", "handshake", "--fail-on", fail_on, "--out", str(out)]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        print(p.stdout[-6000:], p.stderr[-3000:])
+        return p.returncode, json.loads((out / "results.json").read_text())
+
+    rc, doc = run("all")
+    entries = {e["key"]: e for e in doc["entries"]}
+    if not any(k.startswith("wire/") and e["status"] != "skipped" for k, e in entries.items()):
+        pytest.skip("no capture (needs root for dumpcap/tcpdump)")
+
+    assert rc == 1
+    assert entries["interop/libudt/tp-rude/handshake"]["status"] == "passed", "the data itself arrives"
+    ack2 = entries["wire/libudt/tp-rude/handshake/udt4/8.6/ack2-for-every-ack"]
+    assert ack2["status"] == "failed"
+    assert ack2["violations"] and all(v.startswith("[tp-rude as client]") for v in ack2["violations"])
+    gating = {o["key"] for o in doc["gate"]["gating"]}
+    assert "wire/libudt/tp-rude/handshake/udt4/8.6/ack2-for-every-ack" in gating
+    for key in gating:
+        assert not any(str(v).startswith("[libudt as") for v in entries[key]["violations"]), key
+    # a SHOULD rule: reported, but not gating under the default gate
+    rc, doc = run("must")
+    assert rc == 0
+    reported = {o["key"] for o in doc["gate"]["reported"]}
+    assert "wire/libudt/tp-rude/handshake/udt4/8.6/ack2-for-every-ack" in reported
