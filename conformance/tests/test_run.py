@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,20 @@ def test_shards_of_a_run_split_cells_from_probes(tmp_path: Path) -> None:
     entries = doc["entries"]
     assert isinstance(entries, list)
     assert {str(e["key"]).split("/")[0] for e in entries} <= {"interop", "wire", "codec"}
+
+
+def test_options_become_the_suites_environment(tmp_path: Path) -> None:
+    from udtconf.run import parser, run_env
+
+    args = parser().parse_args(
+        ["run", "--stack", str(tmp_path / "a"), "--stack", "b", "--against", "none", "--cases", "loss"]
+        + ["--fail-on", "required", "--shard", "1/3", "--out", str(tmp_path / "o"), "--influx", "http://db:8086"]
+    )
+    env = run_env(args, {"STACKS": "libudt", "PATH": "/bin", "UDTC_SHARD": "2/2"})
+    assert env["UDTC_STACK"] == os.pathsep.join([str(tmp_path / "a"), str(Path("b").absolute())])
+    assert env["UDTC_AGAINST"] == "none" and env["CASES"] == "loss" and env["UDTC_GATE"] == "required"
+    assert env["UDTC_SHARD"] == "1/3" and env["UDTC_RESULTS"] == str(tmp_path / "o")
+    assert env["INFLUX"] == "http://db:8086" and env["PATH"] == "/bin"
+    assert "STACKS" not in env, "the plain matrix's selection does not leak into a run"
+    default = run_env(parser().parse_args(["run", "--stack", "x"]), {})
+    assert default["UDTC_GATE"] == "must" and default["UDTC_AGAINST"] == "libudt,udt-rs"
