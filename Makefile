@@ -20,9 +20,8 @@ CASES  ?=
 FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
-.PHONY: help setup build build-rust check test test-rust test-interop test-conformance \
-        testbed testbed-image test-testbed testbed-cleanup dashboards bench fuzz conformance \
-        conformance-image clean
+.PHONY: help setup build build-rust build-udt check test test-rust test-interop test-conformance \
+        testbed testbed-image test-testbed testbed-cleanup dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
@@ -36,7 +35,7 @@ help:
 	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
 	@echo "make bench        goodput and CPU: our udt vs libudt, then the loss_list bench"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
-	@echo "make conformance  the conformance suite (STACKS=..., CASES=... passed through)"
+	@echo "make conformance  the conformance suite: builds only the selected stacks (STACKS=..., CASES=..., UDTC_GATE=... passed through)"
 	@echo "make conformance-image  the suite and the reference stacks in one image, for third parties (docker/Dockerfile.conformance)"
 	@echo "make clean        remove build outputs"
 
@@ -49,6 +48,11 @@ build: build-rust $(LIBUDT_PEER)
 build-rust:
 	@echo "==> build: cargo build --release (impl/)"
 	cd impl && $(CARGO) build --release
+
+# Only the udt binary (the udt-rs stack's `build` in its meta.toml).
+build-udt:
+	@echo "==> build: $(UDT) (cargo build --release -p udt-cli)"
+	cd impl && $(CARGO) build --release -p udt-cli
 
 $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	@echo "==> build: $@ (C++ against Debian libudt-dev)"
@@ -137,8 +141,12 @@ fuzz:
 	@ci/setup.sh fuzz
 	cd impl && $(FUZZ_ENV) $(CARGO) fuzz run $(FUZZ_TARGET) -- -max_total_time=$(FUZZ_SECONDS)
 
-conformance: setup build
-	@echo "==> conformance: pytest conformance/ $(if $(STACKS),STACKS=$(STACKS)) $(if $(CASES),CASES=$(CASES))"
+# Builds only what the selected stacks need (each stack's `build` in its meta.toml; logs in
+# results/conformance/build-<stack>.log), then runs the suite. A third party's stack outside the
+# tree: `python -m udtconf run --stack PATH` (docs/conformance/README.md).
+conformance: setup
+	@echo "==> conformance: build $(if $(STACKS),$(STACKS),every conformance stack), then pytest conformance/ $(if $(CASES),CASES=$(CASES))"
+	$(CONFORMANCE_ENV) $(PYTHON) -m udtconf build
 	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance
 
 # The conformance suite for third parties (docs/conformance/third-party.md): the suite, tshark and
@@ -149,6 +157,7 @@ CONFORMANCE_IMAGE ?= udt-conformance
 # that re-signs traffic, crates.io and PyPI are reached only with them.
 EXTRA_CA_CERTS ?= $(wildcard /usr/local/share/ca-certificates/*.crt)
 
+.PHONY: conformance-image
 conformance-image:
 	@docker/build-base.sh
 	@echo "==> conformance-image: $(CONFORMANCE_IMAGE) (docker/Dockerfile.conformance)"

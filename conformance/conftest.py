@@ -1,6 +1,8 @@
-"""pytest wiring for the conformance suite: stack/case selection (STACKS, CASES), the
-interop runner shared by the session, required/known markers from expectations.toml, and
-the JSON/HTML/JUnit reports under results/conformance/."""
+"""pytest wiring for the conformance suite: the selection (STACKS, CASES, STACKS_DIR, UDTC_STACK,
+UDTC_AGAINST, UDTC_SHARD; udtconf.selection), the interop runner shared by the session (with
+fail-fast on a pair's failed handshake), the `required` marker and scoped waivers from the
+expectations files, the gate (UDTC_GATE; udtconf.gate) and the JSON/HTML/JUnit reports under
+UDTC_RESULTS (default results/conformance/)."""
 
 from __future__ import annotations
 
@@ -8,52 +10,63 @@ import os
 from pathlib import Path
 
 import pytest
-from udtconf import expectations, report
+from udtconf import expectations, gate, report
 from udtconf.checks import rules_for
-from udtconf.interop import RESULTS_DIR, InteropRunner
-from udtconf.stacks import TESTCASES, Stack, discover
+from udtconf.expectations import Expectations
+from udtconf.interop import RESULTS_DIR, InteropRunner, RunResult
+from udtconf.selection import Selection, SelectionError, from_env, key_unit
+from udtconf.stacks import Stack, StackError
 
 # INFLUX=URL: each case's outcome to InfluxDB; a progress bar on a terminal (see the modules' docs).
 pytest_plugins = ["udtconf.influx_results", "udtconf.pytest_progress"]
 
-_KEY = pytest.StashKey[list]()
-_FAILED = pytest.StashKey[list]()
+_ENTRIES = pytest.StashKey[list[report.Entry]]()
+_OUTCOMES = pytest.StashKey[list[gate.Outcome]]()
+_SELECTION = pytest.StashKey[Selection]()
+_EXPECTATIONS = pytest.StashKey[Expectations]()
+_GATE = pytest.StashKey[str]()
 
 
-def selected_stacks() -> list[Stack]:
-    return discover(os.environ.get("STACKS") or None)
-
-
-def selected_cases() -> list[str]:
-    env = os.environ.get("CASES")
-    if not env:
-        return list(TESTCASES)
-    cases = [c.strip() for c in env.split(",") if c.strip()]
-    unknown = [c for c in cases if c not in TESTCASES]
-    if unknown:
-        raise pytest.UsageError(f"unknown CASES {unknown}; known: {list(TESTCASES)}")
-    return cases
+def results_dir() -> Path:
+    return Path(os.environ["UDTC_RESULTS"]).absolute() if os.environ.get("UDTC_RESULTS") else RESULTS_DIR
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        selection = from_env()
+        config.stash[_EXPECTATIONS] = expectations.for_stacks(selection.stacks)
+        config.stash[_GATE] = gate.mode()
+    except (SelectionError, StackError, expectations.ExpectationsError, gate.GateError) as e:
+        raise pytest.UsageError(str(e)) from e
+    config.stash[_SELECTION] = selection
     if config.option.xmlpath is None and not os.environ.get("UDTC_NO_JUNIT"):
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        config.option.xmlpath = str(RESULTS_DIR / "junit.xml")
-    config.stash[_KEY] = []
+        results_dir().mkdir(parents=True, exist_ok=True)
+        config.option.xmlpath = str(results_dir() / "junit.xml")
+    config.stash[_ENTRIES] = []
+    config.stash[_OUTCOMES] = []
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    sel = config.stash[_SELECTION]
+    tested = f"under test: {', '.join(sel.under_test)}; " if sel.under_test else ""
+    shard = f"; shard {sel.shard}" if sel.shard else ""
+    return [
+        f"udtconf: stacks {', '.join(s.name for s in sel.stacks)} ({tested}cases {', '.join(sel.cases)}){shard}; "
+        f"gate {config.stash[_GATE]}; results {results_dir()}"
+    ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    sel = metafunc.config.stash[_SELECTION]
     names = metafunc.fixturenames
     if "matrix_cell" in names:
-        stacks = selected_stacks()
-        params = [(s, c, case) for s in stacks for c in stacks for case in selected_cases()]
-        metafunc.parametrize("matrix_cell", params, ids=[f"{s.name}-{c.name}-{k}" for s, c, k in params])
+        cells = sel.all_cells()
+        metafunc.parametrize("matrix_cell", cells, ids=[f"{s.name}-{c.name}-{k}" for s, c, k in cells])
     elif "matrix_rule" in names:
-        stacks = selected_stacks()
-        params = [(s, c, case, r) for s in stacks for c in stacks for case in selected_cases() for r in rules_for(case)]
+        params = [(s, c, case, r) for s, c, case in sel.all_cells() for r in rules_for(case)]
         metafunc.parametrize("matrix_rule", params, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in params])
     elif "stack" in names:
-        stacks = selected_stacks()
+        stacks = sel.tested_stacks
         metafunc.parametrize("stack", stacks, ids=[s.name for s in stacks])
 
 
@@ -61,76 +74,133 @@ def item_key(item: pytest.Item) -> str | None:
     cs = getattr(item, "callspec", None)
     if cs is None:
         return None
+    test = str(getattr(item, "originalname", item.name))
     p = cs.params
     if "matrix_cell" in p:
         s, c, case = p["matrix_cell"]
-        kind = "interop" if item.originalname == "test_matrix" else "codec"
+        kind = "interop" if test == "test_matrix" else "codec"
         return f"{kind}/{s.name}/{c.name}/{case}"
     if "matrix_rule" in p:
         s, c, case, r = p["matrix_rule"]
         return f"wire/{s.name}/{c.name}/{case}/{r.id}"
     if "stack" in p:
         probe = p.get("probe")
-        name = getattr(probe, "id", None) or item.originalname.removeprefix("test_")
+        name = getattr(probe, "id", None) or test.removeprefix("test_")
         return f"{'active' if probe is not None else 'adapter'}/{p['stack'].name}/{name}"
     return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    exp = expectations.load()
+    sel, exp = config.stash[_SELECTION], config.stash[_EXPECTATIONS]
+    keep, drop = [], []
     for item in items:
         key = item_key(item)
+        # With stacks under test only their tests run: the suite's own unit tests are ours to run.
+        unit = key_unit(key) if key else f"test/{item.nodeid}"
+        if (key is None and sel.under_test) or (sel.shard and not sel.shard.owns(unit, sel.units)):
+            drop.append(item)
+            continue
+        keep.append(item)
         if key is None:
             continue
         item.user_properties.append(("udtc_key", key))
         if exp.is_required(key):
             item.add_marker(pytest.mark.required)
-        known = exp.known_for(key)
-        if known:
-            item.add_marker(pytest.mark.xfail(reason=f"known {known.kind}: {known.reason}", strict=False))
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+class FailFastRunner(InteropRunner):
+    """The session's runner: once a pair's handshake cell failed (when handshake is selected),
+    the pair's other cases skip at once instead of each costing a timeout."""
+
+    def __init__(self, results_dir: Path, cases: tuple[str, ...]) -> None:
+        super().__init__(results_dir)
+        self.cases = cases
+
+    def run(self, server: Stack, client: Stack, case: str) -> RunResult:
+        if case != "handshake" and "handshake" in self.cases:
+            hs = super().run(server, client, "handshake")
+            if hs.status == "fail":
+                return RunResult(
+                    server.name,
+                    client.name,
+                    case,
+                    "skipped",
+                    f"handshake failed for server {server.name} × client {client.name} (see {hs.logdir}): {hs.reason}",
+                    hs.logdir,
+                )
+        return super().run(server, client, case)
 
 
 @pytest.fixture(scope="session")
-def runner() -> InteropRunner:
-    return InteropRunner()
+def runner(pytestconfig: pytest.Config) -> InteropRunner:
+    return FailFastRunner(results_dir(), pytestconfig.stash[_SELECTION].cases)
+
+
+@pytest.fixture(scope="session", name="results_dir")
+def results_dir_fixture() -> Path:
+    """Where this session writes results (UDTC_RESULTS, default results/conformance/)."""
+    return results_dir()
+
+
+def _message(rep: pytest.TestReport) -> str:
+    crash = getattr(rep.longrepr, "reprcrash", None)
+    if crash is not None:
+        return str(crash.message)
+    if isinstance(rep.longrepr, tuple):
+        return str(rep.longrepr[2])
+    return str(getattr(rep, "wasxfail", "") or rep.longrepr or "")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     outcome = yield
     rep: pytest.TestReport = outcome.get_result()
+    config = item.config
     props = dict(item.user_properties)
+    key = props.get("udtc_key")
+    key = key if isinstance(key, str) else None
     if rep.failed:
-        item.config.stash.setdefault(_FAILED, []).append(props.get("udtc_key"))
-    if "udtc_key" not in props:
+        message = " ".join(_message(rep).split())[:600]
+        # A wire rule records the stacks its violations blame; otherwise every stack of the key is.
+        raw = props.get("udtc_blamed")
+        blamed = [str(b) for b in raw] if isinstance(raw, list) else []
+        waiver = config.stash[_EXPECTATIONS].waiver_for(key, blamed) if key else None
+        if waiver is not None:
+            # An expected failure, as pytest's own xfail reports one.
+            rep.outcome = "skipped"
+            rep.wasxfail = waiver.describe()
+            verdict = "waived"
+        else:
+            grade = str(props.get("udtc_grade", ""))
+            verdict = (
+                "gating" if gate.gates(config.stash[_GATE], key, grade, config.stash[_EXPECTATIONS]) else "reported"
+            )
+        # JUnit writes the properties of the teardown report, which copies the item's.
+        item.user_properties.append(("udtc_gate", verdict))
+        rep.user_properties.append(("udtc_gate", verdict))
+        config.stash[_OUTCOMES].append(gate.Outcome(key or item.nodeid, verdict, message))
+    if key is None:
         return
     if rep.when == "call" or (rep.when == "setup" and rep.outcome != "passed"):
-        status = rep.outcome
+        status: str = rep.outcome
         if hasattr(rep, "wasxfail"):
             status = "xfail" if rep.outcome == "skipped" else "xpass"
-        item.config.stash[_KEY].append(
-            report.Entry.from_props(
-                props,
-                nodeid=item.nodeid,
-                status=status,
-                message=(
-                    str(rep.longrepr.reprcrash.message)
-                    if hasattr(rep.longrepr, "reprcrash") and rep.longrepr.reprcrash
-                    # type: ignore[union-attr]
-                    else (rep.longrepr[2] if isinstance(rep.longrepr, tuple) else getattr(rep, "wasxfail", ""))
-                ),
-            )
+        config.stash[_ENTRIES].append(
+            report.Entry.from_props(props, nodeid=item.nodeid, status=status, message=_message(rep))
         )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    entries = session.config.stash.get(_KEY, [])
+    config = session.config
+    entries = config.stash.get(_ENTRIES, [])
+    outcomes = config.stash.get(_OUTCOMES, [])
+    out = results_dir()
     if entries:
-        report.write(entries, RESULTS_DIR, Path(session.config.option.xmlpath or ""))
-    # UDTC_GATE=required: the run reports everything but its exit status only reflects the
-    # tests marked `required` in expectations.toml (plus any unit test outside the matrix).
-    if os.environ.get("UDTC_GATE") == "required" and exitstatus == pytest.ExitCode.TESTS_FAILED:
-        exp = expectations.load()
-        gating = [e for e in session.config.stash.get(_FAILED, []) if e is None or exp.is_required(e)]
-        if not gating:
-            session.exitstatus = pytest.ExitCode.OK
+        report.write(entries, out, Path(config.option.xmlpath or ""))
+        gate.annotate(out, config.stash[_GATE], outcomes)
+    # The run reports every failure; its exit status reflects only the gating ones.
+    if exitstatus == pytest.ExitCode.TESTS_FAILED and not any(o.verdict == "gating" for o in outcomes):
+        session.exitstatus = pytest.ExitCode.OK

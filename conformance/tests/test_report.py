@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from udtconf.expectations import load
 from udtconf.report import Entry, render_html, write
 
 
@@ -39,11 +38,3 @@ def test_matrix_marks_and_links(tmp_path: Path) -> None:
     write(entries, tmp_path)
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["summary"] == {"passed": 1, "failed": 2, "skipped": 1}
-
-
-def test_expectations_file_parses_and_matches() -> None:
-    exp = load()
-    assert exp.is_required("interop/libudt/udt-rs/transfer")
-    assert not exp.is_required("interop/libudt/udt-rs/multiconnect")
-    k = exp.known_for("active/libudt/client/early-nak")
-    assert k is not None and k.kind == "finding"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from udtconf.stacks import REPO_ROOT, STACKS_DIR, Bulk, StackError, discover, load, registry
+from udtconf.stacks import REPO_ROOT, STACKS_DIR, Bulk, StackError, build, discover, load, registry, search_path
 
 UDT_CLI_BULK = '[bulk]\ncontract = "udt-cli"\nbinary = "build/x-peer"\nbinary_env = "X_PEER"\nbuild = "make x"\n'
 IPERF3_BULK = '[bulk]\ncontract = "iperf3"\ncongestion_control = "cubic"\n'
@@ -27,9 +28,9 @@ def _tcp(root: Path, name: str = "tcp-x", bulk: str = IPERF3_BULK) -> Path:
 
 
 def test_shipped_registry_names_every_stack_once() -> None:
-    stacks = registry()
+    stacks = registry(STACKS_DIR)
     assert list(stacks) == ["libudt", "tcp-bbr", "tcp-cubic", "udt-rs"]
-    assert [s.name for s in discover()] == ["libudt", "udt-rs"]
+    assert [s.name for s in discover(None, STACKS_DIR)] == ["libudt", "udt-rs"]
     for name in ("udt-rs", "libudt"):
         s = stacks[name]
         assert s.protocol == "udt" and s.conformance and s.bulk and s.bulk.contract == "udt-cli"
@@ -120,5 +121,103 @@ def test_registry_lists_all_and_discover_only_conformance_stacks(tmp_path: Path)
         discover("udt", tmp_path)
 
 
-def test_shipped_stacks_dir_is_the_default() -> None:
+def test_shipped_stacks_dir_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STACKS_DIR", raising=False)
     assert registry() == registry(STACKS_DIR)
+
+
+# ----------------------------------------------------------------- stacks outside the tree
+
+
+def test_requires_are_relative_to_the_stack_directory_with_repo_root_expanded(tmp_path: Path) -> None:
+    d = _stack(tmp_path, "x", 'testcases = ["transfer"]\nrequires = ["bin/peer", "${REPO_ROOT}/build/y", "/abs/z"]\n')
+    s = load(d)
+    assert s.requires == (d / "bin/peer", REPO_ROOT / "build/y", Path("/abs/z"))
+    assert s.missing() == [str(d / "bin/peer"), str(REPO_ROOT / "build/y"), "/abs/z"]
+    (d / "bin").mkdir()
+    (d / "bin/peer").write_text("")
+    assert str(d / "bin/peer") not in s.missing()
+
+
+def test_shipped_stacks_require_their_products_under_the_repo_and_say_how_to_build_them() -> None:
+    stacks = registry(STACKS_DIR)
+    assert stacks["libudt"].requires == (REPO_ROOT / "build/libudt-peer",)
+    assert stacks["udt-rs"].requires == (REPO_ROOT / "impl/target/release/udt",)
+    assert all('make -C "$REPO_ROOT"' in (stacks[n].build or "") for n in ("libudt", "udt-rs"))
+
+
+def test_a_variable_other_than_repo_root_in_requires_is_an_error(tmp_path: Path) -> None:
+    d = _stack(tmp_path, "x", 'testcases = ["transfer"]\nrequires = ["$HOME/peer"]\n')
+    with pytest.raises(StackError, match=r"x/meta.toml: requires entry '\$HOME/peer': only \$\{REPO_ROOT\}"):
+        load(d)
+
+
+def test_stacks_dir_adds_stacks_before_the_shipped_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _stack(a, "mine", 'testcases = ["transfer"]\n')
+    _stack(b, "theirs", 'testcases = ["handshake"]\n')
+    monkeypatch.setenv("STACKS_DIR", f"{a}{os.pathsep}{b}")
+    assert search_path() == [a, b, STACKS_DIR]
+    assert {"mine", "theirs", "libudt", "udt-rs"} <= set(registry())
+    assert [s.name for s in discover("mine,libudt")] == ["mine", "libudt"]
+    assert registry()["mine"].path == a / "mine"
+
+
+def test_stacks_dir_that_is_not_a_directory_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKS_DIR", str(tmp_path / "nope"))
+    with pytest.raises(StackError, match=r"STACKS_DIR: .*nope is not a directory"):
+        registry()
+
+
+def test_bad_meta_in_stacks_dir_names_its_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _stack(tmp_path, "broken", "testcases = [\n")
+    monkeypatch.setenv("STACKS_DIR", str(tmp_path))
+    with pytest.raises(StackError, match=f"{tmp_path}/broken/meta.toml: not valid TOML"):
+        discover()
+
+
+def test_a_name_defined_twice_is_an_error_naming_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _stack(tmp_path, "libudt", 'testcases = ["transfer"]\n')
+    monkeypatch.setenv("STACKS_DIR", str(tmp_path))
+    with pytest.raises(StackError) as e:
+        registry()
+    assert f"two stacks named 'libudt': {tmp_path}/libudt/meta.toml and {STACKS_DIR}/libudt/meta.toml" in str(e.value)
+    monkeypatch.delenv("STACKS_DIR")
+    other = _stack(tmp_path / "elsewhere", "udt-rs", 'testcases = ["transfer"]\n')
+    with pytest.raises(StackError, match="two stacks named 'udt-rs'"):
+        registry(stacks=[other])
+
+
+def test_a_stack_given_by_path_joins_the_registry(tmp_path: Path) -> None:
+    d = _stack(tmp_path / "far" / "away", "tp", 'testcases = ["transfer"]\n')
+    assert registry(stacks=[d])["tp"].path == d
+    assert registry(stacks=[STACKS_DIR / "libudt"])["libudt"].path == STACKS_DIR / "libudt"  # no clash with itself
+    with pytest.raises(StackError, match="no meta.toml"):
+        registry(stacks=[tmp_path])
+    with pytest.raises(StackError, match="not a directory"):
+        registry(stacks=[tmp_path / "missing"])
+
+
+def test_build_runs_in_the_stack_directory_with_repo_root_set(tmp_path: Path) -> None:
+    d = _stack(tmp_path, "x", 'testcases = ["transfer"]\nrequires = ["out"]\nbuild = "echo \\"$REPO_ROOT\\" > out"\n')
+    build(load(d), tmp_path / "logs/build-x.log")
+    assert (d / "out").read_text().strip() == str(REPO_ROOT)
+    assert "echo" in (tmp_path / "logs/build-x.log").read_text()
+
+
+def test_failed_build_names_the_command_and_shows_the_log_tail(tmp_path: Path) -> None:
+    d = _stack(tmp_path, "x", 'testcases = ["transfer"]\nbuild = "echo compiler says no; exit 3"\n')
+    with pytest.raises(StackError) as e:
+        build(load(d), tmp_path / "build-x.log")
+    msg = str(e.value)
+    assert "stack 'x': build failed (exit 3): `echo compiler says no; exit 3`" in msg
+    assert "compiler says no" in msg and str(tmp_path / "build-x.log") in msg
+
+
+def test_build_that_leaves_requires_missing_is_an_error(tmp_path: Path) -> None:
+    d = _stack(tmp_path, "x", 'testcases = ["transfer"]\nrequires = ["peer"]\nbuild = "true"\n')
+    with pytest.raises(StackError, match=r"stack 'x' is not built: .*peer missing \(its build `true` ran"):
+        build(load(d), tmp_path / "build-x.log")
+    d2 = _stack(tmp_path, "y", 'testcases = ["transfer"]\nrequires = ["peer"]\n')
+    with pytest.raises(StackError, match="meta.toml has no 'build'"):
+        build(load(d2), tmp_path / "build-y.log")

@@ -32,13 +32,18 @@ def test_rule(matrix_rule: tuple[Stack, Stack, str, Rule], runner: InteropRunner
     names = {"server": server.name, "client": client.name}
     ctx = Context(case, set(res.dropped), res.client_leg)
     violations: list[str] = []
+    blamed: set[str] = set()
     inconclusive: list[str] = []
     for conn in res.conns:
         try:
-            violations += [v.render(names) for v in rule.run(conn, ctx)]
+            found = rule.run(conn, ctx)
         except Inconclusive as e:
             inconclusive.append(str(e))
+            continue
+        violations += [v.render(names) for v in found]
+        blamed |= {names.get(v.party, v.party) for v in found}
     record_property("udtc_violations", violations)
+    record_property("udtc_blamed", sorted(blamed))  # the stacks a waiver must name (expectations.py)
     if violations:
         shown = "\n  ".join(violations[:10])
         more = f"\n  … and {len(violations) - 10} more" if len(violations) > 10 else ""

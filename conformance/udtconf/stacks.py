@@ -1,8 +1,17 @@
 """The registry of stacks: every stack the project runs, one directory each.
 
-A stack is a directory ``conformance/stacks/<name>/`` with a ``meta.toml``. It is the only list
-of stacks in the project: the conformance suite, the interop tests (``impl/interop``), the
-benchmark (``impl/bench``) and the testbed all read it (:func:`registry`).
+A stack is a directory ``<name>/`` with a ``meta.toml``. The shipped ones live in
+``conformance/stacks/``; a third party's adapters can live anywhere: the directories listed in
+``STACKS_DIR`` (os.pathsep-separated, each holding stack directories) are searched first, and
+single stack directories can be added by path (``python -m udtconf run --stack PATH``). It is the
+only list of stacks in the project: the conformance suite, the interop tests (``impl/interop``),
+the benchmark (``impl/bench``) and the testbed all read it (:func:`registry`). Two stacks with
+one name are an error naming both directories.
+
+A stack's ``requires`` (build products that must exist) are paths relative to the stack
+directory, with ``${REPO_ROOT}`` standing for this repository's root; its optional ``build``
+command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) makes them
+(:func:`build`).
 
 * A stack with conformance test cases (non-empty ``testcases``) also has an executable
   ``entrypoint``, the adapter contract (docs/conformance/adapter-contract.md). The suite never
@@ -20,7 +29,7 @@ import os
 import subprocess
 import tomllib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,8 +37,11 @@ EXIT_OK = 0
 EXIT_UNSUPPORTED = 127
 
 CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
-STACKS_DIR = CONFORMANCE_DIR / "stacks"
+STACKS_DIR = CONFORMANCE_DIR / "stacks"  # the shipped stacks; the STACKS_DIR variable adds more
 REPO_ROOT = CONFORMANCE_DIR.parent
+REPO_ROOT_VAR = "${REPO_ROOT}"
+# What `run --stack` pairs a stack under test with when --against is not given.
+REFERENCE_STACKS = ("libudt", "udt-rs")
 
 TESTCASES = ("handshake", "transfer", "dgram", "rendezvous", "loss", "multiconnect", "close")
 # The wire protocol a stack speaks, and for each bulk-transfer contract the protocol it implies.
@@ -70,7 +82,8 @@ class Stack:
     version: str
     description: str
     testcases: tuple[str, ...]
-    requires: tuple[str, ...] = ()
+    requires: tuple[Path, ...] = ()  # absolute: resolved against the stack directory / ${REPO_ROOT}
+    build: str | None = None  # shell command that makes ``requires`` (run in ``path``)
     reference: bool = False
     protocol: str = "udt"
     bulk: Bulk | None = None
@@ -101,7 +114,7 @@ class Stack:
 
     def missing(self) -> list[str]:
         """Required build products that are not there (the stack is then skipped, not failed)."""
-        return [r for r in self.requires if not (REPO_ROOT / r).exists()]
+        return [str(r) for r in self.requires if not r.exists()]
 
     @property
     def available(self) -> bool:
@@ -186,6 +199,21 @@ def _strings(meta_path: Path, table: Mapping[str, object], key: str) -> tuple[st
     return tuple(str(v) for v in value)
 
 
+def _requires(meta_path: Path, table: Mapping[str, object]) -> tuple[Path, ...]:
+    """``requires`` entries as absolute paths: ``${REPO_ROOT}`` expanded, the rest relative to
+    the stack directory (the meta.toml's directory)."""
+    out = []
+    for r in _strings(meta_path, table, "requires"):
+        expanded = r.replace(REPO_ROOT_VAR, str(REPO_ROOT))
+        if "$" in expanded:
+            raise StackError(
+                f"{meta_path}: requires entry {r!r}: only {REPO_ROOT_VAR} is expanded; write other paths "
+                "relative to the stack directory or absolute"
+            )
+        out.append(Path(os.path.normpath(meta_path.parent.absolute() / expanded)))  # symlinks kept
+    return tuple(out)
+
+
 def _bulk(meta_path: Path, protocol: str, table: object) -> Bulk:
     if not isinstance(table, dict):
         raise StackError(f"{meta_path}: 'bulk' must be a table ([bulk]), not {table!r}")
@@ -248,7 +276,8 @@ def load(path: Path) -> Stack:
         version=str(meta["version"]),
         description=_string(meta_path, meta, "description") or "",
         testcases=testcases,
-        requires=_strings(meta_path, meta, "requires"),
+        requires=_requires(meta_path, meta),
+        build=_string(meta_path, meta, "build"),
         reference=bool(meta.get("reference", False)),
         protocol=protocol,
         bulk=bulk,
@@ -256,20 +285,69 @@ def load(path: Path) -> Stack:
     )
 
 
-def registry(root: Path = STACKS_DIR) -> dict[str, Stack]:
-    """Every stack of the project by name (sorted): conformance stacks and bulk-only ones (TCP)."""
-    names = sorted(p.name for p in root.iterdir() if (p / "meta.toml").is_file())
-    return {n: load(root / n) for n in names}
+def search_path(environ: Mapping[str, str] = os.environ) -> list[Path]:
+    """The directories whose subdirectories are stacks: ``$STACKS_DIR``'s entries (os.pathsep-
+    separated, in order), then the shipped ``conformance/stacks/``."""
+    extra = [Path(d).expanduser() for d in environ.get("STACKS_DIR", "").split(os.pathsep) if d.strip()]
+    for d in extra:
+        if not d.is_dir():
+            raise StackError(
+                f"STACKS_DIR: {d} is not a directory (STACKS_DIR lists directories that hold stack directories, "
+                f"each with a meta.toml; separate several with '{os.pathsep}')"
+            )
+    return [*extra, STACKS_DIR]
 
 
-def discover(selected: str | None = None, root: Path = STACKS_DIR) -> list[Stack]:
-    """The conformance stacks (non-empty ``testcases``) under ``root``, sorted, or the
+def stack_dir(path: Path) -> Path:
+    """A single stack directory given by path (``--stack``), checked to hold a meta.toml."""
+    path = path.expanduser()
+    if not path.is_dir():
+        raise StackError(f"{path}: not a directory (a stack is a directory with meta.toml and entrypoint)")
+    if not (path / "meta.toml").is_file():
+        raise StackError(
+            f"{path}: no meta.toml (a stack directory needs meta.toml and an executable entrypoint; "
+            "see docs/conformance/adapter-contract.md)"
+        )
+    return path.resolve()
+
+
+def registry(root: Path | Iterable[Path] | None = None, stacks: Iterable[Path] = ()) -> dict[str, Stack]:
+    """Every stack by name (sorted): conformance stacks and bulk-only ones (TCP).
+
+    ``root`` is one directory of stack directories, several, or ``None`` for :func:`search_path`
+    (``$STACKS_DIR``, then the shipped stacks); ``stacks`` adds single stack directories (first).
+    A name defined twice is a :class:`StackError` naming both directories."""
+    roots = search_path() if root is None else [root] if isinstance(root, Path) else list(root)
+    dirs = [stack_dir(Path(s)) for s in stacks]
+    for r in roots:
+        dirs += sorted(p for p in r.iterdir() if (p / "meta.toml").is_file())
+    found: dict[str, Stack] = {}
+    for d in dirs:
+        if d.name in found and found[d.name].path.resolve() == d.resolve():
+            continue  # the same directory named twice (e.g. --stack on a registry stack)
+        stack = load(d)
+        if stack.name in found:
+            raise StackError(
+                f"two stacks named '{stack.name}': {found[stack.name].path / 'meta.toml'} and {d / 'meta.toml'}; "
+                "rename one (its directory and its name = in meta.toml) or leave one out of STACKS_DIR/--stack"
+            )
+        found[stack.name] = stack
+    return dict(sorted(found.items()))
+
+
+def discover(selected: str | None = None, root: Path | Iterable[Path] | None = None) -> list[Stack]:
+    """The conformance stacks (non-empty ``testcases``) of :func:`registry`, sorted, or the
     comma-separated ``selected`` names in the order given."""
     stacks = registry(root)
+    return select(stacks, selected)
+
+
+def select(stacks: Mapping[str, Stack], selected: str | None) -> list[Stack]:
+    """The conformance stacks of ``stacks``, or the comma-separated ``selected`` names in order."""
     conformance = [s.name for s in stacks.values() if s.conformance]
     if not selected:
         return [stacks[n] for n in conformance]
-    wanted = [s.strip() for s in selected.split(",") if s.strip()]
+    wanted = list(dict.fromkeys(s.strip() for s in selected.split(",") if s.strip()))
     unknown = [w for w in wanted if w not in stacks]
     if unknown:
         raise StackError(f"unknown stack(s) {unknown}; conformance stacks: {conformance}")
@@ -280,3 +358,42 @@ def discover(selected: str | None = None, root: Path = STACKS_DIR) -> list[Stack
             f"and the benchmark only); conformance stacks: {conformance}"
         )
     return [stacks[w] for w in wanted]
+
+
+def build(stack: Stack, log: Path, timeout: float = 3600.0) -> None:
+    """Run the stack's ``build`` command (if any) in its directory with ``REPO_ROOT`` set, output
+    to ``log``; a :class:`StackError` with the command and the log's tail when it fails or when
+    ``requires`` are still missing afterwards."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if stack.build:
+        env = dict(os.environ, REPO_ROOT=str(REPO_ROOT))
+        with open(log, "wb") as out:
+            out.write(f"$ cd {stack.path} && {stack.build}\n".encode())
+            out.flush()
+            try:
+                rc = subprocess.run(
+                    stack.build,
+                    shell=True,
+                    cwd=stack.path,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout,
+                ).returncode
+            except subprocess.TimeoutExpired:
+                rc = None
+        if rc != 0:
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+            status = f"exit {rc}" if rc is not None else f"no result within {timeout:.0f} s"
+            raise StackError(
+                f"stack '{stack.name}': build failed ({status}): `{stack.build}` in {stack.path}\n"
+                f"--- last lines of {log} ---\n{tail}\n--- fix the build (meta.toml 'build') and run again"
+            )
+    missing = stack.missing()
+    if missing:
+        how = f"its build `{stack.build}` ran but did not make them" if stack.build else "meta.toml has no 'build'"
+        raise StackError(
+            f"stack '{stack.name}' is not built: {', '.join(missing)} missing ({how}); "
+            f"build them, or fix 'requires'/'build' in {stack.path / 'meta.toml'}"
+        )

@@ -1,0 +1,157 @@
+"""``python -m udtconf run``: usage errors exit 2 with what to do; the gate decides 0 or 1."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from udtconf.run import main
+
+# A stack that binds the server port and exits 0, and whose client fails at once: an interop
+# failure within a second, without a real UDT stack.
+ENTRYPOINT = f"""#!/usr/bin/env bash
+case "${{TESTCASE:-}}" in handshake) ;; *) exit 127 ;; esac
+case "$ROLE" in
+  server) exec {sys.executable} -c 'import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2]))); time.sleep(1)' \\
+    "$SERVER_ADDR" "$SERVER_PORT" ;;
+  client) echo "client gives up" >&2; exit 1 ;;
+esac
+"""
+
+
+def _stack(root: Path, name: str = "tp", extra: str = "") -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "meta.toml").write_text(f'name = "{name}"\nversion = "0"\ntestcases = ["handshake"]\n{extra}')
+    ep = d / "entrypoint"
+    ep.write_text(ENTRYPOINT)
+    ep.chmod(0o755)
+    return d
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    try:
+        rc = main(["run", *argv])
+    except SystemExit as e:  # argparse's own usage errors
+        rc = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return rc, out + err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "the following arguments are required: --stack"),
+        (["--stack", "NOWHERE"], "not a directory"),
+        (["--stack", "TMP"], "no meta.toml"),
+        (["--stack", "TP", "--against", "libudt,quic"], r"unknown stack(s) ['quic']"),
+        (["--stack", "TP", "--cases", "transfer,wrapp"], r"unknown test case(s) ['wrapp']"),
+        (["--stack", "TP", "--shard", "3/2"], "shard '3/2': needs 1 <= i <= N"),
+        (["--stack", "TP", "--fail-on", "should"], "invalid choice: 'should'"),
+        (["--stack", "TP", "--influx", "localhost:8086"], "give an http(s):// URL"),
+    ],
+)
+def test_usage_errors_exit_2_saying_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    tp = _stack(tmp_path / "adapters")
+    subst = {"NOWHERE": str(tmp_path / "nowhere"), "TMP": str(tmp_path), "TP": str(tp)}
+    rc, out = _run(capsys, *[subst.get(a, a) for a in argv], "--out", str(tmp_path / "out"))
+    assert rc == 2
+    assert message in out
+
+
+def test_bad_meta_toml_exits_2_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tp = _stack(tmp_path, extra="testcases = []\n")
+    rc, out = _run(capsys, "--stack", str(tp))
+    assert rc == 2 and f"{tp}/meta.toml: not valid TOML" in out
+
+
+def test_a_name_clash_with_a_registry_stack_exits_2_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mine = _stack(tmp_path, "libudt")
+    rc, out = _run(capsys, "--stack", str(mine), "--list")
+    assert rc == 2 and "two stacks named 'libudt'" in out and str(mine / "meta.toml") in out
+
+
+def test_bad_per_stack_expectations_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tp = _stack(tmp_path)
+    (tp / "expectations.toml").write_text('[[waiver]]\nmatch = "interop/*"\nstacks = ["tp"]\nkind = "finding"\n')
+    rc, out = _run(capsys, "--stack", str(tp), "--list")
+    assert rc == 2 and f"{tp}/expectations.toml: [[waiver]] #1" in out and "missing ['reason', 'since']" in out
+
+
+def test_failed_build_exits_2_with_the_command_and_the_log_tail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tp = _stack(tmp_path, extra="build = \"echo 'cc: error: peer.c: no such file'; exit 1\"\n")
+    rc, out = _run(capsys, "--stack", str(tp), "--against", "none", "--out", str(tmp_path / "out"))
+    assert rc == 2
+    assert "stack 'tp': build failed (exit 1)" in out and "cc: error: peer.c: no such file" in out
+    assert (tmp_path / "out/build-tp.log").is_file()
+    assert not (tmp_path / "out/results.json").exists(), "the suite does not start after a failed build"
+
+
+def test_list_shows_the_cells_of_a_shard(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tp = _stack(tmp_path)
+    rc, out = _run(capsys, "--stack", str(tp), "--against", "libudt", "--cases", "handshake", "--list")
+    assert rc == 0
+    assert "3 interop cells:" in out and "server libudt × client tp: handshake" in out
+    assert "server libudt × client libudt" not in out
+    rc, out = _run(capsys, "--stack", str(tp), "--against", "libudt", "--list", "--shard", "2/2")
+    assert rc == 0 and "(shard 2/2)" in out
+
+
+def _suite(tmp_path: Path, tp: Path, *extra: str) -> tuple[int, dict[str, object], str]:
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "udtconf", "run", "--stack", str(tp), "--against", "none", "--cases", "handshake"]
+    argv += ["--out", str(out), *extra]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    results = out / "results.json"
+    return p.returncode, json.loads(results.read_text()) if results.is_file() else {}, p.stdout + p.stderr
+
+
+@pytest.mark.slow
+def test_a_gating_failure_exits_1_and_a_stacks_own_waiver_turns_it_into_an_xfail(tmp_path: Path) -> None:
+    tp = _stack(tmp_path)
+    rc, doc, out = _suite(tmp_path, tp)
+    assert rc == 1, out
+    gate = doc["gate"]
+    assert isinstance(gate, dict) and [o["key"] for o in gate["gating"]] == ["interop/tp/tp/handshake"]
+    assert "client tp#0 exit 1" in gate["gating"][0]["message"]
+    junit = (tmp_path / "out/junit.xml").read_text()
+    assert 'name="udtc_gate" value="gating"' in junit
+
+    (tp / "expectations.toml").write_text(
+        '[[waiver]]\nmatch = "interop/tp/tp/handshake"\nstacks = ["tp"]\nkind = "finding"\n'
+        'reason = "our client reports failure after a complete send (issue 12)"\nsince = 2026-11-23\n'
+    )
+    rc, doc, out = _suite(tmp_path, tp)
+    assert rc == 0, out
+    gate = doc["gate"]
+    assert isinstance(gate, dict) and not gate["gating"]
+    assert [o["key"] for o in gate["waived"]] == ["interop/tp/tp/handshake"]
+    entries = doc["entries"]
+    assert isinstance(entries, list)
+    (cell,) = [e for e in entries if e["key"] == "interop/tp/tp/handshake"]
+    assert cell["status"] == "xfail"
+
+
+@pytest.mark.slow
+def test_shards_of_a_run_split_cells_from_probes(tmp_path: Path) -> None:
+    tp = _stack(tmp_path)
+    rc, doc, out = _suite(tmp_path, tp, "--shard", "2/2")
+    assert rc == 0, out  # the failing interop cell is shard 1's
+    entries = doc["entries"]
+    assert isinstance(entries, list)
+    assert entries and all(str(e["key"]).startswith(("adapter/tp/", "active/tp/")) for e in entries)
+    rc, doc, out = _suite(tmp_path, tp, "--shard", "1/2")
+    assert rc == 1, out
+    entries = doc["entries"]
+    assert isinstance(entries, list)
+    assert {str(e["key"]).split("/")[0] for e in entries} <= {"interop", "wire", "codec"}

@@ -1,0 +1,245 @@
+"""``python -m udtconf run``: the conformance suite for stacks under test, in one command.
+
+::
+
+    python -m udtconf run --stack PATH [--stack PATH ...] [--against libudt,udt-rs|none]
+                          [--cases a,b] [--fail-on must|required|all] [--shard i/N]
+                          [--out DIR] [--influx URL] [--list]
+
+``--stack`` is a stack directory (meta.toml + entrypoint, docs/conformance/adapter-contract.md)
+anywhere on disk. The command runs the ``build`` commands of the stacks this run needs (logs in
+``<out>/build-<stack>.log``), then the suite for the cells that involve a stack under test
+(with itself and with each ``--against`` stack, both directions), its active probes and its
+adapter checks (:mod:`udtconf.selection`); writes junit.xml, results.json, matrix.html and runs/
+to ``--out``; prints the matrix; and exits 0 when nothing gating failed, 1 when something did
+(:mod:`udtconf.gate`), 2 when it could not run: a bad option, meta.toml or expectations file,
+an unknown stack, a failed build.
+
+``python -m udtconf build`` runs only the builds, for the selection of the environment (the
+plain matrix's ``STACKS``, default every conformance stack); ``make conformance`` uses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from . import expectations, gate
+from .selection import Selection, SelectionError, from_env
+from .stacks import CONFORMANCE_DIR, REFERENCE_STACKS, REPO_ROOT, StackError, build
+
+EXIT_OK, EXIT_GATE, EXIT_USAGE = 0, 1, 2
+DEFAULT_OUT = REPO_ROOT / "results" / "conformance"
+SYMBOL = {"passed": "✓", "xpass": "✓", "failed": "✕", "xfail": "✕", "skipped": "?"}
+
+
+class UsageError(Exception):
+    """The run cannot start; the message says what to do."""
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m udtconf",
+        description="UDT4 conformance suite (docs/conformance/README.md).",
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,build}")
+    run = sub.add_parser(
+        "run",
+        help="run the suite for stacks under test",
+        description="Build and run the conformance suite for the stacks under test; exit 0 when nothing gating "
+        "failed, 1 when something did, 2 when the run could not start.",
+    )
+    run.add_argument(
+        "--stack",
+        action="append",
+        required=True,
+        type=Path,
+        metavar="PATH",
+        help="a stack directory (meta.toml + entrypoint), anywhere on disk; repeat for several",
+    )
+    run.add_argument(
+        "--against",
+        default=",".join(REFERENCE_STACKS),
+        metavar="NAMES",
+        help=f"comma-separated registry stacks to pair with, both directions (default {','.join(REFERENCE_STACKS)}; "
+        "'none': the stacks under test only with themselves and each other)",
+    )
+    run.add_argument("--cases", metavar="A,B", help="comma-separated test cases (default: all)")
+    run.add_argument(
+        "--fail-on",
+        choices=gate.GATES,
+        default="must",
+        help="what fails the run: MUST rules, interop, probes and adapter checks (must, default); "
+        "the expectations' required globs (required); every failure (all)",
+    )
+    run.add_argument("--shard", metavar="i/N", help="run only shard i of N (split by cell and by stack)")
+    run.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help=f"results directory (default {DEFAULT_OUT})"
+    )
+    run.add_argument("--influx", metavar="URL", help="write each case's outcome to InfluxDB 1.x at URL")
+    run.add_argument("--list", action="store_true", help="list what this run (and shard) would run, then exit")
+    b = sub.add_parser(
+        "build",
+        help="run the build commands of the selected stacks",
+        description="Run the meta.toml 'build' command of each stack the environment selects (STACKS, "
+        "UDTC_STACK/UDTC_AGAINST, UDTC_SHARD; default every conformance stack).",
+    )
+    b.add_argument(
+        "--out", type=Path, metavar="DIR", help="where build-<stack>.log go (default $UDTC_RESULTS or results)"
+    )
+    return ap
+
+
+def run_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, str]:
+    """The environment the suite reads (udtconf.selection, conftest.py) for these options."""
+    env = {k: v for k, v in base.items() if k not in ("STACKS", "CASES", "UDTC_SHARD", "INFLUX", "UDTC_NO_JUNIT")}
+    env["UDTC_STACK"] = os.pathsep.join(str(p.expanduser().absolute()) for p in args.stack)
+    env["UDTC_AGAINST"] = args.against
+    env["UDTC_GATE"] = args.fail_on
+    env["UDTC_RESULTS"] = str(args.out.absolute())
+    if args.cases:
+        env["CASES"] = args.cases
+    if args.shard:
+        env["UDTC_SHARD"] = args.shard
+    if args.influx:
+        if not args.influx.startswith(("http://", "https://")):
+            raise UsageError(
+                f"--influx {args.influx!r}: give an http(s):// URL of InfluxDB 1.x, e.g. http://localhost:8086"
+            )
+        env["INFLUX"] = args.influx
+    return env
+
+
+def selection(env: Mapping[str, str]) -> Selection:
+    try:
+        sel = from_env(env)
+        expectations.for_stacks(sel.stacks)  # a bad per-stack file stops the run here, not in pytest
+    except (SelectionError, StackError, expectations.ExpectationsError) as e:
+        raise UsageError(str(e)) from e
+    return sel
+
+
+def describe(sel: Selection) -> list[str]:
+    cells = sel.cells()
+    shard = f" (shard {sel.shard})" if sel.shard else ""
+    lines = [f"{len(cells)} interop cells{shard}:"]
+    lines += [f"  server {s.name} × client {c.name}: {case}" for s, c, case in cells]
+    probes = sel.probe_stacks()
+    lines.append(f"active probes and adapter checks{shard}: {', '.join(s.name for s in probes) or 'none'}")
+    return lines
+
+
+def build_all(sel: Selection, out: Path) -> None:
+    for stack in sel.needed_stacks():
+        log = out / f"build-{stack.name}.log"
+        t0 = time.monotonic()
+        try:
+            build(stack, log)
+        except StackError as e:
+            raise UsageError(str(e)) from e
+        what = f"`{stack.build}`" if stack.build else "nothing to build"
+        print(f"build {stack.name}: ok, {what} ({time.monotonic() - t0:.1f} s, log {log})", flush=True)
+
+
+def pytest_argv(out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(CONFORMANCE_DIR / "tests"),
+        "--rootdir",
+        str(CONFORMANCE_DIR),
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={out / 'junit.xml'}",
+    ]
+
+
+def matrix_lines(doc: Mapping[str, object], under_test: Sequence[str]) -> list[str]:
+    """The short text matrix printed at the end of a run, from results.json."""
+    raw = doc.get("entries")
+    entries = [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
+    interop = [e for e in entries if str(e["key"]).startswith("interop/")]
+    cells: dict[tuple[str, str], list[str]] = {}
+    for e in interop:
+        _, server, client, case = str(e["key"]).split("/", 3)
+        cells.setdefault((server, client), []).append(f"{SYMBOL.get(str(e['status']), '?')} {case}")
+    lines = []
+    for (server, client), marks in cells.items():
+        lines.append(f"  server {server:<12} × client {client:<12} {'  '.join(marks)}")
+    for name in under_test:
+        mine = [e for e in entries if str(e["key"]).startswith((f"active/{name}/", f"adapter/{name}/"))]
+        counts: dict[str, int] = {}
+        for e in mine:
+            counts[str(e["status"])] = counts.get(str(e["status"]), 0) + 1
+        if mine:
+            lines.append(
+                f"  {name}: probes and adapter checks: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            )
+    gate_doc = doc.get("gate")
+    if isinstance(gate_doc, dict):
+        for verdict in ("gating", "reported", "waived"):
+            items = gate_doc.get(verdict) or []
+            if items:
+                lines.append(f"{verdict} failures ({len(items)}):")
+                lines += [f"  {o['key']}: {str(o['message'])[:200]}" for o in items[:20]]
+                if len(items) > 20:
+                    lines.append(f"  … and {len(items) - 20} more (results.json)")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    env = run_env(args, os.environ)
+    sel = selection(env)
+    if args.list:
+        print("\n".join(describe(sel)))
+        return EXIT_OK
+    out: Path = args.out.absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in ("results.json", "matrix.html", "junit.xml"):
+        (out / stale).unlink(missing_ok=True)
+    build_all(sel, out)
+    t0 = time.monotonic()
+    rc = subprocess.run(pytest_argv(out), env=env, cwd=CONFORMANCE_DIR).returncode
+    took = time.monotonic() - t0
+    results = out / "results.json"
+    doc = json.loads(results.read_text()) if results.is_file() else {}
+    print(f"\nconformance: {', '.join(sel.under_test)} against {args.against}; gate {args.fail_on}; {took:.0f} s")
+    print("\n".join(matrix_lines(doc, sel.under_test)))
+    print(f"results: {out / 'matrix.html'}, {out / 'junit.xml'}, {results}")
+    if rc == 0:
+        print("exit 0: nothing gating failed")
+        return EXIT_OK
+    if rc == 1:
+        print(f"exit 1: gating failures under --fail-on {args.fail_on}")
+        return EXIT_GATE
+    if rc == 5:
+        print("exit 0: no test selected (an empty shard?)")
+        return EXIT_OK
+    print(f"exit 2: pytest ended with status {rc} (interrupted, or a usage error above)", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def build_command(args: argparse.Namespace) -> int:
+    try:
+        sel = from_env(os.environ)
+    except (SelectionError, StackError) as e:
+        raise UsageError(str(e)) from e
+    default = Path(os.environ["UDTC_RESULTS"]) if os.environ.get("UDTC_RESULTS") else DEFAULT_OUT
+    build_all(sel, (args.out or default).absolute())
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args) if args.command == "run" else build_command(args)
+    except UsageError as e:
+        print(f"udtconf {args.command}: {e}", file=sys.stderr)
+        return EXIT_USAGE
