@@ -135,8 +135,8 @@ def test_image_runs_a_mounted_third_party_stack_and_hands_back_its_results(
     r = docker_run(
         image,
         container,
-        {stack: "/stack", out: "/out"},
-        *("run", "--stack", "/stack", "--against", "libudt", "--cases", "handshake", "--out", "/out"),
+        {stack: f"/stacks/{stack.name}", out: "/out"},
+        *("run", "--stack", f"/stacks/{stack.name}", "--against", "libudt", "--cases", "handshake", "--out", "/out"),
     )
 
     log = f"exit {r.returncode}\n--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-4000:]}"
@@ -159,8 +159,9 @@ def test_image_exits_2_and_says_what_to_do_for_an_unknown_reference_stack(
     tmp_path: Path, image: str, container: str, caller: int
 ) -> None:
     stack = third_party_stack(tmp_path / "theirs", caller)
+    inside = f"/stacks/{stack.name}"
     r = docker_run(
-        image, container, {stack: "/stack"}, "run", "--stack", "/stack", "--against", "no-such-stack", timeout=300
+        image, container, {stack: inside}, "run", "--stack", inside, "--against", "no-such-stack", timeout=300
     )
     assert r.returncode == 2, f"exit {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
     assert "no-such-stack" in r.stdout + r.stderr
