@@ -3,7 +3,7 @@
 back to the caller, and the GitHub Actions template (ci/github/udt-conformance.yml) runs only
 commands that exist, over as many shards as its matrix names.
 
-The image is built once per session (`make conformance-image`: about 4 minutes without a layer
+The image is built once per session (`make conformance-image`: about 5 minutes without a layer
 cache on 2 cores, seconds with one); the image tests skip, saying why, where Docker is unusable.
 """
 
