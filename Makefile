@@ -36,6 +36,7 @@ help:
 	@echo "make bench        goodput and CPU: our udt vs libudt, then the loss_list bench"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "make conformance  the conformance suite: builds only the selected stacks (STACKS=..., CASES=..., UDTC_GATE=... passed through)"
+	@echo "make conformance-image  the suite and the reference stacks in one image, for third parties (docker/Dockerfile.conformance)"
 	@echo "make clean        remove build outputs"
 
 setup:
@@ -147,6 +148,24 @@ conformance: setup
 	@echo "==> conformance: build $(if $(STACKS),$(STACKS),every conformance stack), then pytest conformance/ $(if $(CASES),CASES=$(CASES))"
 	$(CONFORMANCE_ENV) $(PYTHON) -m udtconf build
 	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance
+
+# The conformance suite for third parties (docs/conformance/third-party.md): the suite, tshark and
+# both reference stacks compiled from this checkout inside the build, so it needs nothing on the
+# host but Docker (no setup, no build). The base image as for testbed-image.
+CONFORMANCE_IMAGE ?= udt-conformance
+# Certificate authorities the host added (PEM files), trusted in the build too: behind an HTTPS proxy
+# that re-signs traffic, crates.io and PyPI are reached only with them.
+EXTRA_CA_CERTS ?= $(wildcard /usr/local/share/ca-certificates/*.crt)
+
+.PHONY: conformance-image
+conformance-image:
+	@docker/build-base.sh
+	@echo "==> conformance-image: $(CONFORMANCE_IMAGE) (docker/Dockerfile.conformance)"
+	@mkdir -p build
+	@docker build -f docker/Dockerfile.conformance -t '$(CONFORMANCE_IMAGE)' \
+	  --label org.opencontainers.image.revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown) \
+	  --build-arg EXTRA_CA_CERTS="$$(cat /dev/null $(EXTRA_CA_CERTS))" . \
+	  >build/conformance-image.log 2>&1 || { tail -n 30 build/conformance-image.log >&2; exit 1; }
 
 clean:
 	@echo "==> clean: build/, impl/target, results/"

@@ -2,9 +2,9 @@
 # Makes `debian:bookworm-slim` available to `docker build` on a machine without a container
 # registry: if the tag is not there yet, it is built from Debian's apt mirror with
 # `debootstrap --variant=minbase bookworm` and `docker import`, trimmed like the official slim
-# image (no docs, man pages or locales). Where a registry is reachable, `docker pull
-# debian:bookworm-slim` first and this script keeps that image. Idempotent: silent when the
-# tag exists. Root (debootstrap); installs debootstrap itself if it is missing.
+# image (no docs, man pages or locales). Where a registry is reachable it pulls the official
+# image instead (no root needed then). Idempotent: silent when the tag exists. Root
+# (debootstrap); installs debootstrap itself if it is missing.
 #
 #   docker/build-base.sh                       # the tag docker/Dockerfile.stacks builds FROM
 #   DEBIAN_MIRROR=http://mirror/debian docker/build-base.sh
@@ -19,6 +19,9 @@ fi
 if ! docker info >/dev/null 2>&1; then
   echo "build-base: the Docker daemon is not reachable (is it running? \`systemctl start docker\`)" >&2
   exit 1
+fi
+if docker pull -q "$TAG" >/dev/null 2>&1; then
+  exit 0
 fi
 if [[ $(id -u) != 0 ]]; then
   echo "build-base: $TAG is missing and building it (debootstrap) needs root" >&2
