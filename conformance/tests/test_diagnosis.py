@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from udtconf.diagnosis import (
     DEAF_AFTER,
     Role,
@@ -20,8 +21,10 @@ from udtconf.diagnosis import (
     wire_findings,
     wrap_note,
 )
+from udtconf.interop import InteropRunner
 from udtconf.pcap import PcapWriter
 from udtconf.seq import MAX, incseq
+from udtconf.stacks import REPO_ROOT, load
 from udtconf.trace import Connection, Record
 from udtconf.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, decode, peer_ip_field
 
@@ -246,3 +249,40 @@ def test_watch_stays_quiet_on_a_healthy_run(tmp_path: Path) -> None:
     assert watch.verdict({"server": T0, "client": T0}, T0 + 10.0) is None
     assert watch.verdict({"server": T0}, T0 + 60.0) is None  # the client has exited: not the watch's call
 
+
+# ---------------------------------------------------------------------------------------------
+# a real failing run
+
+DEAF_SERVER = r"""#!/usr/bin/env bash
+# udt-rs whose receiver freezes (SIGSTOP) once 100 kB arrived: the process lives on, deaf
+[ "$TESTCASE" = loss ] || exit 127
+bin="$REPO_ROOT/impl/target/release/udt"
+export UDT_OFFLOAD=0
+if [ "$ROLE" = client ]; then exec "$bin" send --connect "$SERVER_ADDR:$SERVER_PORT" --input "$INPUT"; fi
+"$bin" recv --listen "$SERVER_ADDR:$SERVER_PORT" --output "$OUTPUT" &
+pid=$!
+while [ "$(stat -c %s "$OUTPUT" 2>/dev/null || echo 0)" -lt 100000 ]; do kill -0 $pid || exit 1; sleep 0.002; done
+kill -STOP $pid
+echo "froze udt recv"
+wait $pid
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_a_deaf_server_stops_the_run_early_and_is_named(tmp_path: Path) -> None:
+    if not (REPO_ROOT / "impl/target/release/udt").is_file():
+        pytest.skip("impl/target/release/udt not built (make build)")
+    d = tmp_path / "udt-deaf"
+    d.mkdir()
+    (d / "meta.toml").write_text('name = "udt-deaf"\nversion = "0"\ntestcases = ["loss"]\n')
+    (d / "entrypoint").write_text(DEAF_SERVER)
+    (d / "entrypoint").chmod(0o755)
+    stack = load(d)
+    res = InteropRunner(results_dir=tmp_path / "results").run(stack, stack, "loss")
+    assert res.status == "fail"
+    assert res.stopped is not None and res.stopped.startswith("server udt-deaf alive but deaf")
+    assert res.reason.startswith("stopped early after")
+    assert res.diagnosis is not None
+    assert any(f.endswith("the server went silent first") for f in res.diagnosis.findings)
+    assert res.diagnosis.tails["server udt-deaf"][-1] == "froze udt recv"
