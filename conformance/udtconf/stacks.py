@@ -31,7 +31,7 @@ CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
 STACKS_DIR = CONFORMANCE_DIR / "stacks"
 REPO_ROOT = CONFORMANCE_DIR.parent
 
-TESTCASES = ("handshake", "transfer", "dgram", "rendezvous", "loss", "multiconnect", "close")
+TESTCASES = ("handshake", "transfer", "dgram", "rendezvous", "loss", "wrap", "multiconnect", "close")
 # The wire protocol a stack speaks, and for each bulk-transfer contract the protocol it implies.
 PROTOCOLS = ("udt", "tcp")
 BULK_CONTRACTS = {"udt-cli": "udt", "iperf3": "tcp"}
