@@ -3,6 +3,10 @@
 ``pass`` — behaved as the spec asks; ``tolerated``/``broken`` — the input is one where the spec
 allows ignoring it or dropping the connection (4.11 drops it): recorded, not failed; ``fail`` —
 crash, hang, corrupted or lost data, or a rule broken.
+
+Each probe starts a fresh process of the stack with the TESTCASE it needs (``transfer``, or
+``multiconnect`` for the probe with three connections; skipped when meta.toml does not list it)
+and leaves ``probe.log`` and ``probe.pcap`` in its directory, which the report links.
 """
 
 from __future__ import annotations
@@ -21,13 +25,19 @@ def test_probe(stack: Stack, probe: Probe, record_property) -> None:  # type: ig
     record_property("udtc_requirement", probe.summary)
     if stack.missing():
         pytest.skip(f"stack {stack.name} not built: {', '.join(stack.missing())}")
-    if not stack.supports("transfer"):
-        pytest.skip(f"{stack.name} does not support the transfer case the tester drives")
+    if not stack.supports(probe.testcase):
+        pytest.skip(f"{stack.name} meta.toml does not list {probe.testcase}, the TESTCASE this probe starts it with")
     workdir = RESULTS_DIR / "active" / stack.name / probe.id.replace("/", "_")
     record_property("udtc_logdir", str(workdir))
     res = run_probe(stack, probe, workdir)
+    record_property("udtc_verdict", res.verdict)
+    record_property("udtc_detail", res.notes)
+    record_property("udtc_log", str(res.log or ""))
+    record_property("udtc_pcap", str(res.pcap or ""))
     record_property("udtc_violations", [res.details, *res.notes])
-    assert not res.failed, (
-        f"{stack.name} ({probe.role}) {probe.id} [UDT4.md §{probe.section}]: {res.details}; {'; '.join(res.notes)}"
-    )
-    print(f"{stack.name} {probe.id}: {res.outcome} — {res.details}")
+    if res.failed:
+        pytest.fail(
+            f"{stack.name} ({probe.role}) {probe.id} [UDT4.md §{probe.section}]: {res.details}; {'; '.join(res.notes)}"
+            f" (log: {res.log})",
+            pytrace=False,
+        )
