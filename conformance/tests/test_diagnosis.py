@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from udtconf.diagnosis import (
     DEAF_AFTER,
+    STARTUP,
     Role,
     WireWatch,
     crash_line,
@@ -218,6 +219,17 @@ def test_watch_reads_a_growing_capture_and_calls_a_silent_server_deaf(tmp_path: 
     watch.poll()
     why = watch.verdict(started, T0 + 0.1 + DEAF_AFTER + 0.2)
     assert why is not None and why.startswith("server alive but deaf")
+
+
+def test_watch_gives_a_client_time_to_start_then_calls_it_deaf(tmp_path: Path) -> None:
+    path = tmp_path / "cap.pcap"
+    PcapWriter(path).close()  # nothing captured yet
+    watch = WireWatch(path, SRV)
+    watch.poll()
+    started = {"server": T0 - 1.0, "client": T0}
+    assert watch.verdict(started, T0 + DEAF_AFTER + 1.0) is None
+    why = watch.verdict(started, T0 + STARTUP + 0.1)
+    assert why == "client alive but deaf: running for 10.1 s without sending a packet"
 
 
 def test_watch_sees_a_stalled_ack_number_behind_a_relay(tmp_path: Path) -> None:

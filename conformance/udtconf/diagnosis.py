@@ -43,6 +43,7 @@ from .wire import Nak, WireError
 
 DEAF_AFTER = 5.0  # s without a packet from a running, engaged role: deaf (keep-alives every ~0.3 s, §9.4)
 STALL_AFTER = 10.0  # s without the ACK number moving while data beyond it reached the receiver
+STARTUP = 10.0  # s a client may take from its start to its first packet (an adapter may start slowly)
 TAIL_LINES = 15
 NEAR_WRAP = 64  # sequence numbers this close to 2^31 are reported relative to the wrap
 _TAIL_BYTES = 64 * 1024
@@ -466,24 +467,29 @@ class WireWatch:
         when it started (wall clock); the verdict needs both sides running."""
         if "server" not in started or "client" not in started:
             return None
-        # a server is spoken to from a client's first packet on; a client must speak at once
-        since = {"server": self.first_contact, "client": started["client"]}
+        # a server is spoken to from a client's first packet on; a client speaks first, after
+        # STARTUP at the latest
+        since = {"server": self.first_contact, "client": started["client"] + STARTUP - DEAF_AFTER}
         quiet = {}
         for side in ("server", "client"):
             ref = self.last.get(side, since[side])
             if ref is not None and now - ref >= DEAF_AFTER:
                 quiet[side] = ref
-        if len(quiet) == 2:
+        if len(quiet) == 2 and all(side in self.last for side in quiet):
             first = min(quiet, key=lambda s: quiet[s])
             return (
                 f"neither side sent anything for {DEAF_AFTER:.0f} s while both were running; "
                 f"the {self.names[first]} went silent first"
             )
-        if quiet:
-            side = next(iter(quiet))
-            return (
-                f"{self.names[side]} alive but deaf: running, yet it sent nothing for {now - quiet[side]:.1f} s "
-                f"while the {'client' if side == 'server' else 'server'} kept sending"
+        for side, ref in quiet.items():
+            who, other = self.names[side], "client" if side == "server" else "server"
+            if side not in self.last and side == "client":
+                return f"{who} alive but deaf: running for {now - started['client']:.1f} s without sending a packet"
+            if side not in self.last:
+                return f"{who} alive but deaf: running, yet it never answered the client ({now - ref:.1f} s)"
+            talking = self.last.get(other, ref) > ref
+            return f"{who} alive but deaf: running, yet it sent nothing for {now - ref:.1f} s" + (
+                f" while the {other} kept sending" if talking else ""
             )
         if self.ack is None and self.first_data is not None and now - self.first_data >= STALL_AFTER:
             return f"the server received data for {now - self.first_data:.0f} s without sending a single ACK"
@@ -498,6 +504,7 @@ class WireWatch:
 __all__ = [
     "DEAF_AFTER",
     "STALL_AFTER",
+    "STARTUP",
     "Diagnosis",
     "Role",
     "WireWatch",
