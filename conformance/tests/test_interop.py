@@ -1,4 +1,7 @@
-"""The N×M interop matrix: every server stack × client stack × test case, on loopback."""
+"""The N×M interop matrix: every server stack × client stack × test case, on loopback.
+
+A failed run says why in one line (its diagnosis' headline) and keeps the whole diagnosis
+(udtconf.diagnosis: crash lines, log tails, stats, what the capture shows) for the report."""
 
 from __future__ import annotations
 
@@ -14,8 +17,12 @@ def test_matrix(matrix_cell: tuple[Stack, Stack, str], runner: InteropRunner, re
     res = runner.run(server, client, case)
     record_property("udtc_logdir", str(res.logdir))
     record_property("udtc_pcap", str(res.pcap or ""))
+    record_property("udtc_verdict", res.reason)
+    if res.diagnosis:
+        record_property("udtc_detail", res.diagnosis.lines())
     if res.status in ("skipped", "unsupported"):
         pytest.skip(f"{res.status}: {res.reason}")
-    assert res.status == "pass", (
-        f"{case}: server {server.name} × client {client.name}: {res.reason} (logs: {res.logdir})"
-    )
+    if res.status != "pass":
+        pytest.fail(
+            f"{case}: server {server.name} × client {client.name}: {res.reason} (logs: {res.logdir})", pytrace=False
+        )

@@ -38,3 +38,51 @@ def test_matrix_marks_and_links(tmp_path: Path) -> None:
     write(entries, tmp_path)
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["summary"] == {"passed": 1, "failed": 2, "skipped": 1}
+
+
+def test_failed_run_shows_its_verdict_and_diagnosis_not_pytest_text(tmp_path: Path) -> None:
+    run = str(tmp_path / "runs/a__b__wrap")
+    e = Entry(
+        "interop/a/b/wrap",
+        "n1",
+        "failed",
+        message="Failed: wrap: server a × client b: output differs … assert 'fail' == 'pass'",
+        logdir=run,
+        verdict="output differs (144144 vs 1048576 bytes); receiver (server a) stopped ACKing at 0x7fffffff",
+        detail=["client b log, last 1 lines:", "  thread 'main' panicked at src/ack.rs:9:5: <16 bytes>"],
+    )
+    page = render_html([e], tmp_path)
+    assert "title='output differs (144144 vs 1048576 bytes); receiver (server a) stopped ACKing at 0x7fffffff'" in page
+    assert "assert &#x27;fail&#x27;" not in page
+    assert "<h2>Failed runs</h2>" in page and "href='runs/a__b__wrap'><code>a/b/wrap</code></a>" in page
+    assert "panicked at src/ack.rs:9:5: &lt;16 bytes&gt;</pre></details>" in page
+
+
+def test_active_rows_have_a_verdict_details_and_links_to_log_and_capture(tmp_path: Path) -> None:
+    probe_dir = tmp_path / "active/x/client_medium-ack"
+    e = Entry(
+        "active/x/client/medium-ack",
+        "n1",
+        "failed",
+        message="Failed: x (client) client/medium-ack [UDT4.md §5.3]: … (log: …)",
+        section="5.3, 8.6",
+        logdir=str(probe_dir),
+        pcap=str(probe_dir / "probe.pcap"),
+        log=str(probe_dir / "probe.log"),
+        verdict="fail — stack crashed (killed by SIGSEGV)",
+        detail=["2 medium ACKs: 0 new packets, 0 ACK2s in reply"],
+    )
+    page = render_html([e], tmp_path)
+    row = page[page.index("<h2>Active tester</h2>") :]
+    assert "<a href='active/x/client_medium-ack/probe.log'>log</a>" in row
+    assert "<a href='active/x/client_medium-ack/probe.pcap'>pcap</a>" in row
+    assert "fail — stack crashed (killed by SIGSEGV)<details>" in row
+    assert "Failed:" not in row
+
+
+def test_entry_reads_verdict_detail_and_log_from_test_properties() -> None:
+    props = {"udtc_key": "active/x/p", "udtc_verdict": "pass — ok", "udtc_detail": ["n1", "n2"], "udtc_log": "/l"}
+    e = Entry.from_props(props, "id", "passed", "")
+    assert (e.text, e.detail, e.log) == ("pass — ok", ["n1", "n2"], "/l")
+    xfail = Entry("interop/a/b/c", "id", "xfail", message="known finding: race", verdict="output differs")
+    assert xfail.text == "output differs — known finding: race"

@@ -39,7 +39,7 @@ from .wire import (
 )
 
 SYN = 0.010
-ALL_CASES = frozenset({"handshake", "transfer", "dgram", "rendezvous", "loss", "close", "multiconnect"})
+ALL_CASES = frozenset({"handshake", "transfer", "dgram", "rendezvous", "loss", "wrap", "close", "multiconnect"})
 LISTENER_CASES = ALL_CASES - {"rendezvous"}
 
 
@@ -62,7 +62,7 @@ class Inconclusive(Exception):
 class Context:
     testcase: str
     dropped: set[int] = field(default_factory=set)  # data sequence numbers the relay dropped
-    client_leg: Connection | None = None  # loss case: the client's own side of the relay
+    client_leg: Connection | None = None  # relay cases (loss, wrap): the client's own side of the relay
 
     def sender_view(self, conn: Connection) -> Connection:
         """Where the client's sending behaviour is observable unaltered by the relay."""
@@ -414,7 +414,7 @@ def _payload(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "SHOULD",
     "Time stamp: µs elapsed since the sending socket was opened, truncated to 32 bits; "
     "retransmissions carry the current time stamp.",
-    cases=frozenset({"transfer", "dgram", "loss", "rendezvous"}),
+    cases=frozenset({"transfer", "dgram", "loss", "wrap", "rendezvous"}),
 )
 def _data_ts(conn: Connection, ctx: Context) -> Iterable[Violation]:
     conn = ctx.sender_view(conn)
@@ -606,7 +606,7 @@ def _nak_ranges(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "SHOULD",
     "Loss detection: if a data packet skips numbers, they are inserted into the receiver loss list and "
     "a NAK is sent immediately: one word for a one-packet gap, otherwise the two-word range.",
-    cases=frozenset({"loss"}),
+    cases=frozenset({"loss", "wrap"}),
 )
 def _nak_on_gap(conn: Connection, ctx: Context) -> Iterable[Violation]:
     # The rule constrains the data *receiver*: the side that saw the gap must send the NAK.
@@ -688,7 +688,7 @@ def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "SHOULD",
     "ACK timer: a full/medium ACK every SYN (10 ms) while data flows (a new implementation SHOULD "
     "check timers at least every 10 ms).",
-    cases=frozenset({"transfer", "dgram", "loss"}),
+    cases=frozenset({"transfer", "dgram", "loss", "wrap"}),
 )
 def _ack_period(conn: Connection, ctx: Context) -> Iterable[Violation]:
     # Constrains the data receiver (the server in this suite). An ACK is due SYN after the

@@ -1,7 +1,13 @@
 """Results of a conformance session as JSON and as an HTML matrix (rows = server stacks,
 columns = client stacks), each cell listing the test cases with ✓ / ✕ / ? and links to the
-run's logs and capture; below it, every failed wire rule with case id, section, grade, stack
-and packet, and the active tester's findings per stack."""
+run's logs and capture, the mark's tooltip saying why a run failed; below it, the diagnosis of
+every failed run (udtconf.diagnosis: crash lines, what the capture shows, log tails), every
+failed wire rule with case id, section, grade, stack and packet, and the active tester's
+verdicts per stack with links to each probe's log and capture.
+
+A test reports through its ``user_properties`` (``udtc_key``, ``udtc_grade``, …; see
+:meth:`Entry.from_props`): ``udtc_verdict`` is the one-line outcome shown instead of pytest's
+failure text, ``udtc_detail`` the lines shown under it."""
 
 from __future__ import annotations
 
@@ -26,6 +32,9 @@ class Entry:
     logdir: str = ""
     pcap: str = ""
     violations: list[str] = field(default_factory=list)
+    verdict: str = ""  # one line, in the test's own words (no pytest assertion text)
+    detail: list[str] = field(default_factory=list)  # a run's diagnosis, a probe's notes and log
+    log: str = ""  # a probe's own log
 
     @classmethod
     def from_props(cls, props: Mapping[str, object], nodeid: str, status: str, message: str) -> Entry:
@@ -34,7 +43,10 @@ class Entry:
         def prop(name: str) -> str:
             return str(props.get(f"udtc_{name}", ""))
 
-        violations = props.get("udtc_violations", [])
+        def lines(name: str) -> list[str]:
+            value = props.get(f"udtc_{name}", [])
+            return [str(v) for v in value] if isinstance(value, list | tuple) else []
+
         return cls(
             key=str(props["udtc_key"]),
             nodeid=nodeid,
@@ -45,12 +57,23 @@ class Entry:
             requirement=prop("requirement"),
             logdir=prop("logdir"),
             pcap=prop("pcap"),
-            violations=[str(v) for v in violations] if isinstance(violations, list | tuple) else [],
+            violations=lines("violations"),
+            verdict=prop("verdict"),
+            detail=lines("detail"),
+            log=prop("log"),
         )
 
     @property
     def parts(self) -> list[str]:
         return self.key.split("/")
+
+    @property
+    def text(self) -> str:
+        """The one-line outcome: the test's verdict (with the known finding's reason for an
+        expected failure), else pytest's message."""
+        if self.verdict and self.status == "xfail" and self.message:
+            return f"{self.verdict} — {self.message}"
+        return self.verdict or self.message
 
 
 SYMBOL = {"passed": "✓", "failed": "✕", "xfail": "✕", "xpass": "✓", "skipped": "?"}
@@ -128,7 +151,7 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
                 link = html.escape(_rel(e.logdir, outdir)) if e and e.logdir else ""
                 cap = f" <a href='{html.escape(_rel(e.pcap, outdir))}'>pcap</a>" if e and e.pcap else ""
                 note = f" <small>({len(fails)} rule{'s' if len(fails) != 1 else ''} failed)</small>" if fails else ""
-                title = html.escape(e.message if e else "not run")
+                title = html.escape(e.text if e else "not run")
                 mark = (
                     f"<a class='{cls}' href='{link}' title='{title}'>{sym}</a>"
                     if link
@@ -138,6 +161,17 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
             out.append("<td>" + "<br>".join(lines) + "</td>")
         out.append("</tr>")
     out.append("</table>")
+
+    failed_runs = [e for e in interop if e.status in ("failed", "xfail")]
+    if failed_runs:
+        out.append("<h2>Failed runs</h2><table><tr><th>run</th><th>status</th><th>why</th></tr>")
+        for e in failed_runs:
+            cls = "known" if e.status == "xfail" else "bad"
+            out.append(
+                f"<tr><td>{_link(e.key.removeprefix('interop/'), e.logdir, outdir)}{_pcap(e, outdir)}</td>"
+                f"<td class='{cls}'>{e.status}</td><td>{html.escape(e.text)}{_details(e.detail)}</td></tr>"
+            )
+        out.append("</table>")
 
     failing = [e for e in entries if e.status in ("failed", "xfail") and not e.key.startswith(("interop/", "active/"))]
     if failing:
@@ -160,10 +194,33 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
             "<tr><th>stack</th><th>probe</th><th>§</th><th>result</th><th>details</th></tr>"
         )
         for e in active:
+            cls = {"passed": "ok", "failed": "bad", "xfail": "known"}.get(e.status, "unk")
+            links = (
+                (f" <a href='{html.escape(_rel(e.log, outdir))}'>log</a>" if e.log else "")
+                + (f" <a href='{html.escape(_rel(e.logdir, outdir))}'>files</a>" if e.logdir else "")
+                + _pcap(e, outdir)
+            )
             out.append(
-                f"<tr><td>{html.escape(e.parts[1])}</td><td><code>{html.escape('/'.join(e.parts[2:]))}</code></td>"
-                f"<td>{html.escape(e.section)}</td><td>{SYMBOL.get(e.status, '?')} {e.status}</td>"
-                f"<td>{html.escape(e.message or '; '.join(e.violations))}</td></tr>"
+                f"<tr><td>{html.escape(e.parts[1])}</td><td><code>{html.escape('/'.join(e.parts[2:]))}</code>{links}</td>"
+                f"<td>{html.escape(e.section)}</td><td class='{cls}'>{SYMBOL.get(e.status, '?')} {e.status}</td>"
+                f"<td>{html.escape(e.text or '; '.join(e.violations))}{_details(e.detail)}</td></tr>"
             )
         out.append("</table>")
     return "\n".join(out)
+
+
+def _link(text: str, path: str, outdir: Path) -> str:
+    if not path:
+        return f"<code>{html.escape(text)}</code>"
+    return f"<a href='{html.escape(_rel(path, outdir))}'><code>{html.escape(text)}</code></a>"
+
+
+def _pcap(e: Entry, outdir: Path) -> str:
+    return f" <a href='{html.escape(_rel(e.pcap, outdir))}'>pcap</a>" if e.pcap else ""
+
+
+def _details(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    body = html.escape("\n".join(lines))
+    return f"<details><summary>details</summary><pre>{body}</pre></details>"

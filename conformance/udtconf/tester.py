@@ -7,12 +7,21 @@ but speaks the wire format of UDT4.md exactly (through :mod:`udtconf.wire`). Eac
 a :class:`ProbeResult`: ``pass`` (behaved as the spec asks), ``fail`` (crashed, hung,
 corrupted data, or broke a MUST), or ``tolerated``/``broken`` for inputs where the spec
 allows either ignoring the packet or dropping the connection (recorded, not failed).
+
+Each probe starts a fresh process of the stack through its adapter, exactly as the interop
+matrix does (docs/conformance/adapter-contract.md, *Active tester*): ``TESTCASE=transfer`` — or
+the probe's own :attr:`Probe.testcase` (``multiconnect`` for the one that opens three
+connections) — in the role the probe needs, with the probe's directory as ``LOGDIR``. The
+probe's directory also gets ``probe.pcap`` (every datagram the tester sent and received,
+written by the tester itself, so no root is needed) and ``probe.log`` (the verdict, the notes,
+and the end of the stack's own log with any crash line, :mod:`udtconf.diagnosis`).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import socket
 import subprocess
 import time
@@ -21,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 
+from .diagnosis import crash_line, exit_text, log_tail
+from .pcap import PcapWriter
 from .ports import free_udp_port, udp_port_bound
 from .seq import MAX, incseq, seqcmp, seqoff
 from .stacks import Stack, stop
@@ -54,24 +65,36 @@ class ProbeResult:
     outcome: str  # pass | fail | tolerated | broken | skipped
     details: str
     notes: list[str] = field(default_factory=list)
+    log: Path | None = None  # probe.log: verdict, notes, the end of the stack's log
+    pcap: Path | None = None  # probe.pcap: what the tester sent and received
 
     @property
     def failed(self) -> bool:
         return self.outcome == "fail"
 
+    @property
+    def verdict(self) -> str:
+        """One line: ``outcome — details``."""
+        return f"{self.outcome} — {self.details}"
+
 
 class Wire:
-    """A UDP socket that sends and receives UDT packets, keeping a log of what it saw."""
+    """A UDP socket that sends and receives UDT packets, keeping a log of what it saw and, with
+    a ``recorder``, writing every datagram it sends and receives to a pcap."""
 
-    def __init__(self, bind: Addr = ("127.0.0.1", 0)) -> None:
+    def __init__(self, bind: Addr = ("127.0.0.1", 0), recorder: PcapWriter | None = None) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.sock.bind(bind)
         self.addr: Addr = self.sock.getsockname()
         self.log: list[tuple[float, Addr, Packet | WireError]] = []
+        self.recorder = recorder
 
     def send(self, pkt: Packet | bytes, to: Addr) -> None:
-        self.sock.sendto(pkt if isinstance(pkt, (bytes, bytearray)) else pkt.encode(), to)
+        raw = bytes(pkt) if isinstance(pkt, (bytes, bytearray)) else pkt.encode()
+        self.sock.sendto(raw, to)
+        if self.recorder:
+            self.recorder.write(time.time(), self.addr, to, raw)
 
     def recv(self, timeout: float) -> tuple[Packet, Addr] | None:
         """Next decodable packet within ``timeout`` (undecodable ones are logged and skipped)."""
@@ -87,6 +110,8 @@ class Wire:
                 return None
             except ConnectionRefusedError:
                 continue
+            if self.recorder:
+                self.recorder.write(time.time(), src, self.addr, raw)
             try:
                 pkt = decode(raw)
             except WireError as e:
@@ -349,6 +374,7 @@ class Probe:
     role: str  # the stack's role
     summary: str
     fn: Callable[[ProbeEnv], ProbeResult]
+    testcase: str = "transfer"  # the TESTCASE the stack is started with; the stack must list it
 
 
 @dataclass
@@ -356,39 +382,48 @@ class ProbeEnv:
     stack: Stack
     workdir: Path
     probe: Probe
+    recorder: PcapWriter | None = None
 
     def result(self, outcome: str, details: str, notes: list[str] | None = None) -> ProbeResult:
         return ProbeResult(self.probe.id, self.probe.section, self.probe.role, outcome, details, notes or [])
 
+    def wire(self, bind: Addr = ("127.0.0.1", 0)) -> Wire:
+        """A tester socket whose datagrams go to the probe's pcap."""
+        return Wire(bind, self.recorder)
+
 
 PROBES: list[Probe] = []
+MULTI_CONNECTIONS = 3  # server/many-connections-one-port: CONNECTIONS for TESTCASE=multiconnect
 
 
 def probe(
-    id: str, section: str, role: str, summary: str
+    id: str, section: str, role: str, summary: str, testcase: str = "transfer"
 ) -> Callable[[Callable[[ProbeEnv], ProbeResult]], Callable[[ProbeEnv], ProbeResult]]:
     def deco(fn: Callable[[ProbeEnv], ProbeResult]) -> Callable[[ProbeEnv], ProbeResult]:
-        PROBES.append(Probe(id, section, role, summary, fn))
+        PROBES.append(Probe(id, section, role, summary, fn, testcase))
         return fn
 
     return deco
 
 
 class _StackServer:
-    """The stack's ``server`` role (recv) on a fresh loopback port, for server-side probes."""
+    """The stack's ``server`` role on a fresh loopback port, for server-side probes: TESTCASE is
+    the probe's (``transfer``: one connection, OUTPUT a file; ``multiconnect``: CONNECTIONS
+    connections, OUTPUT a directory)."""
 
     def __init__(self, env: ProbeEnv) -> None:
         self.port = free_udp_port()
         self.addr: Addr = ("127.0.0.1", self.port)
-        self.output = env.workdir / "output.bin"
+        case = env.probe.testcase
+        extra: dict[str, str | int | Path] = {}
+        if case == "multiconnect":
+            self.output = env.workdir / "output"
+            self.output.mkdir(exist_ok=True)
+            extra["CONNECTIONS"] = MULTI_CONNECTIONS
+        else:
+            self.output = env.workdir / "output.bin"
         self.proc = env.stack.start(
-            "server",
-            "transfer",
-            env.workdir,
-            SERVER_ADDR="127.0.0.1",
-            SERVER_PORT=self.port,
-            OUTPUT=self.output,
-            CLIENT_ADDR="127.0.0.1",
+            "server", case, env.workdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=self.port, OUTPUT=self.output, **extra
         )
         deadline = time.monotonic() + 5
         while not udp_port_bound(self.port) and time.monotonic() < deadline and self.proc.poll() is None:
@@ -413,7 +448,7 @@ def _exit_desc(rc: int | None) -> str:
     if rc is None:
         return "hung (killed after timeout)"
     if rc < 0 or rc >= 128:
-        return f"crashed (exit {rc})"
+        return f"crashed ({exit_text(rc)})"
     return f"exit {rc}"
 
 
@@ -427,7 +462,7 @@ def _serve_transfer(
 ) -> tuple[bool, str]:
     """Finish a tester → stack transfer and check the stack wrote exactly ``payload``."""
     own = wire is None
-    wire = wire or Wire()
+    wire = wire or env.wire()
     try:
         sess = sess or connect(wire, srv.addr)
         ok = sess.send_stream(payload, before_send=before_send)
@@ -456,7 +491,7 @@ def _malformed(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     notes = []
     try:
-        w = Wire()
+        w = env.wire()
         hs = Handshake(isn=5, socket_id=77, req_type=1, peer_ip=peer_ip_field("127.0.0.1"))
         junk = [
             b"",
@@ -506,7 +541,7 @@ def _flood(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     notes: list[str] = []
     try:
-        wires = [Wire((f"127.0.0.{i + 2}", 0)) for i in range(20)]
+        wires = [env.wire((f"127.0.0.{i + 2}", 0)) for i in range(20)]
         replies = bad = 0
         for _ in range(10):
             for w in wires:
@@ -559,7 +594,7 @@ def _flood(env: ProbeEnv) -> ProbeResult:
 def _replay(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     try:
-        w = Wire()
+        w = env.wire()
         sess = connect(w, srv.addr)
         sess.pump(0.05)
         w.send(sess.request, srv.addr)
@@ -603,7 +638,7 @@ def _replay(env: ProbeEnv) -> ProbeResult:
 def _wrong_id(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     try:
-        w, intruder = Wire(), Wire()
+        w, intruder = env.wire(), env.wire()
         sess = connect(w, srv.addr)
 
         def inject(seq: int, chunk: bytes) -> None:
@@ -624,13 +659,14 @@ def _wrong_id(env: ProbeEnv) -> ProbeResult:
     "server/many-connections-one-port",
     "3.3, 6.1",
     "server",
-    "three tester connections at once to the stack's one listening port: each is accepted (distinct "
-    "socket IDs, served to the end) or cleanly rejected (1002, backlog full, §6.1 rule 7); the accepted "
-    "one the application reads is delivered intact",
+    "three tester connections at once to the stack's one listening port (TESTCASE=multiconnect, "
+    "CONNECTIONS=3): each is accepted with its own socket ID and served to the end, and each "
+    "connection's bytes arrive intact in their own output file",
+    testcase="multiconnect",
 )
 def _many(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
-    wires = [Wire() for _ in range(3)]
+    wires = [env.wire() for _ in range(MULTI_CONNECTIONS)]
     try:
         sessions: list[ClientSession] = []
         rejected = 0
@@ -645,30 +681,31 @@ def _many(env: ProbeEnv) -> ProbeResult:
         for s in sessions:
             s.shutdown()
         rc = srv.finish()
-        got = srv.output.read_bytes() if srv.output.exists() else b""
+        files = sorted(p for p in srv.output.iterdir() if p.is_file())
+        got = sorted(p.read_bytes() for p in files)
         notes = [
             f"{len(sessions)} accepted (socket IDs {[hex(i) for i in ids]}), {rejected} rejected with 1002",
             f"acknowledged: {acked}",
+            f"output files: {[(p.name, p.stat().st_size) for p in files]}",
             f"stack {_exit_desc(rc)}",
         ]
-        if not sessions:
-            return env.result("fail", "no connection accepted", notes)
+        if len(sessions) < MULTI_CONNECTIONS:
+            return env.result(
+                "fail", f"{len(sessions)} of {MULTI_CONNECTIONS} connections accepted with CONNECTIONS=3", notes
+            )
         if len(ids) != len(sessions):
             return env.result("fail", "connections from different ports share a socket ID", notes)
         if not all(acked):
             return env.result("fail", "an accepted connection on the shared port was not served to the end", notes)
-        if got not in payloads:
+        if got != sorted(payloads):
             return env.result(
-                "fail", f"output ({len(got)} bytes) matches none of the connections — mixed or lost data", notes
+                "fail",
+                f"the {len(files)} output files do not match the {len(payloads)} connections' bytes: mixed or lost",
+                notes,
             )
         if rc != 0:
             return env.result("fail", f"stack {_exit_desc(rc)}", notes)
-        return env.result(
-            "pass",
-            f"{len(sessions)} served on one port, {rejected} cleanly rejected; "
-            f"connection {payloads.index(got)} delivered intact",
-            notes,
-        )
+        return env.result("pass", f"{len(sessions)} connections served on one port, each delivered intact", notes)
     except TimeoutError as e:
         return env.result("fail", f"a connection attempt got no answer at all: {e}")
     finally:
@@ -687,7 +724,7 @@ def _many(env: ProbeEnv) -> ProbeResult:
 def _silence_server(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     try:
-        w = Wire()
+        w = env.wire()
         sess = connect(w, srv.addr)
         first = os.urandom(8 * PAYLOAD)
         chunks = [first[i : i + PAYLOAD] for i in range(0, len(first), PAYLOAD)]
@@ -734,18 +771,17 @@ class _StackClient:
     """The stack's ``client`` role sending INPUT to the tester's listener."""
 
     def __init__(self, env: ProbeEnv, size: int = 400 * PAYLOAD) -> None:
-        self.wire = Wire()
+        self.wire = env.wire()
         self.input = env.workdir / "input.bin"
         random_file(self.input, size, seed=env.probe.id)
         self.payload = self.input.read_bytes()
         self.proc = env.stack.start(
             "client",
-            "transfer",
+            env.probe.testcase,
             env.workdir,
             SERVER_ADDR="127.0.0.1",
             SERVER_PORT=self.wire.addr[1],
             INPUT=self.input,
-            CLIENT_ADDR="127.0.0.1",
         )
         self.lst = ListenerSession(self.wire)
 
@@ -1018,9 +1054,32 @@ def _silence_client(env: ProbeEnv) -> ProbeResult:
 
 
 def run_probe(stack: Stack, p: Probe, workdir: Path) -> ProbeResult:
-    workdir.mkdir(parents=True, exist_ok=True)
-    env = ProbeEnv(stack, workdir, p)
-    try:
-        return p.fn(env)
-    except (TimeoutError, ConnectionError) as e:
-        return env.result("fail", f"{type(e).__name__}: {e}")
+    """Run one probe against a fresh process of ``stack`` in ``workdir`` (emptied first), and
+    write its ``probe.log`` and ``probe.pcap`` there."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    pcap = workdir / "probe.pcap"
+    with PcapWriter(pcap) as recorder:
+        env = ProbeEnv(stack, workdir, p, recorder)
+        try:
+            res = p.fn(env)
+        except (TimeoutError, ConnectionError) as e:
+            res = env.result("fail", f"{type(e).__name__}: {e}")
+    stack_log = workdir / f"{p.role}.log"
+    crash = crash_line("\n".join(log_tail(stack_log, 200)))
+    if crash:
+        if res.failed:
+            res.details += f"; {stack.name} log: {crash}"
+        else:
+            res.notes.append(f"{stack.name} log shows: {crash}")
+    res.pcap, res.log = pcap, workdir / "probe.log"
+    tail = log_tail(stack_log)
+    res.log.write_text(
+        f"{p.id} (UDT4.md §{p.section}) against {stack.name} as {p.role}, TESTCASE={p.testcase}\n"
+        f"{p.summary}\n\n{res.verdict}\n"
+        + "".join(f"  {n}\n" for n in res.notes)
+        + f"\n{stack.name} {p.role} log ({stack_log.name}), last {len(tail)} lines:\n"
+        + "".join(f"  {line}\n" for line in tail)
+    )
+    return res

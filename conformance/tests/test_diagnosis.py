@@ -1,0 +1,300 @@
+"""The diagnosis of failed runs on hand-made logs and captures: crash lines, exits, log tails,
+stats, what the capture says about how far a connection got, deaf roles, and the live watch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from udtconf.diagnosis import (
+    DEAF_AFTER,
+    STARTUP,
+    Role,
+    WireWatch,
+    crash_line,
+    deaf_findings,
+    diagnose,
+    exit_text,
+    last_stats,
+    log_tail,
+    stats_text,
+    wire_findings,
+    wrap_note,
+)
+from udtconf.interop import InteropRunner
+from udtconf.pcap import PcapWriter
+from udtconf.seq import MAX, incseq
+from udtconf.stacks import REPO_ROOT, load
+from udtconf.trace import Connection, Record
+from udtconf.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, decode, peer_ip_field
+
+CID, SID = 0x11, 0x22
+NAMES = {"server": "srvstack", "client": "clistack"}
+T0 = 1000.0  # the run's start (wall clock)
+
+
+def conn_of(*pkts: tuple[str, float, bytes]) -> Connection:
+    c = Connection(server=("127.0.0.1", 9000), client=("127.0.0.1", 5000))
+    for i, (sender, t, raw) in enumerate(pkts, start=1):
+        c.records.append(Record(i, T0 + t, sender, raw, decode(raw), None))
+    return c
+
+
+def handshake(isn: int) -> list[tuple[str, float, bytes]]:
+    ip = peer_ip_field("127.0.0.1")
+    return [
+        ("client", 0.000, Handshake(isn=isn, socket_id=CID, req_type=1, peer_ip=ip).encode()),
+        ("server", 0.001, Handshake(isn=isn, socket_id=CID, req_type=1, cookie=7, dst_id=CID, peer_ip=ip).encode()),
+        ("client", 0.002, Handshake(isn=isn, socket_id=CID, req_type=-1, cookie=7, peer_ip=ip).encode()),
+        ("server", 0.003, Handshake(isn=isn, socket_id=SID, req_type=-1, cookie=7, dst_id=CID, peer_ip=ip).encode()),
+    ]
+
+
+def data(seq: int, t: float) -> tuple[str, float, bytes]:
+    return ("client", t, DataPacket(seq=seq, msg_no=1, dst_id=SID, payload=b"x" * 100).encode())
+
+
+def ack(no: int, t: float, sub: int = 1) -> tuple[str, float, bytes]:
+    return ("server", t, Ack(dst_id=CID, ack_seq_no=sub, ack_no=no, rtt=1, rtt_var=1, avail_buffer=100).encode())
+
+
+# ---------------------------------------------------------------------------------------------
+# processes
+
+
+def test_exit_text_names_signals_and_shell_codes() -> None:
+    assert exit_text(3) == "exit 3"
+    assert exit_text(-11) == "killed by SIGSEGV"
+    assert exit_text(134) == "exit 134 (128 + SIGABRT: a shell reporting a signal)"
+    assert "still running" in exit_text(None)
+
+
+def test_crash_line_joins_a_rust_panic_with_its_message() -> None:
+    log = "listening on 127.0.0.1:9\nthread 'main' panicked at src/ack.rs:42:9:\nindex out of bounds: the len is 16\n"
+    assert crash_line(log) == "thread 'main' panicked at src/ack.rs:42:9: index out of bounds: the len is 16"
+
+
+def test_crash_line_recognises_other_runtimes_and_not_clean_logs() -> None:
+    assert crash_line("a\nSegmentation fault (core dumped)\n") == "Segmentation fault (core dumped)"
+    assert crash_line("terminate called after throwing an instance of 'CUDTException'") is not None
+    assert crash_line("panic: runtime error: index out of range [16]\n\ngoroutine 1") is not None
+    tb = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nKeyError: 5\n'
+    assert crash_line(tb) == "Python exception: KeyError: 5"
+    assert crash_line("accepted 127.0.0.1:5000\nreceived 1024 bytes\n") is None
+
+
+def test_log_tail_keeps_the_last_non_empty_lines(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("".join(f"line {i}\n\n" for i in range(40)))
+    assert log_tail(log, 3) == ["line 37", "line 38", "line 39"]
+    assert log_tail(tmp_path / "missing.log") == []
+
+
+def test_last_stats_skips_a_torn_last_line_and_orders_known_keys(tmp_path: Path) -> None:
+    p = tmp_path / "stats-server.jsonl"
+    lines = [{"t": 0.1, "bytes": 10}, {"extra": 3, "t": 0.2, "bytes": 144144, "pkts_recv": 99, "name": "x"}]
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"t": 0.3, "by')
+    s = last_stats(p)
+    assert s is not None and stats_text(s) == "t=0.2 bytes=144144 pkts_recv=99 extra=3"
+
+
+# ---------------------------------------------------------------------------------------------
+# the capture
+
+
+def test_wrap_note_places_numbers_around_two_to_the_31() -> None:
+    assert wrap_note(MAX) == " (the 2^31 wrap)" and wrap_note(0) == " (the 2^31 wrap)"
+    assert wrap_note(MAX - 3) == " (3 before the 2^31 wrap)"
+    assert wrap_note(5) == " (5 after the 2^31 wrap)"
+    assert wrap_note(0x1234567) == ""
+
+
+def test_receiver_that_stops_acking_at_the_wrap_is_named() -> None:
+    isn = MAX - 4
+    seqs = [incseq(isn, i) for i in range(10)]  # 0x7ffffffb … 0x00000004
+    c = conn_of(
+        *handshake(isn),
+        *[data(s, 0.01 + 0.001 * i) for i, s in enumerate(seqs)],
+        ack(MAX, 0.012),  # acknowledges up to 0x7ffffffe, then nothing more
+        *[data(s, 1.5 + 0.3 * i) for i, s in enumerate(seqs[4:])],  # the client's retransmissions
+    )
+    f = wire_findings(c, NAMES, T0)
+    stalled = next(x for x in f if x.startswith("receiver"))
+    assert "receiver (server srvstack) stopped ACKing at 0x7fffffff (the 2^31 wrap)" in stalled
+    assert "3.0 s before the client's last data packet" in stalled
+    assert any("up to 0x00000004 (4 after the 2^31 wrap)" in x for x in f)
+
+
+def test_hole_naked_but_never_retransmitted_blames_the_sender() -> None:
+    c = conn_of(
+        *handshake(100),
+        data(100, 0.01),
+        data(102, 0.02),
+        ("server", 0.021, Nak(dst_id=CID, words=(101,)).encode()),
+        ack(101, 0.03),
+        data(103, 0.04),
+    )
+    f = wire_findings(c, NAMES, T0)
+    assert any("waits at 0x00000065" in x and "never retransmitted by the client clistack (§8.7)" in x for x in f)
+
+
+def test_hole_never_naked_blames_the_receiver() -> None:
+    c = conn_of(*handshake(100), data(100, 0.01), data(102, 0.02), ack(101, 0.03), data(103, 0.04))
+    assert any("which the server srvstack never NAKed (§8.2)" in x for x in wire_findings(c, NAMES, T0))
+
+
+def test_unanswered_handshake_and_silent_side() -> None:
+    ip = peer_ip_field("127.0.0.1")
+    req = Handshake(isn=1, socket_id=CID, req_type=1, peer_ip=ip).encode()
+    c = conn_of(("client", 0.0, req), ("client", 0.25, req))
+    assert wire_findings(c, NAMES, T0) == [
+        "the server srvstack never answered the 2 handshake(s) of the client clistack (§6.1)",
+        "the server srvstack sent nothing",
+    ]
+
+
+def test_complete_transfer_and_who_went_silent_first() -> None:
+    c = conn_of(*handshake(100), data(100, 0.01), data(101, 0.02), ack(102, 0.03), ack(102, 0.5, 2))
+    f = wire_findings(c, NAMES, T0)
+    assert any(x.startswith("every data packet that reached the server was acknowledged (ACK 0x00000066") for x in f)
+    assert f[-1].endswith("the client went silent first")
+
+
+def test_a_role_stopped_while_silent_is_deaf_one_that_exited_is_not(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    stopped = Role("server", "srvstack", None, log, ended=T0 + 12.0)
+    exited = Role("client", "clistack", 5, log, ended=T0 + 12.0)
+    out = deaf_findings([stopped, exited], {"server": T0 + 2.0, "client": T0 + 11.0}, {"client": T0}, T0)
+    assert out == [
+        "server srvstack alive but deaf: still running, yet it had sent nothing for 10.0 s (last packet at t=2.00 s)"
+    ]
+    never = deaf_findings([stopped], {}, {"client": T0 + 1.0}, T0)
+    assert never and "it never sent a packet" in never[0]
+    assert deaf_findings([Role("server", "s", None, log, ended=T0 + DEAF_AFTER / 2)], {"server": T0}, {}, T0) == []
+
+
+def test_diagnose_puts_the_crash_first_and_keeps_tails_and_stats(tmp_path: Path) -> None:
+    (tmp_path / "client.log").write_text("connecting\nthread 'main' panicked at src/nak.rs:7:5:\nattempt to subtract\n")
+    (tmp_path / "server.log").write_text("listening\n")
+    (tmp_path / "stats-server.jsonl").write_text('{"t": 1.0, "bytes": 2048, "acks_sent": 3}\n')
+    roles = [
+        Role("server", "srvstack", None, tmp_path / "server.log", T0 + 3, tmp_path / "stats-server.jsonl"),
+        Role("client", "clistack", 101, tmp_path / "client.log", T0 + 1),
+    ]
+    c = conn_of(*handshake(100), data(100, 0.01), ack(101, 0.02))
+    d = diagnose(roles, [c], T0)
+    assert d.findings[0] == "client clistack exit 101: thread 'main' panicked at src/nak.rs:7:5: attempt to subtract"
+    assert d.stats == {"server srvstack": "t=1.0 bytes=2048 acks_sent=3"}
+    assert d.tails["server srvstack"] == ["listening"]
+    assert "client clistack log, last 3 lines:" in d.lines()
+    assert d.headline(1) == d.findings[0]
+
+
+def test_diagnose_without_a_capture_says_so(tmp_path: Path) -> None:
+    d = diagnose([Role("server", "s", 1, tmp_path / "none.log", T0)], [], T0)
+    assert any("no capture" in f for f in d.findings)
+
+
+# ---------------------------------------------------------------------------------------------
+# the live watch
+
+SRV, CLI = ("127.0.0.1", 9000), ("127.0.0.1", 5000)
+
+
+def test_watch_reads_a_growing_capture_and_calls_a_silent_server_deaf(tmp_path: Path) -> None:
+    path = tmp_path / "cap.pcap"
+    with PcapWriter(path) as w:
+        w.write(T0 + 0.0, CLI, SRV, Handshake(isn=1, socket_id=CID, req_type=1).encode())
+        w.write(T0 + 0.1, SRV, CLI, Handshake(isn=1, socket_id=CID, req_type=1, cookie=7).encode())
+        watch = WireWatch(path, SRV)
+        watch.poll()
+        assert watch.last == {"client": T0, "server": T0 + 0.1}
+        started = {"server": T0 - 0.5, "client": T0 - 0.1}
+        assert watch.verdict(started, T0 + 3.0) is None
+        for i in range(10):  # the client keeps trying, the server says nothing more
+            w.write(T0 + 0.5 + i * 0.5, CLI, SRV, KeepAlive(dst_id=SID).encode())
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 10)  # a record still being written
+    watch.poll()
+    why = watch.verdict(started, T0 + 0.1 + DEAF_AFTER + 0.2)
+    assert why is not None and why.startswith("server alive but deaf")
+
+
+def test_watch_gives_a_client_time_to_start_then_calls_it_deaf(tmp_path: Path) -> None:
+    path = tmp_path / "cap.pcap"
+    PcapWriter(path).close()  # nothing captured yet
+    watch = WireWatch(path, SRV)
+    watch.poll()
+    started = {"server": T0 - 1.0, "client": T0}
+    assert watch.verdict(started, T0 + DEAF_AFTER + 1.0) is None
+    why = watch.verdict(started, T0 + STARTUP + 0.1)
+    assert why == "client alive but deaf: running for 10.1 s without sending a packet"
+
+
+def test_watch_sees_a_stalled_ack_number_behind_a_relay(tmp_path: Path) -> None:
+    relay, upstream = ("127.0.0.1", 7000), ("127.0.0.1", 7001)
+    path = tmp_path / "relay.pcap"
+    with PcapWriter(path) as w:
+        for i in range(60):  # data keeps arriving, the ACK number never moves past 0x7fffffff
+            t = T0 + 0.2 * i
+            seq = incseq(MAX - 3, i)
+            w.write(t, CLI, relay, DataPacket(seq=seq, msg_no=1, dst_id=SID).encode())
+            w.write(t, upstream, SRV, DataPacket(seq=seq, msg_no=1, dst_id=SID).encode())
+            w.write(t + 0.01, SRV, upstream, Ack(dst_id=CID, ack_no=MAX if i > 3 else incseq(MAX - 3, i)).encode())
+    watch = WireWatch(path, SRV, relay)
+    watch.poll()
+    started = {"server": T0, "client": T0}
+    assert watch.verdict(started, T0 + 5.0) is None
+    why = watch.verdict(started, T0 + 12.0)
+    assert why is not None and "stayed at 0x7fffffff (the 2^31 wrap)" in why
+
+
+def test_watch_stays_quiet_on_a_healthy_run(tmp_path: Path) -> None:
+    path = tmp_path / "cap.pcap"
+    with PcapWriter(path) as w:
+        for i in range(100):
+            w.write(T0 + 0.1 * i, CLI, SRV, DataPacket(seq=i, msg_no=1, dst_id=SID).encode())
+            w.write(T0 + 0.1 * i + 0.01, SRV, CLI, Ack(dst_id=CID, ack_no=i + 1).encode())
+    watch = WireWatch(path, SRV)
+    watch.poll()
+    assert watch.verdict({"server": T0, "client": T0}, T0 + 10.0) is None
+    assert watch.verdict({"server": T0}, T0 + 60.0) is None  # the client has exited: not the watch's call
+
+
+# ---------------------------------------------------------------------------------------------
+# a real failing run
+
+DEAF_SERVER = r"""#!/usr/bin/env bash
+# udt-rs whose receiver freezes (SIGSTOP) once 100 kB arrived: the process lives on, deaf
+[ "$TESTCASE" = loss ] || exit 127
+bin="$REPO_ROOT/impl/target/release/udt"
+export UDT_OFFLOAD=0
+if [ "$ROLE" = client ]; then exec "$bin" send --connect "$SERVER_ADDR:$SERVER_PORT" --input "$INPUT"; fi
+"$bin" recv --listen "$SERVER_ADDR:$SERVER_PORT" --output "$OUTPUT" &
+pid=$!
+while [ "$(stat -c %s "$OUTPUT" 2>/dev/null || echo 0)" -lt 100000 ]; do kill -0 $pid || exit 1; sleep 0.002; done
+kill -STOP $pid
+echo "froze udt recv"
+wait $pid
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_a_deaf_server_stops_the_run_early_and_is_named(tmp_path: Path) -> None:
+    if not (REPO_ROOT / "impl/target/release/udt").is_file():
+        pytest.skip("impl/target/release/udt not built (make build)")
+    d = tmp_path / "udt-deaf"
+    d.mkdir()
+    (d / "meta.toml").write_text('name = "udt-deaf"\nversion = "0"\ntestcases = ["loss"]\n')
+    (d / "entrypoint").write_text(DEAF_SERVER)
+    (d / "entrypoint").chmod(0o755)
+    stack = load(d)
+    res = InteropRunner(results_dir=tmp_path / "results").run(stack, stack, "loss")
+    assert res.status == "fail"
+    assert res.stopped is not None and res.stopped.startswith("server udt-deaf alive but deaf")
+    assert res.reason.startswith("stopped early after")
+    assert res.diagnosis is not None
+    assert any(f.endswith("the server went silent first") for f in res.diagnosis.findings)
+    assert res.diagnosis.tails["server udt-deaf"][-1] == "froze udt recv"

@@ -1,0 +1,520 @@
+"""Diagnosis of a failed run: what went wrong, in words a stack's author can act on.
+
+A failing cell that only says "exit timeout" or "output differs" leaves the author of the stack
+to dig through logs and captures. The diagnosis reads what the run left behind and says it:
+
+* each role's exit in words (``killed by SIGSEGV``, ``exit 134 (128 + SIGABRT)``) and the crash
+  line of its log: a Rust ``panicked at``, ``Segmentation fault``, a C++ ``terminate called``, a
+  Go ``panic:``, a Python traceback (:func:`crash_line`);
+* the last lines of each role's log and the numbers of the last line of its stats file
+  (``stats-<role>.jsonl``, keys of docs/cli.md), kept for the cell's detail;
+* from the capture (:func:`wire_findings`): whether the handshake completed (UDT4.md §6), how far
+  data and ACKs got — the last ACK number and whether it sits at the 2^31 wrap (§4), and whether
+  the receiver stopped acknowledging data it had (§8.3) or the sender never retransmitted what
+  was NAKed (§8.7) — and which side went silent first;
+* *alive but deaf*: a role still running that sent nothing for :data:`DEAF_AFTER` seconds. A
+  healthy UDT endpoint is never that quiet: its EXP timer sends a keep-alive or a
+  retransmission at least every few hundred milliseconds (§9.4).
+
+:class:`WireWatch` reads a capture while it grows, so that the runner can stop a run as soon as
+a role is deaf or the ACK number stalls with data outstanding, rather than sit out the case's
+timeout.
+
+Numbers are the ones on the server's side of the wire: in the relay cases (``loss``, ``wrap``)
+the relay shifts the client's sequence numbers, and the server's numbering is the one the
+``wrap`` case moves across 2^31.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .capture import SENTINEL
+from .pcap import parse_frame
+from .seq import MAX, seqcmp, seqoff
+from .trace import Connection, Endpoint
+from .wire import Nak, WireError
+
+DEAF_AFTER = 5.0  # s without a packet from a running, engaged role: deaf (keep-alives every ~0.3 s, §9.4)
+STALL_AFTER = 10.0  # s without the ACK number moving while data beyond it reached the receiver
+STARTUP = 10.0  # s a client may take from its start to its first packet (an adapter may start slowly)
+TAIL_LINES = 15
+NEAR_WRAP = 64  # sequence numbers this close to 2^31 are reported relative to the wrap
+_TAIL_BYTES = 64 * 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes: exit status, crash lines, logs, stats
+
+
+@dataclass(frozen=True)
+class Role:
+    """One process of a run: the stack playing one role, as the diagnosis sees it."""
+
+    name: str  # "server", "client", "client-1", …
+    stack: str
+    rc: int | None  # None: still running when the suite stopped it
+    log: Path
+    ended: float | None = None  # wall-clock time (time.time()) it exited or was stopped
+    stats: Path | None = None
+
+    @property
+    def side(self) -> str:
+        return "server" if self.name == "server" else "client"
+
+    @property
+    def label(self) -> str:
+        """``server libudt``, ``client udt-rs``, ``client-1 udt-rs``."""
+        return f"{self.name} {self.stack}"
+
+
+def exit_text(rc: int | None) -> str:
+    """An exit status in words: ``exit 3``, ``killed by SIGSEGV``, ``exit 139 (128 + SIGSEGV)``."""
+    if rc is None:
+        return "still running (stopped by the suite)"
+    if rc < 0:
+        return f"killed by {_signame(-rc)}"
+    if 128 < rc < 128 + 65 and (name := _signame(rc - 128)).startswith("SIG"):
+        return f"exit {rc} (128 + {name}: a shell reporting a signal)"
+    return f"exit {rc}"
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+_CRASH = re.compile(
+    r"panicked at|Segmentation fault|SIGSEGV|terminate called|^panic: |^fatal error: |"
+    r"Traceback \(most recent call last\)|AddressSanitizer|double free|stack smashing|"
+    r"fatal runtime error|has overflowed its stack|core dumped|Exception in thread|"
+    # bash reporting a child killed by a signal: "entrypoint: line 9:  7092 Aborted   cmd …"
+    r"^Aborted|\d+ (Aborted|Bus error|Illegal instruction|Floating point exception|Killed)\b"
+)
+
+
+def crash_line(text: str) -> str | None:
+    """The line of a log that shows a crash, with the message that follows it where the runtime
+    prints that on the next line (Rust ≥ 1.73 panics, Python tracebacks), or None."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not _CRASH.search(line):
+            continue
+        line = line.strip()
+        if line.startswith("Traceback"):
+            # the exception is the first unindented line after the traceback's frames
+            exc = next((x for x in lines[i + 1 :] if x and not x[0].isspace()), "")
+            return f"Python exception: {exc.strip()}" if exc else line
+        if line.endswith(":") and i + 1 < len(lines) and lines[i + 1].strip():
+            line = f"{line} {lines[i + 1].strip()}"
+        return line[:300]
+    return None
+
+
+def log_tail(path: Path, n: int = TAIL_LINES) -> list[str]:
+    """The last ``n`` non-empty lines of a log (each cut to 300 characters); [] if it is missing."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - _TAIL_BYTES))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    lines = [line.rstrip()[:300] for line in text.splitlines() if line.strip()]
+    return lines[-n:]
+
+
+# docs/cli.md stats keys, in the order a reader wants them
+_STATS_KEYS = (
+    "summary",
+    "t",
+    "bytes",
+    "pkts_sent",
+    "pkts_recv",
+    "retrans",
+    "losses",
+    "acks_sent",
+    "acks_recv",
+    "naks_sent",
+    "naks_recv",
+    "rtt_ms",
+    "cwnd",
+    "flow_window",
+)
+
+
+def last_stats(path: Path) -> dict[str, object] | None:
+    """The last line of a stats file that is a JSON object (any keys), or None."""
+    for line in reversed(log_tail(path, 5)):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def stats_text(stats: Mapping[str, object]) -> str:
+    """``bytes=144144 pkts_recv=99 …``: the keys of docs/cli.md first, then up to eight other
+    numbers a stack chose to write."""
+    known = [k for k in _STATS_KEYS if k in stats]
+    other = [k for k, v in stats.items() if k not in _STATS_KEYS and isinstance(v, int | float)][:8]
+    return " ".join(f"{k}={stats[k]}" for k in known + other)
+
+
+# ---------------------------------------------------------------------------------------------
+# The capture
+
+
+def wrap_note(seq: int) -> str:
+    """Where ``seq`` sits relative to the 2^31 wrap, when it is near it (§4); else ''."""
+    pos = seqoff(0, seq)  # 0 for 0x00000000, -1 for 0x7fffffff
+    if pos in (-1, 0):
+        return " (the 2^31 wrap)"
+    if -NEAR_WRAP <= pos < -1:
+        return f" ({-pos - 1} before the 2^31 wrap)"
+    if 0 < pos <= NEAR_WRAP:
+        return f" ({pos} after the 2^31 wrap)"
+    return ""
+
+
+def _shift(a: Connection, b: Connection) -> int:
+    """What to add to sequence numbers of leg ``b`` to get those of leg ``a`` (the relay's shift)."""
+    isn_a = next((h.isn for _, h in a.handshakes("client")), None)
+    isn_b = next((h.isn for _, h in b.handshakes("client")), None)
+    return 0 if isn_a is None or isn_b is None else (isn_a - isn_b) & MAX
+
+
+def wire_findings(
+    conn: Connection, names: Mapping[str, str], t0: float, client_leg: Connection | None = None
+) -> list[str]:
+    """What the capture of one connection says about how far it got, in the server's numbering.
+
+    ``conn`` is the server's side of the wire, ``client_leg`` the client's own side where a relay
+    sits between them, ``names`` the stack of each side, ``t0`` the run's start (wall clock)."""
+    srv, cli = f"server {names.get('server', '?')}", f"client {names.get('client', '?')}"
+    own = client_leg or conn  # where the client's own sending shows
+    out: list[str] = []
+
+    def at(t: float) -> str:
+        return f"t={t - t0:.2f} s"
+
+    if not own.records:
+        return [f"nothing on the wire from the {cli}"]
+    hs_c, hs_s = conn.handshakes("client"), conn.handshakes("server")
+    data = conn.data("client")
+    if not data:
+        if not hs_c:
+            out.append(f"the {cli} sent no handshake that reached the server")
+        elif not hs_s:
+            out.append(f"the {srv} never answered the {len(hs_c)} handshake(s) of the {cli} (§6.1)")
+        elif not any(h.req_type in (-1, -2) for _, h in hs_s):
+            out.append(f"the handshake stopped after the {srv}'s first-round reply (§6.1): no final response")
+        else:
+            out.append(f"the handshake completed but the {cli} sent no data (§6)")
+    else:
+        out += _progress(conn, own, srv, cli, at)
+    out.append(_silence(own, srv, cli, at))
+    return out
+
+
+def _progress(conn: Connection, own: Connection, srv: str, cli: str, at: Callable[[float], str]) -> list[str]:
+    """How far the data got: the verdict (who held it up) first, then the numbers."""
+    data = conn.data("client")
+    arrived: dict[int, float] = {}
+    top: int | None = None
+    for r, d in data:
+        arrived.setdefault(d.seq, r.time)
+        if top is None or seqcmp(d.seq, top) > 0:
+            top = d.seq
+    assert top is not None
+    delta = _shift(conn, own) if own is not conn else 0
+    sent = own.data("client")
+    last_r, last_d = sent[-1] if sent else data[-1]
+    summary = (
+        f"data: {len(arrived)} sequence numbers reached the server, up to {top:#010x}{wrap_note(top)}; "
+        f"the client's last data packet {(last_d.seq + delta) & MAX:#010x} at {at(last_r.time)}"
+    )
+    acks = conn.acks("server")
+    if not acks:
+        return [f"the {srv} received data but sent no ACK at all (§8.3)", summary]
+    ack = acks[-1][1].ack_no
+    moved = next(r.time for r, a in acks if a.ack_no == ack)
+    if seqcmp(ack, top) > 0:
+        return [summary, f"every data packet that reached the server was acknowledged (ACK {ack:#010x} at {at(moved)})"]
+    beyond = seqoff(ack, top) + 1
+    if ack in arrived:
+        verdict = (
+            f"receiver ({srv}) stopped ACKing at {ack:#010x}{wrap_note(ack)}: that packet arrived at "
+            f"{at(arrived[ack])} and {beyond - 1} more after it, but the ACK number last moved at {at(moved)}, "
+            f"{last_r.time - moved:.1f} s before the client's last data packet (§8.3)"
+        )
+        return [verdict, summary]
+    naks = [(r, n) for r, n in conn.of_type(Nak, "server") if ack in _losses(n)]
+    if not naks:
+        verdict = (
+            f"the ACK number waits at {ack:#010x}{wrap_note(ack)}, which never reached the server and "
+            f"which the {srv} never NAKed (§8.2)"
+        )
+    else:
+        verdict = (
+            f"the ACK number waits at {ack:#010x}{wrap_note(ack)}, NAKed by the {srv} {len(naks)} time(s) "
+            f"(first at {at(naks[0][0].time)}) but never retransmitted by the {cli} (§8.7)"
+        )
+    return [verdict, summary]
+
+
+def _losses(n: Nak) -> list[int]:
+    try:
+        return n.losses()
+    except WireError:
+        return []
+
+
+def _silence(own: Connection, srv: str, cli: str, at: Callable[[float], str]) -> str:
+    last_c = max((r.time for r in own.by("client")), default=None)
+    last_s = max((r.time for r in own.by("server")), default=None)
+    if last_s is None:
+        return f"the {srv} sent nothing"
+    if last_c is None:
+        return f"the {cli} sent nothing"
+    first = cli if last_c < last_s else srv
+    return f"last packets: {cli} at {at(last_c)}, {srv} at {at(last_s)} — the {first.split()[0]} went silent first"
+
+
+def deaf_findings(
+    roles: list[Role], last_sent: Mapping[str, float], first_sent: Mapping[str, float], t0: float
+) -> list[str]:
+    """Roles the suite stopped while still running that had sent nothing for DEAF_AFTER s: since
+    their last packet, or, for one that never sent any, since the peer's first packet."""
+    out = []
+    for role in roles:
+        if role.rc is not None or role.ended is None:
+            continue
+        last = last_sent.get(role.side)
+        spoken_to = first_sent.get("client" if role.side == "server" else "server")
+        ref = last if last is not None else spoken_to
+        if ref is None or role.ended - ref < DEAF_AFTER:
+            continue
+        since = f"last packet at t={ref - t0:.2f} s" if last is not None else "it never sent a packet"
+        out.append(
+            f"{role.label} alive but deaf: still running, yet it had sent nothing for {role.ended - ref:.1f} s "
+            f"({since})"
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Everything together
+
+
+@dataclass
+class Diagnosis:
+    """Findings (most telling first), and per role its log's last lines and its last stats."""
+
+    findings: list[str] = field(default_factory=list)
+    tails: dict[str, list[str]] = field(default_factory=dict)
+    stats: dict[str, str] = field(default_factory=dict)
+
+    def headline(self, n: int = 3) -> str:
+        return "; ".join(self.findings[:n])
+
+    def lines(self) -> list[str]:
+        """Everything as text lines, for a report's detail."""
+        out = list(self.findings)
+        for label, s in self.stats.items():
+            out.append(f"{label} last stats: {s}")
+        for label, tail in self.tails.items():
+            out.append(f"{label} log, last {len(tail)} lines:")
+            out += [f"  {line}" for line in tail]
+        return out
+
+    def to_json(self) -> dict[str, object]:
+        return {"findings": self.findings, "stats": self.stats, "tails": self.tails}
+
+
+def diagnose(
+    roles: list[Role],
+    conns: list[Connection],
+    t0: float,
+    client_leg: Connection | None = None,
+    stopped: str | None = None,
+) -> Diagnosis:
+    """A failed run's :class:`Diagnosis` from its roles and its capture (``conns``: the server's
+    side, one per client; ``client_leg``: the client's own side behind a relay; ``stopped``: why
+    the suite stopped the run early, which then already names a deaf role)."""
+    diag = Diagnosis()
+    for role in roles:
+        tail = log_tail(role.log)
+        if tail:
+            diag.tails[role.label] = tail
+        crash = crash_line("\n".join(log_tail(role.log, 200)))
+        if crash:
+            diag.findings.append(f"{role.label} {exit_text(role.rc)}: {crash}")
+        elif role.rc is not None and (role.rc < 0 or role.rc > 128):
+            diag.findings.append(f"{role.label} {exit_text(role.rc)}")
+        if role.stats and (s := last_stats(role.stats)):
+            diag.stats[role.label] = stats_text(s)
+    names = {r.side: r.stack for r in roles}
+    legs = [client_leg] if client_leg is not None else conns
+    last_sent: dict[str, float] = {}
+    first_sent: dict[str, float] = {}
+    for leg in legs:
+        for r in leg.records:
+            last_sent[r.sender] = max(last_sent.get(r.sender, r.time), r.time)
+            first_sent[r.sender] = min(first_sent.get(r.sender, r.time), r.time)
+    if not stopped:
+        diag.findings += deaf_findings(roles, last_sent, first_sent, t0)
+    if not conns:
+        diag.findings.append("no capture of the server's port (capturing needs root): no wire symptoms")
+    for i, conn in enumerate(conns):
+        prefix = f"connection {i + 1} (client port {conn.client[1]}): " if len(conns) > 1 else ""
+        own = client_leg if len(conns) == 1 else None
+        diag.findings += [prefix + f for f in wire_findings(conn, names, t0, own)]
+    return diag
+
+
+# ---------------------------------------------------------------------------------------------
+# Watching a capture while it grows
+
+_REC = struct.Struct("<IIII")
+_MAGICS = {b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\x4d\x3c\xb2\xa1": ("<", 1e-9)}
+
+
+class WireWatch:
+    """Who has sent what so far, read from a classic pcap file while it is being written.
+
+    ``server`` is the server's endpoint; ``entry`` where clients send (the relay, else the
+    server). :meth:`poll` reads the records added since the last call; :meth:`verdict` says
+    whether the run is stuck."""
+
+    def __init__(
+        self, path: Path, server: Endpoint, entry: Endpoint | None = None, names: Mapping[str, str] | None = None
+    ) -> None:
+        self.path = path
+        self.names = {side: f"{side} {(names or {}).get(side, '')}".strip() for side in ("server", "client")}
+        self.server = server
+        self.entry = entry or server
+        self.last: dict[str, float] = {}  # side -> time of its last packet
+        self.first_contact: float | None = None  # a client's first packet
+        self.ack: int | None = None  # the server's last ACK number
+        self.top: int | None = None  # the largest data sequence number that reached the server
+        self.first_data: float | None = None
+        self.stalled_since: float | None = None  # data beyond the ACK number since then
+        self._offset = 0
+        self._endian = ""
+        self._unit = 1e-6
+        self._linktype = 0
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                chunk = f.read()
+        except OSError:
+            return
+        pos = 0
+        if not self._endian:
+            if len(chunk) < 24 or chunk[:4] not in _MAGICS:
+                return  # not (yet) a classic pcap
+            self._endian, self._unit = _MAGICS[chunk[:4]]
+            self._linktype = struct.unpack_from("<I", chunk, 20)[0] & 0x0FFFFFFF
+            pos = 24
+        while pos + 16 <= len(chunk):
+            sec, frac, incl, _ = _REC.unpack_from(chunk, pos)
+            if pos + 16 + incl > len(chunk):
+                break  # the tool is still writing this record
+            frame = chunk[pos + 16 : pos + 16 + incl]
+            pos += 16 + incl
+            dg = parse_frame(sec + frac * self._unit, self._linktype, frame)
+            if dg is not None and dg.payload != SENTINEL:
+                self._see(dg.time, dg.src, dg.dst, dg.payload)
+        self._offset += pos
+
+    def _see(self, t: float, src: Endpoint, dst: Endpoint, payload: bytes) -> None:
+        if src[1] == self.server[1]:
+            self.last["server"] = t
+            if len(payload) >= 20 and payload[0] & 0x80 and (payload[0] & 0x7F, payload[1]) == (0, 2):
+                ack = struct.unpack_from("!I", payload, 16)[0] & MAX
+                if ack != self.ack:
+                    self.ack = ack
+                    self.stalled_since = t if self.top is not None and seqcmp(self.top, ack) >= 0 else None
+        elif dst[1] == self.entry[1]:
+            self.last["client"] = t
+            if self.first_contact is None:
+                self.first_contact = t
+        if dst[1] == self.server[1] and len(payload) >= 16 and not payload[0] & 0x80:
+            seq = struct.unpack_from("!I", payload, 0)[0]
+            if self.first_data is None:
+                self.first_data = t
+            if self.top is None or seqcmp(seq, self.top) > 0:
+                self.top = seq
+            if self.ack is not None and self.stalled_since is None and seqcmp(seq, self.ack) >= 0:
+                self.stalled_since = t
+
+    def verdict(self, started: Mapping[str, float], now: float) -> str | None:
+        """Why the run is stuck, or None. ``started``: for each side with a role still running,
+        when it started (wall clock); the verdict needs both sides running."""
+        if "server" not in started or "client" not in started:
+            return None
+        # a server is spoken to from a client's first packet on; a client speaks first, after
+        # STARTUP at the latest
+        since = {"server": self.first_contact, "client": started["client"] + STARTUP - DEAF_AFTER}
+        quiet = {}
+        for side in ("server", "client"):
+            ref = self.last.get(side, since[side])
+            if ref is not None and now - ref >= DEAF_AFTER:
+                quiet[side] = ref
+        if len(quiet) == 2 and all(side in self.last for side in quiet):
+            first = min(quiet, key=lambda s: quiet[s])
+            return (
+                f"neither side sent anything for {DEAF_AFTER:.0f} s while both were running; "
+                f"the {self.names[first]} went silent first"
+            )
+        for side, ref in quiet.items():
+            who, other = self.names[side], "client" if side == "server" else "server"
+            if side not in self.last and side == "client":
+                return f"{who} alive but deaf: running for {now - started['client']:.1f} s without sending a packet"
+            if side not in self.last:
+                return f"{who} alive but deaf: running, yet it never answered the client ({now - ref:.1f} s)"
+            talking = self.last.get(other, ref) > ref
+            return f"{who} alive but deaf: running, yet it sent nothing for {now - ref:.1f} s" + (
+                f" while the {other} kept sending" if talking else ""
+            )
+        if self.ack is None and self.first_data is not None and now - self.first_data >= STALL_AFTER:
+            return f"the server received data for {now - self.first_data:.0f} s without sending a single ACK"
+        if self.ack is not None and self.stalled_since is not None and now - self.stalled_since >= STALL_AFTER:
+            return (
+                f"the ACK number stayed at {self.ack:#010x}{wrap_note(self.ack)} for "
+                f"{now - self.stalled_since:.0f} s while data beyond it reached the server"
+            )
+        return None
+
+
+__all__ = [
+    "DEAF_AFTER",
+    "STALL_AFTER",
+    "STARTUP",
+    "Diagnosis",
+    "Role",
+    "WireWatch",
+    "crash_line",
+    "deaf_findings",
+    "diagnose",
+    "exit_text",
+    "last_stats",
+    "log_tail",
+    "stats_text",
+    "wire_findings",
+    "wrap_note",
+]
