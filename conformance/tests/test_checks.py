@@ -274,3 +274,61 @@ def test_light_first_ack_is_fine_after_64_packets_in_10_ms(receiver: str) -> Non
     source = "server" if receiver == "client" else "client"
     c = conn_of(*handshake(), *early_data(source, 64)[:64], light_ack_from(receiver, 0.017, ISN + 64))
     assert parties("udt4/5.3/first-ack-full", c) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# §9.2: the ACK timer is looked at when a packet arrives and restarts at every due check.
+
+
+def steady_flow(n: int, t0: float = 0.01, gap: float = 0.001) -> list[tuple[str, float, bytes]]:
+    """``n`` in-order data packets 1 ms apart, each SYN-spaced check answered by a full ACK, and a
+    last ACK for all of them."""
+    out, next_ack, sub = [], t0 + 0.010, 1
+    for i in range(n):
+        t = t0 + gap * i
+        out.append(data_from("client", ISN + i, t))
+        if t >= next_ack:
+            out.append(full_ack_from("server", t + 0.0001, ISN + i + 1, sub))
+            next_ack, sub = t + 0.010, sub + 1
+    out.append(full_ack_from("server", t0 + gap * n + 0.0001, ISN + n, sub))
+    return out
+
+
+def test_ack_timer_restarted_by_a_check_that_found_a_gap_owes_nothing_until_syn_later() -> None:
+    # As in the `loss` capture of both shipped stacks: the due check runs on the packet after a
+    # drop (ACK number unchanged, no ACK), so the retransmission 1.3 ms later is not owed an ACK
+    # before SYN has passed again; the next packet 55 ms later gets one.
+    flow = steady_flow(60)
+    t, n = 0.09, ISN + 60
+    tail = [
+        data_from("client", n + 2, t),  # n and n+1 dropped: a due check, nothing to acknowledge
+        data_from("client", n, t + 0.0013),  # the ACK number moves, but the timer restarted at t
+        data_from("client", n + 1, t + 0.055),
+        full_ack_from("server", t + 0.0551, n + 3, 99),
+        keepalive_from("server", t + 0.5),
+    ]
+    assert parties("udt4/9.2/full-ack-every-syn", conn_of(*handshake(), *flow, *tail)) == []
+
+
+def test_ack_timer_due_with_a_moved_ack_number_and_no_ack_blames_the_receiver() -> None:
+    flow = steady_flow(60)
+    t, n = 0.09, ISN + 60
+    tail = [
+        data_from("client", n, t),  # due and the ACK number moves: an ACK is owed now
+        data_from("client", n + 1, t + 0.050),
+        full_ack_from("server", t + 0.0501, n + 2, 99),
+    ]
+    assert parties("udt4/9.2/full-ack-every-syn", conn_of(*handshake(), *flow, *tail)) == ["server"]
+
+
+def test_ack_timer_after_a_100ms_pause_may_have_been_restarted_by_an_idle_check() -> None:
+    # As in libudt's `loss` capture: a retransmission 310 ms after the last packet moves the ACK
+    # number, but a silent idle check just before it may have restarted the timer (§9).
+    flow = steady_flow(60)
+    t, n = 0.4, ISN + 60
+    tail = [
+        data_from("client", n, t),
+        data_from("client", n + 1, t + 0.050),
+        full_ack_from("server", t + 0.0501, n + 2, 99),
+    ]
+    assert parties("udt4/9.2/full-ack-every-syn", conn_of(*handshake(), *flow, *tail)) == []

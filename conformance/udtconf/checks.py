@@ -686,51 +686,63 @@ def _ack2_every(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "udt4/9.2/full-ack-every-syn",
     "9.2",
     "SHOULD",
-    "ACK timer: a full/medium ACK every SYN (10 ms) while data flows (a new implementation SHOULD "
-    "check timers at least every 10 ms).",
+    "ACK timer: at the first check after NextACKTime (a packet from the peer, or 100 ms idle), the "
+    "receiver sends a full/medium ACK when its ACK number has moved; each check restarts the timer "
+    "(§9.2, §8.3).",
     cases=frozenset({"transfer", "dgram", "loss", "wrap"}),
 )
 def _ack_period(conn: Connection, ctx: Context) -> Iterable[Violation]:
-    # Constrains the data receiver (the server in this suite). An ACK is due SYN after the
-    # previous one once received data would move the ACK number (4.11 may hold back an
-    # unchanged ACK number for RTT + 4·RTTVar, §8.3).
+    # Constrains the data receiver (the server in this suite). The timer is modelled as §9.2
+    # states it for 4.11: it is looked at when a packet from the client arrives; once due, the
+    # check runs ACK generation (§8.3) and restarts the timer SYN later, *whether or not* an ACK
+    # left (a check right after a packet that opened a gap finds the ACK number unchanged and
+    # sends nothing). An ACK the capture shows also restarts it. A due check at which received
+    # data has moved the ACK number past the last ACK must produce an ACK within the slack.
+    # With no packet from the client for 100 ms an idle check runs (§9, §14 row 18) and may
+    # restart the timer silently just before the next packet; its timing in 4.11 is loose, so
+    # the first packet after such a pause owes nothing and the timer counts from it.
     slack = 0.020
-    data = conn.data("client")
+    idle = 0.100 - slack
     acks = [(r, a) for r, a in conn.acks("server") if a.kind is not AckKind.LIGHT]
+    data = conn.data("client")
     if len(acks) < 2 or len(data) < 50:
         raise Inconclusive("too little data for the ACK period")
     base = data[0][1].seq
     got: set[int] = set()
-    nxt_off = 0
-    events: list[tuple[float, int]] = []  # (arrival time, ACK number offset after this arrival)
-    for r, d in data:
-        got.add(seqoff(base, d.seq))
-        while nxt_off in got:
-            nxt_off += 1
-        events.append((r.time, nxt_off))
+    ackable = 0  # the ACK number (offset from the first data packet) the data so far allows
+    acked = 0  # the last full/medium ACK's number
+    next_check: float | None = None
+    last_arrival: float | None = None
+    owed: Record | None = None  # the due check that found the ACK number moved
     checked = 0
-    for i, (r0, a0) in enumerate(acks):
-        acked = seqoff(base, a0.ack_no)
-        due = r0.time + SYN
-        trigger = next((t for t, off in events if t > due and off > acked), None)
-        if trigger is None:
-            continue
-        deadline = trigger + slack
-        later = [r for r, _ in acks[i + 1 :]]
-        if not later:
-            if conn.records[-1].time > deadline + 0.1:
-                yield Violation("server", r0.frame, f"no ACK after frame {r0.frame} although new data arrived")
-            continue
-        checked += 1
-        if later[0].time > deadline:
+    for r in conn.records:
+        if owed is not None and r.time > owed.time + slack:
             yield Violation(
                 "server",
-                later[0].frame,
-                f"ACK {(later[0].time - r0.time) * 1e3:.1f} ms after the previous one although data "
-                f"that advances the ACK number arrived {(trigger - r0.time) * 1e3:.1f} ms after it",
+                owed.frame,
+                f"no ACK within {slack * 1e3:.0f} ms of this packet although the ACK timer was due "
+                f"(SYN after the last ACK or check) and the ACK number had moved from "
+                f"{acked:+d} to {ackable:+d} packets past the first data packet",
             )
+            owed = None
+        if r.sender == "server":
+            if isinstance(r.packet, Ack) and r.packet.kind is not AckKind.LIGHT:
+                acked, owed, next_check = seqoff(base, r.packet.ack_no), None, r.time + SYN
+            continue
+        if isinstance(r.packet, DataPacket):
+            got.add(seqoff(base, r.packet.seq))
+            while ackable in got:
+                ackable += 1
+        paused = last_arrival is not None and r.time - last_arrival >= idle
+        last_arrival = r.time
+        if next_check is None or r.time < next_check:
+            continue
+        next_check = r.time + SYN
+        if ackable > acked and owed is None and not paused:
+            owed = r
+            checked += 1
     if checked == 0:
-        raise Inconclusive("no ACK interval with data flowing")
+        raise Inconclusive("no due ACK check with data flowing")
 
 
 @rule(
