@@ -14,6 +14,7 @@ from udtconf import expectations, gate, report
 from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
 from udtconf.interop import RESULTS_DIR, InteropRunner, RunResult
+from udtconf.report import SKIPPED_AFTER_HANDSHAKE
 from udtconf.selection import Selection, SelectionError, from_env, key_unit
 from udtconf.stacks import Stack, StackError
 
@@ -128,7 +129,7 @@ class FailFastRunner(InteropRunner):
                     client.name,
                     case,
                     "skipped",
-                    f"handshake failed for server {server.name} × client {client.name} (see {hs.logdir}): {hs.reason}",
+                    f"{SKIPPED_AFTER_HANDSHAKE} {server.name} × client {client.name} (see {hs.logdir}): {hs.reason}",
                     hs.logdir,
                 )
         return super().run(server, client, case)

@@ -86,3 +86,15 @@ def test_entry_reads_verdict_detail_and_log_from_test_properties() -> None:
     assert (e.text, e.detail, e.log) == ("pass — ok", ["n1", "n2"], "/l")
     xfail = Entry("interop/a/b/c", "id", "xfail", message="known finding: race", verdict="output differs")
     assert xfail.text == "output differs — known finding: race"
+
+
+def test_cases_skipped_after_a_failed_handshake_are_marked_apart_from_unsupported(tmp_path: Path) -> None:
+    why = "skipped: handshake failed for server a × client b (see runs/a__b__handshake): server a exit 101"
+    entries = [
+        Entry("interop/a/b/handshake", "n1", "failed", message="server a exit 101"),
+        Entry("interop/a/b/transfer", "n2", "skipped", message=why),
+        Entry("interop/a/b/dgram", "n3", "skipped", message="unsupported: b meta.toml does not list dgram"),
+    ]
+    page = render_html(entries, tmp_path)
+    assert f"title='{why}'>–</span> transfer" in page
+    assert "does not list dgram'>?</span> dgram" in page

@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
-from udtconf.stacks import REPO_ROOT, STACKS_DIR, Bulk, StackError, build, discover, load, registry, search_path
+from udtconf.stacks import (
+    REPO_ROOT,
+    STACKS_DIR,
+    Bulk,
+    StackError,
+    build,
+    discover,
+    load,
+    registry,
+    search_path,
+    stop,
+)
 
 UDT_CLI_BULK = '[bulk]\ncontract = "udt-cli"\nbinary = "build/x-peer"\nbinary_env = "X_PEER"\nbuild = "make x"\n'
 IPERF3_BULK = '[bulk]\ncontract = "iperf3"\ncongestion_control = "cubic"\n'
@@ -221,3 +233,33 @@ def test_build_that_leaves_requires_missing_is_an_error(tmp_path: Path) -> None:
     d2 = _stack(tmp_path, "y", 'testcases = ["transfer"]\nrequires = ["peer"]\n')
     with pytest.raises(StackError, match="meta.toml has no 'build'"):
         build(load(d2), tmp_path / "build-y.log")
+
+
+def test_stop_leaves_no_process_of_the_group_behind_even_a_stopped_orphan(tmp_path: Path) -> None:
+    # An entrypoint that froze its child (as a deaf-server adapter does) and exited: the child
+    # is stopped, so SIGTERM alone stays pending; stop() must still end it.
+    d = tmp_path / "orphaner"
+    d.mkdir()
+    (d / "meta.toml").write_text('name = "orphaner"\nversion = "0"\ntestcases = ["transfer"]\n')
+    (d / "entrypoint").write_text(
+        '#!/usr/bin/env bash\nsleep 300 &\necho $! > "$LOGDIR/child.pid"\nkill -STOP $!\nexit 0\n'
+    )
+    (d / "entrypoint").chmod(0o755)
+    p = load(d).start("server", "transfer", tmp_path / "logs")
+    assert p.wait(timeout=10) == 0
+    child = int((tmp_path / "logs/child.pid").read_text())
+    assert running(child)
+    stop(p)
+    deadline = time.monotonic() + 5
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(child)
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is alive: not gone and not a zombie (an orphan is reaped by init, not us)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

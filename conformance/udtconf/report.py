@@ -76,6 +76,8 @@ class Entry:
         return self.verdict or self.message
 
 
+# The reason conftest's fail-fast gives the cases it skips after a pair's failed handshake.
+SKIPPED_AFTER_HANDSHAKE = "handshake failed for server"
 SYMBOL = {"passed": "✓", "failed": "✕", "xfail": "✕", "xpass": "✓", "skipped": "?"}
 
 
@@ -121,7 +123,8 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
         "code{font-size:12px}</style>",
         "<h1>UDT4 conformance — interop matrix</h1>",
         "<p>Rows: server (listener / receiver) stack; columns: client (sender) stack. ✓ transfer intact and no "
-        "MUST rule violated, ✕ failure (orange = known finding/flaky), ? not supported or not run. "
+        "MUST rule violated, ✕ failure (orange = known finding/flaky), ? not supported or not built, "
+        "– not run because the pair's handshake failed (fail-fast). "
         "Each mark links to the run's logs; <i>pcap</i> to the capture.</p>",
     ]
     if junit and str(junit):
@@ -145,7 +148,7 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
                 elif e.status in ("passed", "xpass") and not must:
                     sym, cls = "✓", "ok"
                 elif e.status == "skipped":
-                    sym, cls = "?", "unk"
+                    sym, cls = ("–" if SKIPPED_AFTER_HANDSHAKE in e.text else "?"), "unk"
                 else:
                     sym, cls = "✕", "known" if e.status == "xfail" and not must else "bad"
                 link = html.escape(_rel(e.logdir, outdir)) if e and e.logdir else ""

@@ -26,6 +26,7 @@ command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) make
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import tomllib
 import uuid
@@ -170,19 +171,28 @@ class Stack:
 
 
 def stop(p: subprocess.Popen[bytes], grace: float = 2.0) -> int | None:
-    """Terminate a started entrypoint and everything it spawned (its process group)."""
-    if p.poll() is not None:
-        return p.returncode
-    for sig in (15, 9):
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            return p.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            continue
-    return p.poll()
+    """Terminate a started entrypoint and everything it spawned (its process group), also when
+    the entrypoint itself has already exited and left children behind: SIGTERM with SIGCONT (a
+    stopped process acts on neither SIGTERM nor its own exit until continued), then SIGKILL to
+    whatever is left of the group once the entrypoint is gone or ``grace`` has passed."""
+    for sig in (signal.SIGTERM, signal.SIGCONT):
+        _killpg(p.pid, sig)
+    try:
+        p.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    _killpg(p.pid, signal.SIGKILL)
+    try:
+        return p.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        return p.poll()
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is gone (PermissionError: its id now belongs to someone else's group)
 
 
 def _string(meta_path: Path, table: Mapping[str, object], key: str, where: str = "") -> str | None:
