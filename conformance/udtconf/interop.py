@@ -129,8 +129,10 @@ class _Proc:
         return self.ended is not None
 
     def kill(self) -> None:
-        if not self.check():
-            stop(self.popen)
+        """Ends the role and whatever it left running in its process group (also after it exited)."""
+        ended = self.check()
+        stop(self.popen)
+        if not ended:
             self.ended = time.time()
 
     def role(self) -> Role:
