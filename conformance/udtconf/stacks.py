@@ -44,7 +44,7 @@ REPO_ROOT_VAR = "${REPO_ROOT}"
 # What `run --stack` pairs a stack under test with when --against is not given.
 REFERENCE_STACKS = ("libudt", "udt-rs")
 
-TESTCASES = ("handshake", "transfer", "dgram", "rendezvous", "loss", "wrap", "multiconnect", "close")
+TESTCASES = ("handshake", "mss", "transfer", "dgram", "rendezvous", "loss", "wrap", "multiconnect", "close")
 # The wire protocol a stack speaks, and for each bulk-transfer contract the protocol it implies.
 PROTOCOLS = ("udt", "tcp")
 BULK_CONTRACTS = {"udt-cli": "udt", "iperf3": "tcp"}
