@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from udtconf.run import main
+from udtconf.run import main, matrix_lines
 
 # A stack that binds the server port and exits 0, and whose client fails at once: an interop
 # failure within a second, without a real UDT stack.
@@ -173,3 +173,15 @@ def test_options_become_the_suites_environment(tmp_path: Path) -> None:
     assert "STACKS" not in env, "the plain matrix's selection does not leak into a run"
     default = run_env(parser().parse_args(["run", "--stack", "x"]), {})
     assert default["UDTC_GATE"] == "must" and default["UDTC_AGAINST"] == "libudt,udt-rs"
+
+
+def test_the_printed_matrix_marks_cases_skipped_after_a_failed_handshake() -> None:
+    doc = {
+        "entries": [
+            {"key": "interop/b/libudt/handshake", "status": "failed", "message": "server b exit 101"},
+            {"key": "interop/b/libudt/transfer", "status": "skipped", "message": "handshake failed for server b × …"},
+            {"key": "interop/b/libudt/dgram", "status": "skipped", "message": "unsupported: b does not list dgram"},
+        ]
+    }
+    lines = matrix_lines(doc, ["b"])
+    assert "server b            × client libudt       ✕ handshake  – transfer  ? dgram" in lines[0]
