@@ -8,8 +8,8 @@
 use prng::Xoshiro256 as Rng;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+use transfer::seq::{SeqNo, SEQ_MAX};
 use udt_proto::loss_list::{nak_word_limit, RcvLossList, SndLossList};
-use udt_proto::seq::{SeqNo, SEQ_MAX};
 
 const PAPER_NS: f64 = 1000.0;
 const BUDGET: Duration = Duration::from_millis(120);

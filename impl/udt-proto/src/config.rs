@@ -2,6 +2,7 @@
 
 use crate::cc::{native::NativeVariant, CongestionControl};
 use crate::wire::SocketType;
+use transfer::time::Duration;
 
 /// Which congestion controller a connection uses (§12; CONVENTIONS: CC is a trait).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,14 +54,14 @@ pub struct ConnectionConfig {
     /// `UDT_RCVBUF` in packets (default 8192; never more than `flight_flag_size`).
     pub rcv_buf_pkts: u32,
     pub socket_type: SocketType,
-    /// `UDT_LINGER` in µs (default 180 s).
-    pub linger_us: u64,
+    /// `UDT_LINGER` (default 180 s).
+    pub linger: Duration,
     /// `UDT_MAXBW` in bytes/s; `None` = unlimited.
     pub max_bw: Option<u64>,
     pub cc: CcChoice,
-    /// Connection setup timeout in µs (3 s; rendezvous uses 30 s).
-    pub connect_timeout_us: u64,
-    pub rendezvous_timeout_us: u64,
+    /// Connection setup timeout (3 s; rendezvous uses 30 s).
+    pub connect_timeout: Duration,
+    pub rendezvous_timeout: Duration,
     /// Draft mode (§8.4): also re-send the whole receiver loss list periodically.
     pub periodic_nak: bool,
     /// Largest burst (in packets) the pacer may send back to back to catch up after a late
@@ -77,11 +78,11 @@ impl Default for ConnectionConfig {
             snd_buf_pkts: 8192,
             rcv_buf_pkts: 8192,
             socket_type: SocketType::Stream,
-            linger_us: 180_000_000,
+            linger: Duration::from_secs(180),
             max_bw: None,
             cc: CcChoice::Udt411,
-            connect_timeout_us: 3_000_000,
-            rendezvous_timeout_us: 30_000_000,
+            connect_timeout: Duration::from_secs(3),
+            rendezvous_timeout: Duration::from_secs(30),
             periodic_nak: false,
             pacing_burst: 16,
         }

@@ -11,7 +11,7 @@
 //!
 //! and the application-side calls [`Connection::send`], [`Connection::send_msg`],
 //! [`Connection::recv`], [`Connection::recv_msg`] and [`Connection::close`].
-//! Every entry point takes `now` in µs from the driver's epoch.
+//! Every entry point takes `now`, an [`Instant`] on the driver's clock.
 //!
 //! Where UDT 4.11 and the draft differ, this follows 4.11 (§14); the deliberate exceptions
 //! are listed on [`crate::config::ConnectionConfig`] (`pacing_burst`, `periodic_nak`) and
@@ -28,21 +28,23 @@ use crate::loss_list::{encode_nak, RcvLossList, SndLossList};
 use crate::measurement::{ArrivalSpeed, LinkCapacity};
 use crate::recv_buffer::{Insert, RecvBuffer};
 use crate::send_buffer::SendBuffer;
-use crate::seq::{AckNo, MsgNo, SeqNo};
+use crate::seq::{AckNo, MsgNo};
 use crate::stats::Stats;
 use crate::wire::{self, req_type, Ack, Control, DataHeader, Handshake, NakList, Packet, Repr, SocketType};
+use transfer::seq::SeqNo;
+use transfer::time::{micros, Duration, Instant};
 
 /// Handshake request re-send interval (§6.1).
-pub const HANDSHAKE_RESEND: u64 = 250_000;
+pub const HANDSHAKE_RESEND: Duration = Duration::from_millis(250);
 /// Light ACK every this many packets (§9.3).
 pub const LIGHT_ACK_PACKETS: u32 = 64;
 const INITIAL_RTT: u32 = 100_000;
 const INITIAL_RTT_VAR: u32 = 50_000;
 /// The minimum EXP period per EXPCount (§9.4).
-const MIN_EXP: u64 = 300_000;
+const MIN_EXP: Duration = Duration::from_millis(300);
 /// With no packet from the peer, 4.11 evaluates a connection's timers only once it has gone
 /// this long unchecked (§9, §14 row 18); see `Connection::check_ack_timer`.
-pub const IDLE_CHECK: u64 = 100_000;
+pub const IDLE_CHECK: Duration = Duration::from_millis(100);
 
 /// Why a connection attempt failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,17 +162,17 @@ struct Receiver {
     last_ack: SeqNo,
     last_ack_ack: SeqNo,
     ack_no: AckNo,
-    last_ack_time: Option<u64>,
-    next_ack_time: u64,
+    last_ack_time: Option<Instant>,
+    next_ack_time: Instant,
     /// When the ACK timer was last evaluated: at the last packet from the peer or idle check.
-    last_check: u64,
+    last_check: Instant,
     pkt_count: u32,
     light_ack_count: u32,
     loss: RcvLossList,
     ack_window: AckWindow,
     arrival: ArrivalSpeed,
     capacity: LinkCapacity,
-    next_nak_time: u64,
+    next_nak_time: Instant,
 }
 
 /// A UDT connection (see the module docs for the call order).
@@ -182,11 +184,11 @@ pub struct Connection {
     local_id: u32,
     peer_id: u32,
     /// When this socket was opened: data time stamps count from here (§3.1).
-    start: u64,
+    start: Instant,
     /// Our handshake (request while connecting; response for an accepted connection).
     hs: Handshake,
-    hs_next_send: u64,
-    hs_deadline: u64,
+    hs_next_send: Instant,
+    hs_deadline: Instant,
     /// Rendezvous: the peer handshake recorded so far (§6.2).
     peer_hs: Option<Handshake>,
     /// Accepted connections stay silent until the client's first packet (§16 pitfall 8).
@@ -199,8 +201,8 @@ pub struct Connection {
     rtt: u32,
     rtt_var: u32,
     exp_count: u64,
-    last_response: u64,
-    close_deadline: Option<u64>,
+    last_response: Instant,
+    close_deadline: Option<Instant>,
     peer_closed: bool,
     ctrl: VecDeque<CtrlOut>,
     events: VecDeque<Event>,
@@ -208,7 +210,7 @@ pub struct Connection {
 }
 
 impl Connection {
-    fn new(config: ConnectionConfig, role: Role, local_id: u32, isn: SeqNo, now: u64, hs: Handshake) -> Connection {
+    fn new(config: ConnectionConfig, role: Role, local_id: u32, isn: SeqNo, now: Instant, hs: Handshake) -> Connection {
         let cc = config.cc.build();
         Connection {
             mss: config.mss,
@@ -220,7 +222,7 @@ impl Connection {
             start: now,
             hs,
             hs_next_send: now,
-            hs_deadline: u64::MAX,
+            hs_deadline: Instant::MAX,
             peer_hs: None,
             awaiting_peer: false,
             isn,
@@ -255,18 +257,24 @@ impl Connection {
 
     /// Starts a client connection (§6.1): the first request goes out at once.
     /// `peer_ip` is the listener's address in handshake form ([`wire::peer_ip_words`]).
-    pub fn connect(config: ConnectionConfig, local_id: u32, isn: SeqNo, peer_ip: [u32; 4], now: u64) -> Connection {
+    pub fn connect(config: ConnectionConfig, local_id: u32, isn: SeqNo, peer_ip: [u32; 4], now: Instant) -> Connection {
         let hs = Self::request(&config, isn, local_id, req_type::CLIENT, peer_ip);
-        let deadline = now + config.connect_timeout_us;
+        let deadline = now + config.connect_timeout;
         let mut c = Connection::new(config, Role::Client, local_id, isn, now, hs);
         c.hs_deadline = deadline;
         c
     }
 
     /// Starts a rendezvous connection (§6.2).
-    pub fn rendezvous(config: ConnectionConfig, local_id: u32, isn: SeqNo, peer_ip: [u32; 4], now: u64) -> Connection {
+    pub fn rendezvous(
+        config: ConnectionConfig,
+        local_id: u32,
+        isn: SeqNo,
+        peer_ip: [u32; 4],
+        now: Instant,
+    ) -> Connection {
         let hs = Self::request(&config, isn, local_id, req_type::RENDEZVOUS, peer_ip);
-        let deadline = now + config.rendezvous_timeout_us;
+        let deadline = now + config.rendezvous_timeout;
         let mut c = Connection::new(config, Role::Rendezvous, local_id, isn, now, hs);
         c.hs_deadline = deadline;
         c
@@ -280,7 +288,7 @@ impl Connection {
         local_id: u32,
         req: &Handshake,
         client_ip: [u32; 4],
-        now: u64,
+        now: Instant,
     ) -> Connection {
         let mss = req.mss.min(config.mss).max(76);
         let response = Handshake {
@@ -314,7 +322,7 @@ impl Connection {
         self.ctrl.push_back(CtrlOut::Handshake(hs));
     }
 
-    fn establish(&mut self, now: u64, peer_isn: SeqNo, peer_ffs: u32) {
+    fn establish(&mut self, now: Instant, peer_isn: SeqNo, peer_ffs: u32) {
         let payload = wire::payload_size(self.mss);
         let curr_seq = self.isn.prev();
         self.snd = Some(Sender {
@@ -327,7 +335,7 @@ impl Connection {
             loss: SndLossList::new(peer_ffs.max(2) * 2),
             period: 1.0,
             cwnd: 16.0,
-            next_send: now as f64,
+            next_send: now.as_micros() as f64,
             delivery_rate: 16,
             bandwidth: 1,
         });
@@ -436,18 +444,18 @@ impl Connection {
 
     /// STREAM send: buffers as much of `data` as fits (one message per call, §3.1) and
     /// returns the count. 0 when the buffer is full or the connection is not open.
-    pub fn send(&mut self, now: u64, data: &[u8]) -> usize {
+    pub fn send(&mut self, now: Instant, data: &[u8]) -> usize {
         let n = data.len().min(self.send_capacity());
         if n == 0 {
             return 0;
         }
-        self.push_message(now, &data[..n], false, u64::MAX);
+        self.push_message(now, &data[..n], false, None);
         n
     }
 
-    /// DGRAM send of one whole message. `ttl_us`: drop it if not delivered within this time
+    /// DGRAM send of one whole message. `ttl`: drop it if not delivered within this time
     /// (`None` = never). Returns false if it does not fit in the send buffer now.
-    pub fn send_msg(&mut self, now: u64, data: &[u8], in_order: bool, ttl_us: Option<u64>) -> bool {
+    pub fn send_msg(&mut self, now: Instant, data: &[u8], in_order: bool, ttl: Option<Duration>) -> bool {
         let fits = match &self.snd {
             Some(s) => self.state == State::Connected && s.buf.packets_for(data.len()) <= s.buf.free_packets(),
             None => false,
@@ -455,20 +463,21 @@ impl Connection {
         if !fits || self.close_deadline.is_some() {
             return false;
         }
-        let expiry = ttl_us.map_or(u64::MAX, |t| now.saturating_add(t));
+        let expiry = ttl.map(|t| now + t);
         self.push_message(now, data, in_order, expiry);
         true
     }
 
-    fn push_message(&mut self, now: u64, data: &[u8], in_order: bool, expiry: u64) {
+    fn push_message(&mut self, now: Instant, data: &[u8], in_order: bool, expiry: Option<Instant>) {
         let snd = self.snd.as_mut().expect("connected");
         if snd.buf.is_empty() {
             // §9.4: an idle period must not look like a timeout to the first new packet.
             self.last_response = now;
         }
         snd.buf.push_message(data, in_order, expiry);
-        if snd.next_send < now as f64 {
-            snd.next_send = now as f64;
+        let nowf = now.as_micros() as f64;
+        if snd.next_send < nowf {
+            snd.next_send = nowf;
         }
     }
 
@@ -498,7 +507,7 @@ impl Connection {
 
     /// Graceful close (§6.3): linger until everything sent is acknowledged (at most
     /// `UDT_LINGER`), then send Shutdown.
-    pub fn close(&mut self, now: u64) {
+    pub fn close(&mut self, now: Instant) {
         match self.state {
             State::Connecting => {
                 self.state = State::Done;
@@ -506,7 +515,7 @@ impl Connection {
             }
             State::Connected => {
                 if self.close_deadline.is_none() {
-                    self.close_deadline = Some(now.saturating_add(self.config.linger_us));
+                    self.close_deadline = Some(now + self.config.linger);
                 }
                 self.check_close(now);
             }
@@ -514,7 +523,7 @@ impl Connection {
         }
     }
 
-    fn check_close(&mut self, now: u64) {
+    fn check_close(&mut self, now: Instant) {
         let Some(deadline) = self.close_deadline else { return };
         if self.state != State::Connected {
             return;
@@ -544,7 +553,7 @@ impl Connection {
 
     /// Feeds one datagram addressed to this connection (already matched to it by socket ID
     /// and peer address). Malformed packets are counted and dropped.
-    pub fn handle_packet(&mut self, now: u64, datagram: &[u8]) {
+    pub fn handle_packet(&mut self, now: Instant, datagram: &[u8]) {
         let repr = match Packet::new_checked(datagram).and_then(|p| Repr::parse(&p)) {
             Ok(r) => r,
             Err(_) => {
@@ -556,7 +565,7 @@ impl Connection {
     }
 
     /// Feeds an already parsed packet.
-    pub fn handle_repr(&mut self, now: u64, repr: &Repr<'_>) {
+    pub fn handle_repr(&mut self, now: Instant, repr: &Repr<'_>) {
         if self.state == State::Done {
             return;
         }
@@ -586,7 +595,7 @@ impl Connection {
         self.run_timers(now, true);
     }
 
-    fn on_handshake(&mut self, now: u64, h: &Handshake) {
+    fn on_handshake(&mut self, now: Instant, h: &Handshake) {
         match (self.state, self.role) {
             (State::Connecting, Role::Client) => {
                 if h.req_type == req_type::CLIENT {
@@ -651,7 +660,7 @@ impl Connection {
         }
     }
 
-    fn rendezvous_connected(&mut self, now: u64, peer: &Handshake) {
+    fn rendezvous_connected(&mut self, now: Instant, peer: &Handshake) {
         // 4.11 adopts the peer's MSS without a min (§6.2); we take the min so that
         // mismatched options cannot produce oversized packets.
         self.mss = peer.mss.clamp(76, self.config.mss.max(76));
@@ -665,7 +674,7 @@ impl Connection {
         self.events.push_back(Event::ConnectFailed(e));
     }
 
-    fn on_data(&mut self, now: u64, h: &DataHeader, payload: &[u8]) {
+    fn on_data(&mut self, now: Instant, h: &DataHeader, payload: &[u8]) {
         let full_payload = wire::payload_size(self.mss);
         let Some(rcv) = self.rcv.as_mut() else { return };
         self.stats.pkts_recv += 1;
@@ -709,7 +718,7 @@ impl Connection {
         }
     }
 
-    fn on_control(&mut self, now: u64, c: &Control<'_>) {
+    fn on_control(&mut self, now: Instant, c: &Control<'_>) {
         match *c {
             Control::Ack(ack) => self.on_ack(now, &ack),
             Control::Ack2 { ack_no } => self.on_ack2(now, ack_no),
@@ -756,7 +765,7 @@ impl Connection {
         }
     }
 
-    fn cc_input(&self, now: u64) -> CcInput {
+    fn cc_input(&self, now: Instant) -> CcInput {
         let (curr, rate, bw, maxw) = self
             .snd
             .as_ref()
@@ -786,7 +795,7 @@ impl Connection {
         }
     }
 
-    fn on_ack(&mut self, now: u64, ack: &Ack) {
+    fn on_ack(&mut self, now: Instant, ack: &Ack) {
         self.stats.acks_recv += 1;
         let Some(snd) = self.snd.as_mut() else { return };
         let a = ack.ack();
@@ -838,19 +847,19 @@ impl Connection {
         }
     }
 
-    fn on_ack2(&mut self, now: u64, ack_no: AckNo) {
+    fn on_ack2(&mut self, now: Instant, ack_no: AckNo) {
         let Some(rcv) = self.rcv.as_mut() else { return };
         self.stats.ack2_recv += 1;
         if let Some((ack, rtt)) = rcv.ack_window.acknowledge(ack_no, now) {
             // 4.11 stops here when the RTT sample is not positive (§8.5).
-            if rtt > 0 {
-                (self.rtt, self.rtt_var) = smooth_rtt(self.rtt, self.rtt_var, rtt);
+            if rtt > Duration::ZERO {
+                (self.rtt, self.rtt_var) = smooth_rtt(self.rtt, self.rtt_var, micros(rtt));
                 rcv.last_ack_ack = rcv.last_ack_ack.max_seq(ack);
             }
         }
     }
 
-    fn on_nak(&mut self, now: u64, ranges: &[(SeqNo, SeqNo)]) {
+    fn on_nak(&mut self, now: Instant, ranges: &[(SeqNo, SeqNo)]) {
         let Some(snd) = self.snd.as_ref() else { return };
         // §5.4: nothing reported may be later than what we sent.
         if ranges.iter().any(|&(_, last)| last.is_after(snd.curr_seq)) || ranges.is_empty() {
@@ -869,16 +878,16 @@ impl Connection {
             self.stats.pkts_lost_snd += snd.loss.insert(first, last) as u64;
         }
         // Retransmissions go out at once (§8.7 step 3).
-        snd.next_send = snd.next_send.min(now as f64);
+        snd.next_send = snd.next_send.min(now.as_micros() as f64);
     }
 
     // ---------------------------------------------------------------- timers
 
     /// The earliest time this connection needs [`Connection::handle_timeout`] or has a packet
     /// for [`Connection::poll_transmit`]. `None` when it is done.
-    pub fn poll_timeout(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         if !self.ctrl.is_empty() {
-            return Some(0);
+            return Some(Instant::ZERO);
         }
         match self.state {
             State::Done => None,
@@ -888,7 +897,7 @@ impl Connection {
             State::Connected => {
                 let rcv = self.rcv.as_ref().expect("connected");
                 // The ACK timer is only looked at when a packet arrives or at the idle check.
-                let ack_check = rcv.next_ack_time.max(rcv.last_check.saturating_add(IDLE_CHECK));
+                let ack_check = rcv.next_ack_time.max(rcv.last_check + IDLE_CHECK);
                 let mut t = ack_check.min(self.exp_deadline());
                 if self.config.periodic_nak && !rcv.loss.is_empty() {
                     t = t.min(rcv.next_nak_time);
@@ -904,17 +913,17 @@ impl Connection {
         }
     }
 
-    fn exp_interval(&self) -> u64 {
-        let base = self.exp_count * (self.rtt as u64 + 4 * self.rtt_var as u64) + SYN;
-        base.max(self.exp_count * MIN_EXP)
+    fn exp_interval(&self) -> Duration {
+        let base = self.exp_count * (self.rtt as u64 + 4 * self.rtt_var as u64) + micros(SYN);
+        Duration::from_micros(base.max(self.exp_count * micros(MIN_EXP)))
     }
 
-    fn exp_deadline(&self) -> u64 {
+    fn exp_deadline(&self) -> Instant {
         self.last_response + self.exp_interval()
     }
 
     /// When the next data packet may leave, if one is ready to go.
-    fn next_data_time(&self) -> Option<u64> {
+    fn next_data_time(&self) -> Option<Instant> {
         if self.awaiting_peer || self.state != State::Connected {
             return None;
         }
@@ -925,7 +934,7 @@ impl Connection {
         if snd.loss.is_empty() && !(unsent && window_open) {
             return None;
         }
-        let mut t = snd.next_send.ceil() as u64;
+        let mut t = Instant::from_micros(snd.next_send.ceil() as u64);
         if let Some(frozen) = self.cc.frozen_until() {
             t = t.max(frozen);
         }
@@ -935,12 +944,12 @@ impl Connection {
     /// Runs the ACK, NAK, EXP, handshake and linger timers that are due. The ACK timer is
     /// otherwise checked after each packet from the peer; here only at the idle check
     /// ([`IDLE_CHECK`] after the last check), as in 4.11.
-    pub fn handle_timeout(&mut self, now: u64) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.run_timers(now, false);
     }
 
     /// `after_packet`: called right after a packet from the peer was processed.
-    fn run_timers(&mut self, now: u64, after_packet: bool) {
+    fn run_timers(&mut self, now: Instant, after_packet: bool) {
         match self.state {
             State::Done => {}
             State::Connecting => {
@@ -970,16 +979,16 @@ impl Connection {
     /// would drop about half of ACKs spaced exactly SYN apart once the path adds any jitter),
     /// and in a slow start whose bursts leave idle gaps it is clocked by the arrivals (an
     /// ACK2, the next burst) as 4.11's is.
-    fn check_ack_timer(&mut self, now: u64, after_packet: bool) {
+    fn check_ack_timer(&mut self, now: Instant, after_packet: bool) {
         let rcv = self.rcv.as_mut().expect("connected");
-        if !after_packet && now < rcv.last_check.saturating_add(IDLE_CHECK) {
+        if !after_packet && now < rcv.last_check + IDLE_CHECK {
             return;
         }
         rcv.last_check = now;
         if now >= rcv.next_ack_time {
             self.send_ack(now, false);
             let rcv = self.rcv.as_mut().expect("connected");
-            rcv.next_ack_time = now + self.cc.ack_period_us();
+            rcv.next_ack_time = now + self.cc.ack_period();
             rcv.pkt_count = 0;
             rcv.light_ack_count = 1;
         } else if rcv.pkt_count >= LIGHT_ACK_PACKETS * rcv.light_ack_count {
@@ -989,7 +998,7 @@ impl Connection {
     }
 
     /// §8.3 ACK generation.
-    fn send_ack(&mut self, now: u64, light: bool) {
+    fn send_ack(&mut self, now: Instant, light: bool) {
         let rcv = self.rcv.as_mut().expect("connected");
         let ack = rcv.loss.first().unwrap_or(rcv.curr_seq.next());
         if ack == rcv.last_ack_ack {
@@ -1004,8 +1013,8 @@ impl Connection {
             rcv.buf.acknowledge(ack);
             rcv.last_ack = ack;
         } else if ack == rcv.last_ack {
-            let last = rcv.last_ack_time.unwrap_or(0);
-            if now.saturating_sub(last) < self.rtt as u64 + 4 * self.rtt_var as u64 {
+            let last = rcv.last_ack_time.unwrap_or(Instant::ZERO);
+            if micros(now - last) < self.rtt as u64 + 4 * self.rtt_var as u64 {
                 return;
             }
         } else {
@@ -1018,7 +1027,7 @@ impl Connection {
         let avail = (rcv.buf.available() as u32).max(2);
         // 4.11 tests `> SYN` against a timer that always fires a little late; with exact
         // timers that would alternate full and medium ACKs, so a timer ACK counts as due at SYN.
-        let full = rcv.last_ack_time.is_none_or(|t| now.saturating_sub(t) >= SYN);
+        let full = rcv.last_ack_time.is_none_or(|t| now - t >= SYN);
         let a = if full {
             rcv.last_ack_time = Some(now);
             Ack::Full {
@@ -1039,7 +1048,7 @@ impl Connection {
     }
 
     /// Draft mode only (§8.4): re-send the whole receiver loss list.
-    fn check_nak_timer(&mut self, now: u64) {
+    fn check_nak_timer(&mut self, now: Instant) {
         if !self.config.periodic_nak {
             return;
         }
@@ -1057,11 +1066,11 @@ impl Connection {
     }
 
     /// §9.4 EXP: retransmission timeout, keep-alive and dead-peer detection.
-    fn check_exp_timer(&mut self, now: u64) {
+    fn check_exp_timer(&mut self, now: Instant) {
         if now <= self.exp_deadline() {
             return;
         }
-        if self.exp_count > 16 && now.saturating_sub(self.last_response) > 5_000_000 {
+        if self.exp_count > 16 && now - self.last_response > Duration::from_secs(5) {
             self.set_broken(BrokenReason::PeerSilent);
             return;
         }
@@ -1072,7 +1081,7 @@ impl Connection {
             if snd.curr_seq.next() != snd.last_ack && snd.loss.is_empty() {
                 self.stats.pkts_lost_snd += snd.loss.insert(snd.last_ack, snd.curr_seq) as u64;
             }
-            snd.next_send = now as f64;
+            snd.next_send = now.as_micros() as f64;
             let input = self.cc_input(now);
             self.cc.on_timeout(&input);
             self.reload_cc();
@@ -1091,7 +1100,7 @@ impl Connection {
     ///
     /// # Panics
     /// If `buf` is shorter than the datagram due (at most `mss − 28` bytes).
-    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         if let Some(c) = self.ctrl.pop_front() {
             return Some(self.emit_control(c, buf));
         }
@@ -1131,19 +1140,19 @@ impl Connection {
         repr.buffer_len()
     }
 
-    fn poll_data(&mut self, now: u64, buf: &mut [u8]) -> Option<usize> {
+    fn poll_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         let due = self.next_data_time()?;
         if now < due {
             return None;
         }
         let snd = self.snd.as_mut().expect("connected");
-        let nowf = now as f64;
+        let nowf = now.as_micros() as f64;
         // Bounded catch-up: a late wake-up may send up to `pacing_burst` packets back to back.
         let slack = snd.period * self.config.pacing_burst.max(1) as f64;
         // Later than the slack: keep `slack` worth of debt rather than none, so the late pass
         // still sends up to `pacing_burst` packets back to back.
         let base = snd.next_send.max(nowf - slack).max(0.0);
-        let ts = now.wrapping_sub(self.start) as u32;
+        let ts = micros(now - self.start) as u32;
 
         // 1. Retransmissions first (§7 step 1).
         while let Some(seq) = snd.loss.pop_first() {
@@ -1152,7 +1161,7 @@ impl Connection {
                 continue;
             }
             let Some(p) = snd.buf.get(off as usize) else { continue };
-            if p.expiry <= now {
+            if p.expiry.is_some_and(|e| e <= now) {
                 // DGRAM message whose TTL expired: ask the receiver to drop it (§5.8).
                 let (_, last) = snd.buf.message_span(off as usize).expect("stored");
                 let last_seq = snd.last_data_ack.add(last as u32);
@@ -1206,9 +1215,9 @@ fn smooth_rtt(rtt: u32, rtt_var: u32, sample: u64) -> (u32, u32) {
 }
 
 /// The NAK interval of §8.4: `RTT + 4·RTTVar + losses / arrival speed`, at least 300 ms.
-fn nak_interval(rtt: u32, rtt_var: u32, losses: u32, speed: u32) -> u64 {
+fn nak_interval(rtt: u32, rtt_var: u32, losses: u32, speed: u32) -> Duration {
     let base = rtt as u64 + 4 * rtt_var as u64 + losses as u64 * 1_000_000 / speed.max(1) as u64;
-    base.max(MIN_EXP)
+    Duration::from_micros(base).max(MIN_EXP)
 }
 
 fn write_data(buf: &mut [u8], seq: SeqNo, msg_word: u32, ts: u32, dst: u32, payload: &[u8]) -> usize {

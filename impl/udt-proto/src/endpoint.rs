@@ -20,15 +20,16 @@ use prng::Xoshiro256;
 
 use crate::config::ConnectionConfig;
 use crate::connection::{Connection, Event};
-use crate::seq::SeqNo;
 use crate::wire::{self, req_type, Control, Handshake, Packet, Repr};
+use transfer::seq::SeqNo;
+use transfer::time::Instant;
 
 #[derive(Debug)]
 struct Listener {
     config: ConnectionConfig,
     backlog: usize,
     key: (u64, u64),
-    opened: u64,
+    opened: Instant,
 }
 
 #[derive(Debug)]
@@ -103,7 +104,7 @@ impl Endpoint {
     }
 
     /// Accepts connections on this port with `config` for every accepted connection.
-    pub fn listen(&mut self, config: ConnectionConfig, backlog: usize, now: u64) {
+    pub fn listen(&mut self, config: ConnectionConfig, backlog: usize, now: Instant) {
         let key = (self.rng.next_u64(), self.rng.next_u64());
         self.listener = Some(Listener { config, backlog: backlog.max(1), key, opened: now });
     }
@@ -120,7 +121,7 @@ impl Endpoint {
     }
 
     /// Starts connecting to a listener at `peer`; returns the new socket's ID.
-    pub fn connect(&mut self, config: ConnectionConfig, peer: SocketAddr, now: u64) -> u32 {
+    pub fn connect(&mut self, config: ConnectionConfig, peer: SocketAddr, now: Instant) -> u32 {
         let id = self.alloc_id();
         let isn = self.random_isn();
         let conn = Connection::connect(config, id, isn, wire::peer_ip_words(peer.ip()), now);
@@ -128,7 +129,7 @@ impl Endpoint {
     }
 
     /// Starts a rendezvous with `peer`; returns the new socket's ID.
-    pub fn rendezvous(&mut self, config: ConnectionConfig, peer: SocketAddr, now: u64) -> u32 {
+    pub fn rendezvous(&mut self, config: ConnectionConfig, peer: SocketAddr, now: Instant) -> u32 {
         let id = self.alloc_id();
         let isn = self.random_isn();
         let conn = Connection::rendezvous(config, id, isn, wire::peer_ip_words(peer.ip()), now);
@@ -194,7 +195,7 @@ impl Endpoint {
     }
 
     /// Handles one datagram received on the port.
-    pub fn handle_datagram(&mut self, now: u64, from: SocketAddr, datagram: &[u8]) {
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         let Ok(packet) = Packet::new_checked(datagram) else {
             self.stats.malformed += 1;
             return;
@@ -229,9 +230,9 @@ impl Endpoint {
         }
     }
 
-    fn on_request(&mut self, now: u64, from: SocketAddr, h: &Handshake) {
+    fn on_request(&mut self, now: Instant, from: SocketAddr, h: &Handshake) {
         let l = self.listener.as_ref().expect("listening");
-        let slot = now.saturating_sub(l.opened) / 60_000_000;
+        let slot = (now - l.opened).as_secs() / 60;
         let cookie = Self::cookie(l.key, from, slot);
         if h.req_type == req_type::CLIENT {
             self.stats.cookies_sent += 1;
@@ -276,16 +277,16 @@ impl Endpoint {
     }
 
     /// Runs every connection's due timers.
-    pub fn handle_timeout(&mut self, now: u64) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         for e in self.conns.values_mut() {
             e.conn.handle_timeout(now);
         }
     }
 
     /// The earliest time anything is due.
-    pub fn poll_timeout(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         if !self.stateless.is_empty() {
-            return Some(0);
+            return Some(Instant::ZERO);
         }
         self.conns.values().filter_map(|e| e.conn.poll_timeout()).min()
     }
@@ -295,7 +296,7 @@ impl Endpoint {
     ///
     /// # Panics
     /// If `buf` is shorter than the datagram due (at most the largest `MSS − 28`).
-    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         if let Some((to, h, dst)) = self.stateless.pop_front() {
             let repr = Repr::Control { dst_socket_id: dst, timestamp: 0, control: Control::Handshake(h) };
             repr.emit(buf);
@@ -318,7 +319,7 @@ impl Endpoint {
     ///
     /// # Panics
     /// As [`Endpoint::poll_transmit`]: if `buf` is shorter than the datagram due.
-    pub fn poll_transmit_for(&mut self, id: u32, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+    pub fn poll_transmit_for(&mut self, id: u32, now: Instant, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         let e = self.conns.get_mut(&id)?;
         e.conn.poll_transmit(now, buf).map(|n| (e.peer, n))
     }

@@ -17,7 +17,7 @@
 //!
 //! ```
 //! use udt_proto::loss_list::{RcvLossList, decode_nak};
-//! use udt_proto::seq::SeqNo;
+//! use transfer::seq::SeqNo;
 //!
 //! let s = SeqNo::new;
 //! let mut rcv = RcvLossList::new(25_600);
@@ -30,9 +30,9 @@
 //! assert_eq!(decode_nak(&words).unwrap(), [(s(0x7FFF_FFFF), s(0x7FFF_FFFF)), (s(1), s(1)), (s(5), s(5))]);
 //! ```
 
-use crate::seq::{SeqNo, SEQ_TH};
 use core::fmt;
 use std::collections::VecDeque;
+use transfer::seq::{SeqNo, SEQ_TH};
 
 /// Bit 31 of a NAK word: this word starts a range (§5.4).
 pub const NAK_RANGE_FLAG: u32 = 0x8000_0000;
@@ -563,9 +563,9 @@ pub fn decode_nak(words: &[u32]) -> Result<Vec<(SeqNo, SeqNo)>, NakError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seq::SEQ_MAX;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
+    use transfer::seq::SEQ_MAX;
 
     fn s(x: u32) -> SeqNo {
         SeqNo::new(x)

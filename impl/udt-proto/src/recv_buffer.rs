@@ -5,8 +5,8 @@
 //! 4.11 (`RcvLastAck`); one slot is always kept empty so the advertised window is at most
 //! capacity − 1.
 
-use crate::seq::SeqNo;
 use crate::wire::Boundary;
+use transfer::seq::SeqNo;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {

@@ -7,6 +7,7 @@
 
 use crate::seq::MsgNo;
 use crate::wire::Boundary;
+use transfer::time::Instant;
 
 #[derive(Debug)]
 pub struct SendBuffer {
@@ -16,8 +17,8 @@ pub struct SendBuffer {
     lens: Vec<u16>,
     /// Word 1 of the data header (boundary, in-order bit, message number).
     msg_words: Vec<u32>,
-    /// Time the packet was added and its TTL in µs (`u64::MAX` = forever), for DGRAM drop.
-    expiry: Vec<u64>,
+    /// When the packet's message expires (`None` = never), for DGRAM drop.
+    expiry: Vec<Option<Instant>>,
     head: usize,
     count: usize,
     bytes: usize,
@@ -29,7 +30,7 @@ pub struct SendBuffer {
 pub struct Stored<'a> {
     pub payload: &'a [u8],
     pub msg_word: u32,
-    pub expiry: u64,
+    pub expiry: Option<Instant>,
 }
 
 impl SendBuffer {
@@ -41,7 +42,7 @@ impl SendBuffer {
             data: vec![0; cap * payload_size],
             lens: vec![0; cap],
             msg_words: vec![0; cap],
-            expiry: vec![u64::MAX; cap],
+            expiry: vec![None; cap],
             head: 0,
             count: 0,
             bytes: 0,
@@ -88,7 +89,7 @@ impl SendBuffer {
     ///
     /// # Panics
     /// If the buffer was made with a `payload_size` of 0.
-    pub fn push_message(&mut self, data: &[u8], in_order: bool, expiry: u64) -> bool {
+    pub fn push_message(&mut self, data: &[u8], in_order: bool, expiry: Option<Instant>) -> bool {
         let n = self.packets_for(data.len());
         if n > self.free_packets() {
             return false;
@@ -164,8 +165,8 @@ mod tests {
     #[test]
     fn messages_are_cut_into_payload_pieces_with_boundaries() {
         let mut b = SendBuffer::new(8, 4);
-        assert!(b.push_message(b"abcdefghij", false, u64::MAX));
-        assert!(b.push_message(b"xy", true, u64::MAX));
+        assert!(b.push_message(b"abcdefghij", false, None));
+        assert!(b.push_message(b"xy", true, None));
         assert_eq!(b.len(), 4);
         assert_eq!(b.get(0).unwrap().payload, b"abcd");
         assert_eq!(b.get(0).unwrap().msg_word, 0x8000_0001);
@@ -182,9 +183,9 @@ mod tests {
     #[test]
     fn a_message_that_does_not_fit_is_refused_whole() {
         let mut b = SendBuffer::new(2, 4);
-        assert!(!b.push_message(&[0; 9], false, u64::MAX));
+        assert!(!b.push_message(&[0; 9], false, None));
         assert!(b.is_empty());
-        assert!(b.push_message(&[], false, u64::MAX));
+        assert!(b.push_message(&[], false, None));
         assert_eq!(b.len(), 1);
     }
 
@@ -192,8 +193,8 @@ mod tests {
     fn ring_wraps() {
         let mut b = SendBuffer::new(3, 2);
         for round in 0..10u8 {
-            assert!(b.push_message(&[round, round], false, u64::MAX));
-            assert!(b.push_message(&[round], false, u64::MAX));
+            assert!(b.push_message(&[round, round], false, None));
+            assert!(b.push_message(&[round], false, None));
             assert_eq!(b.get(1).unwrap().payload, &[round]);
             b.release(2);
         }

@@ -15,9 +15,10 @@
 //! Control information is a sequence of big-endian 32-bit words (§2); data payloads are
 //! opaque bytes.
 
-use crate::seq::{AckNo, MsgNo, SeqNo};
+use crate::seq::{AckNo, MsgNo};
 use core::fmt;
 use std::net::IpAddr;
+use transfer::seq::SeqNo;
 
 /// Byte offsets of every field, in the style of smoltcp's `wire::*::field`. The header's are
 /// from the start of the datagram; the control types' are from the start of the control

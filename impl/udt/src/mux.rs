@@ -12,7 +12,8 @@
 //!    threshold (pacing at microsecond intervals cannot afford a sleep), otherwise `ppoll` on
 //!    the socket and an eventfd that application threads signal.
 //!
-//! Time handed to the core is µs on a monotonic clock since the multiplexer started.
+//! Time handed to the core is a [`transfer::time::Instant`]: µs on a monotonic clock since the
+//! multiplexer started, plus one second.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
@@ -21,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use transfer::time::Instant as CoreTime;
 use udt_proto::connection::{BrokenReason, ConnectError, Event};
 use udt_proto::endpoint::Endpoint;
 
@@ -28,18 +30,18 @@ use crate::error::{Result, UdtError};
 use crate::udp::{self, BufferSizes, RxBatch, TxBatch, UdpSocket, Waker};
 
 /// The clock starts at 1 s so that no timer of the core ever sits at 0.
-const EPOCH_OFFSET_US: u64 = 1_000_000;
+const EPOCH_OFFSET: Duration = Duration::from_secs(1);
 /// Datagrams drained from `poll_transmit` per batch.
 const TX_BATCH: usize = 128;
 /// A timed `ppoll` is cut this much short and the rest spun, so that a late wake-up does not
 /// shift the pacing schedule.
-const SLEEP_EARLY_US: u64 = 20;
+const SLEEP_EARLY: Duration = Duration::from_micros(20);
 /// Re-check interval for a connection that claims to be due but has nothing to do.
-const STALE_RECHECK_US: u64 = 1_000;
-/// While busy sending, the socket is read at least this often (µs).
-const RX_POLL_US: u64 = 10;
+const STALE_RECHECK: Duration = Duration::from_millis(1);
+/// While busy sending, the socket is read at least this often.
+const RX_POLL: Duration = Duration::from_micros(10);
 /// How often released, finished connections are forgotten.
-const REAP_INTERVAL_US: u64 = 100_000;
+const REAP_INTERVAL: Duration = Duration::from_millis(100);
 /// Application waits re-check their condition at least this often (defence in depth).
 const MAX_WAIT: Duration = Duration::from_millis(500);
 
@@ -91,16 +93,16 @@ pub(crate) struct Inner {
     /// Set when the I/O thread ended; every blocking call fails with it.
     pub stopped: Option<String>,
     /// The latest time given to the core by anyone: the core's clock never goes back.
-    pub last_time: u64,
+    pub last_time: CoreTime,
     /// Count of the I/O thread's passes that drained datagrams out of the endpoint.
     pub drained_pass: u64,
-    last_reap: u64,
+    last_reap: CoreTime,
 }
 
 impl Inner {
     /// Moves accepted connections and connection events into the application-visible state.
     /// Returns whether anything changed.
-    pub fn pump(&mut self, now: u64) -> bool {
+    pub fn pump(&mut self, now: CoreTime) -> bool {
         let mut changed = false;
         while let Some(id) = self.ep.accept() {
             changed = true;
@@ -121,7 +123,7 @@ impl Inner {
                 Event::Connected | Event::PeerClosed => {}
             }
         }
-        if changed || now.saturating_sub(self.last_reap) > REAP_INTERVAL_US {
+        if changed || now - self.last_reap > REAP_INTERVAL {
             self.last_reap = now;
             self.reap();
         }
@@ -184,8 +186,8 @@ impl Inner {
     /// to send although it claimed to be due (the core should not do that; it once did for
     /// accepted connections waiting for their client). It is looked at again after a
     /// millisecond instead of being spun on, so it cannot disturb the others' pacing.
-    fn next_due(&self, now: u64) -> Option<u64> {
-        let mut next: Option<u64> = None;
+    fn next_due(&self, now: CoreTime) -> Option<CoreTime> {
+        let mut next: Option<CoreTime> = None;
         let mut stale = false;
         for id in self.ep.connection_ids() {
             match self.ep.connection(id).and_then(|c| c.poll_timeout()) {
@@ -195,7 +197,7 @@ impl Inner {
             }
         }
         if stale {
-            next = Some(next.map_or(now + STALE_RECHECK_US, |n| n.min(now + STALE_RECHECK_US)));
+            next = Some(next.map_or(now + STALE_RECHECK, |n| n.min(now + STALE_RECHECK)));
         }
         next
     }
@@ -245,8 +247,8 @@ impl Mux {
                 waiters: 0,
                 stopped: None,
                 drained_pass: 0,
-                last_time: 0,
-                last_reap: 0,
+                last_time: CoreTime::ZERO,
+                last_reap: CoreTime::ZERO,
             }),
             cond: Condvar::new(),
             waker: Waker::new()?,
@@ -274,13 +276,13 @@ impl Mux {
     }
 
     /// The core's clock: µs since the multiplexer started (plus a fixed offset).
-    pub fn now(&self) -> u64 {
-        self.epoch.elapsed().as_micros() as u64 + EPOCH_OFFSET_US
+    pub fn now(&self) -> CoreTime {
+        CoreTime::ZERO + self.epoch.elapsed() + EPOCH_OFFSET
     }
 
     /// [`Mux::now`] for a call into the core under the lock, never earlier than a time the
     /// core has already seen.
-    pub fn clock(&self, g: &mut Inner) -> u64 {
+    pub fn clock(&self, g: &mut Inner) -> CoreTime {
         let t = self.now().max(g.last_time);
         g.last_time = t;
         t
@@ -357,7 +359,6 @@ impl Mux {
     }
 
     fn io_loop(&self, udp: &mut UdpSocket, options: MuxOptions) -> std::io::Result<()> {
-        let spin_us = options.spin.as_micros() as u64;
         let mut tx = TxBatch::new(TX_BATCH, udp::MAX_DATAGRAM);
         let (_, gro) = udp.offloads();
         let mut rx = RxBatch::new(if gro { 32 } else { 64 }, 65_536);
@@ -366,13 +367,13 @@ impl Mux {
         // Whether the next pass must look at the socket; otherwise it looks at most every
         // RX_POLL_US while busy sending (most of those calls would find nothing).
         let mut poll_rx = true;
-        let mut last_rx_poll = 0u64;
+        let mut last_rx_poll = CoreTime::ZERO;
         // Arrival time given to the last datagram handed to the core.
-        let mut rx_last = 0u64;
+        let mut rx_last = CoreTime::ZERO;
         loop {
             passes += 1;
             let t = self.now();
-            let nrx = if poll_rx || t.saturating_sub(last_rx_poll) >= RX_POLL_US {
+            let nrx = if poll_rx || t - last_rx_poll >= RX_POLL {
                 last_rx_poll = t;
                 udp.recv_batch(&mut rx)?
             } else {
@@ -397,9 +398,9 @@ impl Mux {
                     let mut prev = rx_last.max(floor);
                     rx.for_each(|from, d, stamp, j, k| {
                         let at = stamp
-                            .map_or(now, |ns| now.saturating_sub(wall_ns.saturating_sub(ns) / 1000))
+                            .map_or(now, |ns| now - Duration::from_nanos(wall_ns.saturating_sub(ns)))
                             .clamp(prev, now);
-                        let t = at.saturating_sub((k - 1 - j) as u64).max(prev);
+                        let t = (at - Duration::from_micros((k - 1 - j) as u64)).max(prev);
                         inner.ep.handle_datagram(t, from, d);
                         if j + 1 == k {
                             prev = at;
@@ -446,21 +447,21 @@ impl Mux {
                 poll_rx = nrx > 0;
                 continue;
             }
-            poll_rx = self.idle(udp, next, spin_us)?;
+            poll_rx = self.idle(udp, next, options.spin)?;
         }
     }
 
     /// Waits until `next` (core time), a datagram arrives, or an application thread kicks.
     /// Returns whether it blocked in `ppoll` (and so the socket may have become readable).
-    fn idle(&self, udp: &UdpSocket, next: Option<u64>, spin_us: u64) -> std::io::Result<bool> {
+    fn idle(&self, udp: &UdpSocket, next: Option<CoreTime>, spin: Duration) -> std::io::Result<bool> {
         let now = self.now();
-        let wait_us = match next {
+        let wait = match next {
             Some(t) if t <= now => return Ok(false),
             Some(t) => Some(t - now),
             None => None,
         };
-        if let Some(w) = wait_us {
-            if w <= spin_us {
+        if let Some(w) = wait {
+            if w <= spin {
                 let deadline = now + w;
                 while self.now() < deadline && !self.kick.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
@@ -470,7 +471,7 @@ impl Mux {
         }
         self.sleeping.store(true, Ordering::SeqCst);
         if !self.kick.load(Ordering::SeqCst) {
-            let timeout = wait_us.map(|w| Duration::from_micros(w.saturating_sub(SLEEP_EARLY_US)));
+            let timeout = wait.map(|w| w.saturating_sub(SLEEP_EARLY));
             udp.wait(&self.waker, timeout)?;
         }
         self.sleeping.store(false, Ordering::SeqCst);

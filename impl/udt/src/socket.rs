@@ -90,7 +90,7 @@ impl Builder {
     }
     /// `UDT_LINGER`: how long `close` waits for unacknowledged data (default 180 s).
     pub fn linger(mut self, d: Duration) -> Self {
-        self.config.linger_us = d.as_micros() as u64;
+        self.config.linger = d;
         self
     }
     /// `UDT_RENDEZVOUS`: `connect` meets a peer that connects to us at the same time.
@@ -100,7 +100,7 @@ impl Builder {
     }
     /// Connection setup timeout (default 3 s).
     pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.config.connect_timeout_us = d.as_micros() as u64;
+        self.config.connect_timeout = d;
         self
     }
     /// Kernel UDP buffer sizes in bytes (default 8 MiB send, 32 MiB receive).
@@ -438,7 +438,7 @@ impl UdtSocket {
         let mux = h.0.clone();
         let peer = as_seen_from(&mux.local_addr(), peer);
         let mut config = self.builder.config.clone();
-        config.connect_timeout_us = config.connect_timeout_us.max(1);
+        config.connect_timeout = config.connect_timeout.max(Duration::from_micros(1));
         let id = {
             let mut g = mux.lock();
             let now = mux.clock(&mut g);
@@ -616,7 +616,6 @@ impl UdtSocket {
         }
         let need = msg.len().div_ceil(payload).max(1) * payload;
         let deadline = deadline(&self.send_timeout_us);
-        let ttl = ttl.map(|d| d.as_micros() as u64);
         let mut g = mux.lock();
         loop {
             check_open(&g, id)?;

@@ -5,7 +5,7 @@
 //! offers a window so large that only the flow window limits the sender.
 
 use super::{CcInput, CongestionControl};
-use crate::seq::SeqNo;
+use transfer::seq::SeqNo;
 
 /// Window reported by [`FixedRate`]: large enough never to bind, small enough to convert to
 /// any integer type without saturation surprises.
@@ -50,19 +50,20 @@ impl CongestionControl for FixedRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use transfer::time::{Duration, Instant};
 
     #[test]
     fn fixed_rate_ignores_every_event() {
         let mut cc = FixedRate::new(12.0);
-        let input = CcInput { now: 0, mss: 1500, ..CcInput::default() };
+        let input = CcInput { mss: 1500, ..CcInput::default() };
         cc.on_connect(&input);
         cc.on_loss(&input, &[(SeqNo::new(1), SeqNo::new(9))]);
         cc.on_timeout(&input);
-        cc.on_ack(&CcInput { now: 50_000, ..input }, SeqNo::new(10));
+        cc.on_ack(&CcInput { now: Instant::from_micros(50_000), ..input }, SeqNo::new(10));
         assert_eq!(cc.pacing_period_us(), 12.0);
         assert!(cc.window() >= 1e9);
         assert_eq!(cc.frozen_until(), None);
-        assert_eq!(cc.ack_period_us(), 10_000);
+        assert_eq!(cc.ack_period(), Duration::from_millis(10));
     }
 
     #[test]

@@ -17,20 +17,21 @@
 //! [`pacing_period_us`](CongestionControl::pacing_period_us) and
 //! [`window`](CongestionControl::window).
 
-use crate::seq::SeqNo;
+use transfer::seq::SeqNo;
+use transfer::time::{Duration, Instant};
 
 pub mod fixed_rate;
 pub mod glibc_rand;
 pub mod native;
 
-/// `SYN`, µs: the rate-control interval and the ACK timer period (§1, §9.3, §12.1).
-pub const SYN: u64 = 10_000;
+/// `SYN`: the rate-control interval and the ACK timer period (§1, §9.3, §12.1).
+pub const SYN: Duration = Duration::from_micros(10_000);
 
 /// What the connection tells its controller at every call (UDT4.md §12).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct CcInput {
-    /// Current time, µs.
-    pub now: u64,
+    /// Current time.
+    pub now: Instant,
     /// Negotiated MSS in bytes, IP and UDP headers included (§1).
     pub mss: u32,
     /// The sender's smoothed RTT, µs (§8.6 step 6).
@@ -63,12 +64,12 @@ pub trait CongestionControl: Send + core::fmt::Debug {
     fn pacing_period_us(&self) -> f64;
     /// `W_cc`: the congestion window in packets (the sender uses its integer part).
     fn window(&self) -> f64;
-    /// The ACK timer period, µs (`SYN` for every controller here, as 4.11's CUDTCC sets).
-    fn ack_period_us(&self) -> u64 {
+    /// The ACK timer period (`SYN` for every controller here, as 4.11's CUDTCC sets).
+    fn ack_period(&self) -> Duration {
         SYN
     }
     /// Paper variant: sender must not send new packets before this time.
-    fn frozen_until(&self) -> Option<u64> {
+    fn frozen_until(&self) -> Option<Instant> {
         None
     }
 }

@@ -1,0 +1,13 @@
+//! The transfer core of the UDT protocol family: what UDT4 (`docs/spec/UDT4.md`), SABUL and
+//! FRTP (`SABUL.md`, `FRTP.md`) have in common, so that each protocol crate holds only what is
+//! its own (packet formats, handshake, which timer sends what).
+//!
+//! Like the protocols built on it, nothing here owns a socket, a thread or a clock: time is
+//! the driver's [`time::Instant`], passed into every call.
+
+pub mod seq;
+pub mod time;
+
+/// The family's one seeded PRNG (`impl/prng`, shared with the link emulator): the protocols
+/// draw socket IDs, ISNs and cookie keys from it, the simulator its link losses.
+pub use prng;
