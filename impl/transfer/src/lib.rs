@@ -5,6 +5,12 @@
 //! Like the protocols built on it, nothing here owns a socket, a thread or a clock: time is
 //! the driver's [`time::Instant`], passed into every call.
 
+pub mod loss_list;
+pub mod pacing;
+pub mod recv_buffer;
+pub mod ring;
+pub mod rtt;
+pub mod send_buffer;
 pub mod seq;
 pub mod time;
 

@@ -24,13 +24,16 @@ use std::collections::VecDeque;
 use crate::ack_window::AckWindow;
 use crate::cc::{CcInput, CongestionControl, SYN};
 use crate::config::ConnectionConfig;
-use crate::loss_list::{encode_nak, RcvLossList, SndLossList};
 use crate::measurement::{ArrivalSpeed, LinkCapacity};
-use crate::recv_buffer::{Insert, RecvBuffer};
+use crate::recv_buffer::RecvBuffer;
 use crate::send_buffer::SendBuffer;
 use crate::seq::{AckNo, MsgNo};
 use crate::stats::Stats;
 use crate::wire::{self, req_type, Ack, Control, DataHeader, Handshake, NakList, Packet, Repr, SocketType};
+use transfer::loss_list::{encode_loss, RcvLossList, SndLossList};
+use transfer::pacing::Pacer;
+use transfer::recv_buffer::Insert;
+use transfer::rtt::RttEstimator;
 use transfer::seq::SeqNo;
 use transfer::time::{micros, Duration, Instant};
 
@@ -38,8 +41,8 @@ use transfer::time::{micros, Duration, Instant};
 pub const HANDSHAKE_RESEND: Duration = Duration::from_millis(250);
 /// Light ACK every this many packets (§9.3).
 pub const LIGHT_ACK_PACKETS: u32 = 64;
-const INITIAL_RTT: u32 = 100_000;
-const INITIAL_RTT_VAR: u32 = 50_000;
+const INITIAL_RTT: Duration = Duration::from_millis(100);
+const INITIAL_RTT_VAR: Duration = Duration::from_millis(50);
 /// The minimum EXP period per EXPCount (§9.4).
 const MIN_EXP: Duration = Duration::from_millis(300);
 /// With no packet from the peer, 4.11 evaluates a connection's timers only once it has gone
@@ -145,10 +148,8 @@ struct Sender {
     flow_window: u32,
     max_window: u32,
     loss: SndLossList,
-    period: f64,
+    pacer: Pacer,
     cwnd: f64,
-    /// Next departure on the pacing schedule (µs, fractional).
-    next_send: f64,
     delivery_rate: u32,
     bandwidth: u32,
 }
@@ -198,8 +199,7 @@ pub struct Connection {
     snd: Option<Sender>,
     rcv: Option<Receiver>,
     cc: Box<dyn CongestionControl>,
-    rtt: u32,
-    rtt_var: u32,
+    rtt: RttEstimator,
     exp_count: u64,
     last_response: Instant,
     close_deadline: Option<Instant>,
@@ -229,8 +229,7 @@ impl Connection {
             snd: None,
             rcv: None,
             cc,
-            rtt: INITIAL_RTT,
-            rtt_var: INITIAL_RTT_VAR,
+            rtt: RttEstimator::new(INITIAL_RTT, INITIAL_RTT_VAR),
             exp_count: 1,
             last_response: now,
             close_deadline: None,
@@ -333,9 +332,8 @@ impl Connection {
             flow_window: peer_ffs.max(2),
             max_window: peer_ffs.max(2),
             loss: SndLossList::new(peer_ffs.max(2) * 2),
-            period: 1.0,
+            pacer: Pacer::new(now, 1.0, self.config.pacing_burst),
             cwnd: 16.0,
-            next_send: now.as_micros() as f64,
             delivery_rate: 16,
             bandwidth: 1,
         });
@@ -410,12 +408,12 @@ impl Connection {
     /// Counters and current estimates (like 4.11's `perfmon`).
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.clone();
-        s.rtt_us = self.rtt;
-        s.rtt_var_us = self.rtt_var;
+        s.rtt_us = self.rtt.rtt_us();
+        s.rtt_var_us = self.rtt.var_us();
         if let Some(snd) = &self.snd {
             s.flow_window = snd.flow_window;
             s.cwnd = snd.cwnd;
-            s.period_us = snd.period;
+            s.period_us = snd.pacer.period();
             s.delivery_rate = snd.delivery_rate;
             s.bandwidth = snd.bandwidth;
             s.snd_buffered_pkts = snd.buf.len() as u32;
@@ -475,10 +473,7 @@ impl Connection {
             self.last_response = now;
         }
         snd.buf.push_message(data, in_order, expiry);
-        let nowf = now.as_micros() as f64;
-        if snd.next_send < nowf {
-            snd.next_send = nowf;
-        }
+        snd.pacer.resume(now);
     }
 
     /// Unacknowledged or unsent packets in the send buffer.
@@ -702,10 +697,10 @@ impl Connection {
             rcv.loss.append(expected, last);
             self.stats.pkts_lost_rcv += expected.len_to(last) as u64;
             let mut words = Vec::with_capacity(2);
-            encode_nak([(expected, last)], 2, &mut words);
+            encode_loss([(expected, last)], 2, &mut words);
             self.ctrl.push_back(CtrlOut::Nak(NakList::encode(&words)));
             // §8.4: every NAK restarts the NAK interval (used by draft mode only).
-            let interval = nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
+            let interval = nak_interval(&self.rtt, rcv.loss.len(), rcv.arrival.speed());
             rcv.next_nak_time = now + interval;
         }
         if payload.len() != full_payload {
@@ -743,7 +738,7 @@ impl Connection {
             Control::CongestionWarning => {
                 // §5.5: transient slow-down until the next reload from the controller.
                 if let Some(s) = self.snd.as_mut() {
-                    s.period = (s.period * 1.125).ceil();
+                    s.pacer.set_period((s.pacer.period() * 1.125).ceil());
                 }
             }
             Control::MsgDropRequest { msg, first, last } => {
@@ -773,7 +768,7 @@ impl Connection {
         CcInput {
             now,
             mss: self.mss,
-            rtt_us: self.rtt,
+            rtt_us: self.rtt.rtt_us(),
             delivery_rate: rate,
             bandwidth: bw,
             snd_curr_seq: curr,
@@ -790,7 +785,8 @@ impl Connection {
         }
         let w = self.cc.window();
         if let Some(s) = self.snd.as_mut() {
-            s.period = period.max(0.0);
+            s.pacer.set_period(period.max(0.0));
+            s.pacer.freeze(self.cc.frozen_until());
             s.cwnd = w;
         }
     }
@@ -829,7 +825,7 @@ impl Connection {
         snd.buf.release(released as usize);
         snd.last_data_ack = a;
         snd.loss.remove_up_to(a.prev());
-        (self.rtt, self.rtt_var) = smooth_rtt(self.rtt, self.rtt_var, rtt.into());
+        self.rtt.update(Duration::from_micros(rtt.into()));
         if let Ack::Full { rate, capacity, .. } = *ack {
             let (rate, capacity) = (rate as i32, capacity as i32);
             if rate > 0 {
@@ -853,7 +849,7 @@ impl Connection {
         if let Some((ack, rtt)) = rcv.ack_window.acknowledge(ack_no, now) {
             // 4.11 stops here when the RTT sample is not positive (§8.5).
             if rtt > Duration::ZERO {
-                (self.rtt, self.rtt_var) = smooth_rtt(self.rtt, self.rtt_var, micros(rtt));
+                self.rtt.update(rtt);
                 rcv.last_ack_ack = rcv.last_ack_ack.max_seq(ack);
             }
         }
@@ -878,7 +874,7 @@ impl Connection {
             self.stats.pkts_lost_snd += snd.loss.insert(first, last) as u64;
         }
         // Retransmissions go out at once (§8.7 step 3).
-        snd.next_send = snd.next_send.min(now.as_micros() as f64);
+        snd.pacer.hurry(now);
     }
 
     // ---------------------------------------------------------------- timers
@@ -914,7 +910,7 @@ impl Connection {
     }
 
     fn exp_interval(&self) -> Duration {
-        let base = self.exp_count * (self.rtt as u64 + 4 * self.rtt_var as u64) + micros(SYN);
+        let base = self.exp_count.saturating_mul(micros(self.rtt.rto())) + micros(SYN);
         Duration::from_micros(base.max(self.exp_count * micros(MIN_EXP)))
     }
 
@@ -934,11 +930,7 @@ impl Connection {
         if snd.loss.is_empty() && !(unsent && window_open) {
             return None;
         }
-        let mut t = Instant::from_micros(snd.next_send.ceil() as u64);
-        if let Some(frozen) = self.cc.frozen_until() {
-            t = t.max(frozen);
-        }
-        Some(t)
+        Some(snd.pacer.next_time())
     }
 
     /// Runs the ACK, NAK, EXP, handshake and linger timers that are due. The ACK timer is
@@ -1014,7 +1006,7 @@ impl Connection {
             rcv.last_ack = ack;
         } else if ack == rcv.last_ack {
             let last = rcv.last_ack_time.unwrap_or(Instant::ZERO);
-            if micros(now - last) < self.rtt as u64 + 4 * self.rtt_var as u64 {
+            if now - last < self.rtt.rto() {
                 return;
             }
         } else {
@@ -1033,14 +1025,20 @@ impl Connection {
             Ack::Full {
                 ack_no: rcv.ack_no,
                 ack: rcv.last_ack,
-                rtt: self.rtt,
-                rtt_var: self.rtt_var,
+                rtt: self.rtt.rtt_us(),
+                rtt_var: self.rtt.var_us(),
                 avail,
                 rate: rcv.arrival.speed(),
                 capacity: rcv.capacity.capacity(),
             }
         } else {
-            Ack::Medium { ack_no: rcv.ack_no, ack: rcv.last_ack, rtt: self.rtt, rtt_var: self.rtt_var, avail }
+            Ack::Medium {
+                ack_no: rcv.ack_no,
+                ack: rcv.last_ack,
+                rtt: self.rtt.rtt_us(),
+                rtt_var: self.rtt.var_us(),
+                avail,
+            }
         };
         rcv.ack_window.store(rcv.ack_no, rcv.last_ack, now);
         self.ctrl.push_back(CtrlOut::Ack(a));
@@ -1058,8 +1056,8 @@ impl Connection {
             return;
         }
         let mut words = Vec::new();
-        rcv.loss.encode_nak(max_words, &mut words);
-        rcv.next_nak_time = now + nak_interval(self.rtt, self.rtt_var, rcv.loss.len(), rcv.arrival.speed());
+        rcv.loss.encode(max_words, &mut words);
+        rcv.next_nak_time = now + nak_interval(&self.rtt, rcv.loss.len(), rcv.arrival.speed());
         if !words.is_empty() {
             self.ctrl.push_back(CtrlOut::Nak(NakList::encode(&words)));
         }
@@ -1081,7 +1079,7 @@ impl Connection {
             if snd.curr_seq.next() != snd.last_ack && snd.loss.is_empty() {
                 self.stats.pkts_lost_snd += snd.loss.insert(snd.last_ack, snd.curr_seq) as u64;
             }
-            snd.next_send = now.as_micros() as f64;
+            snd.pacer.restart(now);
             let input = self.cc_input(now);
             self.cc.on_timeout(&input);
             self.reload_cc();
@@ -1146,12 +1144,6 @@ impl Connection {
             return None;
         }
         let snd = self.snd.as_mut().expect("connected");
-        let nowf = now.as_micros() as f64;
-        // Bounded catch-up: a late wake-up may send up to `pacing_burst` packets back to back.
-        let slack = snd.period * self.config.pacing_burst.max(1) as f64;
-        // Later than the slack: keep `slack` worth of debt rather than none, so the late pass
-        // still sends up to `pacing_burst` packets back to back.
-        let base = snd.next_send.max(nowf - slack).max(0.0);
         let ts = micros(now - self.start) as u32;
 
         // 1. Retransmissions first (§7 step 1).
@@ -1178,7 +1170,7 @@ impl Connection {
                 return Some(self.emit_control(CtrlOut::MsgDrop { msg, first: seq, last: last_seq.next() }, buf));
             }
             let n = write_data(buf, seq, p.msg_word, ts, self.peer_id, p.payload);
-            snd.next_send = base + snd.period;
+            snd.pacer.on_sent(now, false);
             self.stats.pkts_sent += 1;
             self.stats.pkts_retrans += 1;
             self.stats.bytes_sent += p.payload.len() as u64;
@@ -1199,25 +1191,15 @@ impl Connection {
         self.stats.bytes_sent_unique += p.payload.len() as u64;
         snd.curr_seq = seq;
         // Packet pairs: 16n+1 follows 16n immediately (§7 step 3, §10.2).
-        snd.next_send = if seq.get() & 0xF == 0 { base } else { base + snd.period };
+        snd.pacer.on_sent(now, seq.get() & 0xF == 0);
         Some(n)
     }
 }
 
-/// One RTT sample folded into the smoothed RTT and its variation, µs (§8.5, 4.11's integer
-/// EWMAs): `RTTVar ← ¾·RTTVar + ¼·|RTT − sample|`, then `RTT ← ⅞·RTT + ⅛·sample`. The sender
-/// takes its samples from ACKs, the receiver from ACK2s.
-fn smooth_rtt(rtt: u32, rtt_var: u32, sample: u64) -> (u32, u32) {
-    let (rtt, rtt_var, sample) = (rtt as i64, rtt_var as i64, sample.min(i32::MAX as u64) as i64);
-    let rtt_var = (3 * rtt_var + (sample - rtt).abs()) >> 2;
-    let rtt = (7 * rtt + sample) >> 3;
-    (rtt as u32, rtt_var as u32)
-}
-
 /// The NAK interval of §8.4: `RTT + 4·RTTVar + losses / arrival speed`, at least 300 ms.
-fn nak_interval(rtt: u32, rtt_var: u32, losses: u32, speed: u32) -> Duration {
-    let base = rtt as u64 + 4 * rtt_var as u64 + losses as u64 * 1_000_000 / speed.max(1) as u64;
-    Duration::from_micros(base).max(MIN_EXP)
+fn nak_interval(rtt: &RttEstimator, losses: u32, speed: u32) -> Duration {
+    let drain = Duration::from_micros(losses as u64 * 1_000_000 / speed.max(1) as u64);
+    (rtt.rto() + drain).max(MIN_EXP)
 }
 
 fn write_data(buf: &mut [u8], seq: SeqNo, msg_word: u32, ts: u32, dst: u32, payload: &[u8]) -> usize {

@@ -16,7 +16,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 
-use prng::Xoshiro256;
+use transfer::prng::Xoshiro256;
 
 use crate::config::ConnectionConfig;
 use crate::connection::{Connection, Event};

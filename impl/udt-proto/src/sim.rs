@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use prng::Xoshiro256;
+use transfer::prng::Xoshiro256;
 
 use crate::config::ConnectionConfig;
 use crate::endpoint::Endpoint;

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use prng::pattern;
+use transfer::prng::pattern;
 use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
 use udt_proto::cc::SYN;
