@@ -5,6 +5,7 @@
 //! Like the protocols built on it, nothing here owns a socket, a thread or a clock: time is
 //! the driver's [`time::Instant`], passed into every call.
 
+pub mod cc;
 pub mod loss_list;
 pub mod pacing;
 pub mod recv_buffer;

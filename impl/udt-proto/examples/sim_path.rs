@@ -3,14 +3,15 @@
 //! `cargo run --release -p udt-proto --example sim_path -- RATE_MBIT RTT_MS QUEUE_PKTS SECONDS [udt411|paper]`
 
 use transfer::time::Duration;
-use udt_proto::config::{CcChoice, ConnectionConfig};
+use udt_proto::cc;
+use udt_proto::config::ConnectionConfig;
 use udt_proto::sim::{LinkConfig, Pair};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (rate, rtt_ms, queue, secs) = (num(0, 100.0), num(1, 110.0), num(2, 1000.0) as usize, num(3, 20.0));
-    let cc = CcChoice::parse(args.get(4).map_or("udt411", |s| s.as_str()), 1500).expect("cc");
+    let cc = cc::by_name(args.get(4).map_or("udt411", |s| s.as_str()), 1500).expect("cc");
     let link = LinkConfig {
         delay: Duration::from_secs_f64(rtt_ms / 2e3),
         rate_bps: Some((rate * 1e6) as u64),

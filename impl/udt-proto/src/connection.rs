@@ -22,7 +22,6 @@
 use std::collections::VecDeque;
 
 use crate::ack_window::AckWindow;
-use crate::cc::{CcInput, CongestionControl, SYN};
 use crate::config::ConnectionConfig;
 use crate::measurement::{ArrivalSpeed, LinkCapacity};
 use crate::recv_buffer::RecvBuffer;
@@ -30,6 +29,7 @@ use crate::send_buffer::SendBuffer;
 use crate::seq::{AckNo, MsgNo};
 use crate::stats::Stats;
 use crate::wire::{self, req_type, Ack, Control, DataHeader, Handshake, NakList, Packet, Repr, SocketType};
+use transfer::cc::{CcInput, Controller, SYN};
 use transfer::loss_list::{encode_loss, RcvLossList, SndLossList};
 use transfer::pacing::Pacer;
 use transfer::recv_buffer::Insert;
@@ -198,7 +198,7 @@ pub struct Connection {
     isn: SeqNo,
     snd: Option<Sender>,
     rcv: Option<Receiver>,
-    cc: Box<dyn CongestionControl>,
+    cc: Controller,
     rtt: RttEstimator,
     exp_count: u64,
     last_response: Instant,
@@ -211,7 +211,7 @@ pub struct Connection {
 
 impl Connection {
     fn new(config: ConnectionConfig, role: Role, local_id: u32, isn: SeqNo, now: Instant, hs: Handshake) -> Connection {
-        let cc = config.cc.build();
+        let cc = Controller::new(&*config.cc);
         Connection {
             mss: config.mss,
             config,
@@ -402,7 +402,7 @@ impl Connection {
         &self.hs
     }
     pub fn congestion_control(&self) -> &str {
-        self.cc.name()
+        self.cc.get().name()
     }
 
     /// Counters and current estimates (like 4.11's `perfmon`).
@@ -776,18 +776,28 @@ impl Connection {
         }
     }
 
-    /// Copies `P` and `W_cc` from the controller, applying `UDT_MAXBW` (§7 step 4, §12.6).
+    /// Copies `P`, the freeze and `W_cc` from the controller, applying `UDT_MAXBW` (§7 step 4,
+    /// §12.6).
     fn reload_cc(&mut self) {
-        let mut period = self.cc.pacing_period_us();
-        if let Some(bw) = self.config.max_bw {
-            let min = 1e6 / (bw as f64 / self.mss as f64);
-            period = period.max(min);
-        }
-        let w = self.cc.window();
+        let min_period = self.config.max_bw.map_or(0.0, |bw| 1e6 / (bw as f64 / self.mss as f64));
         if let Some(s) = self.snd.as_mut() {
-            s.pacer.set_period(period.max(0.0));
-            s.pacer.freeze(self.cc.frozen_until());
-            s.cwnd = w;
+            s.cwnd = self.cc.pace(&mut s.pacer, min_period);
+        }
+    }
+
+    /// Tells the controller a data packet left.
+    fn on_sent(&mut self, now: Instant, seq: SeqNo, retransmission: bool) {
+        let input = self.cc_input(now);
+        self.cc.on_sent(&input, seq, retransmission);
+    }
+
+    /// The controller's periodic hook, when it has one (`transfer::cc`).
+    fn check_cc_tick(&mut self, now: Instant) {
+        if self.cc.poll_timeout().is_some_and(|t| now >= t) {
+            let input = self.cc_input(now);
+            if self.cc.handle_timeout(&input) {
+                self.reload_cc();
+            }
         }
     }
 
@@ -904,6 +914,9 @@ impl Connection {
                 if let Some(next) = self.next_data_time() {
                     t = t.min(next);
                 }
+                if let Some(tick) = self.cc.poll_timeout() {
+                    t = t.min(tick);
+                }
                 Some(t)
             }
         }
@@ -957,6 +970,7 @@ impl Connection {
                 self.check_ack_timer(now, after_packet);
                 self.check_nak_timer(now);
                 self.check_exp_timer(now);
+                self.check_cc_tick(now);
                 if self.close_deadline.is_some() {
                     self.check_close(now);
                 }
@@ -980,7 +994,7 @@ impl Connection {
         if now >= rcv.next_ack_time {
             self.send_ack(now, false);
             let rcv = self.rcv.as_mut().expect("connected");
-            rcv.next_ack_time = now + self.cc.ack_period();
+            rcv.next_ack_time = now + self.cc.get().ack_period();
             rcv.pkt_count = 0;
             rcv.light_ack_count = 1;
         } else if rcv.pkt_count >= LIGHT_ACK_PACKETS * rcv.light_ack_count {
@@ -1174,6 +1188,7 @@ impl Connection {
             self.stats.pkts_sent += 1;
             self.stats.pkts_retrans += 1;
             self.stats.bytes_sent += p.payload.len() as u64;
+            self.on_sent(now, seq, true);
             return Some(n);
         }
 
@@ -1192,6 +1207,7 @@ impl Connection {
         snd.curr_seq = seq;
         // Packet pairs: 16n+1 follows 16n immediately (§7 step 3, §10.2).
         snd.pacer.on_sent(now, seq.get() & 0xF == 0);
+        self.on_sent(now, seq, false);
         Some(n)
     }
 }

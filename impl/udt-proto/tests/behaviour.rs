@@ -2,12 +2,14 @@
 //! after the behaviour it checks and cites the section of UDT4.md that requires it.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
+use transfer::cc::fixed_rate::FixedRate;
+use transfer::cc::{CcInput, CongestionControl, SYN};
 use transfer::prng::pattern;
 use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
-use udt_proto::cc::SYN;
-use udt_proto::config::{CcChoice, ConnectionConfig};
+use udt_proto::config::ConnectionConfig;
 use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK};
 use udt_proto::sim::{Dir, LinkConfig, Pair};
 use udt_proto::wire::{self, req_type, Ack, Control, NakList, Repr};
@@ -545,7 +547,7 @@ fn timer_ack_leaves_with_the_first_packet_after_the_ack_period() {
     // packet arrives.
     let delay = ms(7);
     let mut p = Pair::new(21, LinkConfig { delay, ..Default::default() });
-    let config = ConnectionConfig { cc: CcChoice::FixedRate { period_us: 3_000.0 }, ..Default::default() };
+    let config = ConnectionConfig { cc: Arc::new(FixedRate::new(3_000.0)), ..Default::default() };
     let data = pattern(300 * 1456, 21);
     let (_c, _s, got) = transfer(&mut p, config, &data, secs(10));
     assert_eq!(got.len(), data.len());
@@ -590,4 +592,58 @@ fn ack_waits_for_the_idle_check_when_no_packet_follows_the_ack_period() {
         acks.iter().all(|(t, _)| *t <= last_sent + delay || *t >= t_ack),
         "no ACK between the burst and the idle check"
     );
+}
+
+#[test]
+fn a_controller_clocked_by_ticks_plugs_in_through_the_factory() {
+    // `transfer::cc`: `on_sent` and the periodic hook reach a controller that no connection
+    // code knows about, as SABUL's SYN-clocked rate control will (SABUL.md §7.2). This one
+    // halves its period at every tick and logs what it saw sent in each.
+    #[derive(Clone, Debug)]
+    struct Doubling {
+        period: f64,
+        sent: u32,
+        log: Arc<Mutex<Vec<u32>>>,
+    }
+    impl CongestionControl for Doubling {
+        fn name(&self) -> &'static str {
+            "doubling"
+        }
+        fn on_sent(&mut self, _: &CcInput, _: SeqNo, retransmission: bool) {
+            assert!(!retransmission, "a clean path");
+            self.sent += 1;
+        }
+        fn tick_interval(&self) -> Option<Duration> {
+            Some(SYN)
+        }
+        fn on_tick(&mut self, _: &CcInput) {
+            self.log.lock().unwrap().push(self.sent);
+            self.sent = 0;
+            self.period /= 2.0;
+        }
+        fn pacing_period_us(&self) -> f64 {
+            self.period
+        }
+        fn window(&self) -> f64 {
+            1e9
+        }
+    }
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let cc = Doubling { period: 1000.0, sent: 0, log: log.clone() };
+    let mut p = Pair::new(23, LinkConfig::default());
+    let (c, _s) = p.connect(ConnectionConfig { cc: Arc::new(cc), ..Default::default() });
+    p.a.connection_mut(c).unwrap().send(p.now, &pattern(1000 * 1456, 23));
+    p.run_for(ms(45));
+    // The accepted side's copy ticks too, with nothing sent.
+    let log: Vec<u32> = log.lock().unwrap().iter().copied().filter(|&n| n > 0).collect();
+    assert_eq!(log.len(), 4, "one tick per SYN: {log:?}");
+    assert!((8..=10).contains(&log[0]), "the first SYN, at 1 ms, minus the handshake: {log:?}");
+    for (k, &n) in log.iter().enumerate().skip(1) {
+        // SYN / P packets, and a little more: every 16th packet takes its pair along (§10.2).
+        let want = 10 << k;
+        assert!((want..=want * 16 / 15 + 2).contains(&n), "tick {k}: {n} packets at P = {} µs", 1000 >> k);
+    }
+    let st = p.a.connection(c).unwrap().stats();
+    assert_eq!(st.period_us, 1000.0 / 16.0);
+    assert_eq!(p.a.connection(c).unwrap().congestion_control(), "doubling");
 }

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use udt_proto::config::{CcChoice, ConnectionConfig};
+use transfer::cc::ControllerFactory;
+use udt_proto::config::ConnectionConfig;
 use udt_proto::connection::Connection;
 use udt_proto::stats::Stats;
 use udt_proto::wire::{self, SocketType};
@@ -31,8 +32,9 @@ const FILE_CHUNK: usize = 4 << 20;
 /// Options for a new socket. `Default` gives UDT 4.11's defaults (see [`ConnectionConfig`]).
 ///
 /// ```no_run
-/// use udt::{UdtSocket, CcChoice};
-/// let sock = UdtSocket::builder().mss(9000).cc(CcChoice::Udt411).connect("127.0.0.1:9000")?;
+/// use std::sync::Arc;
+/// use udt::{cc::native::UdtNative, UdtSocket};
+/// let sock = UdtSocket::builder().mss(9000).cc(Arc::new(UdtNative::default())).connect("127.0.0.1:9000")?;
 /// sock.send_all(b"hello")?;
 /// # Ok::<(), udt::UdtError>(())
 /// ```
@@ -73,8 +75,9 @@ impl Builder {
         self.config.rcv_buf_pkts = pkts;
         self
     }
-    /// Congestion control (default UDT 4.11's native controller).
-    pub fn cc(mut self, cc: CcChoice) -> Self {
+    /// Congestion control (default UDT 4.11's native controller; [`crate::cc::by_name`] knows
+    /// UDT's controllers by name, and any other [`ControllerFactory`] will do).
+    pub fn cc(mut self, cc: Arc<dyn ControllerFactory>) -> Self {
         self.config.cc = cc;
         self
     }

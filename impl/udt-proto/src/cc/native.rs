@@ -22,7 +22,7 @@
 //! [`frozen_until`]: CongestionControl::frozen_until
 
 use super::glibc_rand::{glibc_rand_first, RAND_MAX};
-use super::{CcInput, CongestionControl, SYN};
+use transfer::cc::{CcInput, CongestionControl, SYN};
 use transfer::seq::SeqNo;
 use transfer::time::{micros, Duration, Instant};
 
