@@ -14,6 +14,7 @@ pub mod rtt;
 pub mod send_buffer;
 pub mod seq;
 pub mod time;
+pub mod transmit;
 
 /// The family's one seeded PRNG (`impl/prng`, shared with the link emulator): the protocols
 /// draw socket IDs, ISNs and cookie keys from it, the simulator its link losses.

@@ -259,12 +259,12 @@ impl Pair {
             self.a.handle_timeout(self.now);
             self.b.handle_timeout(self.now);
             let mut buf = std::mem::take(&mut self.buf);
-            while let Some((_, n)) = self.a.poll_transmit(self.now, &mut buf) {
-                self.send_from(Dir::AtoB, buf[..n].to_vec());
+            while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
+                self.send_from(Dir::AtoB, buf[..t.size].to_vec());
                 progressed = true;
             }
-            while let Some((_, n)) = self.b.poll_transmit(self.now, &mut buf) {
-                self.send_from(Dir::BtoA, buf[..n].to_vec());
+            while let Some(t) = self.b.poll_transmit(self.now, &mut buf) {
+                self.send_from(Dir::BtoA, buf[..t.size].to_vec());
                 progressed = true;
             }
             self.buf = buf;

@@ -412,7 +412,7 @@ impl Mux {
                 tx.clear();
                 while !tx.is_full() {
                     match inner.ep.poll_transmit(now, tx.next_slot()) {
-                        Some((to, len)) => tx.commit(to, len),
+                        Some(t) => tx.commit(t.destination, t.size),
                         None => break,
                     }
                 }
