@@ -26,10 +26,11 @@
 //! # Ok::<(), udt::UdtError>(())
 //! ```
 
+pub mod driver;
 mod error;
 mod mux;
 mod socket;
-mod udp;
+pub mod udp;
 
 pub use error::{Result, UdtError};
 pub use mux::MuxOptions;
