@@ -2,8 +2,18 @@
 //! FRTP (`SABUL.md`, `FRTP.md`) have in common, so that each protocol crate holds only what is
 //! its own (packet formats, handshake, which timer sends what).
 //!
+//! * [`seq`]: 31-bit sequence numbers; [`time`]: the driver's [`time::Instant`];
+//! * [`loss_list`]: loss lists as range sets, and the loss-word codec of UDT's NAK and SABUL's
+//!   ERR;
+//! * [`ring`]: one packet ring under [`send_buffer`] and [`recv_buffer`];
+//! * [`pacing`]: the pacer; [`rtt`]: the RTT estimator;
+//! * [`cc`]: congestion control as a trait, with a factory and the hooks SABUL's rate control
+//!   needs;
+//! * [`transmit`]: what `poll_transmit` produced and which socket it leaves from;
+//! * [`prng`]: the family's one seeded generator.
+//!
 //! Like the protocols built on it, nothing here owns a socket, a thread or a clock: time is
-//! the driver's [`time::Instant`], passed into every call.
+//! the driver's [`time::Instant`], passed into every call (`docs/architecture.md`).
 
 pub mod cc;
 pub mod loss_list;

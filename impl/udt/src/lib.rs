@@ -9,6 +9,10 @@
 //! [`UdtSocket`], shaped after UDT's own API, which only takes the endpoint's lock to copy
 //! data in or out.
 //!
+//! The I/O engine under the multiplexer, [`driver`], is not UDT's: it drives any sans-IO
+//! protocol of the family over one UDP socket, or one UDP socket plus a TCP control stream
+//! (SABUL, FRTP).
+//!
 //! ```no_run
 //! use udt::UdtSocket;
 //! use std::io::Read;

@@ -60,27 +60,11 @@ impl Handshaking {
     }
 }
 
-fn request(config: &ConnectionConfig, isn: SeqNo, local_id: u32, req: i32, peer: SocketAddr) -> Handshake {
-    Handshake {
-        version: 4,
-        socket_type: config.socket_type,
-        isn,
-        mss: config.mss,
-        flight_flag_size: config.rcv_capacity(),
-        req_type: req,
-        socket_id: local_id,
-        cookie: 0,
-        peer_ip: wire::peer_ip_words(peer.ip()),
-    }
-}
-
 impl Connection {
     /// Starts a client connection to the listener at `peer` (§6.1): the first request goes out
     /// at once.
     pub fn connect(config: ConnectionConfig, local_id: u32, isn: SeqNo, peer: SocketAddr, now: Instant) -> Connection {
-        let hs = request(&config, isn, local_id, req_type::CLIENT, peer);
-        let handshake = Handshaking::new(hs, now, now + config.connect_timeout);
-        Connection::new(config, Role::Client, local_id, isn, peer, now, handshake)
+        Connection::initiate(config, Role::Client, local_id, isn, peer, now)
     }
 
     /// Starts a rendezvous connection with `peer` (§6.2).
@@ -91,9 +75,34 @@ impl Connection {
         peer: SocketAddr,
         now: Instant,
     ) -> Connection {
-        let hs = request(&config, isn, local_id, req_type::RENDEZVOUS, peer);
-        let handshake = Handshaking::new(hs, now, now + config.rendezvous_timeout);
-        Connection::new(config, Role::Rendezvous, local_id, isn, peer, now, handshake)
+        Connection::initiate(config, Role::Rendezvous, local_id, isn, peer, now)
+    }
+
+    fn initiate(
+        config: ConnectionConfig,
+        role: Role,
+        local_id: u32,
+        isn: SeqNo,
+        peer: SocketAddr,
+        now: Instant,
+    ) -> Connection {
+        let (req, timeout) = match role {
+            Role::Rendezvous => (req_type::RENDEZVOUS, config.rendezvous_timeout),
+            _ => (req_type::CLIENT, config.connect_timeout),
+        };
+        let hs = Handshake {
+            version: 4,
+            socket_type: config.socket_type,
+            isn,
+            mss: config.mss,
+            flight_flag_size: config.rcv_capacity(),
+            req_type: req,
+            socket_id: local_id,
+            cookie: 0,
+            peer_ip: wire::peer_ip_words(peer.ip()),
+        };
+        let handshake = Handshaking::new(hs, now, now + timeout);
+        Connection::new(config, role, local_id, isn, peer, now, handshake)
     }
 
     /// Creates the listener side of a connection from the cookie-bearing request `req` of the

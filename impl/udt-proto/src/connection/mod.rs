@@ -1,6 +1,6 @@
-//! One UDT connection (UDT4.md §6–§11), split by mechanism: [`handshake`] (setup: client,
-//! accepted, rendezvous), [`sender`] (send buffer, loss list, windows, pacing), [`receiver`]
-//! (receive buffer, loss detection, ACK generation, measurements) and [`timers`] (ACK, NAK,
+//! One UDT connection (UDT4.md §6–§11), split by mechanism: `handshake` (setup: client,
+//! accepted, rendezvous), `sender` (send buffer, loss list, windows, pacing), `receiver`
+//! (receive buffer, loss detection, ACK generation, measurements) and `timers` (ACK, NAK,
 //! EXP, the controller's tick, handshake resend, linger). This module ties them together:
 //! packet dispatch, the control packets waiting to go out, events, and the application side.
 //!
