@@ -29,7 +29,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use transfer::time::Instant;
 use transfer::transmit::{Source, Transmit};
 
-use crate::udp::{self, RxBatch, TxBatch, UdpSocket, Waker};
+use crate::udp::{self, RxBatch, TxBatch, Waker};
+pub use crate::udp::{BufferSizes, UdpSocket};
 
 /// A timed `ppoll` is cut this much short and the rest spun, so that a late wake-up does not
 /// shift the pacing schedule.
@@ -111,8 +112,9 @@ impl Wakeup {
 struct Stream {
     tcp: TcpStream,
     out: Vec<u8>,
-    /// Bytes read this pass, for [`Io::feed`].
+    /// Bytes read this pass (`input[..input_len]`), for [`Io::feed`].
     input: Vec<u8>,
+    input_len: usize,
     /// Set once: `Some(reset)` when the stream ended.
     closed: Option<bool>,
     closed_reported: bool,
@@ -144,7 +146,8 @@ impl Io {
             Some(tcp) => {
                 tcp.set_nonblocking(true)?;
                 tcp.set_nodelay(true)?;
-                Some(Stream { tcp, out: Vec::new(), input: Vec::new(), closed: None, closed_reported: false })
+                let input = vec![0; STREAM_CHUNK];
+                Some(Stream { tcp, out: Vec::new(), input, input_len: 0, closed: None, closed_reported: false })
             }
             None => None,
         };
@@ -178,23 +181,14 @@ impl Io {
         self.received = self.udp.recv_batch(&mut self.rx)?;
         if let Some(s) = self.stream.as_mut() {
             if s.closed.is_none() {
-                s.input.clear();
-                s.input.resize(STREAM_CHUNK, 0);
+                s.input_len = 0;
                 match s.tcp.read(&mut s.input) {
-                    Ok(0) => {
-                        s.input.clear();
-                        s.closed = Some(false);
-                    }
-                    Ok(n) => s.input.truncate(n),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
-                        s.input.clear()
-                    }
-                    Err(_) => {
-                        s.input.clear();
-                        s.closed = Some(true);
-                    }
+                    Ok(0) => s.closed = Some(false),
+                    Ok(n) => s.input_len = n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => s.closed = Some(true),
                 }
-                if !s.input.is_empty() || s.closed.is_some() {
+                if s.input_len > 0 || s.closed.is_some() {
                     self.received += 1;
                 }
             }
@@ -228,9 +222,9 @@ impl Io {
         });
         self.rx_last = prev;
         if let Some(s) = self.stream.as_mut() {
-            if !s.input.is_empty() {
-                p.handle_control(now, &s.input);
-                s.input.clear();
+            if s.input_len > 0 {
+                p.handle_control(now, &s.input[..s.input_len]);
+                s.input_len = 0;
             }
             if let (Some(reset), false) = (s.closed, s.closed_reported) {
                 s.closed_reported = true;

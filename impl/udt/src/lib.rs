@@ -34,7 +34,7 @@ pub mod driver;
 mod error;
 mod mux;
 mod socket;
-pub mod udp;
+mod udp;
 
 pub use error::{Result, UdtError};
 pub use mux::MuxOptions;

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use transfer::time::Instant;
 use transfer::transmit::{Source, Transmit};
-use udt::driver::{Clock, Io, Protocol, Wakeup};
-use udt::udp::{BufferSizes, UdpSocket};
+use udt::driver::{BufferSizes, Clock, Io, Protocol, UdpSocket, Wakeup};
 
 const COUNT: u32 = 500;
 const PERIOD: Duration = Duration::from_micros(200);

@@ -48,10 +48,9 @@ use sender::{Output, Sender};
 use timers::ExpTimer;
 
 pub use handshake::HANDSHAKE_RESEND;
+pub use receiver::LIGHT_ACK_PACKETS;
 pub use timers::IDLE_CHECK;
 
-/// Light ACK every this many packets (§9.3).
-pub const LIGHT_ACK_PACKETS: u32 = 64;
 const INITIAL_RTT: Duration = Duration::from_millis(100);
 const INITIAL_RTT_VAR: Duration = Duration::from_millis(50);
 

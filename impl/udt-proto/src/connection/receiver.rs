@@ -5,7 +5,7 @@
 //! The connection feeds it data, ACK2s and message drop requests and asks it for ACKs and
 //! NAKs; it queues what comes back.
 
-use super::LIGHT_ACK_PACKETS;
+use super::IDLE_CHECK;
 use crate::ack_window::AckWindow;
 use crate::config::ConnectionConfig;
 use crate::measurement::{ArrivalSpeed, LinkCapacity};
@@ -20,6 +20,8 @@ use transfer::rtt::RttEstimator;
 use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
 
+/// Light ACK every this many packets (§9.3).
+pub const LIGHT_ACK_PACKETS: u32 = 64;
 /// The minimum NAK interval (§8.4), as the minimum EXP period.
 const MIN_NAK_INTERVAL: Duration = Duration::from_millis(300);
 
@@ -171,8 +173,8 @@ impl Receiver {
 
     /// When the ACK timer will next be looked at: at its deadline if a packet arrives then,
     /// otherwise at the idle check (see `timers`).
-    pub fn ack_check_time(&self, idle_check: Duration) -> Instant {
-        self.next_ack_time.max(self.last_check + idle_check)
+    pub fn ack_check_time(&self) -> Instant {
+        self.next_ack_time.max(self.last_check + IDLE_CHECK)
     }
 
     /// §9.2–§9.3: the ACK timer, looked at now (right after a packet from the peer, or at the
@@ -181,11 +183,10 @@ impl Receiver {
         &mut self,
         now: Instant,
         after_packet: bool,
-        idle_check: Duration,
         ack_period: Duration,
         rtt: &RttEstimator,
     ) -> Option<Ack> {
-        if !after_packet && now < self.last_check + idle_check {
+        if !after_packet && now < self.last_check + IDLE_CHECK {
             return None;
         }
         self.last_check = now;

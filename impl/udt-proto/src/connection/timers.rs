@@ -81,7 +81,7 @@ impl Connection {
             State::Connected => {
                 let rcv = self.rcv.as_ref().expect("connected");
                 // The ACK timer is only looked at when a packet arrives or at the idle check.
-                let mut t = rcv.ack_check_time(IDLE_CHECK).min(self.exp.deadline(&self.rtt));
+                let mut t = rcv.ack_check_time().min(self.exp.deadline(&self.rtt));
                 if self.config.periodic_nak {
                     if let Some(nak) = rcv.nak_check_time() {
                         t = t.min(nak);
@@ -151,7 +151,7 @@ impl Connection {
     fn check_ack_timer(&mut self, now: Instant, after_packet: bool) {
         let period = self.cc.get().ack_period();
         let rcv = self.rcv.as_mut().expect("connected");
-        if let Some(ack) = rcv.check_ack_timer(now, after_packet, IDLE_CHECK, period, &self.rtt) {
+        if let Some(ack) = rcv.check_ack_timer(now, after_packet, period, &self.rtt) {
             self.ctrl.push_back(CtrlOut::Ack(ack));
             self.stats.acks_sent += 1;
         }
