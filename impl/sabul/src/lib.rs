@@ -13,5 +13,6 @@
 //!
 //! Sequence numbers, the ERR loss-word codec, pacing and time are the core's (`transfer`).
 
+pub mod cc;
 pub mod control_stream;
 pub mod wire;
