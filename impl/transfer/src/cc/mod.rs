@@ -154,6 +154,12 @@ impl Controller {
         self.cc.on_timeout(input)
     }
 
+    /// Runs the tick now, for a protocol with its own clock for it (SABUL: each SYN packet,
+    /// SABUL.md §5.4); the controller's own tick schedule is untouched.
+    pub fn on_tick(&mut self, input: &CcInput) {
+        self.cc.on_tick(input)
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) has a tick to run.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.next_tick

@@ -1,0 +1,438 @@
+//! The SABUL sender (SABUL.md §2, §5, §8, §10), sans-IO.
+//!
+//! The sender owns the data: it reads the receiver's option block from the control stream,
+//! echoes it (§3.4), then paces DATA to `(the control peer's IP, data_port)` — losses first,
+//! then new packets within the flow window (§5 steps 4–5) — and reacts to ACK, ERR and SYN
+//! (§5.1–§5.4). Rate and window come from a [`CongestionControl`] through the core's
+//! [`Controller`]; SABUL's is [`SabulRate`], clocked by the SYN packets.
+//!
+//! Call order: [`handle_control`](Sender::handle_control) with every chunk the control stream
+//! delivers and [`handle_control_closed`](Sender::handle_control_closed) at its end;
+//! [`handle_timeout`](Sender::handle_timeout) when [`poll_timeout`](Sender::poll_timeout) is
+//! due; drain [`poll_transmit`](Sender::poll_transmit) (control bytes first, then DATA when
+//! the pacer allows) and [`poll_event`](Sender::poll_event). The application side is
+//! [`send`](Sender::send) and [`finish`](Sender::finish).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use transfer::cc::{CcInput, Controller, ControllerFactory};
+use transfer::loss_list::SndLossList;
+use transfer::pacing::Pacer;
+use transfer::send_buffer::SendBuffer;
+use transfer::seq::SeqNo;
+use transfer::time::{Duration, Instant};
+use transfer::transmit::{Source, Transmit};
+
+use crate::cc::SabulRate;
+use crate::control_stream::{ControlDecoder, Decoded};
+use crate::session::{ControlQueue, Event, SessionError};
+use crate::wire::{emit_data, Control, OptionBlock, DEFAULT_PKT_SIZE};
+
+/// EXP: no ACK or ERR for this long with data outstanding (§5.3, §9).
+pub const EXP_TIMEOUT: Duration = Duration::from_secs(1);
+/// Consecutive EXP events before the sender gives up (§5.5 TC).
+pub const EXP_GIVE_UP: u32 = 10;
+/// The option block must be complete this long after the accept; a frame this long after its
+/// first byte; the drain after the half-close lasts at most this long (§9, §10).
+pub const CONTROL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The sender's settings; defaults are §9's.
+#[derive(Clone, Debug)]
+pub struct SenderConfig {
+    /// The sender's own packet size: the echo lowers the receiver's to it (§3.4).
+    pub pkt_size: u32,
+    /// Send buffer, packets (§9: 40 960 000 bytes ≈ 27 900 packets).
+    pub send_buf_pkts: usize,
+    /// Packets the pacer may send back to back to catch up after a late wake-up.
+    pub pacing_burst: u32,
+    /// The controller: [`SabulRate`] by default.
+    pub controller: Arc<dyn ControllerFactory>,
+}
+
+impl Default for SenderConfig {
+    fn default() -> SenderConfig {
+        SenderConfig {
+            pkt_size: DEFAULT_PKT_SIZE,
+            send_buf_pkts: 27_904,
+            pacing_burst: 16,
+            controller: Arc::new(SabulRate::default()),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    AwaitOptions,
+    Transferring,
+    /// Half-closed; reading until the receiver's FIN, at most until the deadline (§10.1).
+    Draining(Instant),
+    Closed,
+}
+
+/// A SABUL sender for one receiver. See the module docs for the call order.
+#[derive(Debug)]
+pub struct Sender {
+    config: SenderConfig,
+    peer: SocketAddr,
+    state: State,
+    decoder: ControlDecoder,
+    frame_started: Option<Instant>,
+    accepted: Instant,
+    control: ControlQueue,
+    events: VecDeque<Event>,
+    data_dest: Option<SocketAddr>,
+    options: Option<OptionBlock>,
+    buffer: Option<SendBuffer<()>>,
+    pending: Vec<u8>,
+    finishing: bool,
+    loss: SndLossList,
+    next_seq: SeqNo,
+    last_ack: SeqNo,
+    controller: Controller,
+    pacer: Pacer,
+    exp_deadline: Instant,
+    exp_count: u32,
+    max_window: u32,
+    loss_scratch: Vec<(SeqNo, SeqNo)>,
+}
+
+impl Sender {
+    /// A sender whose listener accepted the control connection from `peer` at `now` (§2).
+    pub fn new(config: SenderConfig, peer: SocketAddr, now: Instant) -> Sender {
+        let controller = Controller::new(&*config.controller);
+        let period = controller.get().pacing_period_us();
+        let burst = config.pacing_burst;
+        Sender {
+            config,
+            peer,
+            state: State::AwaitOptions,
+            decoder: ControlDecoder::sender(),
+            frame_started: None,
+            accepted: now,
+            control: ControlQueue::default(),
+            events: VecDeque::new(),
+            data_dest: None,
+            options: None,
+            buffer: None,
+            pending: Vec::new(),
+            finishing: false,
+            loss: SndLossList::new(1 << 30),
+            next_seq: SeqNo::ZERO,
+            last_ack: SeqNo::ZERO,
+            controller,
+            pacer: Pacer::new(now, period, burst),
+            exp_deadline: now + EXP_TIMEOUT,
+            exp_count: 0,
+            max_window: 0,
+            loss_scratch: Vec::new(),
+        }
+    }
+
+    /// The echoed option block, once the session is set up.
+    pub fn options(&self) -> Option<&OptionBlock> {
+        self.options.as_ref()
+    }
+
+    /// The controller, for its rate and window.
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// `NextSeq` (§5): packets sent so far, retransmissions not counted.
+    pub fn next_seq(&self) -> SeqNo {
+        self.next_seq
+    }
+
+    /// Queues application bytes; returns how many were taken (fewer when the buffer is full).
+    pub fn send(&mut self, data: &[u8]) -> usize {
+        if self.finishing || matches!(self.state, State::Draining(_) | State::Closed) {
+            return 0;
+        }
+        if self.buffer.is_none() || !self.pending.is_empty() {
+            self.pending.extend_from_slice(data);
+            return data.len();
+        }
+        self.push_data(data)
+    }
+
+    /// Cuts `data` into packets: all of it if it fits, else the full packets that fit
+    /// (§3.1: only the last packet of a buffer may be short).
+    fn push_data(&mut self, data: &[u8]) -> usize {
+        let Some(b) = &mut self.buffer else { return 0 };
+        let n = if b.packets_for(data.len()) <= b.free_packets() {
+            data.len()
+        } else {
+            b.free_packets() * b.payload_size()
+        };
+        if n > 0 && b.push(&data[..n], |_, _| ()) {
+            n
+        } else {
+            0
+        }
+    }
+
+    /// Moves bytes queued before the echo (or while the buffer was full) into the buffer.
+    fn flush_pending(&mut self) {
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            let taken = self.push_data(&pending);
+            self.pending = pending[taken..].to_vec();
+        }
+    }
+
+    /// The application has no more data: once everything is acknowledged, the sender
+    /// half-closes (§10.1).
+    pub fn finish(&mut self) {
+        self.finishing = true;
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn abort(&mut self, e: SessionError) {
+        if self.state != State::Closed {
+            self.state = State::Closed;
+            self.events.push_back(Event::Aborted(e));
+        }
+    }
+
+    fn input(&self, now: Instant) -> CcInput {
+        let o = self.options.as_ref();
+        CcInput {
+            now,
+            mss: o.map_or(DEFAULT_PKT_SIZE, |o| o.pkt_size) + 28,
+            rtt_us: 0,
+            delivery_rate: 0,
+            bandwidth: 0,
+            snd_curr_seq: self.next_seq.prev(),
+            max_window: self.max_window,
+        }
+    }
+
+    /// Bytes from the control stream (§3.2, §3.4).
+    pub fn handle_control(&mut self, now: Instant, mut bytes: &[u8]) {
+        while !bytes.is_empty() && matches!(self.state, State::AwaitOptions | State::Transferring | State::Draining(_))
+        {
+            let draining = matches!(self.state, State::Draining(_));
+            match self.decoder.decode(&mut bytes) {
+                Ok(Some(Decoded::Options(o))) => self.on_options(now, o),
+                Ok(Some(Decoded::Frame(_))) if draining => {}
+                Ok(Some(Decoded::Frame(f))) => self.on_frame(now, f),
+                Ok(None) => {}
+                // §10.1 step 2: during the drain a framing error is only logged.
+                Err(_) if draining => return,
+                Err(e) => return self.abort(e.into()),
+            }
+        }
+        self.frame_started = self.decoder.is_mid_frame().then(|| self.frame_started.unwrap_or(now));
+    }
+
+    /// The control stream ended: a FIN (`reset: false`) or a reset / read error (§10).
+    pub fn handle_control_closed(&mut self, _now: Instant, reset: bool) {
+        match self.state {
+            State::Draining(_) => {
+                self.state = State::Closed;
+                self.events.push_back(Event::Finished);
+            }
+            State::Closed => {}
+            _ => self.abort(SessionError::PeerClosed { reset, ack: self.last_ack, next_seq: self.next_seq }),
+        }
+    }
+
+    fn on_options(&mut self, now: Instant, block: OptionBlock) {
+        let echo = block.echo(self.config.pkt_size);
+        self.control.push(|out| echo.emit(out));
+        self.decoder.set_max_loss_length(echo.max_loss_length);
+        self.data_dest = Some(SocketAddr::new(self.peer.ip(), block.data_port as u16));
+        self.max_window = echo.recv_flag_size;
+        self.buffer = Some(SendBuffer::new(self.config.send_buf_pkts, echo.payload_size as usize));
+        self.flush_pending();
+        self.options = Some(echo);
+        self.state = State::Transferring;
+        let input = self.input(now);
+        self.controller.on_connect(&input);
+        self.controller.pace(&mut self.pacer, 0.0);
+        self.pacer.restart(now);
+        self.exp_deadline = now + EXP_TIMEOUT;
+        self.events.push_back(Event::Connected);
+    }
+
+    fn on_frame(&mut self, now: Instant, frame: Control) {
+        let input = self.input(now);
+        match frame {
+            Control::Ack(ack) => {
+                if ack.is_after(self.next_seq) {
+                    return self.abort(SessionError::AckBeyondSent { ack, next_seq: self.next_seq });
+                }
+                self.exp_deadline = now + EXP_TIMEOUT;
+                self.exp_count = 0;
+                let newly = self.last_ack.offset_to(ack);
+                if newly > 0 {
+                    if let Some(b) = &mut self.buffer {
+                        b.release(newly as usize);
+                    }
+                    self.last_ack = ack;
+                    self.loss.remove_up_to(ack.prev());
+                    self.controller.on_ack(&input, ack);
+                    self.flush_pending();
+                }
+            }
+            Control::Err(list) => {
+                // §5.5: validate the whole frame before acting on any of it.
+                let ranges = list.ranges();
+                if let Some(&(_, last)) = ranges.iter().find(|&&(_, b)| !b.is_before(self.next_seq)) {
+                    return self.abort(SessionError::ErrBeyondSent { seq: last, next_seq: self.next_seq });
+                }
+                self.exp_deadline = now + EXP_TIMEOUT;
+                self.exp_count = 0;
+                self.loss_scratch.clear();
+                for &(a, b) in &ranges {
+                    if b.is_before(self.last_ack) {
+                        continue;
+                    }
+                    let a = if a.is_before(self.last_ack) { self.last_ack } else { a };
+                    self.loss_scratch.push((a, b));
+                }
+                self.controller.on_loss(&input, &ranges);
+                for &(a, b) in &self.loss_scratch {
+                    self.loss.insert(a, b);
+                }
+            }
+            // §5.4: the SYN clocks the rate-control event; its attribute is informational.
+            Control::Syn(_) => self.controller.on_tick(&input),
+        }
+        self.controller.pace(&mut self.pacer, 0.0);
+    }
+
+    fn outstanding(&self) -> bool {
+        self.last_ack != self.next_seq || !self.loss.is_empty()
+    }
+
+    fn has_new_data(&self) -> bool {
+        self.buffer.as_ref().is_some_and(|b| (self.last_ack.offset_to(self.next_seq) as usize) < b.len())
+    }
+
+    /// Whether a DATA packet may leave now by the window (§5 step 5) — not by the pacer.
+    fn can_send(&self) -> bool {
+        if self.state != State::Transferring {
+            return false;
+        }
+        if !self.loss.is_empty() {
+            return true;
+        }
+        let window = (self.controller.get().window() as u32).min(self.max_window.max(1)).max(1);
+        self.has_new_data() && (self.last_ack.offset_to(self.next_seq) as u32) < window
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = None;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |y: Instant| y.min(x)));
+        match self.state {
+            State::AwaitOptions => at(self.accepted + CONTROL_TIMEOUT),
+            State::Transferring => {
+                if self.can_send() {
+                    at(self.pacer.next_time());
+                }
+                if self.outstanding() {
+                    at(self.exp_deadline);
+                }
+            }
+            State::Draining(deadline) => at(deadline),
+            State::Closed => {}
+        }
+        if let Some(s) = self.frame_started {
+            at(s + CONTROL_TIMEOUT);
+        }
+        t
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.frame_started.is_some_and(|s| now >= s + CONTROL_TIMEOUT) && self.state != State::Closed {
+            if let State::Draining(_) = self.state {
+                self.state = State::Closed;
+                self.events.push_back(Event::Finished);
+            } else {
+                self.abort(SessionError::Timeout("the rest of a control frame"));
+            }
+            return;
+        }
+        match self.state {
+            State::AwaitOptions if now >= self.accepted + CONTROL_TIMEOUT => {
+                self.abort(SessionError::Timeout("the option block"))
+            }
+            State::Transferring if self.outstanding() && now >= self.exp_deadline => {
+                // §5.3: every unacknowledged packet goes back into the loss list; no rate change.
+                self.exp_count += 1;
+                if self.exp_count >= EXP_GIVE_UP {
+                    return self.abort(SessionError::ExpGaveUp { last_ack: self.last_ack, next_seq: self.next_seq });
+                }
+                if self.last_ack != self.next_seq {
+                    self.loss.insert(self.last_ack, self.next_seq.prev());
+                }
+                let input = self.input(now);
+                self.controller.on_timeout(&input);
+                self.exp_deadline = now + EXP_TIMEOUT;
+            }
+            State::Draining(deadline) if now >= deadline => {
+                self.state = State::Closed;
+                self.events.push_back(Event::Finished);
+            }
+            _ => {}
+        }
+    }
+
+    fn maybe_half_close(&mut self, now: Instant) {
+        if self.state == State::Transferring
+            && self.finishing
+            && self.pending.is_empty()
+            && !self.outstanding()
+            && !self.has_new_data()
+            && self.control.is_empty()
+        {
+            self.state = State::Draining(now + CONTROL_TIMEOUT);
+            self.events.push_back(Event::ShutdownWrite);
+        }
+    }
+
+    /// The next output: queued control bytes (the echo) as [`Source::Control`], else a DATA
+    /// datagram as [`Source::Data`] when the window and the pacer allow (§5 steps 4–6).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.control.is_empty() {
+            let size = self.control.pop_into(buf);
+            return Some(Transmit { destination: self.peer, size, source: Source::Control });
+        }
+        self.maybe_half_close(now);
+        if !self.can_send() || now < self.pacer.next_time() {
+            return None;
+        }
+        let dest = self.data_dest?;
+        let buffer = self.buffer.as_ref()?;
+        let (seq, retransmission) = loop {
+            match self.loss.pop_first() {
+                Some(s) if s.is_before(self.last_ack) => continue,
+                Some(s) => break (s, true),
+                None => break (self.next_seq, false),
+            }
+        };
+        let (payload, _) = buffer.get(self.last_ack.offset_to(seq) as usize)?;
+        if buf.len() < 4 + payload.len() {
+            return None;
+        }
+        let size = emit_data(seq, payload, buf);
+        if !retransmission {
+            self.next_seq = self.next_seq.next();
+            if self.last_ack.offset_to(self.next_seq) == 1 {
+                self.exp_deadline = now + EXP_TIMEOUT;
+            }
+        }
+        let input = self.input(now);
+        self.controller.on_sent(&input, seq, retransmission);
+        self.pacer.on_sent(now, false);
+        // The freeze (§7.4) applies once: after it, the pacer's period alone.
+        self.controller.pace(&mut self.pacer, 0.0);
+        Some(Transmit { destination: dest, size, source: Source::Data })
+    }
+}
