@@ -57,17 +57,25 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
+def _protocols(metafunc: pytest.Metafunc) -> set[str] | None:
+    """The protocols a test module or function is for (``@pytest.mark.protocols("udt")``), or
+    None for every protocol."""
+    mark = metafunc.definition.get_closest_marker("protocols")
+    return set(mark.args) if mark else None
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     sel = metafunc.config.stash[_SELECTION]
     names = metafunc.fixturenames
+    wanted = _protocols(metafunc)
+    cells = [(s, c, k) for s, c, k in sel.all_cells() if wanted is None or s.protocol in wanted]
     if "matrix_cell" in names:
-        cells = sel.all_cells()
         metafunc.parametrize("matrix_cell", cells, ids=[f"{s.name}-{c.name}-{k}" for s, c, k in cells])
     elif "matrix_rule" in names:
-        params = [(s, c, case, r) for s, c, case in sel.all_cells() for r in rules_for(case)]
+        params = [(s, c, case, r) for s, c, case in cells if s.protocol == "udt" for r in rules_for(case)]
         metafunc.parametrize("matrix_rule", params, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in params])
     elif "stack" in names:
-        stacks = sel.tested_stacks
+        stacks = [s for s in sel.tested_stacks if wanted is None or s.protocol in wanted]
         metafunc.parametrize("stack", stacks, ids=[s.name for s in stacks])
 
 

@@ -152,7 +152,13 @@ class InteropRunner:
     def run(self, server: Stack, client: Stack, case: str) -> RunResult:
         key = f"{server.name}__{client.name}__{case}"
         if key not in self._memo:
-            self._memo[key] = self._run(server, client, case, self.results_dir / "runs" / key)
+            logdir = self.results_dir / "runs" / key
+            if server.protocol == "sabul":
+                from .sabul import interop as sabul_interop  # it builds on this module
+
+                self._memo[key] = sabul_interop.run(self, server, client, case, logdir)
+            else:
+                self._memo[key] = self._run(server, client, case, logdir)
         return self._memo[key]
 
     def results(self) -> list[RunResult]:
