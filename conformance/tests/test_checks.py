@@ -2,43 +2,16 @@
 
 from __future__ import annotations
 
+import crafted
 import pytest
+from crafted import CID, ISN, SID, conn_of
 from udtconf.checks import Context, rule_by_id
-from udtconf.trace import Connection, Record
-from udtconf.wire import Ack, Ack2, DataPacket, Handshake, KeepAlive, Nak, Shutdown, decode, peer_ip_field
-
-CID, SID, ISN = 0x11, 0x22, 1000
-
-
-def conn_of(*pkts: tuple[str, float, bytes]) -> Connection:
-    c = Connection(server=("127.0.0.1", 9000), client=("127.0.0.1", 5000))
-    for i, (sender, t, raw) in enumerate(pkts, start=1):
-        try:
-            p, e = decode(raw), None
-        except ValueError as err:
-            p, e = None, err
-        c.records.append(Record(i, t, sender, raw, p, e))  # type: ignore[arg-type]
-    return c
+from udtconf.trace import Connection
+from udtconf.wire import Ack, Ack2, DataPacket, Handshake, KeepAlive, Nak, Shutdown, peer_ip_field
 
 
 def handshake(cookie_ok: bool = True, echo_isn: bool = True) -> list[tuple[str, float, bytes]]:
-    ip = peer_ip_field("127.0.0.1")
-    return [
-        ("client", 0.000, Handshake(isn=ISN, socket_id=CID, req_type=1, peer_ip=ip).encode()),
-        ("server", 0.001, Handshake(isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID, peer_ip=ip).encode()),
-        (
-            "client",
-            0.002,
-            Handshake(isn=ISN, socket_id=CID, req_type=-1, cookie=77 if cookie_ok else 0, peer_ip=ip).encode(),
-        ),
-        (
-            "server",
-            0.003,
-            Handshake(
-                isn=ISN if echo_isn else 5, socket_id=SID, req_type=-1, cookie=77, dst_id=CID, peer_ip=ip
-            ).encode(),
-        ),
-    ]
+    return crafted.handshake(client_cookie=77 if cookie_ok else 0, response_isn=ISN if echo_isn else 5)
 
 
 def data(seq: int, t: float) -> tuple[str, float, bytes]:
@@ -219,12 +192,8 @@ BAD_ID = 0x80000001  # negative as a signed 32-bit integer
 
 
 def handshake_ids(cid: int, sid: int) -> list[tuple[str, float, bytes]]:
-    ip = peer_ip_field("127.0.0.1")
     return [
-        ("client", 0.000, Handshake(isn=ISN, socket_id=cid, req_type=1, peer_ip=ip).encode()),
-        ("server", 0.001, Handshake(isn=ISN, socket_id=cid, req_type=1, cookie=77, dst_id=cid, peer_ip=ip).encode()),
-        ("client", 0.002, Handshake(isn=ISN, socket_id=cid, req_type=-1, cookie=77, peer_ip=ip).encode()),
-        ("server", 0.003, Handshake(isn=ISN, socket_id=sid, req_type=-1, cookie=77, dst_id=cid, peer_ip=ip).encode()),
+        *crafted.handshake(cid=cid, sid=sid),
         ("client", 0.010, DataPacket(seq=ISN, msg_no=1, dst_id=sid, payload=b"x").encode()),
         ("server", 0.020, Ack(dst_id=cid, ack_no=ISN + 1).encode()),
     ]

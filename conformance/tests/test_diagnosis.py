@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import crafted
 import pytest
 from udtconf.diagnosis import (
     DEAF_AFTER,
@@ -26,8 +27,8 @@ from udtconf.interop import InteropRunner
 from udtconf.pcap import PcapWriter
 from udtconf.seq import MAX, incseq
 from udtconf.stacks import REPO_ROOT, load
-from udtconf.trace import Connection, Record
-from udtconf.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, decode, peer_ip_field
+from udtconf.trace import Connection
+from udtconf.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, peer_ip_field
 
 CID, SID = 0x11, 0x22
 NAMES = {"server": "srvstack", "client": "clistack"}
@@ -35,20 +36,11 @@ T0 = 1000.0  # the run's start (wall clock)
 
 
 def conn_of(*pkts: tuple[str, float, bytes]) -> Connection:
-    c = Connection(server=("127.0.0.1", 9000), client=("127.0.0.1", 5000))
-    for i, (sender, t, raw) in enumerate(pkts, start=1):
-        c.records.append(Record(i, T0 + t, sender, raw, decode(raw), None))
-    return c
+    return crafted.conn_of(*pkts, t0=T0)
 
 
 def handshake(isn: int) -> list[tuple[str, float, bytes]]:
-    ip = peer_ip_field("127.0.0.1")
-    return [
-        ("client", 0.000, Handshake(isn=isn, socket_id=CID, req_type=1, peer_ip=ip).encode()),
-        ("server", 0.001, Handshake(isn=isn, socket_id=CID, req_type=1, cookie=7, dst_id=CID, peer_ip=ip).encode()),
-        ("client", 0.002, Handshake(isn=isn, socket_id=CID, req_type=-1, cookie=7, peer_ip=ip).encode()),
-        ("server", 0.003, Handshake(isn=isn, socket_id=SID, req_type=-1, cookie=7, dst_id=CID, peer_ip=ip).encode()),
-    ]
+    return crafted.handshake(isn=isn, cid=CID, sid=SID)
 
 
 def data(seq: int, t: float) -> tuple[str, float, bytes]:

@@ -3,27 +3,20 @@ packet beyond it is a violation naming the sender (UDT4.md §7 step 2, §11, §1
 
 from __future__ import annotations
 
+import crafted
 import pytest
+from crafted import CID, SID, conn_of
 from udtconf.checks import Context, Inconclusive, rule_by_id
 from udtconf.seq import MAX, incseq
-from udtconf.trace import Connection, Record
-from udtconf.wire import Ack, DataPacket, Handshake, decode
+from udtconf.trace import Connection
+from udtconf.wire import Ack, DataPacket
 
 RULE = "udt4/11/initial-window"
-CID, SID = 0x11, 0x22
 
 
 def trace(isn: int, *pkts: tuple[str, bytes], ffs: int = 8192) -> Connection:
-    c = Connection(server=("127.0.0.1", 9000), client=("127.0.0.1", 5000))
-    hs = [
-        ("client", Handshake(isn=isn, socket_id=CID, req_type=1).encode()),
-        ("server", Handshake(isn=isn, socket_id=CID, req_type=1, cookie=7, dst_id=CID).encode()),
-        ("client", Handshake(isn=isn, socket_id=CID, req_type=-1, cookie=7).encode()),
-        ("server", Handshake(isn=isn, socket_id=SID, req_type=-1, cookie=7, dst_id=CID, flight_flag_size=ffs).encode()),
-    ]
-    for i, (sender, raw) in enumerate([*hs, *pkts], start=1):
-        c.records.append(Record(i, i * 0.001, sender, raw, decode(raw), None))
-    return c
+    hs = [(sender, raw) for sender, _, raw in crafted.handshake(isn=isn, ffs=ffs)]
+    return conn_of(*[(sender, i * 0.001, raw) for i, (sender, raw) in enumerate([*hs, *pkts], start=1)])
 
 
 def data(seq: int, sender: str = "client") -> tuple[str, bytes]:

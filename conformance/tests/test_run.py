@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from udtconf.run import main
+from udtconf.run import main, matrix_lines
 
 # A stack that binds the server port and exits 0, and whose client fails at once: an interop
 # failure within a second, without a real UDT stack.
@@ -124,7 +124,7 @@ def test_a_gating_failure_exits_1_and_a_stacks_own_waiver_turns_it_into_an_xfail
     assert rc == 1, out
     gate = doc["gate"]
     assert isinstance(gate, dict) and [o["key"] for o in gate["gating"]] == ["interop/tp/tp/handshake"]
-    assert "client tp#0 exit 1" in gate["gating"][0]["message"]
+    assert "client tp exit 1" in gate["gating"][0]["message"]
     junit = (tmp_path / "out/junit.xml").read_text()
     assert 'name="udtc_gate" value="gating"' in junit
 
@@ -174,3 +174,15 @@ def test_options_become_the_suites_environment(tmp_path: Path) -> None:
     default = run_env(parser().parse_args(["run", "--stack", "x"]), {"UDTC_AGAINST": "stale"})
     # no --against: the selection picks each protocol's partners (libudt,udt-rs for UDT; test_selection)
     assert default["UDTC_GATE"] == "must" and "UDTC_AGAINST" not in default
+
+
+def test_the_printed_matrix_marks_cases_skipped_after_a_failed_handshake() -> None:
+    doc = {
+        "entries": [
+            {"key": "interop/b/libudt/handshake", "status": "failed", "message": "server b exit 101"},
+            {"key": "interop/b/libudt/transfer", "status": "skipped", "message": "handshake failed for server b × …"},
+            {"key": "interop/b/libudt/dgram", "status": "skipped", "message": "unsupported: b does not list dgram"},
+        ]
+    }
+    lines = matrix_lines(doc, ["b"])
+    assert "server b            × client libudt       ✕ handshake  – transfer  ? dgram" in lines[0]

@@ -122,7 +122,7 @@ def test_registry_stack_given_by_path_is_the_same_stack() -> None:
 
 
 def _sabul_stack(root: Path, name: str) -> Path:
-    d = _stack(root, name, '["handshake", "transfer", "loss", "empty"]')
+    d = _stack(root, name, '["handshake", "mss", "transfer", "loss", "empty"]')
     (d / "meta.toml").write_text((d / "meta.toml").read_text() + 'protocol = "sabul"\n')
     return d
 
@@ -132,7 +132,7 @@ def test_stacks_pair_only_within_their_protocol_and_run_its_cases() -> None:
     protocols = {(s.protocol, c.protocol) for s, c, _ in sel.all_cells()}
     assert protocols == {("udt", "udt"), ("sabul", "sabul")}
     sabul = {(s, c, k) for s, c, k in names(sel.all_cells()) if "sabul-py" in (s, c)}
-    assert sabul == {("sabul-py", "sabul-py", k) for k in ("handshake", "transfer", "loss", "empty")}
+    assert sabul == {("sabul-py", "sabul-py", k) for k in ("handshake", "mss", "transfer", "loss", "empty")}
     udt_cases = {k for s, c, k in names(sel.all_cells()) if s != "sabul-py"}
     assert udt_cases == set(TESTCASES) - {"empty"}, "UDT pairs run the UDT cases, as before"
     only_empty = from_env({"STACKS": "libudt,sabul-py", "CASES": "empty"})

@@ -39,7 +39,7 @@ from .wire import (
 )
 
 SYN = 0.010
-ALL_CASES = frozenset({"handshake", "transfer", "dgram", "rendezvous", "loss", "wrap", "close", "multiconnect"})
+ALL_CASES = frozenset({"handshake", "mss", "transfer", "dgram", "rendezvous", "loss", "wrap", "close", "multiconnect"})
 LISTENER_CASES = ALL_CASES - {"rendezvous"}
 
 
@@ -788,7 +788,7 @@ def _pairs(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "5.6",
     "MUST",
     "Shutdown: sent once by close() on a connected socket; no data follows it.",
-    cases=frozenset({"close", "handshake", "transfer", "dgram"}),
+    cases=frozenset({"close", "handshake", "mss", "transfer", "dgram"}),
 )
 def _shutdown(conn: Connection, ctx: Context) -> Iterable[Violation]:
     shuts = list(conn.of_type(Shutdown))

@@ -4,8 +4,9 @@ suite captures the server's UDP port, then compares the files and decodes the ca
 The data always flows client → server. Per test case:
 
 ==============  =================================================================================
-handshake       1 KiB, STREAM: connection set-up with MSS negotiation (server MSS=1052, client
-                MSS=1280: the connection uses 1052, so the 1 KiB is two packets), close
+handshake       1 KiB, STREAM: connection set-up, a one-packet message, close
+mss             16 KiB, STREAM with MSS negotiation (server MSS=1052, client MSS=1280: the
+                connection uses 1052, so payloads are cut at 1008 bytes, UDT4.md §6.1)
 transfer        2 MiB STREAM bulk
 dgram           1 MiB in DGRAM (message) mode
 rendezvous      256 KiB, both sides bind and connect to each other (UDT_RENDEZVOUS)
@@ -52,11 +53,12 @@ CASE_BYTES = {
     "loss": 1024 * 1024,
     "wrap": 1024 * 1024,
     "close": 64 * 1024,
+    "mss": 16 * 1024,
     "multiconnect": 128 * 1024,
 }
 CASE_TIMEOUT = {"rendezvous": 45.0, "loss": 60.0}
 # MSS per role where a case sets it (the contract's MSS variable); the connection uses the min (§6.1).
-CASE_MSS = {"handshake": {"server": 1052, "client": 1280}}
+CASE_MSS = {"mss": {"server": 1052, "client": 1280}}
 LOSS_DROPS = [5, 20, 21, *range(40, 60), 99, 100, 101, 300]
 LOSS_RATE_PPS = 3000.0  # ≈ 35 Mb/s bottleneck: makes the sender's pacing (and packet pairs) visible
 LOSS_QUEUE = 64

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import expectations, gate
+from .report import SKIPPED_AFTER_HANDSHAKE
 from .selection import Selection, SelectionError, from_env
 from .stacks import CONFORMANCE_DIR, PARTNERS, REPO_ROOT, StackError, build
 
@@ -176,10 +177,15 @@ def matrix_lines(doc: Mapping[str, object], under_test: Sequence[str]) -> list[s
     cells: dict[tuple[str, str], list[str]] = {}
     for e in interop:
         _, server, client, case = str(e["key"]).split("/", 3)
-        cells.setdefault((server, client), []).append(f"{SYMBOL.get(str(e['status']), '?')} {case}")
+        mark = SYMBOL.get(str(e["status"]), "?")
+        if e["status"] == "skipped" and SKIPPED_AFTER_HANDSHAKE in str(e.get("message", "")):
+            mark = "–"  # not run: the pair's handshake failed (fail-fast)
+        cells.setdefault((server, client), []).append(f"{mark} {case}")
     lines = []
     for (server, client), marks in cells.items():
         lines.append(f"  server {server:<12} × client {client:<12} {'  '.join(marks)}")
+    if cells:
+        lines.append("  (✓ passed  ✕ failed  ? not supported or not built  – not run: the pair's handshake failed)")
     for name in under_test:
         mine = [e for e in entries if str(e["key"]).startswith((f"active/{name}/", f"adapter/{name}/"))]
         counts: dict[str, int] = {}

@@ -17,7 +17,9 @@ command line):
 
 A stack is paired only with stacks of its own protocol, and a cell runs only the cases that
 protocol defines (:data:`~udtconf.stacks.PROTOCOL_TESTCASES`): ``transfer`` is the UDT4 case
-for UDT pairs and the SABUL case for SABUL pairs. ``CASES`` narrows the test cases. ``UDTC_SHARD=i/N`` keeps this runner's share: the units of
+for UDT pairs and the SABUL case for SABUL pairs.
+
+``CASES`` narrows the test cases. ``UDTC_SHARD=i/N`` keeps this runner's share: the units of
 work — one per cell (server, client, case), so that a cell's interop run and its wire-rule and
 codec tests (which share the memoised run) land together, and one per stack for its probes
 and adapter checks — sorted and dealt out round-robin; shard i of N owns every N-th unit from

@@ -52,8 +52,8 @@ REFERENCE_STACKS = ("libudt", "udt-rs")
 # partners are the Rust `sabul` (once its directory exists) and the suite's own `sabul-py`.
 PARTNERS = {"udt": REFERENCE_STACKS, "sabul": ("sabul", "sabul-py")}
 
-UDT_TESTCASES = ("handshake", "transfer", "dgram", "rendezvous", "loss", "wrap", "multiconnect", "close")
-SABUL_TESTCASES = ("handshake", "transfer", "loss", "empty")
+UDT_TESTCASES = ("handshake", "mss", "transfer", "dgram", "rendezvous", "loss", "wrap", "multiconnect", "close")
+SABUL_TESTCASES = ("handshake", "mss", "transfer", "loss", "empty")
 # The wire protocol a stack speaks and its conformance test cases (docs/conformance/adapter-contract.md).
 PROTOCOL_TESTCASES: dict[str, tuple[str, ...]] = {"udt": UDT_TESTCASES, "sabul": SABUL_TESTCASES, "tcp": ()}
 PROTOCOLS = tuple(PROTOCOL_TESTCASES)

@@ -6,7 +6,7 @@ one bulk transfer of --size-mib MiB, the stack talking to itself (udt-rs -> udt-
 libudt -> libudt). Stacks are names from the stack registry (conformance/stacks/, any
 with a `udt-cli` [bulk] table). Goodput comes from the receiver's stats summary (docs/cli.md),
 CPU time (user + sys) from wait4() on each process. Prints the ratios ours/libudt (udt-rs
-against the registry's reference stack), then runs `cargo bench -p udt-proto --bench
+against the registry's reference stack), then runs `cargo bench -p transfer --bench
 loss_list` and prints its output.
 
 Targets (stated, not asserted): goodput >= 2.5x libudt's and CPU per Gb <= 0.5x
@@ -149,7 +149,7 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
 
 
 def cargo_bench() -> bool:
-    cmd = ["cargo", "bench", "-p", "udt-proto", "--bench", "loss_list"]
+    cmd = ["cargo", "bench", "-p", "transfer", "--bench", "loss_list"]
     print(f"\n==> {' '.join(cmd)} (in impl/)", flush=True)
     return subprocess.run(cmd, cwd=REPO / "impl").returncode == 0
 

@@ -3,8 +3,9 @@
 channels; then the suite compares the server's INPUT with the client's OUTPUT.
 
 ==========  ====================================================================================
-handshake   1 KiB; MSS server 1052, client 1280: the receiver proposes a 1252-byte packet, the
-            sender's echo lowers it to 1024 (max_loss_length 254), the data goes as two packets
+handshake   1 KiB: the smallest complete session (block, echo, one DATA packet, teardown)
+mss         16 KiB with MSS set (server 1052, client 1280): the receiver proposes a 1252-byte
+            packet, the sender's echo lowers it to 1024 (max_loss_length 254), DATA carries 1020
 transfer    2 MiB
 loss        1 MiB through :class:`~udtconf.sabul.relay.SabulRelay`, which drops DATA 5, 20–21,
             40–59, 99–101, 300 and the last packet (714: only EXP recovers a tail loss) once each
@@ -29,9 +30,9 @@ from ..stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
 from ..testdata import random_file
 from .relay import SabulRelay
 
-CASE_BYTES = {"handshake": 1024, "transfer": 2 * 1024 * 1024, "loss": 1024 * 1024, "empty": 0}
+CASE_BYTES = {"handshake": 1024, "mss": 16 * 1024, "transfer": 2 * 1024 * 1024, "loss": 1024 * 1024, "empty": 0}
 CASE_TIMEOUT = {"loss": 60.0}
-CASE_MSS = {"handshake": {"server": 1052, "client": 1280}}
+CASE_MSS = {"mss": {"server": 1052, "client": 1280}}
 LOSS_DROPS = [5, 20, 21, *range(40, 60), 99, 100, 101, 300, 714]
 ROLE = {"server": "sender", "client": "receiver"}
 

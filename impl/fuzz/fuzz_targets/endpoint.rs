@@ -2,6 +2,7 @@
 //! and with the right socket IDs, must never panic the protocol core.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use transfer::time::Duration;
 use udt_proto::config::ConnectionConfig;
 use udt_proto::sim::{LinkConfig, Pair};
 
@@ -23,5 +24,5 @@ fuzz_target!(|data: &[u8]| {
         }
         p.step();
     }
-    p.run_for(100_000);
+    p.run_for(Duration::from_millis(100));
 });

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use udt::{CcChoice, SocketType, UdtError, UdtSocket};
+use udt::{SocketType, UdtError, UdtSocket};
 
 use report::{Reporter, Role, Sink};
 
@@ -172,7 +172,7 @@ fn net(e: UdtError, during_setup: bool) -> Failure {
 }
 
 fn builder(c: &Common) -> Result<udt::Builder, Failure> {
-    let cc = CcChoice::parse(&c.cc, c.mss).map_err(usage)?;
+    let cc = udt::cc::by_name(&c.cc, c.mss).map_err(usage)?;
     let mut b =
         UdtSocket::builder().mss(c.mss).cc(cc).linger(Duration::from_secs(c.linger)).pacing_burst(c.pacing_burst);
     if c.dgram {

@@ -8,6 +8,7 @@
 //! (`Pair::set_late_release`): the testbed's collapse on a busy machine (docs/testbed.md,
 //! "CPU and emulation timing"), e.g. `-- 10 100 110 908 30 1000`.
 
+use transfer::time::Duration;
 use udt_proto::config::ConnectionConfig;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
 
@@ -18,21 +19,21 @@ fn main() {
         (num(0, 10.0) as usize, num(1, 100.0), num(2, 110.0), num(3, 908.0) as usize, num(4, 30.0));
     let late_us = num(5, 0.0) as u64;
     let link = LinkConfig {
-        delay_us: (rtt_ms * 500.0) as u64,
+        delay: Duration::from_secs_f64(rtt_ms / 2e3),
         rate_bps: Some((rate * 1e6) as u64),
         queue_pkts: queue,
         ..Default::default()
     };
     let mut p = Pair::new(42, link);
     p.tracing = false;
-    p.set_late_release(Dir::AtoB, late_us);
+    p.set_late_release(Dir::AtoB, Duration::from_micros(late_us));
     let ids: Vec<(u32, u32)> = (0..flows).map(|_| p.connect(ConnectionConfig::default())).collect();
     let chunk = vec![0u8; 1 << 20];
     let mut buf = vec![0u8; 1 << 20];
     let start = p.now;
     let mut got = vec![0usize; flows];
-    let mut next_report = start + 1_000_000;
-    while p.now < start + (secs * 1e6) as u64 {
+    let mut next_report = start + Duration::from_secs(1);
+    while p.now < start + Duration::from_secs_f64(secs) {
         for &(c, _) in &ids {
             let conn = p.a.connection_mut(c).unwrap();
             while conn.send_capacity() > chunk.len() {
@@ -56,14 +57,14 @@ fn main() {
             let mbps: Vec<String> = got.iter().map(|&g| format!("{:5.1}", g as f64 * 8.0 / 1e6)).collect();
             println!(
                 "t={:4.0}s total {:6.1} Mb/s  retrans {:7}  period min {:7.1} us  flows {}",
-                (p.now - start) as f64 / 1e6,
+                (p.now - start).as_secs_f64(),
                 got.iter().sum::<usize>() as f64 * 8.0 / 1e6,
                 lost,
                 period[0],
                 mbps.join(" ")
             );
             got.iter_mut().for_each(|g| *g = 0);
-            next_report += 1_000_000;
+            next_report += Duration::from_secs(1);
         }
     }
 }

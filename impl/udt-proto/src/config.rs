@@ -1,45 +1,11 @@
 //! Connection options with UDT 4.11's defaults (UDT4.md §9.1, §13.4).
 
-use crate::cc::{native::NativeVariant, CongestionControl};
+use std::sync::Arc;
+
+use crate::cc::native::UdtNative;
 use crate::wire::SocketType;
-
-/// Which congestion controller a connection uses (§12; CONVENTIONS: CC is a trait).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum CcChoice {
-    /// UDT 4.11's CUDTCC, exactly as the spec describes (default).
-    Udt411,
-    /// The SC'04 paper's variant: freeze for one SYN at a new congestion period and the
-    /// "largest sequence number in the NAK" decrease trigger.
-    Paper,
-    /// No congestion control: a fixed inter-packet period in µs (FRTP-style).
-    FixedRate { period_us: f64 },
-}
-
-impl CcChoice {
-    pub fn build(self) -> Box<dyn CongestionControl> {
-        use crate::cc::{fixed_rate::FixedRate, native::UdtNative};
-        match self {
-            CcChoice::Udt411 => Box::new(UdtNative::new(NativeVariant::Udt411)),
-            CcChoice::Paper => Box::new(UdtNative::new(NativeVariant::Paper)),
-            CcChoice::FixedRate { period_us } => Box::new(FixedRate::new(period_us)),
-        }
-    }
-
-    /// Parses `udt411`, `paper` or `fixed:<Mbit/s>` (payload rate at the default MSS).
-    pub fn parse(s: &str, mss: u32) -> Result<CcChoice, String> {
-        match s {
-            "udt411" | "native" | "udt" => Ok(CcChoice::Udt411),
-            "paper" => Ok(CcChoice::Paper),
-            _ => {
-                let rate =
-                    s.strip_prefix("fixed:").and_then(|r| r.parse::<f64>().ok()).filter(|r| *r > 0.0).ok_or_else(
-                        || format!("unknown congestion control {s:?}: use udt411, paper or fixed:<Mbit/s>"),
-                    )?;
-                Ok(CcChoice::FixedRate { period_us: (mss as f64 * 8.0) / rate })
-            }
-        }
-    }
-}
+use transfer::cc::ControllerFactory;
+use transfer::time::Duration;
 
 /// Per-connection configuration. `Default` gives UDT 4.11's defaults.
 #[derive(Debug, Clone)]
@@ -53,14 +19,16 @@ pub struct ConnectionConfig {
     /// `UDT_RCVBUF` in packets (default 8192; never more than `flight_flag_size`).
     pub rcv_buf_pkts: u32,
     pub socket_type: SocketType,
-    /// `UDT_LINGER` in µs (default 180 s).
-    pub linger_us: u64,
+    /// `UDT_LINGER` (default 180 s).
+    pub linger: Duration,
     /// `UDT_MAXBW` in bytes/s; `None` = unlimited.
     pub max_bw: Option<u64>,
-    pub cc: CcChoice,
-    /// Connection setup timeout in µs (3 s; rendezvous uses 30 s).
-    pub connect_timeout_us: u64,
-    pub rendezvous_timeout_us: u64,
+    /// The congestion controller (UDT4.md §12): 4.11's CUDTCC by default; any
+    /// [`ControllerFactory`] (`crate::cc::by_name` knows UDT's by name).
+    pub cc: Arc<dyn ControllerFactory>,
+    /// Connection setup timeout (3 s; rendezvous uses 30 s).
+    pub connect_timeout: Duration,
+    pub rendezvous_timeout: Duration,
     /// Draft mode (§8.4): also re-send the whole receiver loss list periodically.
     pub periodic_nak: bool,
     /// Largest burst (in packets) the pacer may send back to back to catch up after a late
@@ -77,11 +45,11 @@ impl Default for ConnectionConfig {
             snd_buf_pkts: 8192,
             rcv_buf_pkts: 8192,
             socket_type: SocketType::Stream,
-            linger_us: 180_000_000,
+            linger: Duration::from_secs(180),
             max_bw: None,
-            cc: CcChoice::Udt411,
-            connect_timeout_us: 3_000_000,
-            rendezvous_timeout_us: 30_000_000,
+            cc: Arc::new(UdtNative::default()),
+            connect_timeout: Duration::from_secs(3),
+            rendezvous_timeout: Duration::from_secs(30),
             periodic_nak: false,
             pacing_burst: 16,
         }

@@ -16,25 +16,21 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 
-use prng::Xoshiro256;
+use transfer::prng::Xoshiro256;
 
 use crate::config::ConnectionConfig;
-use crate::connection::{Connection, Event};
-use crate::seq::SeqNo;
-use crate::wire::{self, req_type, Control, Handshake, Packet, Repr};
+use crate::connection::{Connection, Event, Role};
+use crate::wire::{req_type, Control, Handshake, Packet, Repr};
+use transfer::seq::SeqNo;
+use transfer::time::Instant;
+use transfer::transmit::{Source, Transmit};
 
 #[derive(Debug)]
 struct Listener {
     config: ConnectionConfig,
     backlog: usize,
     key: (u64, u64),
-    opened: u64,
-}
-
-#[derive(Debug)]
-struct Entry {
-    conn: Connection,
-    peer: SocketAddr,
+    opened: Instant,
 }
 
 /// Counters of what the endpoint itself dropped or answered.
@@ -56,7 +52,7 @@ pub struct Endpoint {
     rng: Xoshiro256,
     next_id: u32,
     listener: Option<Listener>,
-    conns: HashMap<u32, Entry>,
+    conns: HashMap<u32, Connection>,
     order: Vec<u32>,
     cursor: usize,
     accepted: HashMap<(SocketAddr, u32, u32), u32>,
@@ -103,7 +99,7 @@ impl Endpoint {
     }
 
     /// Accepts connections on this port with `config` for every accepted connection.
-    pub fn listen(&mut self, config: ConnectionConfig, backlog: usize, now: u64) {
+    pub fn listen(&mut self, config: ConnectionConfig, backlog: usize, now: Instant) {
         let key = (self.rng.next_u64(), self.rng.next_u64());
         self.listener = Some(Listener { config, backlog: backlog.max(1), key, opened: now });
     }
@@ -112,27 +108,25 @@ impl Endpoint {
         self.listener.is_some()
     }
 
-    fn insert(&mut self, conn: Connection, peer: SocketAddr) -> u32 {
+    fn insert(&mut self, conn: Connection) -> u32 {
         let id = conn.local_id();
-        self.conns.insert(id, Entry { conn, peer });
+        self.conns.insert(id, conn);
         self.order.push(id);
         id
     }
 
     /// Starts connecting to a listener at `peer`; returns the new socket's ID.
-    pub fn connect(&mut self, config: ConnectionConfig, peer: SocketAddr, now: u64) -> u32 {
+    pub fn connect(&mut self, config: ConnectionConfig, peer: SocketAddr, now: Instant) -> u32 {
         let id = self.alloc_id();
         let isn = self.random_isn();
-        let conn = Connection::connect(config, id, isn, wire::peer_ip_words(peer.ip()), now);
-        self.insert(conn, peer)
+        self.insert(Connection::connect(config, id, isn, peer, now))
     }
 
     /// Starts a rendezvous with `peer`; returns the new socket's ID.
-    pub fn rendezvous(&mut self, config: ConnectionConfig, peer: SocketAddr, now: u64) -> u32 {
+    pub fn rendezvous(&mut self, config: ConnectionConfig, peer: SocketAddr, now: Instant) -> u32 {
         let id = self.alloc_id();
         let isn = self.random_isn();
-        let conn = Connection::rendezvous(config, id, isn, wire::peer_ip_words(peer.ip()), now);
-        self.insert(conn, peer)
+        self.insert(Connection::rendezvous(config, id, isn, peer, now))
     }
 
     /// The next connection accepted by the listener, if any.
@@ -141,15 +135,15 @@ impl Endpoint {
     }
 
     pub fn connection(&self, id: u32) -> Option<&Connection> {
-        self.conns.get(&id).map(|e| &e.conn)
+        self.conns.get(&id)
     }
 
     pub fn connection_mut(&mut self, id: u32) -> Option<&mut Connection> {
-        self.conns.get_mut(&id).map(|e| &mut e.conn)
+        self.conns.get_mut(&id)
     }
 
     pub fn peer_addr(&self, id: u32) -> Option<SocketAddr> {
-        self.conns.get(&id).map(|e| e.peer)
+        self.conns.get(&id).map(|c| c.peer())
     }
 
     pub fn connection_ids(&self) -> impl Iterator<Item = u32> + '_ {
@@ -173,8 +167,8 @@ impl Endpoint {
     pub fn poll_event(&mut self) -> Option<(u32, Event)> {
         if self.events.is_empty() {
             for &id in &self.order {
-                if let Some(e) = self.conns.get_mut(&id) {
-                    while let Some(ev) = e.conn.poll_event() {
+                if let Some(c) = self.conns.get_mut(&id) {
+                    while let Some(ev) = c.poll_event() {
                         self.events.push_back((id, ev));
                     }
                 }
@@ -194,7 +188,7 @@ impl Endpoint {
     }
 
     /// Handles one datagram received on the port.
-    pub fn handle_datagram(&mut self, now: u64, from: SocketAddr, datagram: &[u8]) {
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
         let Ok(packet) = Packet::new_checked(datagram) else {
             self.stats.malformed += 1;
             return;
@@ -202,7 +196,7 @@ impl Endpoint {
         let dst = packet.dst_socket_id();
         if dst != 0 {
             match self.conns.get_mut(&dst) {
-                Some(e) if e.peer == from => e.conn.handle_packet(now, datagram),
+                Some(c) if c.peer() == from => c.handle_packet(now, datagram),
                 _ => self.stats.unroutable += 1,
             }
             return;
@@ -217,21 +211,21 @@ impl Endpoint {
             }
         };
         let rendezvous = self.order.iter().copied().find(|id| {
-            let e = &self.conns[id];
-            e.peer == from && e.conn.role() == crate::connection::Role::Rendezvous
+            let c = &self.conns[id];
+            c.peer() == from && c.role() == Role::Rendezvous
         });
         match (hs, rendezvous) {
             (Some(h), _) if self.listener.is_some() && h.req_type != req_type::RENDEZVOUS => {
                 self.on_request(now, from, &h)
             }
-            (_, Some(id)) => self.conns.get_mut(&id).expect("listed").conn.handle_packet(now, datagram),
+            (_, Some(id)) => self.conns.get_mut(&id).expect("listed").handle_packet(now, datagram),
             _ => self.stats.unroutable += 1,
         }
     }
 
-    fn on_request(&mut self, now: u64, from: SocketAddr, h: &Handshake) {
+    fn on_request(&mut self, now: Instant, from: SocketAddr, h: &Handshake) {
         let l = self.listener.as_ref().expect("listening");
-        let slot = now.saturating_sub(l.opened) / 60_000_000;
+        let slot = (now - l.opened).as_secs() / 60;
         let cookie = Self::cookie(l.key, from, slot);
         if h.req_type == req_type::CLIENT {
             self.stats.cookies_sent += 1;
@@ -249,10 +243,10 @@ impl Endpoint {
             return;
         }
         if let Some(&id) = self.accepted.get(&(from, h.socket_id, h.isn.get())) {
-            if let Some(e) = self.conns.get_mut(&id) {
-                if !e.conn.is_done() {
-                    let r = e.conn.repeat_response(h);
-                    e.conn.queue_handshake(r);
+            if let Some(c) = self.conns.get_mut(&id) {
+                if !c.is_done() {
+                    let r = c.repeat_response(h);
+                    c.queue_handshake(r);
                 }
             }
             return;
@@ -264,8 +258,7 @@ impl Endpoint {
         }
         let config = l.config.clone();
         let id = self.alloc_id();
-        let conn = Connection::accept(config, id, h, wire::peer_ip_words(from.ip()), now);
-        self.insert(conn, from);
+        self.insert(Connection::accept(config, id, h, from, now));
         self.accepted.insert((from, h.socket_id, h.isn.get()), id);
         self.accept_queue.push_back(id);
     }
@@ -276,39 +269,39 @@ impl Endpoint {
     }
 
     /// Runs every connection's due timers.
-    pub fn handle_timeout(&mut self, now: u64) {
-        for e in self.conns.values_mut() {
-            e.conn.handle_timeout(now);
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for c in self.conns.values_mut() {
+            c.handle_timeout(now);
         }
     }
 
     /// The earliest time anything is due.
-    pub fn poll_timeout(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         if !self.stateless.is_empty() {
-            return Some(0);
+            return Some(Instant::ZERO);
         }
-        self.conns.values().filter_map(|e| e.conn.poll_timeout()).min()
+        self.conns.values().filter_map(|c| c.poll_timeout()).min()
     }
 
-    /// Writes the next due datagram into `buf` (at least `max MSS − 28` bytes) and returns its
-    /// destination and length. Connections take turns.
+    /// Writes the next due datagram into `buf` (at least `max MSS − 28` bytes) and says where
+    /// it goes and how long it is. Connections take turns.
     ///
     /// # Panics
     /// If `buf` is shorter than the datagram due (at most the largest `MSS − 28`).
-    pub fn poll_transmit(&mut self, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if let Some((to, h, dst)) = self.stateless.pop_front() {
             let repr = Repr::Control { dst_socket_id: dst, timestamp: 0, control: Control::Handshake(h) };
             repr.emit(buf);
-            return Some((to, repr.buffer_len()));
+            return Some(Transmit { destination: to, size: repr.buffer_len(), source: Source::Data });
         }
         let n = self.order.len();
         for i in 0..n {
             let idx = (self.cursor + i) % n;
             let id = self.order[idx];
-            let e = self.conns.get_mut(&id).expect("listed");
-            if let Some(len) = e.conn.poll_transmit(now, buf) {
+            let c = self.conns.get_mut(&id).expect("listed");
+            if let Some(t) = c.poll_transmit(now, buf) {
                 self.cursor = (idx + 1) % n;
-                return Some((e.peer, len));
+                return Some(t);
             }
         }
         None
@@ -318,8 +311,7 @@ impl Endpoint {
     ///
     /// # Panics
     /// As [`Endpoint::poll_transmit`]: if `buf` is shorter than the datagram due.
-    pub fn poll_transmit_for(&mut self, id: u32, now: u64, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
-        let e = self.conns.get_mut(&id)?;
-        e.conn.poll_transmit(now, buf).map(|n| (e.peer, n))
+    pub fn poll_transmit_for(&mut self, id: u32, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.conns.get_mut(&id)?.poll_transmit(now, buf)
     }
 }

@@ -10,7 +10,6 @@ pub mod cc;
 pub mod config;
 pub mod connection;
 pub mod endpoint;
-pub mod loss_list;
 pub mod measurement;
 pub mod recv_buffer;
 pub mod send_buffer;

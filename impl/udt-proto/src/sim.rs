@@ -10,22 +10,24 @@
 //! ```
 //! use udt_proto::sim::{Pair, LinkConfig};
 //! use udt_proto::config::ConnectionConfig;
-//! let mut p = Pair::new(1, LinkConfig { delay_us: 5_000, ..LinkConfig::default() });
+//! use transfer::time::Duration;
+//! let mut p = Pair::new(1, LinkConfig { delay: Duration::from_millis(5), ..LinkConfig::default() });
 //! let (client, server) = p.connect(ConnectionConfig::default());
 //! let data = vec![7u8; 100_000];
 //! p.a.connection_mut(client).unwrap().send(p.now, &data);
-//! let got = p.transfer_to_b(server, data.len(), 10_000_000);
+//! let got = p.transfer_to_b(server, data.len(), Duration::from_secs(10));
 //! assert_eq!(got, data);
 //! ```
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use prng::Xoshiro256;
+use transfer::prng::Xoshiro256;
 
 use crate::config::ConnectionConfig;
 use crate::endpoint::Endpoint;
 use crate::wire::{Control, Repr};
+use transfer::time::{micros, Duration, Instant};
 
 /// Which way a datagram travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,16 +40,16 @@ pub enum Dir {
 #[derive(Debug, Clone)]
 pub struct LinkConfig {
     /// One-way propagation delay.
-    pub delay_us: u64,
+    pub delay: Duration,
     /// Bottleneck rate in bits/s (`None` = infinitely fast).
     pub rate_bps: Option<u64>,
     /// DropTail queue limit in packets at the bottleneck.
     pub queue_pkts: usize,
     /// Probability that a datagram is lost.
     pub loss: f64,
-    /// Probability that a datagram is delayed by an extra `reorder_us` (so later ones pass it).
+    /// Probability that a datagram is delayed by an extra `reorder_delay` (so later ones pass it).
     pub reorder: f64,
-    pub reorder_us: u64,
+    pub reorder_delay: Duration,
     /// Probability that a datagram is delivered twice.
     pub duplicate: f64,
 }
@@ -55,12 +57,12 @@ pub struct LinkConfig {
 impl Default for LinkConfig {
     fn default() -> Self {
         LinkConfig {
-            delay_us: 1_000,
+            delay: Duration::from_millis(1),
             rate_bps: None,
             queue_pkts: 1000,
             loss: 0.0,
             reorder: 0.0,
-            reorder_us: 2_000,
+            reorder_delay: Duration::from_millis(2),
             duplicate: 0.0,
         }
     }
@@ -69,7 +71,7 @@ impl Default for LinkConfig {
 /// A datagram seen on the simulated wire.
 #[derive(Debug, Clone)]
 pub struct Traced {
-    pub time: u64,
+    pub time: Instant,
     pub dir: Dir,
     pub bytes: Vec<u8>,
     /// Dropped by the link (loss, queue overflow or the drop filter).
@@ -92,12 +94,12 @@ impl Traced {
 struct Link {
     config: LinkConfig,
     /// Time the bottleneck finishes sending what is queued.
-    busy_until: u64,
+    busy_until: Instant,
     /// Departure times of queued packets (for the DropTail limit).
-    queued: VecDeque<u64>,
-    /// See [`Pair::set_late_release`]: 0 = deliver on time.
-    release_every_us: u64,
-    last_release: u64,
+    queued: VecDeque<Instant>,
+    /// See [`Pair::set_late_release`]: zero = deliver on time.
+    release_every: Duration,
+    last_release: Instant,
 }
 
 /// Drop filter: return `true` to drop the datagram.
@@ -105,13 +107,13 @@ pub type DropFilter = Box<dyn FnMut(Dir, &[u8]) -> bool>;
 
 /// The harness.
 pub struct Pair {
-    pub now: u64,
+    pub now: Instant,
     pub a: Endpoint,
     pub b: Endpoint,
     pub a_addr: SocketAddr,
     pub b_addr: SocketAddr,
     links: [Link; 2],
-    in_flight: Vec<(u64, u64, Dir, Vec<u8>)>,
+    in_flight: Vec<(Instant, u64, Dir, Vec<u8>)>,
     order: u64,
     rng: Xoshiro256,
     pub drop_filter: Option<DropFilter>,
@@ -128,9 +130,15 @@ impl Pair {
     }
 
     pub fn asymmetric(seed: u64, a_to_b: LinkConfig, b_to_a: LinkConfig) -> Pair {
-        let mk = |c| Link { config: c, busy_until: 0, queued: VecDeque::new(), release_every_us: 0, last_release: 0 };
+        let mk = |c| Link {
+            config: c,
+            busy_until: Instant::ZERO,
+            queued: VecDeque::new(),
+            release_every: Duration::ZERO,
+            last_release: Instant::ZERO,
+        };
         Pair {
-            now: 1_000_000,
+            now: Instant::from_micros(1_000_000),
             a: Endpoint::new(seed.wrapping_mul(3).wrapping_add(1)),
             b: Endpoint::new(seed.wrapping_mul(7).wrapping_add(2)),
             a_addr: "10.0.0.1:9000".parse().unwrap(),
@@ -150,11 +158,11 @@ impl Pair {
         &mut self.links[dir as usize].config
     }
 
-    /// Makes `dir` deliver like a link emulator that gets the CPU only every `every_us`: what
+    /// Makes `dir` deliver like a link emulator that gets the CPU only every `every`: what
     /// fell due meanwhile arrives in one burst, 2 µs apart (`udt-linkem`'s `bunched` frames on
-    /// a busy machine). 0 restores on-time delivery.
-    pub fn set_late_release(&mut self, dir: Dir, every_us: u64) {
-        self.links[dir as usize].release_every_us = every_us;
+    /// a busy machine). Zero restores on-time delivery.
+    pub fn set_late_release(&mut self, dir: Dir, every: Duration) {
+        self.links[dir as usize].release_every = every;
     }
 
     /// `a` connects to a listener on `b`; runs until both ends are connected. Returns (client
@@ -165,7 +173,7 @@ impl Pair {
     pub fn connect(&mut self, config: ConnectionConfig) -> (u32, u32) {
         self.b.listen(config.clone(), 16, self.now);
         let c = self.a.connect(config, self.b_addr, self.now);
-        let deadline = self.now + 10_000_000;
+        let deadline = self.now + Duration::from_secs(10);
         let mut server = None;
         while self.now < deadline {
             self.step();
@@ -202,7 +210,7 @@ impl Pair {
                 } else {
                     let wire_bits = (bytes.len() as u64 + 28) * 8;
                     let start = link.busy_until.max(now);
-                    link.busy_until = start + wire_bits * 1_000_000 / rate;
+                    link.busy_until = start + Duration::from_micros(wire_bits * 1_000_000 / rate);
                     depart = link.busy_until;
                     link.queued.push_back(depart);
                 }
@@ -214,18 +222,20 @@ impl Pair {
         if dropped {
             return;
         }
-        let mut arrive = depart + cfg.delay_us;
+        let mut arrive = depart + cfg.delay;
         let link = &mut self.links[dir as usize];
-        if link.release_every_us > 0 {
-            arrive = (arrive.div_ceil(link.release_every_us) * link.release_every_us).max(link.last_release + 2);
+        let every = micros(link.release_every);
+        if every > 0 {
+            let slot = Instant::from_micros(arrive.as_micros().div_ceil(every) * every);
+            arrive = slot.max(link.last_release + Duration::from_micros(2));
             link.last_release = arrive;
         }
         if cfg.reorder > 0.0 && self.rng.chance(cfg.reorder) {
-            arrive += cfg.reorder_us;
+            arrive += cfg.reorder_delay;
         }
         if cfg.duplicate > 0.0 && self.rng.chance(cfg.duplicate) {
             self.order += 1;
-            self.in_flight.push((arrive + 1, self.order, dir, bytes.clone()));
+            self.in_flight.push((arrive + Duration::from_micros(1), self.order, dir, bytes.clone()));
         }
         self.order += 1;
         self.in_flight.push((arrive, self.order, dir, bytes));
@@ -249,12 +259,12 @@ impl Pair {
             self.a.handle_timeout(self.now);
             self.b.handle_timeout(self.now);
             let mut buf = std::mem::take(&mut self.buf);
-            while let Some((_, n)) = self.a.poll_transmit(self.now, &mut buf) {
-                self.send_from(Dir::AtoB, buf[..n].to_vec());
+            while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
+                self.send_from(Dir::AtoB, buf[..t.size].to_vec());
                 progressed = true;
             }
-            while let Some((_, n)) = self.b.poll_transmit(self.now, &mut buf) {
-                self.send_from(Dir::BtoA, buf[..n].to_vec());
+            while let Some(t) = self.b.poll_transmit(self.now, &mut buf) {
+                self.send_from(Dir::BtoA, buf[..t.size].to_vec());
                 progressed = true;
             }
             self.buf = buf;
@@ -268,7 +278,7 @@ impl Pair {
             .min();
         match next {
             Some(t) => {
-                self.now = t.max(self.now + 1);
+                self.now = t.max(self.now + Duration::from_micros(1));
                 true
             }
             None => false,
@@ -276,7 +286,7 @@ impl Pair {
     }
 
     /// Runs until virtual time `t`.
-    pub fn run_until(&mut self, t: u64) {
+    pub fn run_until(&mut self, t: Instant) {
         while self.now < t {
             if !self.step() {
                 self.now = t;
@@ -284,15 +294,15 @@ impl Pair {
         }
     }
 
-    /// Runs for `us` microseconds.
-    pub fn run_for(&mut self, us: u64) {
-        let t = self.now + us;
+    /// Runs for `d` of virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        let t = self.now + d;
         self.run_until(t);
     }
 
-    /// Reads from `b`'s connection `id` until `len` bytes arrived or `timeout_us` passed.
-    pub fn transfer_to_b(&mut self, id: u32, len: usize, timeout_us: u64) -> Vec<u8> {
-        let deadline = self.now + timeout_us;
+    /// Reads from `b`'s connection `id` until `len` bytes arrived or `timeout` passed.
+    pub fn transfer_to_b(&mut self, id: u32, len: usize, timeout: Duration) -> Vec<u8> {
+        let deadline = self.now + timeout;
         let mut out = Vec::with_capacity(len);
         let mut chunk = vec![0u8; 1 << 16];
         while out.len() < len && self.now < deadline {

@@ -15,9 +15,10 @@
 //! Control information is a sequence of big-endian 32-bit words (§2); data payloads are
 //! opaque bytes.
 
-use crate::seq::{AckNo, MsgNo, SeqNo};
+use crate::seq::{AckNo, MsgNo};
 use core::fmt;
 use std::net::IpAddr;
+use transfer::seq::SeqNo;
 
 /// Byte offsets of every field, in the style of smoltcp's `wire::*::field`. The header's are
 /// from the start of the datagram; the control types' are from the start of the control
@@ -556,7 +557,7 @@ impl<'a> NakList<'a> {
         Ok(NakList { bytes })
     }
 
-    /// The wire form of loss `words` (from [`crate::loss_list::encode_nak`]), for
+    /// The wire form of loss `words` (from [`transfer::loss_list::encode_loss`]), for
     /// [`NakList::new_checked`].
     pub fn encode(words: &[u32]) -> Vec<u8> {
         words.iter().flat_map(|w| w.to_be_bytes()).collect()
@@ -577,16 +578,16 @@ impl<'a> NakList<'a> {
 
     /// Decodes the list into inclusive ranges, enforcing §5.4's decoder rules (a range start
     /// must be followed by an end word, and the end must not be before the start); see
-    /// [`crate::loss_list::decode_nak`].
+    /// [`transfer::loss_list::decode_loss`].
     pub fn ranges(&self) -> core::result::Result<Vec<(SeqNo, SeqNo)>, Error> {
-        use crate::loss_list::{decode_nak, NakError};
+        use transfer::loss_list::{decode_loss, LossError};
         let words: Vec<u32> = self.words().collect();
-        decode_nak(&words).map_err(|e| {
+        decode_loss(&words).map_err(|e| {
             Error::Malformed(match e {
-                NakError::Empty => "NAK without loss words",
-                NakError::TrailingRangeStart { .. } => "NAK ends with a range start",
-                NakError::RangeEndFlagged { .. } => "NAK range start followed by another range start",
-                NakError::ReversedRange { .. } => "NAK range with start after end",
+                LossError::Empty => "NAK without loss words",
+                LossError::TrailingRangeStart { .. } => "NAK ends with a range start",
+                LossError::RangeEndFlagged { .. } => "NAK range start followed by another range start",
+                LossError::ReversedRange { .. } => "NAK range with start after end",
             })
         })
     }
@@ -773,7 +774,7 @@ impl<'a> Repr<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loss_list::encode_nak;
+    use transfer::loss_list::encode_loss;
 
     fn hex(s: &str) -> Vec<u8> {
         let digits: String = s
@@ -968,7 +969,7 @@ mod tests {
         ];
         assert_eq!(list.ranges().unwrap(), ranges);
         let mut words = vec![];
-        encode_nak(ranges.iter().copied(), usize::MAX, &mut words);
+        encode_loss(ranges.iter().copied(), usize::MAX, &mut words);
         let info = NakList::encode(&words);
         let nak = Control::Nak(NakList::new_checked(&info).unwrap());
         let emitted = Repr::Control { dst_socket_id: CLIENT, timestamp: 0, control: nak }.to_vec();
@@ -989,7 +990,7 @@ mod tests {
     #[test]
     fn nak_two_packet_gap_is_a_range() {
         let mut w = vec![];
-        encode_nak([(SeqNo::new(5), SeqNo::new(6))], usize::MAX, &mut w);
+        encode_loss([(SeqNo::new(5), SeqNo::new(6))], usize::MAX, &mut w);
         assert_eq!(w, vec![0x8000_0005, 6]);
     }
 

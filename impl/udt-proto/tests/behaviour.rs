@@ -2,16 +2,27 @@
 //! after the behaviour it checks and cites the section of UDT4.md that requires it.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
-use prng::pattern;
-use udt_proto::cc::SYN;
-use udt_proto::config::{CcChoice, ConnectionConfig};
+use transfer::cc::fixed_rate::FixedRate;
+use transfer::cc::{CcInput, CongestionControl, SYN};
+use transfer::prng::pattern;
+use transfer::seq::SeqNo;
+use transfer::time::{Duration, Instant};
+use udt_proto::config::ConnectionConfig;
 use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK};
-use udt_proto::seq::SeqNo;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
 use udt_proto::wire::{self, req_type, Ack, Control, NakList, Repr};
 
-fn data_seqs(p: &Pair, dir: Dir) -> Vec<(u64, SeqNo, bool)> {
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn data_seqs(p: &Pair, dir: Dir) -> Vec<(Instant, SeqNo, bool)> {
     p.trace
         .iter()
         .filter(|t| t.dir == dir)
@@ -23,7 +34,7 @@ fn data_seqs(p: &Pair, dir: Dir) -> Vec<(u64, SeqNo, bool)> {
 }
 
 /// Every ACK sent in `dir`, with its send time.
-fn acks_sent(p: &Pair, dir: Dir) -> Vec<(u64, Ack)> {
+fn acks_sent(p: &Pair, dir: Dir) -> Vec<(Instant, Ack)> {
     p.controls(dir)
         .filter_map(|(t, c)| match c {
             Control::Ack(a) => Some((t.time, a)),
@@ -33,12 +44,12 @@ fn acks_sent(p: &Pair, dir: Dir) -> Vec<(u64, Ack)> {
 }
 
 /// Sends `data` from a to b with the pair's links and returns what b received.
-fn transfer(p: &mut Pair, config: ConnectionConfig, data: &[u8], timeout_us: u64) -> (u32, u32, Vec<u8>) {
+fn transfer(p: &mut Pair, config: ConnectionConfig, data: &[u8], timeout: Duration) -> (u32, u32, Vec<u8>) {
     let (c, s) = p.connect(config);
     let mut sent = 0;
     let mut got = Vec::new();
     let mut chunk = vec![0u8; 1 << 16];
-    let deadline = p.now + timeout_us;
+    let deadline = p.now + timeout;
     while got.len() < data.len() && p.now < deadline {
         if sent < data.len() {
             sent += p.a.connection_mut(c).unwrap().send(p.now, &data[sent..]);
@@ -58,7 +69,7 @@ fn transfer(p: &mut Pair, config: ConnectionConfig, data: &[u8], timeout_us: u64
 
 #[test]
 fn handshake_completes_with_cookie_round_and_echoed_isn() {
-    let mut p = Pair::new(1, LinkConfig { delay_us: 10_000, ..Default::default() });
+    let mut p = Pair::new(1, LinkConfig { delay: ms(10), ..Default::default() });
     let (c, s) = p.connect(ConnectionConfig::default());
     let hs: Vec<_> = p
         .trace
@@ -88,12 +99,10 @@ fn handshake_completes_with_cookie_round_and_echoed_isn() {
 
 #[test]
 fn stream_transfer_is_byte_exact_over_a_clean_path() {
-    let mut p = Pair::new(
-        2,
-        LinkConfig { delay_us: 5_000, rate_bps: Some(100_000_000), queue_pkts: 200, ..Default::default() },
-    );
+    let mut p =
+        Pair::new(2, LinkConfig { delay: ms(5), rate_bps: Some(100_000_000), queue_pkts: 200, ..Default::default() });
     let data = pattern(3_000_000, 2);
-    let (_, _, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
+    let (_, _, got) = transfer(&mut p, ConnectionConfig::default(), &data, secs(30));
     assert_eq!(got.len(), data.len());
     assert!(got == data);
 }
@@ -101,17 +110,17 @@ fn stream_transfer_is_byte_exact_over_a_clean_path() {
 #[test]
 fn transfer_survives_loss_reordering_and_duplication() {
     let link = LinkConfig {
-        delay_us: 20_000,
+        delay: ms(20),
         loss: 0.02,
         reorder: 0.02,
-        reorder_us: 3_000,
+        reorder_delay: ms(3),
         duplicate: 0.01,
         rate_bps: Some(50_000_000),
         queue_pkts: 500,
     };
     let mut p = Pair::new(3, link);
     let data = pattern(2_000_000, 3);
-    let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 120_000_000);
+    let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, secs(120));
     assert_eq!(got.len(), data.len());
     assert!(got == data, "delivered data must be identical");
     assert!(p.a.connection(c).unwrap().stats().pkts_retrans > 0);
@@ -120,7 +129,7 @@ fn transfer_survives_loss_reordering_and_duplication() {
 
 #[test]
 fn nak_reports_two_packet_gap_as_range_and_single_loss_as_one_word() {
-    let mut p = Pair::new(4, LinkConfig { delay_us: 2_000, ..Default::default() });
+    let mut p = Pair::new(4, LinkConfig { delay: ms(2), ..Default::default() });
     let (c, _s) = p.connect(ConnectionConfig::default());
     let isn = p.a.connection(c).unwrap().isn();
     let lost = [isn.add(3), isn.add(7), isn.add(8)];
@@ -142,7 +151,7 @@ fn nak_reports_two_packet_gap_as_range_and_single_loss_as_one_word() {
     }));
     let data = pattern(20 * 1456, 4);
     p.a.connection_mut(c).unwrap().send(p.now, &data);
-    p.run_for(200_000);
+    p.run_for(ms(200));
     let naks: Vec<Vec<u32>> = p
         .controls(Dir::BtoA)
         .filter_map(|(_, c)| match c {
@@ -157,22 +166,20 @@ fn nak_reports_two_packet_gap_as_range_and_single_loss_as_one_word() {
 
 #[test]
 fn full_ack_every_syn_while_data_flows_and_ack2_echoes_it() {
-    let mut p = Pair::new(
-        5,
-        LinkConfig { delay_us: 5_000, rate_bps: Some(20_000_000), queue_pkts: 1000, ..Default::default() },
-    );
+    let mut p =
+        Pair::new(5, LinkConfig { delay: ms(5), rate_bps: Some(20_000_000), queue_pkts: 1000, ..Default::default() });
     let data = pattern(2_000_000, 5);
-    let (_c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
+    let (_c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, secs(30));
     assert_eq!(got.len(), data.len());
-    p.run_for(1_000_000); // let the last ACKs be answered
+    p.run_for(secs(1)); // let the last ACKs be answered
     let acks = acks_sent(&p, Dir::BtoA);
-    let full: Vec<u64> = acks.iter().filter(|(_, a)| matches!(a, Ack::Full { .. })).map(|(t, _)| *t).collect();
+    let full: Vec<Instant> = acks.iter().filter(|(_, a)| matches!(a, Ack::Full { .. })).map(|(t, _)| *t).collect();
     assert!(full.len() > 50, "{} full ACKs", full.len());
     // §8.3/§9.2: while data flows, consecutive full ACKs are about SYN (10 ms) apart.
     let middle = &full[5..full.len() - 5];
     for w in middle.windows(2) {
         let gap = w[1] - w[0];
-        assert!((9_000..=21_000).contains(&gap), "full ACK gap {gap} µs");
+        assert!((ms(9)..=ms(21)).contains(&gap), "full ACK gap {gap:?}");
     }
     // §5.7: every full/medium ACK is answered by an ACK2 with the same sub-sequence number.
     let ack_nos: Vec<u32> = acks.iter().filter_map(|(_, a)| a.ack_no()).map(|n| n.get()).collect();
@@ -191,14 +198,12 @@ fn full_ack_every_syn_while_data_flows_and_ack2_echoes_it() {
 
 #[test]
 fn rtt_converges_to_the_path_round_trip() {
-    let mut p = Pair::new(
-        6,
-        LinkConfig { delay_us: 25_000, rate_bps: Some(50_000_000), queue_pkts: 2000, ..Default::default() },
-    );
+    let mut p =
+        Pair::new(6, LinkConfig { delay: ms(25), rate_bps: Some(50_000_000), queue_pkts: 2000, ..Default::default() });
     let data = pattern(1_000_000, 6);
-    let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 30_000_000);
+    let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, secs(30));
     assert_eq!(got.len(), data.len());
-    p.run_for(2_000_000);
+    p.run_for(secs(2));
     let rtt_b = p.b.connection(s).unwrap().stats().rtt_us;
     let rtt_a = p.a.connection(c).unwrap().stats().rtt_us;
     // 50 ms propagation; ACK2 measures from the data receiver (§8.5), the sender smooths
@@ -209,19 +214,19 @@ fn rtt_converges_to_the_path_round_trip() {
 
 #[test]
 fn exp_timer_retransmits_and_backs_off_when_the_path_goes_silent() {
-    let mut p = Pair::new(7, LinkConfig { delay_us: 5_000, ..Default::default() });
+    let mut p = Pair::new(7, LinkConfig { delay: ms(5), ..Default::default() });
     let (c, _s) = p.connect(ConnectionConfig::default());
-    p.run_for(500_000);
+    p.run_for(ms(500));
     // Cut the path in both directions, then offer data.
     p.drop_filter = Some(Box::new(|_, _| true));
     let t0 = p.now;
     p.a.connection_mut(c).unwrap().send(p.now, &pattern(10 * 1456, 7));
-    p.run_for(5_000_000);
+    p.run_for(secs(5));
     let sends = data_seqs(&p, Dir::AtoB);
     let first_seq = sends.iter().find(|(t, ..)| *t >= t0).unwrap().1;
-    let retx: Vec<u64> = sends.iter().filter(|(t, s, _)| *t >= t0 && *s == first_seq).map(|(t, ..)| *t).collect();
+    let retx: Vec<Instant> = sends.iter().filter(|(t, s, _)| *t >= t0 && *s == first_seq).map(|(t, ..)| *t).collect();
     assert!(retx.len() >= 3, "first packet sent {} times", retx.len());
-    let gaps: Vec<u64> = retx.windows(2).map(|w| w[1] - w[0]).collect();
+    let gaps: Vec<Duration> = retx.windows(2).map(|w| w[1] - w[0]).collect();
     // §9.4: EXP period = max(EXPCount·(RTT+4·RTTVar)+SYN, EXPCount·300 ms) grows each time.
     for w in gaps.windows(2) {
         assert!(w[1] > w[0], "EXP intervals must grow: {gaps:?}");
@@ -231,12 +236,12 @@ fn exp_timer_retransmits_and_backs_off_when_the_path_goes_silent() {
 
 #[test]
 fn silent_peer_is_declared_dead_after_about_46_seconds() {
-    let mut p = Pair::new(8, LinkConfig { delay_us: 5_000, ..Default::default() });
+    let mut p = Pair::new(8, LinkConfig { delay: ms(5), ..Default::default() });
     let (c, _s) = p.connect(ConnectionConfig::default());
     p.drop_filter = Some(Box::new(|_, _| true));
     let t0 = p.now;
     let mut broke_at = None;
-    while p.now < t0 + 120_000_000 && broke_at.is_none() {
+    while p.now < t0 + secs(120) && broke_at.is_none() {
         p.step();
         while let Some((id, ev)) = p.a.poll_event() {
             if id == c && ev == Event::Broken(BrokenReason::PeerSilent) {
@@ -246,17 +251,15 @@ fn silent_peer_is_declared_dead_after_about_46_seconds() {
     }
     let after = broke_at.expect("connection must break") - t0;
     // §9.4: 17 EXP periods with the initial RTT: ~46 s (the exact RTT shifts it a little).
-    assert!((40_000_000..60_000_000).contains(&after), "broke after {after} µs");
+    assert!((secs(40)..secs(60)).contains(&after), "broke after {after:?}");
 }
 
 #[test]
 fn slow_start_ends_and_a_nak_decreases_the_rate() {
-    let mut p = Pair::new(
-        9,
-        LinkConfig { delay_us: 10_000, rate_bps: Some(100_000_000), queue_pkts: 100, ..Default::default() },
-    );
+    let mut p =
+        Pair::new(9, LinkConfig { delay: ms(10), rate_bps: Some(100_000_000), queue_pkts: 100, ..Default::default() });
     let data = pattern(20_000_000, 9);
-    let (c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, 60_000_000);
+    let (c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, secs(60));
     assert_eq!(got.len(), data.len());
     let st = p.a.connection(c).unwrap().stats();
     // The 100-packet queue overflowed, so losses were reported and recovered.
@@ -269,11 +272,11 @@ fn slow_start_ends_and_a_nak_decreases_the_rate() {
 #[test]
 fn flow_window_limits_packets_in_flight() {
     let config = ConnectionConfig { rcv_buf_pkts: 64, flight_flag_size: 64, ..Default::default() };
-    let mut p = Pair::new(10, LinkConfig { delay_us: 50_000, ..Default::default() });
+    let mut p = Pair::new(10, LinkConfig { delay: ms(50), ..Default::default() });
     let (c, s) = p.connect(config);
     p.a.connection_mut(c).unwrap().send(p.now, &pattern(1456 * 1000, 10));
     // Nobody reads on b: the receive buffer fills and the sender must stop at the window.
-    p.run_for(3_000_000);
+    p.run_for(secs(3));
     let mut seqs: Vec<u32> = data_seqs(&p, Dir::AtoB).iter().map(|(_, s, _)| s.get()).collect();
     seqs.sort_unstable();
     seqs.dedup();
@@ -285,22 +288,22 @@ fn flow_window_limits_packets_in_flight() {
 
 #[test]
 fn rendezvous_connects_both_sides() {
-    let mut p = Pair::new(11, LinkConfig { delay_us: 3_000, ..Default::default() });
+    let mut p = Pair::new(11, LinkConfig { delay: ms(3), ..Default::default() });
     let a = p.a.rendezvous(ConnectionConfig::default(), p.b_addr, p.now);
-    let b = p.b.rendezvous(ConnectionConfig::default(), p.a_addr, p.now + 100_000);
-    p.run_for(2_000_000);
+    let b = p.b.rendezvous(ConnectionConfig::default(), p.a_addr, p.now + ms(100));
+    p.run_for(secs(2));
     assert!(p.a.connection(a).unwrap().is_connected());
     assert!(p.b.connection(b).unwrap().is_connected());
     let data = pattern(100_000, 11);
     p.a.connection_mut(a).unwrap().send(p.now, &data);
-    let got = p.transfer_to_b(b, data.len(), 5_000_000);
+    let got = p.transfer_to_b(b, data.len(), secs(5));
     assert!(got == data);
 }
 
 #[test]
 fn dgram_messages_arrive_whole_and_in_order() {
     let config = ConnectionConfig { socket_type: wire::SocketType::Dgram, ..Default::default() };
-    let mut p = Pair::new(12, LinkConfig { delay_us: 5_000, loss: 0.02, ..Default::default() });
+    let mut p = Pair::new(12, LinkConfig { delay: ms(5), loss: 0.02, ..Default::default() });
     let (c, s) = p.connect(config);
     let msgs: Vec<Vec<u8>> = (0..50).map(|i| pattern(1 + i * 997, i as u64)).collect();
     for m in &msgs {
@@ -308,7 +311,7 @@ fn dgram_messages_arrive_whole_and_in_order() {
     }
     let mut got = Vec::new();
     let mut buf = vec![0u8; 1 << 17];
-    let deadline = p.now + 20_000_000;
+    let deadline = p.now + secs(20);
     while got.len() < msgs.len() && p.now < deadline {
         p.step();
         while let Some(n) = p.b.connection_mut(s).unwrap().recv_msg(&mut buf) {
@@ -320,14 +323,14 @@ fn dgram_messages_arrive_whole_and_in_order() {
 
 #[test]
 fn graceful_close_waits_for_acknowledgement_then_sends_shutdown() {
-    let mut p = Pair::new(13, LinkConfig { delay_us: 20_000, loss: 0.05, ..Default::default() });
+    let mut p = Pair::new(13, LinkConfig { delay: ms(20), loss: 0.05, ..Default::default() });
     let (c, s) = p.connect(ConnectionConfig::default());
     let data = pattern(500_000, 13);
     p.a.connection_mut(c).unwrap().send(p.now, &data);
     p.a.connection_mut(c).unwrap().close(p.now);
-    let got = p.transfer_to_b(s, data.len(), 30_000_000);
+    let got = p.transfer_to_b(s, data.len(), secs(30));
     assert!(got == data);
-    p.run_for(1_000_000);
+    p.run_for(secs(1));
     let mut events = vec![];
     while let Some(e) = p.a.poll_event() {
         events.push(e);
@@ -340,7 +343,7 @@ fn graceful_close_waits_for_acknowledgement_then_sends_shutdown() {
 
 #[test]
 fn garbage_datagrams_never_panic_or_corrupt_delivery() {
-    let mut p = Pair::new(14, LinkConfig { delay_us: 2_000, ..Default::default() });
+    let mut p = Pair::new(14, LinkConfig { delay: ms(2), ..Default::default() });
     let (c, s) = p.connect(ConnectionConfig::default());
     let data = pattern(300_000, 14);
     p.a.connection_mut(c).unwrap().send(p.now, &data);
@@ -384,7 +387,7 @@ fn garbage_datagrams_never_panic_or_corrupt_delivery() {
         let pkt = Repr::Control { dst_socket_id: c, timestamp: 0, control: nak }.to_vec();
         p.a.handle_datagram(p.now, p.b_addr, &pkt);
     }
-    let got = p.transfer_to_b(s, data.len(), 20_000_000);
+    let got = p.transfer_to_b(s, data.len(), secs(20));
     assert!(got.len() == data.len() && got == data, "delivery intact after garbage");
     assert!(p.a.connection(c).unwrap().stats().malformed >= 3);
 }
@@ -435,13 +438,13 @@ fn handshake_flood_keeps_no_state_before_the_cookie_round() {
     assert!(p.b.stats().bad_cookies >= 1999);
     // And the listener still accepts a real client afterwards.
     let c = p.a.connect(ConnectionConfig::default(), p.b_addr, p.now);
-    p.run_for(1_000_000);
+    p.run_for(secs(1));
     assert!(p.a.connection(c).unwrap().is_connected());
 }
 
 #[test]
 fn accepted_connection_whose_client_goes_silent_expires_without_busy_timers() {
-    let mut p = Pair::new(17, LinkConfig { delay_us: 5_000, ..Default::default() });
+    let mut p = Pair::new(17, LinkConfig { delay: ms(5), ..Default::default() });
     let (c, s) = p.connect(ConnectionConfig::default());
     let _ = c;
     // Build a second accepted connection whose client never sends anything after the
@@ -449,7 +452,7 @@ fn accepted_connection_whose_client_goes_silent_expires_without_busy_timers() {
     let c2 = p.a.connect(ConnectionConfig::default(), p.b_addr, p.now);
     let mut responses = 0;
     let start = p.now;
-    while p.now < start + 1_000_000 && responses == 0 {
+    while p.now < start + secs(1) && responses == 0 {
         p.step();
         responses = p
             .controls(Dir::BtoA)
@@ -462,10 +465,10 @@ fn accepted_connection_whose_client_goes_silent_expires_without_busy_timers() {
     let _ = c2;
     // While it waits, its next deadline must lie in the future (no busy loop)...
     let t = p.b.connection(s2).unwrap().poll_timeout().unwrap();
-    assert!(t > p.now, "deadline {t} not after now {}", p.now);
+    assert!(t > p.now, "deadline {t:?} not after now {:?}", p.now);
     // ...it sends nothing (§16 pitfall 8), and the dead-peer rule eventually ends it (§9.4).
     let mut broke = false;
-    while p.now < start + 120_000_000 && !broke {
+    while p.now < start + secs(120) && !broke {
         p.step();
         while let Some((id, ev)) = p.b.poll_event() {
             broke |= id == s2 && ev == Event::Broken(BrokenReason::PeerSilent);
@@ -492,11 +495,11 @@ fn draft_mode_resends_the_whole_loss_list_when_a_nak_is_lost() {
     // §8.4: 4.11 sends one immediate NAK per gap; draft mode (`periodic_nak`) also re-sends the
     // whole receiver loss list every NAK interval, so a lost NAK is repaired before EXP.
     let config = ConnectionConfig { periodic_nak: true, ..Default::default() };
-    let mut p = Pair::new(18, LinkConfig { delay_us: 10_000, ..Default::default() });
+    let mut p = Pair::new(18, LinkConfig { delay: ms(10), ..Default::default() });
     let (c, _s) = p.connect(config);
     // Warm up so that RTT and arrival speed are measured (the NAK interval uses both).
     p.a.connection_mut(c).unwrap().send(p.now, &pattern(300 * 1456, 17));
-    p.run_for(1_000_000);
+    p.run_for(secs(1));
     let isn = p.a.connection(c).unwrap().isn();
     let lost = isn.add(302);
     let mut data_dropped = false;
@@ -513,15 +516,15 @@ fn draft_mode_resends_the_whole_loss_list_when_a_nak_is_lost() {
         _ => false,
     }));
     p.a.connection_mut(c).unwrap().send(p.now, &pattern(10 * 1456, 18));
-    p.run_for(2_000_000);
-    let naks: Vec<(u64, Vec<u32>)> = p
+    p.run_for(secs(2));
+    let naks: Vec<(Instant, Vec<u32>)> = p
         .controls(Dir::BtoA)
         .filter_map(|(t, c)| match c {
             Control::Nak(l) => Some((t.time, l.words().collect())),
             _ => None,
         })
         .collect();
-    let lost_sends: Vec<u64> =
+    let lost_sends: Vec<Instant> =
         data_seqs(&p, Dir::AtoB).iter().filter(|(_, s, _)| *s == lost).map(|(t, ..)| *t).collect();
     assert!(
         naks.len() >= 2,
@@ -530,7 +533,7 @@ fn draft_mode_resends_the_whole_loss_list_when_a_nak_is_lost() {
     assert_eq!(naks[1].1, vec![lost.get()]);
     // The periodic NAK comes after the NAK interval (≥ 300 ms), before the first EXP
     // retransmission could have repaired the loss.
-    assert!(naks[1].0 - naks[0].0 >= 300_000);
+    assert!(naks[1].0 - naks[0].0 >= ms(300));
     let retx = data_seqs(&p, Dir::AtoB).iter().filter(|(_, s, _)| *s == lost).count();
     assert_eq!(retx, 2, "sent once, lost, retransmitted once after the periodic NAK");
 }
@@ -542,27 +545,27 @@ fn timer_ack_leaves_with_the_first_packet_after_the_ack_period() {
     // previous one (the sender's rate control acts at most once per SYN, §12.3). A packet
     // every 3 ms (and ACK2s 14 ms after their ACKs): full ACKs 12 ms apart, each sent as a
     // packet arrives.
-    let delay = 7_000;
-    let mut p = Pair::new(21, LinkConfig { delay_us: delay, ..Default::default() });
-    let config = ConnectionConfig { cc: CcChoice::FixedRate { period_us: 3_000.0 }, ..Default::default() };
+    let delay = ms(7);
+    let mut p = Pair::new(21, LinkConfig { delay, ..Default::default() });
+    let config = ConnectionConfig { cc: Arc::new(FixedRate::new(3_000.0)), ..Default::default() };
     let data = pattern(300 * 1456, 21);
-    let (_c, _s, got) = transfer(&mut p, config, &data, 10_000_000);
+    let (_c, _s, got) = transfer(&mut p, config, &data, secs(10));
     assert_eq!(got.len(), data.len());
-    let arrivals: HashSet<u64> =
+    let arrivals: HashSet<Instant> =
         p.trace.iter().filter(|t| t.dir == Dir::AtoB && !t.dropped).map(|t| t.time + delay).collect();
     let last_data = data_seqs(&p, Dir::AtoB).last().map(|d| d.0 + delay).unwrap();
-    let full: Vec<u64> = p
+    let full: Vec<Instant> = p
         .controls(Dir::BtoA)
         .filter(|(t, c)| matches!(c, Control::Ack(Ack::Full { .. })) && t.time <= last_data)
         .map(|(t, _)| t.time)
         .collect();
     assert!(full.len() > 50, "{} full ACKs", full.len());
     for &t in &full {
-        assert!(arrivals.contains(&t), "full ACK at {t} µs with no packet from the peer arriving then");
+        assert!(arrivals.contains(&t), "full ACK at {t:?} with no packet from the peer arriving then");
     }
     for w in full[1..].windows(2) {
         let gap = w[1] - w[0];
-        assert!(gap > SYN && gap <= SYN + 3_000, "full ACKs {gap} µs apart");
+        assert!(gap > SYN && gap <= SYN + ms(3), "full ACKs {gap:?} apart");
     }
 }
 
@@ -571,12 +574,12 @@ fn ack_waits_for_the_idle_check_when_no_packet_follows_the_ack_period() {
     // §9, §16: when nothing arrives after the ACK period, 4.11 sends the ACK at its idle check,
     // IDLE_CHECK (100 ms) after the connection was last looked at ("the first ACK after a
     // 16-packet slow-start burst arrives ~100 ms later").
-    let delay = 5_000;
-    let mut p = Pair::new(22, LinkConfig { delay_us: delay, ..Default::default() });
+    let delay = ms(5);
+    let mut p = Pair::new(22, LinkConfig { delay, ..Default::default() });
     let (c, _s) = p.connect(ConnectionConfig::default());
     let data = pattern(16 * 1456, 22);
     assert_eq!(p.a.connection_mut(c).unwrap().send(p.now, &data), data.len());
-    p.run_for(250_000);
+    p.run_for(ms(250));
     let sent = data_seqs(&p, Dir::AtoB);
     assert_eq!(sent.len(), 16, "one burst of 16 full-sized packets (the initial window)");
     let (last_sent, last_seq, _) = *sent.last().unwrap();
@@ -589,4 +592,58 @@ fn ack_waits_for_the_idle_check_when_no_packet_follows_the_ack_period() {
         acks.iter().all(|(t, _)| *t <= last_sent + delay || *t >= t_ack),
         "no ACK between the burst and the idle check"
     );
+}
+
+#[test]
+fn a_controller_clocked_by_ticks_plugs_in_through_the_factory() {
+    // `transfer::cc`: `on_sent` and the periodic hook reach a controller that no connection
+    // code knows about, as SABUL's SYN-clocked rate control will (SABUL.md §7.2). This one
+    // halves its period at every tick and logs what it saw sent in each.
+    #[derive(Clone, Debug)]
+    struct Doubling {
+        period: f64,
+        sent: u32,
+        log: Arc<Mutex<Vec<u32>>>,
+    }
+    impl CongestionControl for Doubling {
+        fn name(&self) -> &'static str {
+            "doubling"
+        }
+        fn on_sent(&mut self, _: &CcInput, _: SeqNo, retransmission: bool) {
+            assert!(!retransmission, "a clean path");
+            self.sent += 1;
+        }
+        fn tick_interval(&self) -> Option<Duration> {
+            Some(SYN)
+        }
+        fn on_tick(&mut self, _: &CcInput) {
+            self.log.lock().unwrap().push(self.sent);
+            self.sent = 0;
+            self.period /= 2.0;
+        }
+        fn pacing_period_us(&self) -> f64 {
+            self.period
+        }
+        fn window(&self) -> f64 {
+            1e9
+        }
+    }
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let cc = Doubling { period: 1000.0, sent: 0, log: log.clone() };
+    let mut p = Pair::new(23, LinkConfig::default());
+    let (c, _s) = p.connect(ConnectionConfig { cc: Arc::new(cc), ..Default::default() });
+    p.a.connection_mut(c).unwrap().send(p.now, &pattern(1000 * 1456, 23));
+    p.run_for(ms(45));
+    // The accepted side's copy ticks too, with nothing sent.
+    let log: Vec<u32> = log.lock().unwrap().iter().copied().filter(|&n| n > 0).collect();
+    assert_eq!(log.len(), 4, "one tick per SYN: {log:?}");
+    assert!((8..=10).contains(&log[0]), "the first SYN, at 1 ms, minus the handshake: {log:?}");
+    for (k, &n) in log.iter().enumerate().skip(1) {
+        // SYN / P packets, and a little more: every 16th packet takes its pair along (§10.2).
+        let want = 10 << k;
+        assert!((want..=want * 16 / 15 + 2).contains(&n), "tick {k}: {n} packets at P = {} µs", 1000 >> k);
+    }
+    let st = p.a.connection(c).unwrap().stats();
+    assert_eq!(st.period_us, 1000.0 / 16.0);
+    assert_eq!(p.a.connection(c).unwrap().congestion_control(), "doubling");
 }

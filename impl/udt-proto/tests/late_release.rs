@@ -4,20 +4,26 @@
 //! the delivery rate is the receiver's packet arrival speed (§10.1): bunched arrivals make the
 //! sender pace faster than the bottleneck can carry.
 
+use transfer::time::Duration;
 use udt_proto::config::ConnectionConfig;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
 
 /// Period (µs) of a bulk sender 2 s into a transfer over 100 Mbit/s, 110 ms, a one-BDP queue
 /// (SC'04 Fig. 13's path at scale 0.1), with data delivered late every `late_us` (0 = on time).
 fn period_after_slow_start(late_us: u64) -> f64 {
-    let link = LinkConfig { delay_us: 55_000, rate_bps: Some(100_000_000), queue_pkts: 908, ..Default::default() };
+    let link = LinkConfig {
+        delay: Duration::from_millis(55),
+        rate_bps: Some(100_000_000),
+        queue_pkts: 908,
+        ..Default::default()
+    };
     let mut p = Pair::new(42, link);
     p.tracing = false;
-    p.set_late_release(Dir::AtoB, late_us);
+    p.set_late_release(Dir::AtoB, Duration::from_micros(late_us));
     let (c, s) = p.connect(ConnectionConfig::default());
     let chunk = vec![0u8; 1 << 20];
     let mut buf = vec![0u8; 1 << 20];
-    let end = p.now + 2_000_000;
+    let end = p.now + Duration::from_secs(2);
     while p.now < end {
         let conn = p.a.connection_mut(c).unwrap();
         while conn.send_capacity() > chunk.len() {

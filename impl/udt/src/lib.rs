@@ -9,6 +9,10 @@
 //! [`UdtSocket`], shaped after UDT's own API, which only takes the endpoint's lock to copy
 //! data in or out.
 //!
+//! The I/O engine under the multiplexer, [`driver`], is not UDT's: it drives any sans-IO
+//! protocol of the family over one UDP socket, or one UDP socket plus a TCP control stream
+//! (SABUL, FRTP).
+//!
 //! ```no_run
 //! use udt::UdtSocket;
 //! use std::io::Read;
@@ -26,6 +30,7 @@
 //! # Ok::<(), udt::UdtError>(())
 //! ```
 
+pub mod driver;
 mod error;
 mod mux;
 mod socket;
@@ -34,7 +39,9 @@ mod udp;
 pub use error::{Result, UdtError};
 pub use mux::MuxOptions;
 pub use socket::{resolve_addr, Builder, SocketStats, UdtSocket};
-pub use udt_proto::config::{CcChoice, ConnectionConfig};
+pub use transfer::cc::{CongestionControl, ControllerFactory};
+pub use udt_proto::cc;
+pub use udt_proto::config::ConnectionConfig;
 pub use udt_proto::connection::{BrokenReason, ConnectError};
 pub use udt_proto::stats::Stats;
 pub use udt_proto::wire::SocketType;

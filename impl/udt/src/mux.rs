@@ -1,45 +1,41 @@
 //! The multiplexer: one UDP port, one I/O thread, one [`Endpoint`] for every UDT socket on
 //! that port (UDT4.md §3.3).
 //!
-//! The I/O thread owns the UDP socket; the endpoint lives behind a mutex that application
-//! threads take briefly to hand over or pick up data. One pass of the thread's loop:
+//! The I/O thread owns the UDP socket and makes the [`crate::driver`]'s passes; the endpoint
+//! lives behind a mutex that application threads take briefly to hand over or pick up data.
+//! One pass:
 //!
-//! 1. `recvmmsg` whatever is waiting (non-blocking) and feed it to the endpoint;
-//! 2. run due timers, drain `poll_transmit` into a batch, collect events, wake application
-//!    threads whose wait is over — all under the lock;
+//! 1. `recvmmsg` whatever is waiting (non-blocking) and, under the lock, feed it to the
+//!    endpoint;
+//! 2. still under the lock: run due timers, drain `poll_transmit` into a batch, collect
+//!    events, wake application threads whose wait is over;
 //! 3. send the batch with `sendmmsg` (GSO where possible) after releasing the lock;
 //! 4. if nothing happened, wait for the next due time: spin when it is closer than the spin
 //!    threshold (pacing at microsecond intervals cannot afford a sleep), otherwise `ppoll` on
 //!    the socket and an eventfd that application threads signal.
 //!
-//! Time handed to the core is µs on a monotonic clock since the multiplexer started.
+//! Time handed to the core is the driver's [`Clock`], never going back.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use transfer::time::Instant as CoreTime;
+use transfer::transmit::Transmit;
 use udt_proto::connection::{BrokenReason, ConnectError, Event};
 use udt_proto::endpoint::Endpoint;
 
+use crate::driver::{Clock, Io, Protocol, Wakeup};
 use crate::error::{Result, UdtError};
-use crate::udp::{self, BufferSizes, RxBatch, TxBatch, UdpSocket, Waker};
+use crate::udp::{self, BufferSizes, UdpSocket};
 
-/// The clock starts at 1 s so that no timer of the core ever sits at 0.
-const EPOCH_OFFSET_US: u64 = 1_000_000;
-/// Datagrams drained from `poll_transmit` per batch.
-const TX_BATCH: usize = 128;
-/// A timed `ppoll` is cut this much short and the rest spun, so that a late wake-up does not
-/// shift the pacing schedule.
-const SLEEP_EARLY_US: u64 = 20;
 /// Re-check interval for a connection that claims to be due but has nothing to do.
-const STALE_RECHECK_US: u64 = 1_000;
-/// While busy sending, the socket is read at least this often (µs).
-const RX_POLL_US: u64 = 10;
+const STALE_RECHECK: Duration = Duration::from_millis(1);
 /// How often released, finished connections are forgotten.
-const REAP_INTERVAL_US: u64 = 100_000;
+const REAP_INTERVAL: Duration = Duration::from_millis(100);
 /// Application waits re-check their condition at least this often (defence in depth).
 const MAX_WAIT: Duration = Duration::from_millis(500);
 
@@ -91,16 +87,16 @@ pub(crate) struct Inner {
     /// Set when the I/O thread ended; every blocking call fails with it.
     pub stopped: Option<String>,
     /// The latest time given to the core by anyone: the core's clock never goes back.
-    pub last_time: u64,
+    pub last_time: CoreTime,
     /// Count of the I/O thread's passes that drained datagrams out of the endpoint.
     pub drained_pass: u64,
-    last_reap: u64,
+    last_reap: CoreTime,
 }
 
 impl Inner {
     /// Moves accepted connections and connection events into the application-visible state.
     /// Returns whether anything changed.
-    pub fn pump(&mut self, now: u64) -> bool {
+    pub fn pump(&mut self, now: CoreTime) -> bool {
         let mut changed = false;
         while let Some(id) = self.ep.accept() {
             changed = true;
@@ -121,7 +117,7 @@ impl Inner {
                 Event::Connected | Event::PeerClosed => {}
             }
         }
-        if changed || now.saturating_sub(self.last_reap) > REAP_INTERVAL_US {
+        if changed || now - self.last_reap > REAP_INTERVAL {
             self.last_reap = now;
             self.reap();
         }
@@ -184,8 +180,8 @@ impl Inner {
     /// to send although it claimed to be due (the core should not do that; it once did for
     /// accepted connections waiting for their client). It is looked at again after a
     /// millisecond instead of being spun on, so it cannot disturb the others' pacing.
-    fn next_due(&self, now: u64) -> Option<u64> {
-        let mut next: Option<u64> = None;
+    fn next_due(&self, now: CoreTime) -> Option<CoreTime> {
+        let mut next: Option<CoreTime> = None;
         let mut stale = false;
         for id in self.ep.connection_ids() {
             match self.ep.connection(id).and_then(|c| c.poll_timeout()) {
@@ -195,7 +191,7 @@ impl Inner {
             }
         }
         if stale {
-            next = Some(next.map_or(now + STALE_RECHECK_US, |n| n.min(now + STALE_RECHECK_US)));
+            next = Some(next.map_or(now + STALE_RECHECK, |n| n.min(now + STALE_RECHECK)));
         }
         next
     }
@@ -209,16 +205,13 @@ impl Inner {
 pub(crate) struct Mux {
     inner: Mutex<Inner>,
     cond: Condvar,
-    waker: Waker,
-    /// An application thread changed something the I/O thread must look at.
-    kick: AtomicBool,
-    /// The I/O thread is about to block (or blocks) in `ppoll`: kicks must use the eventfd.
-    sleeping: AtomicBool,
+    /// How application threads wake the I/O thread.
+    wakeup: Wakeup,
     /// The last drained pass whose datagrams were handed to the kernel.
     sent_pass: AtomicU64,
     /// An application thread waits for `sent_pass` to advance.
     want_sent: AtomicBool,
-    epoch: Instant,
+    clock: Clock,
     local: SocketAddr,
 }
 
@@ -245,16 +238,14 @@ impl Mux {
                 waiters: 0,
                 stopped: None,
                 drained_pass: 0,
-                last_time: 0,
-                last_reap: 0,
+                last_time: CoreTime::ZERO,
+                last_reap: CoreTime::ZERO,
             }),
             cond: Condvar::new(),
-            waker: Waker::new()?,
-            kick: AtomicBool::new(false),
-            sleeping: AtomicBool::new(false),
+            wakeup: Wakeup::new()?,
             sent_pass: AtomicU64::new(0),
             want_sent: AtomicBool::new(false),
-            epoch: Instant::now(),
+            clock: Clock::default(),
             local: udp.local_addr(),
         });
         if std::env::var_os("UDT_DEBUG").is_some() {
@@ -263,9 +254,8 @@ impl Mux {
             eprintln!("udt: UDP {} sndbuf {snd} rcvbuf {rcv} gso {gso} gro {gro}", udp.local_addr());
         }
         let m = mux.clone();
-        std::thread::Builder::new()
-            .name(format!("udt-mux-{}", udp.local_addr().port()))
-            .spawn(move || m.run(udp, options))?;
+        let name = format!("udt-mux-{}", udp.local_addr().port());
+        std::thread::Builder::new().name(name).spawn(move || m.run(udp, options.spin))?;
         Ok(mux)
     }
 
@@ -274,13 +264,13 @@ impl Mux {
     }
 
     /// The core's clock: µs since the multiplexer started (plus a fixed offset).
-    pub fn now(&self) -> u64 {
-        self.epoch.elapsed().as_micros() as u64 + EPOCH_OFFSET_US
+    pub fn now(&self) -> CoreTime {
+        self.clock.now()
     }
 
     /// [`Mux::now`] for a call into the core under the lock, never earlier than a time the
     /// core has already seen.
-    pub fn clock(&self, g: &mut Inner) -> u64 {
+    pub fn clock(&self, g: &mut Inner) -> CoreTime {
         let t = self.now().max(g.last_time);
         g.last_time = t;
         t
@@ -293,10 +283,7 @@ impl Mux {
 
     /// Tells the I/O thread to look at the endpoint again (after a send, close, connect...).
     pub fn kick(&self) {
-        self.kick.store(true, Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst) {
-            self.waker.wake();
-        }
+        self.wakeup.kick();
     }
 
     /// Waits for the I/O thread to report progress; the caller re-checks its condition.
@@ -339,10 +326,13 @@ impl Mux {
         self.cond.notify_all();
     }
 
-    fn run(self: Arc<Self>, mut udp: UdpSocket, options: MuxOptions) {
+    fn run(self: Arc<Self>, udp: UdpSocket, spin: Duration) {
         udp::set_fine_timer_slack();
         let this = self.clone();
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || this.io_loop(&mut udp, options)));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            // The batches are made here: they hold raw pointers and stay with this thread.
+            this.io_loop(&mut Io::new(udp, None, spin)?)
+        }));
         let why = match result {
             Ok(Ok(())) => "the UDP port was closed".to_string(),
             Ok(Err(e)) => format!("UDP I/O failed: {e}"),
@@ -356,66 +346,22 @@ impl Mux {
         self.cond.notify_all();
     }
 
-    fn io_loop(&self, udp: &mut UdpSocket, options: MuxOptions) -> std::io::Result<()> {
-        let spin_us = options.spin.as_micros() as u64;
-        let mut tx = TxBatch::new(TX_BATCH, udp::MAX_DATAGRAM);
-        let (_, gro) = udp.offloads();
-        let mut rx = RxBatch::new(if gro { 32 } else { 64 }, 65_536);
+    fn io_loop(&self, io: &mut Io) -> std::io::Result<()> {
         let debug = std::env::var_os("UDT_DEBUG").is_some();
-        let (mut passes, mut rx_datagrams) = (0u64, 0u64);
-        // Whether the next pass must look at the socket; otherwise it looks at most every
-        // RX_POLL_US while busy sending (most of those calls would find nothing).
-        let mut poll_rx = true;
-        let mut last_rx_poll = 0u64;
-        // Arrival time given to the last datagram handed to the core.
-        let mut rx_last = 0u64;
+        let mut passes = 0u64;
         loop {
             passes += 1;
-            let t = self.now();
-            let nrx = if poll_rx || t.saturating_sub(last_rx_poll) >= RX_POLL_US {
-                last_rx_poll = t;
-                udp.recv_batch(&mut rx)?
-            } else {
-                0
-            };
-            self.kick.store(false, Ordering::SeqCst);
-            let (next, pass, stop) = {
+            io.recv(self.now())?;
+            self.wakeup.take();
+            let (next, pass, stop, output) = {
                 let mut g = self.lock();
                 let inner = &mut *g;
                 let floor = inner.last_time;
                 let now = self.clock(inner);
-                if nrx > 0 {
-                    // The receiver's measurements (arrival speed, packet pairs; UDT4.md §10)
-                    // need each datagram's arrival time. The kernel stamps every datagram on
-                    // arrival (SO_TIMESTAMPNS, wall clock): map that onto our clock. The
-                    // segments of one GRO message share a stamp: they were coalesced because
-                    // they arrived back to back (on loopback they were one GSO send), so they
-                    // are stamped 1 µs apart, ending at the message's stamp. Without a stamp a
-                    // datagram counts as arriving now. Times never go backwards.
-                    let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-                    rx_datagrams += rx.datagram_count() as u64;
-                    let mut prev = rx_last.max(floor);
-                    rx.for_each(|from, d, stamp, j, k| {
-                        let at = stamp
-                            .map_or(now, |ns| now.saturating_sub(wall_ns.saturating_sub(ns) / 1000))
-                            .clamp(prev, now);
-                        let t = at.saturating_sub((k - 1 - j) as u64).max(prev);
-                        inner.ep.handle_datagram(t, from, d);
-                        if j + 1 == k {
-                            prev = at;
-                        }
-                    });
-                    rx_last = prev;
-                }
+                io.feed(&mut inner.ep, now, floor);
                 inner.ep.handle_timeout(now);
-                tx.clear();
-                while !tx.is_full() {
-                    match inner.ep.poll_transmit(now, tx.next_slot()) {
-                        Some((to, len)) => tx.commit(to, len),
-                        None => break,
-                    }
-                }
-                if !tx.is_empty() {
+                let output = io.drain(&mut inner.ep, now);
+                if output {
                     inner.drained_pass += 1;
                 }
                 let events = inner.pump(now);
@@ -423,10 +369,10 @@ impl Mux {
                     self.cond.notify_all();
                 }
                 let stop = inner.handles == 0 && inner.all_done();
-                (inner.next_due(now), inner.drained_pass, stop)
+                (inner.next_due(now), inner.drained_pass, stop, output)
             };
-            if !tx.is_empty() {
-                udp.send_batch(&mut tx);
+            if output {
+                io.flush();
                 self.sent_pass.store(pass, Ordering::SeqCst);
                 if self.want_sent.swap(false, Ordering::SeqCst) {
                     let _g = self.lock();
@@ -436,44 +382,33 @@ impl Mux {
             if stop {
                 if debug {
                     eprintln!(
-                        "udt: port {} passes {passes} rx datagrams {rx_datagrams} {:?}",
-                        self.local, udp.counters
+                        "udt: port {} passes {passes} rx datagrams {} {:?}",
+                        self.local,
+                        io.rx_datagrams,
+                        io.udp().counters
                     );
                 }
                 return Ok(());
             }
-            if nrx > 0 || tx.is_full() {
-                poll_rx = nrx > 0;
-                continue;
+            if !io.busy() {
+                io.idle(&self.clock, next, &self.wakeup)?;
             }
-            poll_rx = self.idle(udp, next, spin_us)?;
         }
     }
+}
 
-    /// Waits until `next` (core time), a datagram arrives, or an application thread kicks.
-    /// Returns whether it blocked in `ppoll` (and so the socket may have become readable).
-    fn idle(&self, udp: &UdpSocket, next: Option<u64>, spin_us: u64) -> std::io::Result<bool> {
-        let now = self.now();
-        let wait_us = match next {
-            Some(t) if t <= now => return Ok(false),
-            Some(t) => Some(t - now),
-            None => None,
-        };
-        if let Some(w) = wait_us {
-            if w <= spin_us {
-                let deadline = now + w;
-                while self.now() < deadline && !self.kick.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
-                return Ok(false);
-            }
-        }
-        self.sleeping.store(true, Ordering::SeqCst);
-        if !self.kick.load(Ordering::SeqCst) {
-            let timeout = wait_us.map(|w| Duration::from_micros(w.saturating_sub(SLEEP_EARLY_US)));
-            udp.wait(&self.waker, timeout)?;
-        }
-        self.sleeping.store(false, Ordering::SeqCst);
-        Ok(true)
+/// The endpoint is the protocol the multiplexer drives: UDT over one UDP socket.
+impl Protocol for Endpoint {
+    fn handle_datagram(&mut self, now: CoreTime, from: SocketAddr, datagram: &[u8]) {
+        Endpoint::handle_datagram(self, now, from, datagram)
+    }
+    fn handle_timeout(&mut self, now: CoreTime) {
+        Endpoint::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<CoreTime> {
+        Endpoint::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self, now: CoreTime, buf: &mut [u8]) -> Option<Transmit> {
+        Endpoint::poll_transmit(self, now, buf)
     }
 }

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use udt_proto::config::{CcChoice, ConnectionConfig};
+use transfer::cc::ControllerFactory;
+use udt_proto::config::ConnectionConfig;
 use udt_proto::connection::Connection;
 use udt_proto::stats::Stats;
 use udt_proto::wire::{self, SocketType};
@@ -31,8 +32,9 @@ const FILE_CHUNK: usize = 4 << 20;
 /// Options for a new socket. `Default` gives UDT 4.11's defaults (see [`ConnectionConfig`]).
 ///
 /// ```no_run
-/// use udt::{UdtSocket, CcChoice};
-/// let sock = UdtSocket::builder().mss(9000).cc(CcChoice::Udt411).connect("127.0.0.1:9000")?;
+/// use std::sync::Arc;
+/// use udt::{cc::native::UdtNative, UdtSocket};
+/// let sock = UdtSocket::builder().mss(9000).cc(Arc::new(UdtNative::default())).connect("127.0.0.1:9000")?;
 /// sock.send_all(b"hello")?;
 /// # Ok::<(), udt::UdtError>(())
 /// ```
@@ -73,8 +75,9 @@ impl Builder {
         self.config.rcv_buf_pkts = pkts;
         self
     }
-    /// Congestion control (default UDT 4.11's native controller).
-    pub fn cc(mut self, cc: CcChoice) -> Self {
+    /// Congestion control (default UDT 4.11's native controller; [`crate::cc::by_name`] knows
+    /// UDT's controllers by name, and any other [`ControllerFactory`] will do).
+    pub fn cc(mut self, cc: Arc<dyn ControllerFactory>) -> Self {
         self.config.cc = cc;
         self
     }
@@ -90,7 +93,7 @@ impl Builder {
     }
     /// `UDT_LINGER`: how long `close` waits for unacknowledged data (default 180 s).
     pub fn linger(mut self, d: Duration) -> Self {
-        self.config.linger_us = d.as_micros() as u64;
+        self.config.linger = d;
         self
     }
     /// `UDT_RENDEZVOUS`: `connect` meets a peer that connects to us at the same time.
@@ -100,7 +103,7 @@ impl Builder {
     }
     /// Connection setup timeout (default 3 s).
     pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.config.connect_timeout_us = d.as_micros() as u64;
+        self.config.connect_timeout = d;
         self
     }
     /// Kernel UDP buffer sizes in bytes (default 8 MiB send, 32 MiB receive).
@@ -438,7 +441,7 @@ impl UdtSocket {
         let mux = h.0.clone();
         let peer = as_seen_from(&mux.local_addr(), peer);
         let mut config = self.builder.config.clone();
-        config.connect_timeout_us = config.connect_timeout_us.max(1);
+        config.connect_timeout = config.connect_timeout.max(Duration::from_micros(1));
         let id = {
             let mut g = mux.lock();
             let now = mux.clock(&mut g);
@@ -616,7 +619,6 @@ impl UdtSocket {
         }
         let need = msg.len().div_ceil(payload).max(1) * payload;
         let deadline = deadline(&self.send_timeout_us);
-        let ttl = ttl.map(|d| d.as_micros() as u64);
         let mut g = mux.lock();
         loop {
             check_open(&g, id)?;

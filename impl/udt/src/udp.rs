@@ -13,7 +13,7 @@
 use std::io;
 use std::mem::{self, MaybeUninit};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Largest UDP payload we ever send or expect (IPv4 limit).
@@ -249,19 +249,30 @@ impl UdpSocket {
         Ok(batch.count)
     }
 
-    /// Waits until the socket is readable, `waker` was signalled, or `timeout` passed.
-    pub fn wait(&self, waker: &Waker, timeout: Option<Duration>) -> io::Result<()> {
+    /// Waits until the socket is readable, `waker` was signalled, `timeout` passed, or `other`
+    /// (a control stream) is readable or, when its flag is set, writable.
+    pub fn wait(
+        &self,
+        waker: &Waker,
+        other: Option<(BorrowedFd<'_>, bool)>,
+        timeout: Option<Duration>,
+    ) -> io::Result<()> {
+        let (other_fd, other_events) = match other {
+            Some((fd, write)) => (fd.as_raw_fd(), libc::POLLIN | if write { libc::POLLOUT } else { 0 }),
+            None => (-1, 0),
+        };
         let mut fds = [
             libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: waker.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: other_fd, events: other_events, revents: 0 },
         ];
         let ts = timeout.map(|d| libc::timespec {
             tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
             tv_nsec: d.subsec_nanos() as libc::c_long,
         });
         let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: two valid pollfds; the timespec outlives the call.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
+        // SAFETY: three pollfds (a negative fd is ignored); the timespec outlives the call.
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 3, tsp, std::ptr::null()) };
         if r < 0 {
             let err = io::Error::last_os_error();
             if err.raw_os_error() != Some(libc::EINTR) {
@@ -580,7 +591,7 @@ mod tests {
         let mut rx = RxBatch::new(8, 65536);
         let mut got = Vec::new();
         for _ in 0..1000 {
-            b.wait(&Waker::new().unwrap(), Some(Duration::from_millis(10))).unwrap();
+            b.wait(&Waker::new().unwrap(), None, Some(Duration::from_millis(10))).unwrap();
             b.recv_batch(&mut rx).unwrap();
             rx.for_each(|_, d, stamp, _, _| {
                 assert!(stamp.is_some(), "the kernel stamps received datagrams");

@@ -22,8 +22,9 @@
 //! [`frozen_until`]: CongestionControl::frozen_until
 
 use super::glibc_rand::{glibc_rand_first, RAND_MAX};
-use super::{CcInput, CongestionControl, SYN};
-use crate::seq::SeqNo;
+use transfer::cc::{CcInput, CongestionControl, SYN};
+use transfer::seq::SeqNo;
+use transfer::time::{micros, Duration, Instant};
 
 /// Smallest increase, packets per SYN (4.11 since 2012; `1/MSS` before, §14 row 24).
 pub const MIN_INC: f64 = 0.01;
@@ -48,8 +49,8 @@ pub enum NativeVariant {
 #[derive(Clone, Debug)]
 pub struct UdtNative {
     variant: NativeVariant,
-    rc_interval: u64,
-    last_rc_time: u64,
+    rc_interval: Duration,
+    last_rc_time: Instant,
     slow_start: bool,
     last_ack: SeqNo,
     loss: bool,
@@ -61,7 +62,7 @@ pub struct UdtNative {
     dec_count: i32,
     cwnd: f64,
     period: f64,
-    frozen_until: Option<u64>,
+    frozen_until: Option<Instant>,
 }
 
 impl Default for UdtNative {
@@ -77,7 +78,7 @@ impl UdtNative {
         UdtNative {
             variant,
             rc_interval: SYN,
-            last_rc_time: 0,
+            last_rc_time: Instant::ZERO,
             slow_start: true,
             last_ack: SeqNo::ZERO,
             loss: false,
@@ -142,7 +143,7 @@ impl UdtNative {
             1e6 / f64::from(input.delivery_rate)
         } else {
             // 4.11 (onLoss, onTimeout): window over time — an inverted ratio (§14 row 25).
-            self.cwnd / (f64::from(input.rtt_us) + self.rc_interval as f64)
+            self.cwnd / (f64::from(input.rtt_us) + micros(self.rc_interval) as f64)
         };
     }
 
@@ -178,12 +179,12 @@ impl CongestionControl for UdtNative {
 
     /// §12.3.
     fn on_ack(&mut self, input: &CcInput, ack: SeqNo) {
-        if input.now.saturating_sub(self.last_rc_time) < self.rc_interval {
+        if input.now - self.last_rc_time < self.rc_interval {
             return;
         }
         self.last_rc_time = input.now;
         let rtt = f64::from(input.rtt_us);
-        let rc = self.rc_interval as f64;
+        let rc = micros(self.rc_interval) as f64;
 
         if self.slow_start {
             self.cwnd += f64::from(self.last_ack.len_to(ack));
@@ -239,7 +240,7 @@ impl CongestionControl for UdtNative {
             let r = f64::from(glibc_rand_first(self.last_dec_seq.get())) / f64::from(RAND_MAX);
             self.dec_random = ((f64::from(self.avg_nak_num) * r).ceil() as i32).max(1);
             if self.variant == NativeVariant::Paper {
-                self.frozen_until = Some(input.now.saturating_add(SYN));
+                self.frozen_until = Some(input.now + SYN);
             }
         } else {
             let old = self.dec_count;
@@ -269,7 +270,7 @@ impl CongestionControl for UdtNative {
         self.cwnd
     }
 
-    fn frozen_until(&self) -> Option<u64> {
+    fn frozen_until(&self) -> Option<Instant> {
         self.frozen_until
     }
 }
@@ -286,7 +287,7 @@ mod tests {
 
     fn input(now: u64) -> CcInput {
         CcInput {
-            now,
+            now: Instant::from_micros(now),
             mss: 1500,
             rtt_us: 100_000,
             delivery_rate: 16,
@@ -324,7 +325,7 @@ mod tests {
         assert!(cc.in_slow_start());
         assert_eq!(cc.last_dec_seq(), s(ISN).prev().prev());
         assert_eq!((cc.avg_nak_num(), cc.nak_count(), cc.dec_count(), cc.dec_random()), (0, 0, 0, 1));
-        assert_eq!(cc.ack_period_us(), SYN);
+        assert_eq!(cc.ack_period(), SYN);
         assert_eq!(cc.frozen_until(), None);
         assert_eq!(cc.name(), "udt411");
     }
@@ -475,7 +476,7 @@ mod tests {
         let mut cc = congestion_avoidance(9 * spare);
         let p = cc.pacing_period_us();
         cc.on_ack(&CcInput { mss, bandwidth: 10 * spare, delivery_rate: 9 * spare, ..input(10_000) }, s(ISN + 10));
-        SYN as f64 / cc.pacing_period_us() - SYN as f64 / p
+        micros(SYN) as f64 / cc.pacing_period_us() - micros(SYN) as f64 / p
     }
 
     #[test]
@@ -506,7 +507,7 @@ mod tests {
         let p = cc.pacing_period_us();
         cc.on_ack(&inp(30_000), s(ISN + 320));
         // B = min(900 000 − 1e6/P, 900 000/9 = 100 000) → 1.2 Gb/s → inc 10.
-        let inc = SYN as f64 / cc.pacing_period_us() - SYN as f64 / p;
+        let inc = micros(SYN) as f64 / cc.pacing_period_us() - micros(SYN) as f64 / p;
         assert!((inc - 10.0).abs() < 1e-9, "{inc}");
     }
 
@@ -548,15 +549,15 @@ mod tests {
         assert_eq!(cc.frozen_until(), None, "the slow-start exit is not a congestion period");
         let inp = CcInput { snd_curr_seq: s(ISN + 500), ..input(1_000) };
         cc.on_loss(&inp, &[(s(ISN + 300), s(ISN + 300))]);
-        assert_eq!(cc.frozen_until(), Some(1_000 + SYN));
+        assert_eq!(cc.frozen_until(), Some(Instant::from_micros(1_000) + SYN));
         let inp2 = CcInput { snd_curr_seq: s(ISN + 900), ..input(50_000) };
         cc.on_loss(&inp2, &[(s(ISN + 400), s(ISN + 400)), (s(ISN + 600), s(ISN + 700))]);
         assert_eq!(cc.dec_count(), 1, "a new period");
         assert_eq!(cc.last_dec_seq(), s(ISN + 900));
-        assert_eq!(cc.frozen_until(), Some(50_000 + SYN));
+        assert_eq!(cc.frozen_until(), Some(Instant::from_micros(50_000) + SYN));
         // In-period NAKs do not extend the freeze.
-        cc.on_loss(&CcInput { now: 55_000, ..inp2 }, &[(s(ISN + 800), s(ISN + 800))]);
-        assert_eq!(cc.frozen_until(), Some(50_000 + SYN));
+        cc.on_loss(&CcInput { now: Instant::from_micros(55_000), ..inp2 }, &[(s(ISN + 800), s(ISN + 800))]);
+        assert_eq!(cc.frozen_until(), Some(Instant::from_micros(50_000) + SYN));
     }
 
     #[test]
@@ -586,7 +587,7 @@ mod tests {
             ..input(u64::MAX)
         };
         cc.on_ack(&odd, s(ISN + 3));
-        cc.on_ack(&CcInput { now: u64::MAX, ..odd }, s(ISN));
+        cc.on_ack(&CcInput { now: Instant::MAX, ..odd }, s(ISN));
         cc.on_loss(&odd, &[(s(ISN), s(ISN + 2))]);
         cc.on_timeout(&odd);
         assert!(cc.pacing_period_us() >= 0.0);

@@ -1,6 +1,7 @@
-//! Sender and receiver loss lists (UDT4.md §13.1, §13.2) and the NAK loss-list codec (§5.4).
+//! Loss lists as range sets (UDT4.md §13.1, §13.2) and the loss-word codec of UDT's NAK and
+//! SABUL's ERR (UDT4.md §5.4 = SABUL.md §3.3).
 //!
-//! Both lists store lost sequence numbers as disjoint, non-adjacent inclusive ranges in
+//! A [`RangeSet`] stores lost sequence numbers as disjoint, non-adjacent inclusive ranges in
 //! ascending order, so their cost grows with the number of *loss events*, not with the number
 //! of lost packets — the design of the UDT paper's appendix (SC'04, Fig. 16). The ranges live
 //! in a [`VecDeque`]: appending a new gap at the tail, taking the smallest number and cutting
@@ -16,8 +17,8 @@
 //! connection never reaches the limit.
 //!
 //! ```
-//! use udt_proto::loss_list::{RcvLossList, decode_nak};
-//! use udt_proto::seq::SeqNo;
+//! use transfer::loss_list::{decode_loss, RcvLossList};
+//! use transfer::seq::SeqNo;
 //!
 //! let s = SeqNo::new;
 //! let mut rcv = RcvLossList::new(25_600);
@@ -25,31 +26,34 @@
 //! rcv.append(s(5), s(5));
 //! rcv.remove(s(0));                 // a retransmission arrives
 //! let mut words = Vec::new();
-//! rcv.encode_nak(364, &mut words);
+//! rcv.encode(364, &mut words);
 //! assert_eq!(words, [0x7FFF_FFFF, 1, 5]);
-//! assert_eq!(decode_nak(&words).unwrap(), [(s(0x7FFF_FFFF), s(0x7FFF_FFFF)), (s(1), s(1)), (s(5), s(5))]);
+//! assert_eq!(decode_loss(&words).unwrap(), [(s(0x7FFF_FFFF), s(0x7FFF_FFFF)), (s(1), s(1)), (s(5), s(5))]);
 //! ```
 
 use crate::seq::{SeqNo, SEQ_TH};
 use core::fmt;
 use std::collections::VecDeque;
 
-/// Bit 31 of a NAK word: this word starts a range (§5.4).
-pub const NAK_RANGE_FLAG: u32 = 0x8000_0000;
+/// Bit 31 of a loss word: this word starts a range (UDT4.md §5.4, SABUL.md §3.3).
+pub const RANGE_FLAG: u32 = 0x8000_0000;
 
-/// Disjoint, non-adjacent inclusive ranges in ascending order, bounded in span.
+/// Disjoint, non-adjacent inclusive ranges of sequence numbers in ascending order, bounded in
+/// span: the storage of every loss list of the family (the protocols' lists below, SABUL's
+/// receiver list with its report times on top).
 ///
 /// Invariants: every stored number lies within `cap − 1` of the smallest one, and
 /// `cap ≤ SEQ_TH`, so `offset_to` from the front orders everything correctly.
 #[derive(Clone)]
-struct RangeSet {
+pub struct RangeSet {
     ranges: VecDeque<(SeqNo, SeqNo)>,
     len: u32,
     cap: u32,
 }
 
 impl RangeSet {
-    fn new(capacity: u32) -> RangeSet {
+    /// An empty set that never spans more than `capacity` numbers, clamped to `1 ..= 2^30 − 1`.
+    pub fn new(capacity: u32) -> RangeSet {
         RangeSet { ranges: VecDeque::new(), len: 0, cap: capacity.clamp(1, SEQ_TH) }
     }
 
@@ -61,8 +65,9 @@ impl RangeSet {
     }
 
     /// Inserts `[first, last]` (if `first` is not after `last`), merging with overlapping and
-    /// adjacent ranges. Returns how many numbers were not present before.
-    fn insert(&mut self, first: SeqNo, last: SeqNo) -> u32 {
+    /// adjacent ranges. Returns how many numbers were not present before. Numbers that would
+    /// stretch the span beyond the capacity are not stored.
+    pub fn insert(&mut self, first: SeqNo, last: SeqNo) -> u32 {
         if last.is_before(first) {
             return 0;
         }
@@ -125,7 +130,7 @@ impl RangeSet {
     }
 
     /// Removes every number in `[first, last]`; returns how many were present.
-    fn remove_range(&mut self, first: SeqNo, last: SeqNo) -> u32 {
+    pub fn remove_range(&mut self, first: SeqNo, last: SeqNo) -> u32 {
         if last.is_before(first) || self.ranges.is_empty() {
             return 0;
         }
@@ -190,7 +195,7 @@ impl RangeSet {
     }
 
     /// Removes every number not after `last`.
-    fn remove_up_to(&mut self, last: SeqNo) {
+    pub fn remove_up_to(&mut self, last: SeqNo) {
         let Some(&(base, _)) = self.ranges.front() else { return };
         let kx = i64::from(base.offset_to(last));
         let key = |s: SeqNo| i64::from(base.offset_to(s));
@@ -208,7 +213,8 @@ impl RangeSet {
         }
     }
 
-    fn pop_first(&mut self) -> Option<SeqNo> {
+    /// Removes and returns the smallest number.
+    pub fn pop_first(&mut self) -> Option<SeqNo> {
         let front = self.ranges.front_mut()?;
         let s = front.0;
         if front.0 == front.1 {
@@ -220,7 +226,8 @@ impl RangeSet {
         Some(s)
     }
 
-    fn contains(&self, seq: SeqNo) -> bool {
+    /// Whether `seq` is in the set (O(log r)).
+    pub fn contains(&self, seq: SeqNo) -> bool {
         let Some(&(base, _)) = self.ranges.front() else { return false };
         let key = |s: SeqNo| i64::from(base.offset_to(s));
         let k = key(seq);
@@ -228,17 +235,43 @@ impl RangeSet {
         self.ranges.get(i).is_some_and(|r| key(r.0) <= k)
     }
 
-    fn first(&self) -> Option<SeqNo> {
+    /// The smallest number, if any.
+    pub fn first(&self) -> Option<SeqNo> {
         self.ranges.front().map(|r| r.0)
     }
 
-    fn last(&self) -> Option<SeqNo> {
+    /// The largest number, if any.
+    pub fn last(&self) -> Option<SeqNo> {
         self.ranges.back().map(|r| r.1)
     }
 
-    fn clear(&mut self) {
+    pub fn clear(&mut self) {
         self.ranges.clear();
         self.len = 0;
+    }
+
+    /// Count of numbers (not ranges), O(1).
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Count of disjoint ranges.
+    pub fn range_count(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// The span limit in effect.
+    pub fn capacity(&self) -> u32 {
+        self.cap
+    }
+
+    /// The ranges in ascending order, inclusive.
+    pub fn ranges(&self) -> impl ExactSizeIterator<Item = (SeqNo, SeqNo)> + '_ {
+        self.ranges.iter().copied()
     }
 }
 
@@ -250,7 +283,7 @@ fn from_key(base: SeqNo, k: i64) -> SeqNo {
 
 impl fmt::Debug for RangeSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LossList")
+        f.debug_struct("RangeSet")
             .field("len", &self.len)
             .field("cap", &self.cap)
             .field("ranges", &DebugRanges(&self.ranges))
@@ -268,10 +301,11 @@ impl fmt::Debug for DebugRanges<'_> {
     }
 }
 
-/// The data sender's loss list (UDT4.md §13.1): numbers to retransmit, smallest first.
+/// The data sender's loss list (UDT4.md §13.1; SABUL.md §5): numbers to retransmit, smallest
+/// first. Reads go through [`RangeSet`] (`Deref`); the changes a sender makes are below.
 ///
-/// Filled from NAKs (after the §5.4 clipping and validation, which is the connection's job) and
-/// by the EXP timer (§9.4); drained by the send scheduler with [`pop_first`](Self::pop_first)
+/// Filled from NAKs or ERRs (after the protocol's clipping and validation, UDT4.md §5.4) and by
+/// the EXP timer (§9.4); drained by the send scheduler with [`pop_first`](Self::pop_first)
 /// (§7 step 1) and cut by ACKs with [`remove_up_to`](Self::remove_up_to) (§8.6 step 5).
 #[derive(Clone, Debug)]
 pub struct SndLossList {
@@ -298,57 +332,26 @@ impl SndLossList {
         self.set.pop_first()
     }
 
-    /// The smallest number, if any.
-    pub fn first(&self) -> Option<SeqNo> {
-        self.set.first()
-    }
-
-    /// The largest number, if any.
-    pub fn last(&self) -> Option<SeqNo> {
-        self.set.last()
-    }
-
     /// Removes every number `<= last`. On an ACK carrying `a` ("everything before `a`
     /// received") call `remove_up_to(a.prev())`.
     pub fn remove_up_to(&mut self, last: SeqNo) {
         self.set.remove_up_to(last)
     }
 
-    /// Whether `seq` is in the list (O(log r)).
-    pub fn contains(&self, seq: SeqNo) -> bool {
-        self.set.contains(seq)
-    }
-
-    /// Count of numbers (not ranges) in the list, O(1).
-    pub fn len(&self) -> u32 {
-        self.set.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.set.len == 0
-    }
-
-    /// Count of disjoint ranges (loss events after merging).
-    pub fn range_count(&self) -> usize {
-        self.set.ranges.len()
-    }
-
-    /// The span limit in effect.
-    pub fn capacity(&self) -> u32 {
-        self.set.cap
-    }
-
     pub fn clear(&mut self) {
         self.set.clear()
     }
+}
 
-    /// The ranges in ascending order, inclusive.
-    pub fn ranges(&self) -> impl ExactSizeIterator<Item = (SeqNo, SeqNo)> + '_ {
-        self.set.ranges.iter().copied()
+impl core::ops::Deref for SndLossList {
+    type Target = RangeSet;
+    fn deref(&self) -> &RangeSet {
+        &self.set
     }
 }
 
-/// The data receiver's loss list (UDT4.md §13.2): gaps not yet filled, smallest first.
+/// The data receiver's loss list (UDT4.md §13.2; SABUL.md §6): gaps not yet filled, smallest
+/// first. Reads go through [`RangeSet`] (`Deref`); the changes a receiver makes are below.
 ///
 /// New gaps come from loss detection (§8.2 step 4) and are always above everything present;
 /// numbers leave when a retransmission or a late packet arrives (§8.2 step 6) or on a message
@@ -387,62 +390,30 @@ impl RcvLossList {
         self.set.remove_up_to(last)
     }
 
-    /// The smallest missing number: the ACK number while the list is non-empty (§8.3).
-    pub fn first(&self) -> Option<SeqNo> {
-        self.set.first()
-    }
-
-    /// The largest missing number, if any.
-    pub fn last(&self) -> Option<SeqNo> {
-        self.set.last()
-    }
-
-    /// Whether `seq` is in the list (O(log r)).
-    pub fn contains(&self, seq: SeqNo) -> bool {
-        self.set.contains(seq)
-    }
-
-    /// Count of numbers (not ranges) in the list, O(1).
-    pub fn len(&self) -> u32 {
-        self.set.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.set.len == 0
-    }
-
-    /// Count of disjoint ranges.
-    pub fn range_count(&self) -> usize {
-        self.set.ranges.len()
-    }
-
-    /// The span limit in effect.
-    pub fn capacity(&self) -> u32 {
-        self.set.cap
-    }
-
     pub fn clear(&mut self) {
         self.set.clear()
     }
 
-    /// The ranges in ascending order, inclusive.
-    pub fn ranges(&self) -> impl ExactSizeIterator<Item = (SeqNo, SeqNo)> + '_ {
-        self.set.ranges.iter().copied()
-    }
-
-    /// Appends the list as NAK words (§5.4, §13.2) to `out`, using at most `max_words` words
-    /// (see [`encode_nak`]). For a NAK that fits one packet, 4.11 passes `(MSS − 44) / 4` here
-    /// (§8.4; see [`nak_word_limit`]).
-    pub fn encode_nak(&self, max_words: usize, out: &mut Vec<u32>) {
-        encode_nak(self.ranges(), max_words, out)
+    /// Appends the list as loss words (UDT4.md §5.4, §13.2) to `out`, using at most
+    /// `max_words` words (see [`encode_loss`]): the protocol's per-packet limit (UDT:
+    /// `(MSS − 44) / 4`, §8.4; SABUL: `max_loss_length`, §3.3).
+    pub fn encode(&self, max_words: usize, out: &mut Vec<u32>) {
+        encode_loss(self.ranges(), max_words, out)
     }
 }
 
-/// Encodes inclusive loss ranges as NAK words (§5.4), appending at most `max_words` words to
-/// `out`: a single number is one word, a run of two or more is `first | 0x8000_0000, last`.
-/// Stops at the first range that would not fit, so the output never ends in a range start.
-/// The inverse of [`decode_nak`].
-pub fn encode_nak(ranges: impl IntoIterator<Item = (SeqNo, SeqNo)>, max_words: usize, out: &mut Vec<u32>) {
+impl core::ops::Deref for RcvLossList {
+    type Target = RangeSet;
+    fn deref(&self) -> &RangeSet {
+        &self.set
+    }
+}
+
+/// Encodes inclusive loss ranges as loss words (UDT4.md §5.4, SABUL.md §3.3), appending at
+/// most `max_words` words to `out`: a single number is one word, a run of two or more is
+/// `first | 0x8000_0000, last`. Stops at the first range that would not fit, so the output
+/// never ends in a range start. The inverse of [`decode_loss`].
+pub fn encode_loss(ranges: impl IntoIterator<Item = (SeqNo, SeqNo)>, max_words: usize, out: &mut Vec<u32>) {
     let mut room = max_words;
     for (a, b) in ranges {
         if a == b {
@@ -455,23 +426,19 @@ pub fn encode_nak(ranges: impl IntoIterator<Item = (SeqNo, SeqNo)>, max_words: u
             if room < 2 {
                 break;
             }
-            out.push(a.get() | NAK_RANGE_FLAG);
+            out.push(a.get() | RANGE_FLAG);
             out.push(b.get());
             room -= 2;
         }
     }
 }
 
-/// Words of loss information that fit in one NAK for a given MSS: `(MSS − 44) / 4` (§8.4).
-pub const fn nak_word_limit(mss: u32) -> usize {
-    (mss.saturating_sub(44) / 4) as usize
-}
-
-/// Why a NAK's loss list was rejected (§5.4). A 4.11 sender breaks the connection on these;
-/// ours should do the same (or at least drop the NAK) rather than guess.
+/// Why a loss list (UDT's NAK, SABUL's ERR) was rejected (UDT4.md §5.4, SABUL.md §3.3). A
+/// 4.11 sender breaks the connection on these; ours should do the same (or at least drop the
+/// packet) rather than guess.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NakError {
-    /// The list has no words at all (§5: a NAK carries at least one).
+pub enum LossError {
+    /// The list has no words at all (UDT4.md §5: a NAK carries at least one).
     Empty,
     /// The last word starts a range that has no end word.
     TrailingRangeStart { index: usize },
@@ -481,42 +448,42 @@ pub enum NakError {
     ReversedRange { index: usize, first: SeqNo, last: SeqNo },
 }
 
-impl fmt::Display for NakError {
+impl fmt::Display for LossError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            NakError::Empty => write!(f, "NAK carries no loss information; drop it"),
-            NakError::TrailingRangeStart { index } => {
-                write!(f, "NAK word {index} starts a range but is the last word; the peer is broken")
+            LossError::Empty => write!(f, "loss list carries no words; drop it"),
+            LossError::TrailingRangeStart { index } => {
+                write!(f, "loss word {index} starts a range but is the last word; the peer is broken")
             }
-            NakError::RangeEndFlagged { index } => {
-                write!(f, "NAK word {index} should end a range but has bit 31 set; the peer is broken")
+            LossError::RangeEndFlagged { index } => {
+                write!(f, "loss word {index} should end a range but has bit 31 set; the peer is broken")
             }
-            NakError::ReversedRange { index, first, last } => {
-                write!(f, "NAK range at word {index} runs backwards ({first} > {last}); the peer is broken")
+            LossError::ReversedRange { index, first, last } => {
+                write!(f, "loss range at word {index} runs backwards ({first} > {last}); the peer is broken")
             }
         }
     }
 }
 
-impl std::error::Error for NakError {}
+impl std::error::Error for LossError {}
 
-/// Iterator over the inclusive ranges of a NAK loss list (§5.4); yields an error once and then
-/// stops. A single number `s` comes out as `(s, s)`.
+/// Iterator over the inclusive ranges of a loss list (UDT4.md §5.4, SABUL.md §3.3); yields an
+/// error once and then stops. A single number `s` comes out as `(s, s)`.
 #[derive(Clone, Debug)]
-pub struct NakDecoder<'a> {
+pub struct LossDecoder<'a> {
     words: &'a [u32],
     pos: usize,
     failed: bool,
 }
 
-impl<'a> NakDecoder<'a> {
-    pub fn new(words: &'a [u32]) -> NakDecoder<'a> {
-        NakDecoder { words, pos: 0, failed: false }
+impl<'a> LossDecoder<'a> {
+    pub fn new(words: &'a [u32]) -> LossDecoder<'a> {
+        LossDecoder { words, pos: 0, failed: false }
     }
 }
 
-impl Iterator for NakDecoder<'_> {
-    type Item = Result<(SeqNo, SeqNo), NakError>;
+impl Iterator for LossDecoder<'_> {
+    type Item = Result<(SeqNo, SeqNo), LossError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
@@ -524,18 +491,18 @@ impl Iterator for NakDecoder<'_> {
         }
         let index = self.pos;
         let w = *self.words.get(index)?;
-        let item = if w & NAK_RANGE_FLAG == 0 {
+        let item = if w & RANGE_FLAG == 0 {
             self.pos += 1;
             Ok((SeqNo::new(w), SeqNo::new(w)))
         } else {
             match self.words.get(index + 1) {
-                None => Err(NakError::TrailingRangeStart { index }),
-                Some(&e) if e & NAK_RANGE_FLAG != 0 => Err(NakError::RangeEndFlagged { index }),
+                None => Err(LossError::TrailingRangeStart { index }),
+                Some(&e) if e & RANGE_FLAG != 0 => Err(LossError::RangeEndFlagged { index }),
                 Some(&e) => {
                     let (first, last) = (SeqNo::new(w), SeqNo::new(e));
                     self.pos += 2;
                     if first.diff(last) > 0 {
-                        Err(NakError::ReversedRange { index, first, last })
+                        Err(LossError::ReversedRange { index, first, last })
                     } else {
                         Ok((first, last))
                     }
@@ -547,17 +514,17 @@ impl Iterator for NakDecoder<'_> {
     }
 }
 
-/// Decodes a NAK loss list (§5.4) into inclusive ranges, in the order sent; the inverse of
-/// [`encode_nak`].
+/// Decodes a loss list (UDT4.md §5.4, SABUL.md §3.3) into inclusive ranges, in the order
+/// sent; the inverse of [`encode_loss`].
 ///
 /// Enforces the rules a 4.11 sender enforces on the list itself: no trailing range start, a
 /// range end without bit 31, `seqcmp(first, last) ≤ 0`. The rules that need connection state
 /// (not beyond the largest sent number; clipping at the last ACK) are the caller's.
-pub fn decode_nak(words: &[u32]) -> Result<Vec<(SeqNo, SeqNo)>, NakError> {
+pub fn decode_loss(words: &[u32]) -> Result<Vec<(SeqNo, SeqNo)>, LossError> {
     if words.is_empty() {
-        return Err(NakError::Empty);
+        return Err(LossError::Empty);
     }
-    NakDecoder::new(words).collect()
+    LossDecoder::new(words).collect()
 }
 
 #[cfg(test)]
@@ -707,12 +674,12 @@ mod tests {
         let mut l = RcvLossList::new(100);
         l.append(s(5), s(6));
         let mut w = Vec::new();
-        l.encode_nak(10, &mut w);
+        l.encode(10, &mut w);
         assert_eq!(w, [0x8000_0005, 6]);
     }
 
     #[test]
-    fn encode_nak_matches_spec_15_4() {
+    fn encode_matches_udt4_spec_15_4() {
         let b = 0x0BAD_F000;
         let mut l = RcvLossList::new(25_600);
         l.append(s(b + 0x10), s(b + 0x10));
@@ -720,51 +687,50 @@ mod tests {
         l.append(s(b + 0x20), s(b + 0x20));
         l.append(s(b + 0x30), s(b + 0x31));
         let mut w = Vec::new();
-        l.encode_nak(nak_word_limit(1500), &mut w);
+        l.encode(364, &mut w); // UDT's limit at MSS 1500: (1500 − 44) / 4
         assert_eq!(w, [0x0BAD_F010, 0x8BAD_F012, 0x0BAD_F015, 0x0BAD_F020, 0x8BAD_F030, 0x0BAD_F031]);
-        assert_eq!(nak_word_limit(1500), 364);
     }
 
     #[test]
-    fn encode_nak_stops_before_an_entry_that_does_not_fit() {
+    fn encode_stops_before_an_entry_that_does_not_fit() {
         let mut l = RcvLossList::new(1000);
         l.append(s(1), s(1));
         l.append(s(3), s(4));
         l.append(s(6), s(6));
         let mut w = Vec::new();
-        l.encode_nak(2, &mut w);
+        l.encode(2, &mut w);
         assert_eq!(w, [1]); // the range needs two words; never a trailing range start
         w.clear();
-        l.encode_nak(3, &mut w);
+        l.encode(3, &mut w);
         assert_eq!(w, [1, 0x8000_0003, 4]);
         w.clear();
-        l.encode_nak(0, &mut w);
+        l.encode(0, &mut w);
         assert!(w.is_empty());
     }
 
     #[test]
-    fn decode_nak_paper_vectors() {
-        let got = decode_nak(&[0x0000_0003, 0x8000_0006, 0x0000_000F, 0x0000_0012]).unwrap();
+    fn decode_paper_vectors() {
+        let got = decode_loss(&[0x0000_0003, 0x8000_0006, 0x0000_000F, 0x0000_0012]).unwrap();
         assert_eq!(rs(got.into_iter()), [(3, 3), (6, 15), (18, 18)]);
-        let got = decode_nak(&[0x0000_0002, 0x8000_0006, 0x0000_000B, 0x0000_000E]).unwrap();
+        let got = decode_loss(&[0x0000_0002, 0x8000_0006, 0x0000_000B, 0x0000_000E]).unwrap();
         assert_eq!(rs(got.into_iter()), [(2, 2), (6, 11), (14, 14)]);
     }
 
     #[test]
-    fn decode_nak_rejects_malformed_lists() {
-        assert_eq!(decode_nak(&[]), Err(NakError::Empty));
-        assert_eq!(decode_nak(&[1, 0x8000_0005]), Err(NakError::TrailingRangeStart { index: 1 }));
-        assert_eq!(decode_nak(&[0x8000_0005, 0x8000_0006]), Err(NakError::RangeEndFlagged { index: 0 }));
-        assert_eq!(decode_nak(&[0x8000_0009, 5]), Err(NakError::ReversedRange { index: 0, first: s(9), last: s(5) }));
+    fn decode_rejects_malformed_lists() {
+        assert_eq!(decode_loss(&[]), Err(LossError::Empty));
+        assert_eq!(decode_loss(&[1, 0x8000_0005]), Err(LossError::TrailingRangeStart { index: 1 }));
+        assert_eq!(decode_loss(&[0x8000_0005, 0x8000_0006]), Err(LossError::RangeEndFlagged { index: 0 }));
+        assert_eq!(decode_loss(&[0x8000_0009, 5]), Err(LossError::ReversedRange { index: 0, first: s(9), last: s(5) }));
         // A range across the wrap is fine; its mirror image is reversed.
-        assert_eq!(rs(decode_nak(&[0xFFFF_FFFE, 1]).unwrap().into_iter()), [(SEQ_MAX - 1, 1)]);
-        assert!(decode_nak(&[0x8000_0001, SEQ_MAX - 1]).is_err());
+        assert_eq!(rs(decode_loss(&[0xFFFF_FFFE, 1]).unwrap().into_iter()), [(SEQ_MAX - 1, 1)]);
+        assert!(decode_loss(&[0x8000_0001, SEQ_MAX - 1]).is_err());
         // The iterator stops after the first error.
-        let mut it = NakDecoder::new(&[7, 0x8000_0009, 5, 11]);
+        let mut it = LossDecoder::new(&[7, 0x8000_0009, 5, 11]);
         assert_eq!(it.next(), Some(Ok((s(7), s(7)))));
         assert!(matches!(it.next(), Some(Err(_))));
         assert_eq!(it.next(), None);
-        assert!(!NakError::Empty.to_string().is_empty());
+        assert!(!LossError::Empty.to_string().is_empty());
     }
 
     /// Naive model: the set of offsets from an origin near which everything lives.
@@ -857,7 +823,7 @@ mod tests {
         }
 
         #[test]
-        fn nak_encoding_round_trips(origin in origin(), ops in prop::collection::vec(op(), 1..40), max in 0usize..64) {
+        fn loss_encoding_round_trips(origin in origin(), ops in prop::collection::vec(op(), 1..40), max in 0usize..64) {
             let o = s(origin);
             let mut rcv = RcvLossList::new(1 << 20);
             for op in ops {
@@ -865,9 +831,9 @@ mod tests {
                 if let Op::Remove(a) = op { rcv.remove(o.add(a)); }
             }
             let mut w = Vec::new();
-            rcv.encode_nak(max, &mut w);
+            rcv.encode(max, &mut w);
             prop_assert!(w.len() <= max);
-            let decoded = if w.is_empty() { Vec::new() } else { decode_nak(&w).unwrap() };
+            let decoded = if w.is_empty() { Vec::new() } else { decode_loss(&w).unwrap() };
             let all: Vec<_> = rcv.ranges().collect();
             prop_assert_eq!(&all[..decoded.len()], &decoded[..]);
             // Stopped only because the next entry did not fit.
@@ -878,8 +844,8 @@ mod tests {
         }
 
         #[test]
-        fn decode_nak_never_panics(words in prop::collection::vec(any::<u32>(), 0..16)) {
-            let _ = decode_nak(&words);
+        fn decode_never_panics(words in prop::collection::vec(any::<u32>(), 0..16)) {
+            let _ = decode_loss(&words);
         }
 
         #[test]

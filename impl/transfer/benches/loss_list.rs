@@ -2,16 +2,18 @@
 //! and for many small mixed events, next to the UDT paper's figure (SC'04 §4, Fig. 9: most
 //! accesses within ~1 µs on a dual 2.4 GHz Xeon, independent of the number of losses).
 //!
-//! `cargo bench -p udt-proto --bench loss_list` — plain `Instant` timing, no harness. Every
+//! `cargo bench -p transfer --bench loss_list` — plain `Instant` timing, no harness. Every
 //! scenario starts 50 000 numbers below the 2^31 wrap, so the lists cross it.
 
 use prng::Xoshiro256 as Rng;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use udt_proto::loss_list::{nak_word_limit, RcvLossList, SndLossList};
-use udt_proto::seq::{SeqNo, SEQ_MAX};
+use transfer::loss_list::{RcvLossList, SndLossList};
+use transfer::seq::{SeqNo, SEQ_MAX};
 
 const PAPER_NS: f64 = 1000.0;
+/// Loss words in one UDT NAK at MSS 1500: `(1500 − 44) / 4` (UDT4.md §8.4).
+const NAK_WORDS: usize = 364;
 const BUDGET: Duration = Duration::from_millis(120);
 const CAPACITY: u32 = 1 << 29;
 
@@ -130,7 +132,7 @@ fn run(label: String, p: &Pattern, rng: &mut Rng) -> Row {
     let span = first.len_to(last);
     let step = (span / (2 * p.events.len() as u32)).max(1);
     let acks: Vec<SeqNo> = (1..=span / step).map(|i| first.add(i * step)).collect();
-    let limit = nak_word_limit(1500);
+    let limit = NAK_WORDS;
 
     let cols = vec![
         measure(
@@ -203,7 +205,7 @@ fn run(label: String, p: &Pattern, rng: &mut Rng) -> Row {
             |(l, out)| {
                 for _ in 0..64 {
                     out.clear();
-                    l.encode_nak(limit, out);
+                    l.encode(limit, out);
                     black_box(&out);
                 }
                 64
@@ -230,7 +232,7 @@ fn main() {
     );
     println!(
         "columns: insert = one loss event; pop / rm = one number; ack = one remove_up_to; nak = one {}-word export",
-        nak_word_limit(1500)
+        NAK_WORDS
     );
     print!("{:<10} {:>7}", "event", "events");
     for c in COLS {
@@ -245,6 +247,6 @@ fn main() {
         let worst = r.cols[..7].iter().cloned().fold(0.0, f64::max);
         println!(" {:>9.3}x", worst / PAPER_NS);
     }
-    println!("(worst/ref excludes rcv.nak, which exports up to {} numbers per call)", nak_word_limit(1500));
+    println!("(worst/ref excludes rcv.nak, which exports up to {} numbers per call)", NAK_WORDS);
     println!("total {:.1} s", t0.elapsed().as_secs_f64());
 }

@@ -1,11 +1,10 @@
-//! A fixed sending rate without congestion control (FRTP; SABUL's fixed-rate mode).
+//! A fixed sending rate without congestion control (FRTP.md §4; SABUL's fixed-rate mode).
 //!
-//! For dedicated circuits the FRTP paper (seed 001) sends at a constant rate and relies on
-//! the receiver's flow window alone. `FixedRate` keeps `P` constant whatever happens and
+//! For dedicated circuits the FRTP paper sends at a constant rate and relies on the
+//! receiver's flow window alone. `FixedRate` keeps `P` constant whatever happens and
 //! offers a window so large that only the flow window limits the sender.
 
-use super::{CcInput, CongestionControl};
-use crate::seq::SeqNo;
+use super::CongestionControl;
 
 /// Window reported by [`FixedRate`]: large enough never to bind, small enough to convert to
 /// any integer type without saturation surprises.
@@ -35,10 +34,6 @@ impl CongestionControl for FixedRate {
     fn name(&self) -> &'static str {
         "fixed-rate"
     }
-    fn on_connect(&mut self, _: &CcInput) {}
-    fn on_ack(&mut self, _: &CcInput, _: SeqNo) {}
-    fn on_loss(&mut self, _: &CcInput, _: &[(SeqNo, SeqNo)]) {}
-    fn on_timeout(&mut self, _: &CcInput) {}
     fn pacing_period_us(&self) -> f64 {
         self.period_us
     }
@@ -50,19 +45,22 @@ impl CongestionControl for FixedRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cc::CcInput;
+    use crate::seq::SeqNo;
+    use crate::time::{Duration, Instant};
 
     #[test]
     fn fixed_rate_ignores_every_event() {
         let mut cc = FixedRate::new(12.0);
-        let input = CcInput { now: 0, mss: 1500, ..CcInput::default() };
+        let input = CcInput { mss: 1500, ..CcInput::default() };
         cc.on_connect(&input);
         cc.on_loss(&input, &[(SeqNo::new(1), SeqNo::new(9))]);
         cc.on_timeout(&input);
-        cc.on_ack(&CcInput { now: 50_000, ..input }, SeqNo::new(10));
+        cc.on_ack(&CcInput { now: Instant::from_micros(50_000), ..input }, SeqNo::new(10));
         assert_eq!(cc.pacing_period_us(), 12.0);
         assert!(cc.window() >= 1e9);
         assert_eq!(cc.frozen_until(), None);
-        assert_eq!(cc.ack_period_us(), 10_000);
+        assert_eq!(cc.ack_period(), Duration::from_millis(10));
     }
 
     #[test]

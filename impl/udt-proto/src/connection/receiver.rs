@@ -1,0 +1,278 @@
+//! The receiving side of a connection (UDT4.md §8, §10): the receive buffer, loss detection
+//! and the receiver's loss list, ACK generation with its ACK history, and the measurements a
+//! full ACK reports.
+//!
+//! The connection feeds it data, ACK2s and message drop requests and asks it for ACKs and
+//! NAKs; it queues what comes back.
+
+use super::IDLE_CHECK;
+use crate::ack_window::AckWindow;
+use crate::config::ConnectionConfig;
+use crate::measurement::{ArrivalSpeed, LinkCapacity};
+use crate::recv_buffer::RecvBuffer;
+use crate::seq::{AckNo, MsgNo};
+use crate::stats::Stats;
+use crate::wire::{Ack, DataHeader};
+use transfer::cc::SYN;
+use transfer::loss_list::RcvLossList;
+use transfer::recv_buffer::Insert;
+use transfer::rtt::RttEstimator;
+use transfer::seq::SeqNo;
+use transfer::time::{Duration, Instant};
+
+/// Light ACK every this many packets (§9.3).
+pub const LIGHT_ACK_PACKETS: u32 = 64;
+/// The minimum NAK interval (§8.4), as the minimum EXP period.
+const MIN_NAK_INTERVAL: Duration = Duration::from_millis(300);
+
+#[derive(Debug)]
+pub(super) struct Receiver {
+    buf: RecvBuffer,
+    /// `RcvCurrSeqNo`: largest sequence number received.
+    curr_seq: SeqNo,
+    last_ack: SeqNo,
+    last_ack_ack: SeqNo,
+    ack_no: AckNo,
+    last_ack_time: Option<Instant>,
+    next_ack_time: Instant,
+    /// When the ACK timer was last evaluated: at the last packet from the peer or idle check.
+    last_check: Instant,
+    pkt_count: u32,
+    light_ack_count: u32,
+    loss: RcvLossList,
+    ack_window: AckWindow,
+    arrival: ArrivalSpeed,
+    capacity: LinkCapacity,
+    next_nak_time: Instant,
+}
+
+impl Receiver {
+    /// 4.11's initial state (§8): the first packet expected is `peer_isn`.
+    pub fn new(config: &ConnectionConfig, peer_isn: SeqNo, payload: usize, now: Instant) -> Receiver {
+        Receiver {
+            buf: RecvBuffer::new(config.rcv_capacity() as usize, payload, peer_isn),
+            curr_seq: peer_isn.prev(),
+            last_ack: peer_isn,
+            last_ack_ack: peer_isn,
+            ack_no: AckNo::new(0),
+            last_ack_time: None,
+            next_ack_time: now + SYN,
+            last_check: now,
+            pkt_count: 0,
+            light_ack_count: 1,
+            loss: RcvLossList::new(config.flight_flag_size),
+            ack_window: AckWindow::new(),
+            arrival: ArrivalSpeed::new(now),
+            capacity: LinkCapacity::new(),
+            next_nak_time: now + MIN_NAK_INTERVAL,
+        }
+    }
+
+    pub fn fill_stats(&self, s: &mut Stats) {
+        s.rcv_loss_len = self.loss.len();
+        s.rcv_avail = self.buf.available() as u32;
+    }
+
+    // ---------------------------------------------------------------- application side
+
+    /// STREAM receive: copies acknowledged bytes, returns the count (0 = nothing now).
+    pub fn read(&mut self, out: &mut [u8]) -> usize {
+        self.buf.read(out)
+    }
+
+    /// DGRAM receive of one whole message.
+    pub fn read_message(&mut self, out: &mut [u8]) -> Option<usize> {
+        self.buf.read_message(out)
+    }
+
+    pub fn has_readable(&self) -> bool {
+        self.buf.has_readable()
+    }
+
+    // ---------------------------------------------------------------- input
+
+    /// A data packet (§8.2). Returns the gap it revealed, for an immediate NAK (§8.2 step 4).
+    /// `full_payload`: the payload of a full-sized packet; a shorter one makes the next ACK due
+    /// at once.
+    pub fn on_data(
+        &mut self,
+        now: Instant,
+        h: &DataHeader,
+        payload: &[u8],
+        full_payload: usize,
+        rtt: &RttEstimator,
+        stats: &mut Stats,
+    ) -> Option<(SeqNo, SeqNo)> {
+        stats.pkts_recv += 1;
+        stats.bytes_recv += payload.len() as u64;
+        self.arrival.on_data(now);
+        match h.seq.get() & 0xF {
+            0 => self.capacity.on_probe_first(now),
+            1 => self.capacity.on_probe_second(now),
+            _ => {}
+        }
+        self.pkt_count += 1;
+
+        match self.buf.insert(h.seq, h.msg_word(), payload) {
+            Insert::Stored => {}
+            Insert::Duplicate | Insert::OutOfWindow => {
+                stats.pkts_recv_dropped += 1;
+                return None;
+            }
+        }
+        stats.bytes_recv_unique += payload.len() as u64;
+
+        let expected = self.curr_seq.next();
+        let mut gap = None;
+        if h.seq.is_after(expected) {
+            let last = h.seq.prev();
+            self.loss.append(expected, last);
+            stats.pkts_lost_rcv += expected.len_to(last) as u64;
+            gap = Some((expected, last));
+            // §8.4: every NAK restarts the NAK interval (used by draft mode only).
+            self.next_nak_time = now + self.nak_interval(rtt);
+        }
+        if payload.len() != full_payload {
+            self.next_ack_time = now;
+        }
+        if h.seq.is_after(self.curr_seq) {
+            self.curr_seq = h.seq;
+        } else if self.loss.remove(h.seq) {
+            stats.pkts_recovered += 1;
+        }
+        gap
+    }
+
+    /// An ACK2 (§8.5): the RTT sample it yields, if it matches a recorded ACK and is positive.
+    pub fn on_ack2(&mut self, now: Instant, ack_no: AckNo) -> Option<Duration> {
+        let (ack, rtt) = self.ack_window.acknowledge(ack_no, now)?;
+        // 4.11 stops here when the RTT sample is not positive (§8.5).
+        if rtt.is_zero() {
+            return None;
+        }
+        self.last_ack_ack = self.last_ack_ack.max_seq(ack);
+        Some(rtt)
+    }
+
+    /// A message drop request (§5.8). `false` when it is malformed: `last` before `first`, or
+    /// beyond the buffer.
+    pub fn on_msg_drop(&mut self, msg: MsgNo, first: SeqNo, last: SeqNo) -> bool {
+        let within = self.curr_seq.offset_to(last) <= self.buf.capacity() as i32;
+        if last.is_before(first) || !within {
+            return false;
+        }
+        self.buf.drop_message(msg.get(), first, last);
+        self.loss.remove_range(first, last);
+        if !first.is_after(self.curr_seq.next()) && last.is_after(self.curr_seq) {
+            self.curr_seq = last;
+        }
+        true
+    }
+
+    // ---------------------------------------------------------------- timers
+
+    /// When the ACK timer will next be looked at: at its deadline if a packet arrives then,
+    /// otherwise at the idle check (see `timers`).
+    pub fn ack_check_time(&self) -> Instant {
+        self.next_ack_time.max(self.last_check + IDLE_CHECK)
+    }
+
+    /// §9.2–§9.3: the ACK timer, looked at now (right after a packet from the peer, or at the
+    /// idle check). Returns the ACK to send, if any; `ack_period` is the controller's.
+    pub fn check_ack_timer(
+        &mut self,
+        now: Instant,
+        after_packet: bool,
+        ack_period: Duration,
+        rtt: &RttEstimator,
+    ) -> Option<Ack> {
+        if !after_packet && now < self.last_check + IDLE_CHECK {
+            return None;
+        }
+        self.last_check = now;
+        if now >= self.next_ack_time {
+            let ack = self.ack(now, false, rtt);
+            self.next_ack_time = now + ack_period;
+            self.pkt_count = 0;
+            self.light_ack_count = 1;
+            ack
+        } else if self.pkt_count >= LIGHT_ACK_PACKETS * self.light_ack_count {
+            let ack = self.ack(now, true, rtt);
+            self.light_ack_count += 1;
+            ack
+        } else {
+            None
+        }
+    }
+
+    /// §8.3 ACK generation.
+    fn ack(&mut self, now: Instant, light: bool, rtt: &RttEstimator) -> Option<Ack> {
+        let ack = self.loss.first().unwrap_or(self.curr_seq.next());
+        if ack == self.last_ack_ack {
+            return None;
+        }
+        if light {
+            return Some(Ack::Light { ack });
+        }
+        if ack.is_after(self.last_ack) {
+            self.buf.acknowledge(ack);
+            self.last_ack = ack;
+        } else if ack == self.last_ack {
+            let last = self.last_ack_time.unwrap_or(Instant::ZERO);
+            if now - last < rtt.rto() {
+                return None;
+            }
+        } else {
+            return None;
+        }
+        if !self.last_ack.is_after(self.last_ack_ack) {
+            return None;
+        }
+        self.ack_no = self.ack_no.next();
+        let avail = (self.buf.available() as u32).max(2);
+        let (rtt, rtt_var) = (rtt.rtt_us(), rtt.var_us());
+        // 4.11 tests `> SYN` against a timer that always fires a little late; with exact
+        // timers that would alternate full and medium ACKs, so a timer ACK counts as due at SYN.
+        let full = self.last_ack_time.is_none_or(|t| now - t >= SYN);
+        let a = if full {
+            self.last_ack_time = Some(now);
+            Ack::Full {
+                ack_no: self.ack_no,
+                ack: self.last_ack,
+                rtt,
+                rtt_var,
+                avail,
+                rate: self.arrival.speed(),
+                capacity: self.capacity.capacity(),
+            }
+        } else {
+            Ack::Medium { ack_no: self.ack_no, ack: self.last_ack, rtt, rtt_var, avail }
+        };
+        self.ack_window.store(self.ack_no, self.last_ack, now);
+        Some(a)
+    }
+
+    /// The draft's NAK timer is due (§8.4), if anything is lost.
+    pub fn nak_check_time(&self) -> Option<Instant> {
+        (!self.loss.is_empty()).then_some(self.next_nak_time)
+    }
+
+    /// Draft mode only (§8.4): the whole loss list as NAK words (at most `max_words`), when
+    /// the NAK interval has passed.
+    pub fn check_nak_timer(&mut self, now: Instant, rtt: &RttEstimator, max_words: usize) -> Option<Vec<u32>> {
+        if self.loss.is_empty() || now < self.next_nak_time {
+            return None;
+        }
+        let mut words = Vec::new();
+        self.loss.encode(max_words, &mut words);
+        self.next_nak_time = now + self.nak_interval(rtt);
+        (!words.is_empty()).then_some(words)
+    }
+
+    /// The NAK interval of §8.4: `RTT + 4·RTTVar + losses / arrival speed`, at least 300 ms.
+    fn nak_interval(&self, rtt: &RttEstimator) -> Duration {
+        let (losses, speed) = (self.loss.len(), self.arrival.speed());
+        let drain = Duration::from_micros(losses as u64 * 1_000_000 / speed.max(1) as u64);
+        (rtt.rto() + drain).max(MIN_NAK_INTERVAL)
+    }
+}

@@ -1,0 +1,276 @@
+//! The sending side of a connection (UDT4.md §7, §8.6, §8.7, §9.4, §11): the send buffer, the
+//! sender's loss list, the flow and congestion windows and the pacer.
+//!
+//! The connection feeds it the peer's ACKs and NAKs and asks it for the next data packet; the
+//! RTT, the controller and the statistics stay with the connection, which calls the
+//! controller around these methods.
+
+use crate::config::ConnectionConfig;
+use crate::send_buffer::SendBuffer;
+use crate::seq::MsgNo;
+use crate::stats::Stats;
+use crate::wire::{self, Ack, DataHeader};
+use transfer::cc::{CcInput, Controller};
+use transfer::loss_list::SndLossList;
+use transfer::pacing::Pacer;
+use transfer::seq::SeqNo;
+use transfer::time::Instant;
+
+/// A report from the peer that breaks a protocol rule (counted in `Stats::malformed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Malformed;
+
+/// What [`Sender::poll_data`] produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Output {
+    /// A data packet of `len` bytes (`payload` of them payload) is in the buffer.
+    Data { len: usize, seq: SeqNo, payload: usize, retransmission: bool },
+    /// The message `[first, last)` expired before delivery: ask the receiver to drop it (§5.8).
+    MsgDrop { msg: MsgNo, first: SeqNo, last: SeqNo },
+}
+
+#[derive(Debug)]
+pub(super) struct Sender {
+    buf: SendBuffer,
+    /// `SndLastAck`: highest ACK number received.
+    last_ack: SeqNo,
+    /// `SndLastDataAck`: ACK that last released buffer; sequence of `buf`'s first packet.
+    last_data_ack: SeqNo,
+    /// `SndCurrSeqNo`: largest sequence number sent.
+    curr_seq: SeqNo,
+    flow_window: u32,
+    max_window: u32,
+    loss: SndLossList,
+    pacer: Pacer,
+    cwnd: f64,
+    delivery_rate: u32,
+    bandwidth: u32,
+}
+
+impl Sender {
+    /// 4.11's initial state (§7, §12.1): the first packet will be `isn`; the peer's flight
+    /// flag size bounds the flow window.
+    pub fn new(config: &ConnectionConfig, isn: SeqNo, peer_ffs: u32, payload: usize, now: Instant) -> Sender {
+        let window = peer_ffs.max(2);
+        Sender {
+            buf: SendBuffer::new(config.snd_buf_pkts as usize, payload),
+            last_ack: isn,
+            last_data_ack: isn,
+            curr_seq: isn.prev(),
+            flow_window: window,
+            max_window: window,
+            loss: SndLossList::new(window * 2),
+            pacer: Pacer::new(now, 1.0, config.pacing_burst),
+            cwnd: 16.0,
+            delivery_rate: 16,
+            bandwidth: 1,
+        }
+    }
+
+    /// The sender's part of what the controller is told.
+    pub fn fill_cc_input(&self, input: &mut CcInput) {
+        input.snd_curr_seq = self.curr_seq;
+        input.delivery_rate = self.delivery_rate;
+        input.bandwidth = self.bandwidth;
+        input.max_window = self.max_window;
+    }
+
+    /// Takes `P`, the freeze and `W_cc` from the controller (§12.6).
+    pub fn pace(&mut self, cc: &Controller, min_period_us: f64) {
+        self.cwnd = cc.pace(&mut self.pacer, min_period_us);
+    }
+
+    pub fn fill_stats(&self, s: &mut Stats) {
+        s.flow_window = self.flow_window;
+        s.cwnd = self.cwnd;
+        s.period_us = self.pacer.period();
+        s.delivery_rate = self.delivery_rate;
+        s.bandwidth = self.bandwidth;
+        s.snd_buffered_pkts = self.buf.len() as u32;
+        s.snd_loss_len = self.loss.len();
+    }
+
+    // ---------------------------------------------------------------- application side
+
+    /// Bytes a STREAM `send` can take now.
+    pub fn free_bytes(&self) -> usize {
+        self.buf.free_bytes()
+    }
+
+    /// Whether a message of `len` bytes fits now.
+    pub fn fits(&self, len: usize) -> bool {
+        self.buf.packets_for(len) <= self.buf.free_packets()
+    }
+
+    /// Unacknowledged or unsent packets.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Buffers one message (the caller checked that it fits).
+    pub fn push(&mut self, now: Instant, data: &[u8], in_order: bool, expiry: Option<Instant>) {
+        self.buf.push_message(data, in_order, expiry);
+        self.pacer.resume(now);
+    }
+
+    // ---------------------------------------------------------------- input
+
+    /// A light ACK (§8.6 step 1): only moves the ACK point and shrinks the flow window.
+    pub fn on_light_ack(&mut self, a: SeqNo) {
+        if !a.is_before(self.last_ack) && !a.is_after(self.curr_seq.next()) {
+            let adv = self.last_ack.offset_to(a).max(0) as u32;
+            self.flow_window = self.flow_window.saturating_sub(adv);
+            self.last_ack = a;
+        }
+    }
+
+    /// A full or medium ACK (§8.6 steps 3–9). `Ok(true)` when it released buffered packets:
+    /// then the connection folds the ACK's RTT in and tells the controller.
+    pub fn on_ack(&mut self, ack: &Ack) -> Result<bool, Malformed> {
+        let a = ack.ack();
+        if a.is_after(self.curr_seq.next()) {
+            // 4.11 breaks the connection here; a forged or corrupt ACK must not kill ours.
+            return Err(Malformed);
+        }
+        let avail = match *ack {
+            Ack::Medium { avail, .. } | Ack::Full { avail, .. } => avail,
+            Ack::Light { .. } => return Ok(false),
+        };
+        if !a.is_before(self.last_ack) {
+            self.flow_window = avail;
+            self.last_ack = a;
+        }
+        let released = self.last_data_ack.offset_to(a);
+        if released <= 0 {
+            return Ok(false);
+        }
+        self.buf.release(released as usize);
+        self.last_data_ack = a;
+        self.loss.remove_up_to(a.prev());
+        if let Ack::Full { rate, capacity, .. } = *ack {
+            let (rate, capacity) = (rate as i32, capacity as i32);
+            if rate > 0 {
+                self.delivery_rate = ((7 * self.delivery_rate as u64 + rate as u64) >> 3) as u32;
+            }
+            if capacity > 0 {
+                self.bandwidth = ((7 * self.bandwidth as u64 + capacity as u64) >> 3) as u32;
+            }
+        }
+        Ok(true)
+    }
+
+    /// A NAK (§8.7): queues the reported numbers for retransmission, at once. Returns how many
+    /// were newly lost. Refused when empty or when it reports anything not yet sent (§5.4).
+    pub fn on_nak(&mut self, now: Instant, ranges: &[(SeqNo, SeqNo)]) -> Result<u32, Malformed> {
+        if ranges.is_empty() || ranges.iter().any(|&(_, last)| last.is_after(self.curr_seq)) {
+            return Err(Malformed);
+        }
+        let mut lost = 0;
+        for &(first, last) in ranges {
+            if last.is_before(self.last_ack) {
+                continue;
+            }
+            let first = if first.is_before(self.last_ack) { self.last_ack } else { first };
+            lost += self.loss.insert(first, last);
+        }
+        self.pacer.hurry(now);
+        Ok(lost)
+    }
+
+    /// The EXP timer fired (§9.4). With data outstanding, everything unacknowledged is lost
+    /// (unless the loss list already has work) and the schedule restarts: returns the count
+    /// newly lost. `None` when nothing is buffered (the connection sends a keep-alive).
+    pub fn on_exp(&mut self, now: Instant) -> Option<u32> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        let mut lost = 0;
+        if self.curr_seq.next() != self.last_ack && self.loss.is_empty() {
+            lost = self.loss.insert(self.last_ack, self.curr_seq);
+        }
+        self.pacer.restart(now);
+        Some(lost)
+    }
+
+    /// A congestion warning (§5.5): a transient slow-down until the controller's next reload.
+    pub fn on_congestion_warning(&mut self) {
+        self.pacer.set_period((self.pacer.period() * 1.125).ceil());
+    }
+
+    // ---------------------------------------------------------------- output
+
+    fn window(&self) -> u32 {
+        (self.flow_window as f64).min(self.cwnd.floor()).max(0.0) as u32
+    }
+
+    /// When the next data packet may leave, if one is ready to go (§7).
+    pub fn next_data_time(&self) -> Option<Instant> {
+        let unsent = self.last_data_ack.offset_to(self.curr_seq.next()) < self.buf.len() as i32;
+        let window_open = self.window() >= self.last_ack.len_to(self.curr_seq.next());
+        if self.loss.is_empty() && !(unsent && window_open) {
+            return None;
+        }
+        Some(self.pacer.next_time())
+    }
+
+    /// The sender's loop body (§7): a retransmission first, else new data within the window,
+    /// written into `buf` with time stamp `ts` for socket `dst`. The caller checked that
+    /// [`next_data_time`](Self::next_data_time) has come. A retransmission pass skips stale
+    /// loss entries instead of sending nothing.
+    pub fn poll_data(&mut self, now: Instant, ts: u32, dst: u32, buf: &mut [u8]) -> Option<Output> {
+        // 1. Retransmissions first (§7 step 1).
+        while let Some(seq) = self.loss.pop_first() {
+            let off = self.last_data_ack.offset_to(seq);
+            if off < 0 {
+                continue;
+            }
+            let Some(p) = self.buf.get(off as usize) else { continue };
+            if p.expiry.is_some_and(|e| e <= now) {
+                // DGRAM message whose TTL expired: ask the receiver to drop it (§5.8).
+                let (_, last) = self.buf.message_span(off as usize).expect("stored");
+                let last_seq = self.last_data_ack.add(last as u32);
+                let msg = MsgNo::new(p.msg_word);
+                while let Some(s) = self.loss.first() {
+                    if s.is_after(last_seq) {
+                        break;
+                    }
+                    self.loss.pop_first();
+                }
+                if last_seq.is_after(self.curr_seq) {
+                    self.curr_seq = last_seq;
+                }
+                return Some(Output::MsgDrop { msg, first: seq, last: last_seq.next() });
+            }
+            let len = write_data(buf, seq, p.msg_word, ts, dst, p.payload);
+            let payload = p.payload.len();
+            self.pacer.on_sent(now, false);
+            return Some(Output::Data { len, seq, payload, retransmission: true });
+        }
+
+        // 2. New data if the window allows.
+        let seq = self.curr_seq.next();
+        let off = self.last_data_ack.offset_to(seq);
+        if off < 0 || self.window() < self.last_ack.len_to(seq) {
+            return None;
+        }
+        let p = self.buf.get(off as usize)?;
+        let len = write_data(buf, seq, p.msg_word, ts, dst, p.payload);
+        let payload = p.payload.len();
+        self.curr_seq = seq;
+        // Packet pairs: 16n+1 follows 16n immediately (§7 step 3, §10.2).
+        self.pacer.on_sent(now, seq.get() & 0xF == 0);
+        Some(Output::Data { len, seq, payload, retransmission: false })
+    }
+}
+
+fn write_data(buf: &mut [u8], seq: SeqNo, msg_word: u32, ts: u32, dst: u32, payload: &[u8]) -> usize {
+    let h = DataHeader::from_msg_word(seq, msg_word, ts, dst);
+    h.emit(buf);
+    let n = wire::field::header::LEN + payload.len();
+    buf[wire::field::header::LEN..n].copy_from_slice(payload);
+    n
+}

@@ -1,0 +1,365 @@
+//! The I/O engine under every protocol of the family: it drives a sans-IO [`Protocol`] over
+//! one UDP socket (UDT) or one UDP socket for data plus one TCP connection for control
+//! (SABUL, FRTP: SABUL.md §1, FRTP.md §1).
+//!
+//! One pass, as the multiplexer has always made it:
+//!
+//! 1. [`Io::recv`]: `recvmmsg` what is waiting (with UDP GRO), and what the control stream
+//!    has; while busy sending the socket is read at most every [`RX_POLL`];
+//! 2. [`Io::feed`]: hand it to the protocol, each datagram stamped with its kernel arrival
+//!    time mapped onto the core's clock; then the caller runs the protocol's timers and
+//!    [`Io::drain`] collects `poll_transmit`'s output: datagrams into one batch, control bytes
+//!    into the stream's queue, as each [`Transmit`] names its [`Source`];
+//! 3. [`Io::flush`]: `sendmmsg` the batch (runs of equal-sized datagrams to one peer as one
+//!    UDP GSO send) and write the stream;
+//! 4. [`Io::idle`] when nothing happened: until the next due time, spinning through the last
+//!    [`SLEEP_EARLY`] of a `ppoll` and through any wait shorter than the spin threshold
+//!    (pacing at microsecond intervals cannot afford a sleep's wake-up latency), woken early
+//!    by a datagram, control bytes or a [`Wakeup`] from another thread.
+//!
+//! [`Io::run`] is that loop for a protocol the calling thread owns; the multiplexer makes the
+//! same pass with its endpoint behind a lock (`mux`).
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use transfer::time::Instant;
+use transfer::transmit::{Source, Transmit};
+
+use crate::udp::{self, RxBatch, TxBatch, Waker};
+pub use crate::udp::{BufferSizes, UdpSocket};
+
+/// A timed `ppoll` is cut this much short and the rest spun, so that a late wake-up does not
+/// shift the pacing schedule.
+pub const SLEEP_EARLY: Duration = Duration::from_micros(20);
+/// While busy sending, the socket is read at least this often.
+pub const RX_POLL: Duration = Duration::from_micros(10);
+/// Datagrams drained from `poll_transmit` per batch.
+const TX_BATCH: usize = 128;
+/// Control-stream bytes read per pass at most.
+const STREAM_CHUNK: usize = 64 << 10;
+
+/// A sans-IO protocol as the runtime drives it (CONVENTIONS: `handle_*` in, `poll_*` out).
+pub trait Protocol {
+    /// A datagram from `from` arrived at `now`.
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]);
+    /// Bytes arrived on the control stream (protocols with one).
+    fn handle_control(&mut self, _now: Instant, _bytes: &[u8]) {}
+    /// The control stream ended: the peer closed it (`reset: false`) or it failed.
+    fn handle_control_closed(&mut self, _now: Instant, _reset: bool) {}
+    /// Runs the timers due at `now`.
+    fn handle_timeout(&mut self, now: Instant);
+    /// When [`handle_timeout`](Self::handle_timeout) or `poll_transmit` next has work.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Writes the next output into `buf` and says what it is.
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit>;
+}
+
+/// The core's clock: µs since the driver started, plus one second so that no timer of the
+/// core ever sits at 0.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    epoch: std::time::Instant,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock { epoch: std::time::Instant::now() }
+    }
+}
+
+impl Clock {
+    pub fn now(&self) -> Instant {
+        Instant::ZERO + self.epoch.elapsed() + Duration::from_secs(1)
+    }
+}
+
+/// How other threads wake an idle I/O thread: a flag it checks while spinning, and an eventfd
+/// for when it sleeps in `ppoll`.
+#[derive(Debug)]
+pub struct Wakeup {
+    waker: Waker,
+    /// Something changed that the I/O thread must look at.
+    kick: AtomicBool,
+    /// The I/O thread is about to block (or blocks) in `ppoll`: kicks must use the eventfd.
+    sleeping: AtomicBool,
+}
+
+impl Wakeup {
+    pub fn new() -> io::Result<Wakeup> {
+        Ok(Wakeup { waker: Waker::new()?, kick: AtomicBool::new(false), sleeping: AtomicBool::new(false) })
+    }
+
+    /// Tells the I/O thread to make a pass now.
+    pub fn kick(&self) {
+        self.kick.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.waker.wake();
+        }
+    }
+
+    /// The I/O thread starts a pass: earlier kicks are served by it.
+    pub fn take(&self) {
+        self.kick.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The control stream: a non-blocking TCP connection with what is still to be written.
+#[derive(Debug)]
+struct Stream {
+    tcp: TcpStream,
+    out: Vec<u8>,
+    /// Bytes read this pass (`input[..input_len]`), for [`Io::feed`].
+    input: Vec<u8>,
+    input_len: usize,
+    /// Set once: `Some(reset)` when the stream ended.
+    closed: Option<bool>,
+    closed_reported: bool,
+}
+
+/// A protocol's sockets and the batches and timing state of its I/O thread.
+pub struct Io {
+    udp: UdpSocket,
+    stream: Option<Stream>,
+    tx: TxBatch,
+    rx: RxBatch,
+    spin: Duration,
+    /// Whether the next pass must look at the sockets; otherwise they are read at most every
+    /// [`RX_POLL`] while busy sending (most of those calls would find nothing).
+    poll_rx: bool,
+    last_rx_poll: Instant,
+    /// Arrival time given to the last datagram handed to the core.
+    rx_last: Instant,
+    received: usize,
+    /// Datagrams received in all (GRO segments counted one by one).
+    pub rx_datagrams: u64,
+}
+
+impl Io {
+    /// An engine for `udp` and, for protocols with a control connection, `control` (made
+    /// non-blocking, with TCP_NODELAY). Waits shorter than `spin` are spun.
+    pub fn new(udp: UdpSocket, control: Option<TcpStream>, spin: Duration) -> io::Result<Io> {
+        let stream = match control {
+            Some(tcp) => {
+                tcp.set_nonblocking(true)?;
+                tcp.set_nodelay(true)?;
+                let input = vec![0; STREAM_CHUNK];
+                Some(Stream { tcp, out: Vec::new(), input, input_len: 0, closed: None, closed_reported: false })
+            }
+            None => None,
+        };
+        let (_, gro) = udp.offloads();
+        Ok(Io {
+            rx: RxBatch::new(if gro { 32 } else { 64 }, 65_536),
+            tx: TxBatch::new(TX_BATCH, udp::MAX_DATAGRAM),
+            udp,
+            stream,
+            spin,
+            poll_rx: true,
+            last_rx_poll: Instant::ZERO,
+            rx_last: Instant::ZERO,
+            received: 0,
+            rx_datagrams: 0,
+        })
+    }
+
+    pub fn udp(&self) -> &UdpSocket {
+        &self.udp
+    }
+
+    /// Step 1: reads the sockets if it is time to. Returns how many datagrams arrived (control
+    /// bytes or the stream's end count as one).
+    pub fn recv(&mut self, t: Instant) -> io::Result<usize> {
+        self.received = 0;
+        if !(self.poll_rx || t - self.last_rx_poll >= RX_POLL) {
+            return Ok(0);
+        }
+        self.last_rx_poll = t;
+        self.received = self.udp.recv_batch(&mut self.rx)?;
+        if let Some(s) = self.stream.as_mut() {
+            if s.closed.is_none() {
+                s.input_len = 0;
+                match s.tcp.read(&mut s.input) {
+                    Ok(0) => s.closed = Some(false),
+                    Ok(n) => s.input_len = n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => s.closed = Some(true),
+                }
+                if s.input_len > 0 || s.closed.is_some() {
+                    self.received += 1;
+                }
+            }
+        }
+        Ok(self.received)
+    }
+
+    /// Step 2a: hands what [`recv`](Self::recv) got to `p` at `now`. `floor` is the latest
+    /// time the core had seen before: arrival times never go back past it.
+    pub fn feed<P: Protocol + ?Sized>(&mut self, p: &mut P, now: Instant, floor: Instant) {
+        if self.received == 0 {
+            return;
+        }
+        // The receiver's measurements (arrival speed, packet pairs; UDT4.md §10) need each
+        // datagram's arrival time. The kernel stamps every datagram on arrival
+        // (SO_TIMESTAMPNS, wall clock): map that onto our clock. The segments of one GRO
+        // message share a stamp: they were coalesced because they arrived back to back (on
+        // loopback they were one GSO send), so they are stamped 1 µs apart, ending at the
+        // message's stamp. Without a stamp a datagram counts as arriving now. Times never go
+        // backwards.
+        let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        self.rx_datagrams += self.rx.datagram_count() as u64;
+        let mut prev = self.rx_last.max(floor);
+        self.rx.for_each(|from, d, stamp, j, k| {
+            let at = stamp.map_or(now, |ns| now - Duration::from_nanos(wall_ns.saturating_sub(ns))).clamp(prev, now);
+            let t = (at - Duration::from_micros((k - 1 - j) as u64)).max(prev);
+            p.handle_datagram(t, from, d);
+            if j + 1 == k {
+                prev = at;
+            }
+        });
+        self.rx_last = prev;
+        if let Some(s) = self.stream.as_mut() {
+            if s.input_len > 0 {
+                p.handle_control(now, &s.input[..s.input_len]);
+                s.input_len = 0;
+            }
+            if let (Some(reset), false) = (s.closed, s.closed_reported) {
+                s.closed_reported = true;
+                p.handle_control_closed(now, reset);
+            }
+        }
+    }
+
+    /// Step 2b: drains `p`'s output at `now` into the datagram batch (until it is full) and
+    /// the stream's queue. Returns whether there is anything to send.
+    pub fn drain<P: Protocol + ?Sized>(&mut self, p: &mut P, now: Instant) -> bool {
+        self.tx.clear();
+        while !self.tx.is_full() {
+            let Some(t) = p.poll_transmit(now, self.tx.next_slot()) else { break };
+            match t.source {
+                Source::Data => self.tx.commit(t.destination, t.size),
+                Source::Control => {
+                    debug_assert!(self.stream.is_some(), "control output from a protocol without a control stream");
+                    // Once the stream ended there is nowhere for it to go.
+                    if let Some(s) = self.stream.as_mut().filter(|s| s.closed.is_none()) {
+                        s.out.extend_from_slice(&self.tx.next_slot()[..t.size]);
+                    }
+                }
+            }
+        }
+        self.has_output()
+    }
+
+    /// Datagrams or control bytes wait to be sent.
+    pub fn has_output(&self) -> bool {
+        !self.tx.is_empty() || self.stream.as_ref().is_some_and(|s| !s.out.is_empty())
+    }
+
+    /// The last drain stopped because the batch was full: make the next pass at once.
+    pub fn tx_full(&self) -> bool {
+        self.tx.is_full()
+    }
+
+    /// Step 3: sends the batch and writes as much of the stream's queue as it takes.
+    pub fn flush(&mut self) {
+        if !self.tx.is_empty() {
+            self.udp.send_batch(&mut self.tx);
+        }
+        if let Some(s) = self.stream.as_mut() {
+            while !s.out.is_empty() && s.closed.is_none() {
+                match s.tcp.write(&s.out) {
+                    Ok(n) => {
+                        s.out.drain(..n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => s.closed = Some(true),
+                }
+            }
+        }
+    }
+
+    /// Closes the write side of the control stream once its queue is written (SABUL's
+    /// teardown, SABUL.md §10: half-close, then drain).
+    pub fn shutdown_control(&mut self) -> io::Result<()> {
+        match self.stream.as_mut() {
+            Some(s) if s.out.is_empty() => s.tcp.shutdown(std::net::Shutdown::Write),
+            _ => Ok(()),
+        }
+    }
+
+    /// After a pass that received something or filled its batch, the next pass comes at once.
+    /// Returns whether it does.
+    pub fn busy(&mut self) -> bool {
+        if self.received > 0 || self.tx.is_full() {
+            self.poll_rx = self.received > 0;
+            return true;
+        }
+        false
+    }
+
+    /// Step 4: waits until `next` (core time), a datagram or control bytes arrive, or
+    /// `wakeup` is kicked.
+    pub fn idle(&mut self, clock: &Clock, next: Option<Instant>, wakeup: &Wakeup) -> io::Result<()> {
+        let now = clock.now();
+        let wait = match next {
+            Some(t) if t <= now => {
+                self.poll_rx = false;
+                return Ok(());
+            }
+            Some(t) => Some(t - now),
+            None => None,
+        };
+        if let Some(w) = wait {
+            if w <= self.spin {
+                let deadline = now + w;
+                while clock.now() < deadline && !wakeup.kick.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+                self.poll_rx = false;
+                return Ok(());
+            }
+        }
+        wakeup.sleeping.store(true, Ordering::SeqCst);
+        if !wakeup.kick.load(Ordering::SeqCst) {
+            let timeout = wait.map(|w| w.saturating_sub(SLEEP_EARLY));
+            let stream = self.stream.as_ref().filter(|s| s.closed.is_none());
+            let other = stream.map(|s| (s.tcp.as_fd(), !s.out.is_empty()));
+            self.udp.wait(&wakeup.waker, other, timeout)?;
+        }
+        wakeup.sleeping.store(false, Ordering::SeqCst);
+        self.poll_rx = true;
+        Ok(())
+    }
+
+    /// Drives `p`, owned by this thread, until `done(p)` holds after a pass.
+    pub fn run<P: Protocol + ?Sized>(
+        &mut self,
+        p: &mut P,
+        clock: &Clock,
+        wakeup: &Wakeup,
+        mut done: impl FnMut(&mut P) -> bool,
+    ) -> io::Result<()> {
+        let mut last = Instant::ZERO;
+        loop {
+            self.recv(clock.now())?;
+            wakeup.take();
+            let now = clock.now().max(last);
+            self.feed(p, now, last);
+            last = now;
+            p.handle_timeout(now);
+            if self.drain(p, now) {
+                self.flush();
+            }
+            if done(p) {
+                return Ok(());
+            }
+            if !self.busy() {
+                self.idle(clock, p.poll_timeout(), wakeup)?;
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The runtime's I/O engine (`udt::driver`) drives a protocol that is not UDT: paced data over
+//! UDP and a control conversation over a TCP connection, as SABUL and FRTP need (SABUL.md §1,
+//! FRTP.md §1). The protocol here is a small stand-in: the sender paces `COUNT` numbered
+//! datagrams one `PERIOD` apart, then says `DONE` on the control stream; the receiver counts
+//! what arrived and answers `GOT <n>`, then closes the stream.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use transfer::time::Instant;
+use transfer::transmit::{Source, Transmit};
+use udt::driver::{BufferSizes, Clock, Io, Protocol, UdpSocket, Wakeup};
+
+const COUNT: u32 = 500;
+const PERIOD: Duration = Duration::from_micros(200);
+const SPIN: Duration = Duration::from_micros(50);
+
+struct Sender {
+    to: SocketAddr,
+    control_peer: SocketAddr,
+    next: Option<Instant>,
+    seq: u32,
+    done_sent: bool,
+    reply: Vec<u8>,
+    closed: Option<bool>,
+}
+
+impl Protocol for Sender {
+    fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: &[u8]) {}
+    fn handle_control(&mut self, _: Instant, bytes: &[u8]) {
+        self.reply.extend_from_slice(bytes);
+    }
+    fn handle_control_closed(&mut self, _: Instant, reset: bool) {
+        self.closed = Some(reset);
+    }
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.next.filter(|_| self.seq < COUNT)
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let next = *self.next.get_or_insert(now);
+        if self.seq < COUNT && now >= next {
+            buf[..4].copy_from_slice(&self.seq.to_be_bytes());
+            buf[4..1000].fill(0x5A);
+            self.seq += 1;
+            self.next = Some(next + PERIOD);
+            return Some(Transmit { destination: self.to, size: 1000, source: Source::Data });
+        }
+        if self.seq == COUNT && !self.done_sent {
+            self.done_sent = true;
+            buf[..5].copy_from_slice(b"DONE\n");
+            return Some(Transmit { destination: self.control_peer, size: 5, source: Source::Control });
+        }
+        None
+    }
+}
+
+#[derive(Default)]
+struct Receiver {
+    arrivals: Vec<(Instant, u32)>,
+    heard_done: bool,
+    replied: bool,
+    control_peer: Option<SocketAddr>,
+}
+
+impl Protocol for Receiver {
+    fn handle_datagram(&mut self, now: Instant, _: SocketAddr, d: &[u8]) {
+        self.arrivals.push((now, u32::from_be_bytes([d[0], d[1], d[2], d[3]])));
+    }
+    fn handle_control(&mut self, _: Instant, bytes: &[u8]) {
+        self.heard_done |= bytes == b"DONE\n";
+    }
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn poll_transmit(&mut self, _: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.heard_done || self.replied {
+            return None;
+        }
+        self.replied = true;
+        let text = format!("GOT {}\n", self.arrivals.len());
+        buf[..text.len()].copy_from_slice(text.as_bytes());
+        let to = self.control_peer.expect("connected");
+        Some(Transmit { destination: to, size: text.len(), source: Source::Control })
+    }
+}
+
+fn udp() -> UdpSocket {
+    UdpSocket::bind("127.0.0.1:0".parse().unwrap(), BufferSizes { send: 1 << 20, recv: 4 << 20 }).unwrap()
+}
+
+#[test]
+fn paced_datagrams_over_udp_and_a_conversation_over_tcp() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (rx_udp, tx_udp) = (udp(), udp());
+    let rx_addr = rx_udp.local_addr();
+    let ctrl_addr = listener.local_addr().unwrap();
+
+    let receiver = std::thread::spawn(move || {
+        let (tcp, peer) = listener.accept().unwrap();
+        let mut p = Receiver { control_peer: Some(peer), ..Receiver::default() };
+        let mut io = Io::new(rx_udp, Some(tcp), SPIN).unwrap();
+        io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p| p.replied).unwrap();
+        p
+    });
+    let tcp = TcpStream::connect(ctrl_addr).unwrap();
+    let mut p = Sender {
+        to: rx_addr,
+        control_peer: ctrl_addr,
+        next: None,
+        seq: 0,
+        done_sent: false,
+        reply: Vec::new(),
+        closed: None,
+    };
+    let mut io = Io::new(tx_udp, Some(tcp), SPIN).unwrap();
+    let started = std::time::Instant::now();
+    io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p| p.closed.is_some()).unwrap();
+    let elapsed = started.elapsed();
+    let r = receiver.join().unwrap();
+
+    assert_eq!(String::from_utf8_lossy(&p.reply), format!("GOT {COUNT}\n"), "every datagram arrived");
+    assert_eq!(p.closed, Some(false), "the receiver closed the stream after its answer: an EOF, not a reset");
+    let seqs: Vec<u32> = r.arrivals.iter().map(|a| a.1).collect();
+    assert_eq!(seqs, (0..COUNT).collect::<Vec<_>>(), "in order, once each");
+    // Paced: one PERIOD apart, by the kernel's arrival stamps (the median, against a busy
+    // machine's outliers), and the whole run no faster than the schedule.
+    let mut gaps: Vec<Duration> = r.arrivals.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    gaps.sort();
+    let median = gaps[gaps.len() / 2];
+    assert!(median >= PERIOD * 3 / 4 && median <= PERIOD * 5 / 4, "median gap {median:?}");
+    assert!(elapsed >= PERIOD * (COUNT - 1), "{elapsed:?} for {COUNT} packets {PERIOD:?} apart");
+}
