@@ -85,6 +85,8 @@ def item_key(item: pytest.Item) -> str | None:
         return None
     test = str(getattr(item, "originalname", item.name))
     p = cs.params
+    if _empty_matrix(item):
+        return None
     if "matrix_cell" in p:
         s, c, case = p["matrix_cell"]
         kind = "interop" if test == "test_matrix" else "codec"
@@ -99,10 +101,23 @@ def item_key(item: pytest.Item) -> str | None:
     return None
 
 
+_MATRIX_PARAMS = {"matrix_cell": tuple, "matrix_rule": tuple, "sabul_rule": tuple, "stack": Stack}
+
+
+def _empty_matrix(item: pytest.Item) -> bool:
+    """A matrix test with nothing to run: its protocols have no cell or stack in this selection
+    (pytest then makes one placeholder item from the empty parameter list)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(name in params and not isinstance(params[name], kind) for name, kind in _MATRIX_PARAMS.items())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     sel, exp = config.stash[_SELECTION], config.stash[_EXPECTATIONS]
     keep, drop = [], []
     for item in items:
+        if _empty_matrix(item):
+            drop.append(item)
+            continue
         key = item_key(item)
         # With stacks under test only their tests run: the suite's own unit tests are ours to run.
         unit = key_unit(key) if key else f"test/{item.nodeid}"
