@@ -15,6 +15,7 @@ from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
 from udtconf.interop import RESULTS_DIR, InteropRunner, RunResult
 from udtconf.report import SKIPPED_AFTER_HANDSHAKE
+from udtconf.sabul.checks import rules_for as sabul_rules_for
 from udtconf.selection import Selection, SelectionError, from_env, key_unit
 from udtconf.stacks import Stack, StackError
 
@@ -74,6 +75,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     elif "matrix_rule" in names:
         params = [(s, c, case, r) for s, c, case in cells if s.protocol == "udt" for r in rules_for(case)]
         metafunc.parametrize("matrix_rule", params, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in params])
+    elif "sabul_rule" in names:
+        sabul = [(s, c, case, r) for s, c, case in cells if s.protocol == "sabul" for r in sabul_rules_for(case)]
+        metafunc.parametrize("sabul_rule", sabul, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in sabul])
     elif "stack" in names:
         stacks = [s for s in sel.tested_stacks if wanted is None or s.protocol in wanted]
         metafunc.parametrize("stack", stacks, ids=[s.name for s in stacks])
@@ -91,9 +95,10 @@ def item_key(item: pytest.Item) -> str | None:
         s, c, case = p["matrix_cell"]
         kind = "interop" if test == "test_matrix" else "codec"
         return f"{kind}/{s.name}/{c.name}/{case}"
-    if "matrix_rule" in p:
-        s, c, case, r = p["matrix_rule"]
-        return f"wire/{s.name}/{c.name}/{case}/{r.id}"
+    for name in ("matrix_rule", "sabul_rule"):
+        if name in p:
+            s, c, case, r = p[name]
+            return f"wire/{s.name}/{c.name}/{case}/{r.id}"
     if "stack" in p:
         probe = p.get("probe")
         name = getattr(probe, "id", None) or test.removeprefix("test_")

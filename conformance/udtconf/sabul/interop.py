@@ -25,9 +25,11 @@ from pathlib import Path
 from ..capture import Capture
 from ..diagnosis import Diagnosis, crash_line, exit_text, last_stats, log_tail, stats_text
 from ..interop import SERVER_GRACE, InteropRunner, RunResult, _Proc
+from ..pcap import read_frames
 from ..ports import free_tcp_port, tcp_port_listening
 from ..stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
 from ..testdata import random_file
+from . import trace
 from .relay import SabulRelay
 
 CASE_BYTES = {"handshake": 1024, "mss": 16 * 1024, "transfer": 2 * 1024 * 1024, "loss": 1024 * 1024, "empty": 0}
@@ -110,10 +112,22 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
     problems += InteropRunner._compare(case, [source], output)
     if res.pcap and not res.pcap.exists():
         res.pcap = None
+    if res.pcap:
+        frames = read_frames(res.pcap)
+        if relay:  # two legs: each judges the rules of the side it shows unaltered
+            res.sabul = trace.sessions(frames, port, frozenset({"sender"}))
+            res.sabul += trace.sessions(frames, relay.address[1], frozenset({"receiver"}))
+        else:
+            res.sabul = trace.sessions(frames, port)
     res.status = "fail" if problems else "pass"
     res.reason = "; ".join(problems) or f"{CASE_BYTES[case]} bytes delivered intact"
     if problems:
         res.diagnosis = _diagnose(procs)
+        for s in res.sabul:
+            leg = "" if s.judges == trace.BOTH else f"{'/'.join(sorted(s.judges))} leg: "
+            res.diagnosis.findings.append(f"capture, {leg}{s.summary()}")
+        if res.pcap is None:
+            res.diagnosis.findings.append("no capture (capturing needs root): no wire symptoms")
         crashes = [f for f in res.diagnosis.findings if f not in problems]
         res.reason = "; ".join(problems + crashes[:2])
     (logdir / "result.json").write_text(json.dumps(res.to_json(), indent=2, ensure_ascii=False))
