@@ -15,6 +15,7 @@ from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
 from udtconf.interop import RESULTS_DIR, InteropRunner, RunResult
 from udtconf.report import SKIPPED_AFTER_HANDSHAKE
+from udtconf.sabul.checks import rules_for as sabul_rules_for
 from udtconf.selection import Selection, SelectionError, from_env, key_unit
 from udtconf.stacks import Stack, StackError
 
@@ -57,17 +58,28 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
+def _protocols(metafunc: pytest.Metafunc) -> set[str] | None:
+    """The protocols a test module or function is for (``@pytest.mark.protocols("udt")``), or
+    None for every protocol."""
+    mark = metafunc.definition.get_closest_marker("protocols")
+    return set(mark.args) if mark else None
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     sel = metafunc.config.stash[_SELECTION]
     names = metafunc.fixturenames
+    wanted = _protocols(metafunc)
+    cells = [(s, c, k) for s, c, k in sel.all_cells() if wanted is None or s.protocol in wanted]
     if "matrix_cell" in names:
-        cells = sel.all_cells()
         metafunc.parametrize("matrix_cell", cells, ids=[f"{s.name}-{c.name}-{k}" for s, c, k in cells])
     elif "matrix_rule" in names:
-        params = [(s, c, case, r) for s, c, case in sel.all_cells() for r in rules_for(case)]
+        params = [(s, c, case, r) for s, c, case in cells if s.protocol == "udt" for r in rules_for(case)]
         metafunc.parametrize("matrix_rule", params, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in params])
+    elif "sabul_rule" in names:
+        sabul = [(s, c, case, r) for s, c, case in cells if s.protocol == "sabul" for r in sabul_rules_for(case)]
+        metafunc.parametrize("sabul_rule", sabul, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in sabul])
     elif "stack" in names:
-        stacks = sel.tested_stacks
+        stacks = [s for s in sel.tested_stacks if wanted is None or s.protocol in wanted]
         metafunc.parametrize("stack", stacks, ids=[s.name for s in stacks])
 
 
@@ -77,13 +89,16 @@ def item_key(item: pytest.Item) -> str | None:
         return None
     test = str(getattr(item, "originalname", item.name))
     p = cs.params
+    if _empty_matrix(item):
+        return None
     if "matrix_cell" in p:
         s, c, case = p["matrix_cell"]
         kind = "interop" if test == "test_matrix" else "codec"
         return f"{kind}/{s.name}/{c.name}/{case}"
-    if "matrix_rule" in p:
-        s, c, case, r = p["matrix_rule"]
-        return f"wire/{s.name}/{c.name}/{case}/{r.id}"
+    for name in ("matrix_rule", "sabul_rule"):
+        if name in p:
+            s, c, case, r = p[name]
+            return f"wire/{s.name}/{c.name}/{case}/{r.id}"
     if "stack" in p:
         probe = p.get("probe")
         name = getattr(probe, "id", None) or test.removeprefix("test_")
@@ -91,10 +106,23 @@ def item_key(item: pytest.Item) -> str | None:
     return None
 
 
+_MATRIX_PARAMS = {"matrix_cell": tuple, "matrix_rule": tuple, "sabul_rule": tuple, "stack": Stack}
+
+
+def _empty_matrix(item: pytest.Item) -> bool:
+    """A matrix test with nothing to run: its protocols have no cell or stack in this selection
+    (pytest then makes one placeholder item from the empty parameter list)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(name in params and not isinstance(params[name], kind) for name, kind in _MATRIX_PARAMS.items())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     sel, exp = config.stash[_SELECTION], config.stash[_EXPECTATIONS]
     keep, drop = [], []
     for item in items:
+        if _empty_matrix(item):
+            drop.append(item)
+            continue
         key = item_key(item)
         # With stacks under test only their tests run: the suite's own unit tests are ours to run.
         unit = key_unit(key) if key else f"test/{item.nodeid}"

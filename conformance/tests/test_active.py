@@ -20,7 +20,7 @@ from udtconf.pcap import read_udp
 from udtconf.stacks import Stack, load
 from udtconf.tester import PROBES, Probe, run_probe
 
-pytestmark = [pytest.mark.slow, pytest.mark.active]
+pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("udt")]
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])

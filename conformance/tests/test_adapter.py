@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from udtconf.stacks import TESTCASES, Stack
+from udtconf.stacks import Stack
 
 
 def test_meta(stack: Stack) -> None:
     assert stack.version
-    unknown = set(stack.testcases) - set(TESTCASES)
-    assert not unknown, f"{stack.name}: meta.toml lists unknown test cases {unknown}"
+    unknown = set(stack.testcases) - set(stack.protocol_testcases)
+    assert not unknown, f"{stack.name}: meta.toml lists test cases {unknown} that {stack.protocol} does not define"
 
 
 def test_unknown_testcase_exits_127(stack: Stack, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from udtconf import catalog
 from udtconf.checks import RULES
+from udtconf.sabul import checks as sabul
 from udtconf.stacks import REPO_ROOT
 
 
@@ -19,3 +20,9 @@ def test_rule_ids_are_unique_and_cite_their_section() -> None:
     assert len(ids) == len(set(ids))
     for r in RULES:
         assert r.id.startswith("udt4/") and r.grade in ("MUST", "SHOULD") and r.requirement
+
+
+def test_sabul_rules_are_in_the_catalogue_keyed_sabul() -> None:
+    doc = catalog.render()
+    for r in sabul.RULES:
+        assert r.id.startswith("sabul/") and f"| `{r.id}` | {r.section} | {r.grade} | {r.side} |" in doc

@@ -16,7 +16,7 @@ from udtconf.pcap import read_udp
 from udtconf.stacks import Stack
 from udtconf.wire import Ack, DataPacket, Handshake, WireError, decode
 
-pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
+pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("udt")]
 
 # Wireshark's naming is the other way round from ours: udt.ackno is the ACK's sub-sequence number
 # (additional info), udt.ack_seqno the acknowledged sequence number.

@@ -119,3 +119,38 @@ def test_shard_places_a_unit_outside_the_matrix_by_its_name() -> None:
 def test_registry_stack_given_by_path_is_the_same_stack() -> None:
     sel = from_env({"UDTC_STACK": str(STACKS_DIR / "libudt"), "UDTC_AGAINST": "none", "CASES": "handshake"})
     assert sel.under_test == ("libudt",) and names(sel.cells()) == {("libudt", "libudt", "handshake")}
+
+
+def _sabul_stack(root: Path, name: str) -> Path:
+    d = _stack(root, name, '["handshake", "mss", "transfer", "loss", "empty"]')
+    (d / "meta.toml").write_text((d / "meta.toml").read_text() + 'protocol = "sabul"\n')
+    return d
+
+
+def test_stacks_pair_only_within_their_protocol_and_run_its_cases() -> None:
+    sel = from_env({"STACKS": "libudt,sabul-py,udt-rs"})
+    protocols = {(s.protocol, c.protocol) for s, c, _ in sel.all_cells()}
+    assert protocols == {("udt", "udt"), ("sabul", "sabul")}
+    sabul = {(s, c, k) for s, c, k in names(sel.all_cells()) if "sabul-py" in (s, c)}
+    assert sabul == {("sabul-py", "sabul-py", k) for k in ("handshake", "mss", "transfer", "loss", "empty")}
+    udt_cases = {k for s, c, k in names(sel.all_cells()) if s != "sabul-py"}
+    assert udt_cases == set(TESTCASES) - {"empty"}, "UDT pairs run the UDT cases, as before"
+    only_empty = from_env({"STACKS": "libudt,sabul-py", "CASES": "empty"})
+    assert names(only_empty.cells()) == {("sabul-py", "sabul-py", "empty")}
+
+
+def test_a_sabul_stack_under_test_gets_sabul_partners(tmp_path: Path) -> None:
+    mine = _sabul_stack(tmp_path, "sabul-mine")
+    sel = from_env({"UDTC_STACK": str(mine), "CASES": "transfer"})
+    assert [s.name for s in sel.stacks] == ["sabul-mine", "sabul-py"]
+    assert names(sel.cells()) == {
+        ("sabul-mine", "sabul-mine", "transfer"),
+        ("sabul-mine", "sabul-py", "transfer"),
+        ("sabul-py", "sabul-mine", "transfer"),
+    }
+    # a UDT partner named explicitly pairs with nothing of a SABUL stack
+    mixed = from_env({"UDTC_STACK": str(mine), "UDTC_AGAINST": "libudt", "CASES": "transfer"})
+    assert names(mixed.cells()) == {("sabul-mine", "sabul-mine", "transfer")}
+    tp = _stack(tmp_path, "tp")
+    both = from_env({"UDTC_STACK": os.pathsep.join([str(tp), str(mine)]), "CASES": "handshake"})
+    assert [s.name for s in both.stacks] == ["tp", "sabul-mine", "libudt", "udt-rs", "sabul-py"]

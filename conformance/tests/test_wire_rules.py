@@ -12,7 +12,7 @@ from udtconf.checks import Context, Inconclusive, Rule
 from udtconf.interop import InteropRunner
 from udtconf.stacks import Stack
 
-pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
+pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("udt")]
 
 
 def test_rule(matrix_rule: tuple[Stack, Stack, str, Rule], runner: InteropRunner, record_property) -> None:  # type: ignore[no-untyped-def]

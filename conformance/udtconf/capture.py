@@ -1,4 +1,5 @@
-"""Packet capture of a test's UDP ports with dumpcap (or tcpdump) into a classic pcap file.
+"""Packet capture of a test's UDP ports (or any BPF filter: SABUL adds its TCP control port) with
+dumpcap (or tcpdump) into a classic pcap file.
 
 Capturing needs CAP_NET_RAW (root here). Without it :func:`can_capture` is False and the
 wire checks that need a capture are skipped — tests marked ``needs_root`` say so.
@@ -23,10 +24,17 @@ def can_capture() -> bool:
 
 
 class Capture:
-    """Capture UDP traffic on ``ports`` of ``interface`` while the context is open."""
+    """Capture UDP traffic on ``ports`` of ``interface`` while the context is open; ``bpf``
+    replaces the filter (it must match UDP to ``ports[0]``, where the start/stop sentinels go)."""
 
     def __init__(
-        self, path: Path, ports: list[int], interface: str = "lo", netns: str | None = None, tool: str | None = None
+        self,
+        path: Path,
+        ports: list[int],
+        interface: str = "lo",
+        netns: str | None = None,
+        tool: str | None = None,
+        bpf: str | None = None,
     ) -> None:
         # dumpcap first: it batches and keeps up with loopback bulk transfers (tcpdump in
         # immediate mode drops hundreds of packets per run on a loaded 2-core host), at the price
@@ -36,10 +44,11 @@ class Capture:
         self.ports = ports
         self.interface = interface
         self.netns = netns
+        self.bpf = bpf
         self._proc: subprocess.Popen[bytes] | None = None
 
     def _argv(self) -> list[str]:
-        bpf = " or ".join(f"udp port {p}" for p in self.ports)
+        bpf = self.bpf or " or ".join(f"udp port {p}" for p in self.ports)
         if self.tool == "dumpcap":
             argv = ["dumpcap", "-B", "32", "-P", "-i", self.interface, "-f", bpf, "-w", str(self.path)]
         else:

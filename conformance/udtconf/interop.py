@@ -33,6 +33,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .capture import Capture, can_capture
 from .diagnosis import Diagnosis, Role, WireWatch, diagnose, exit_text
@@ -42,6 +43,9 @@ from .relay import LossRelay, wrap_target
 from .stacks import EXIT_OK, EXIT_UNSUPPORTED, REPO_ROOT, Stack, stop
 from .testdata import random_file, sha256_file
 from .trace import Connection, connections
+
+if TYPE_CHECKING:
+    from .sabul.trace import SabulSession
 
 RESULTS_DIR = Path(os.environ.get("UDTC_RESULTS") or REPO_ROOT / "results" / "conformance").absolute()
 
@@ -92,6 +96,7 @@ class RunResult:
     diagnosis: Diagnosis | None = field(default=None, repr=False)  # for a failed run
     conns: list[Connection] = field(default_factory=list, repr=False)
     client_leg: Connection | None = field(default=None, repr=False)  # relay cases: client ↔ relay
+    sabul: list[SabulSession] = field(default_factory=list, repr=False)  # SABUL runs: the captured sessions
 
     @property
     def key(self) -> str:
@@ -99,7 +104,7 @@ class RunResult:
 
     def to_json(self) -> dict[str, object]:
         d = asdict(self)
-        for k in ("conns", "client_leg", "diagnosis"):
+        for k in ("conns", "client_leg", "diagnosis", "sabul"):
             d.pop(k)
         d["logdir"] = str(self.logdir)
         d["pcap"] = str(self.pcap) if self.pcap else None
@@ -154,7 +159,13 @@ class InteropRunner:
     def run(self, server: Stack, client: Stack, case: str) -> RunResult:
         key = f"{server.name}__{client.name}__{case}"
         if key not in self._memo:
-            self._memo[key] = self._run(server, client, case, self.results_dir / "runs" / key)
+            logdir = self.results_dir / "runs" / key
+            if server.protocol == "sabul":
+                from .sabul import interop as sabul_interop  # it builds on this module
+
+                self._memo[key] = sabul_interop.run(self, server, client, case, logdir)
+            else:
+                self._memo[key] = self._run(server, client, case, logdir)
         return self._memo[key]
 
     def results(self) -> list[RunResult]:

@@ -1,10 +1,11 @@
-"""A small reader/writer for pcap and pcapng captures of UDP over IPv4/IPv6.
+"""A small reader/writer for pcap and pcapng captures of UDP (and TCP) over IPv4/IPv6.
 
 Own code on purpose (no tshark dissector in the loop): the captured UDP payloads go straight
 to :mod:`udtconf.wire`, so the suite's decoder — not Wireshark's UDT dissector — judges the
-bytes. Supported link types: Ethernet (Linux loopback), BSD null/loop, raw IP, Linux cooked
-v1/v2. Fragmented IP datagrams are skipped and counted (UDT never needs fragmentation at the
-default MSS).
+bytes. :func:`read_frames` also returns TCP segments, for SABUL's control stream
+(:mod:`udtconf.sabul.trace` reassembles it). Supported link types: Ethernet (Linux loopback),
+BSD null/loop, raw IP, Linux cooked v1/v2. Fragmented IP datagrams are skipped and counted (UDT
+never needs fragmentation at the default MSS).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, overload
 
 LINKTYPE_NULL = 0
 LINKTYPE_ETHERNET = 1
@@ -46,6 +47,20 @@ class UdpDatagram:
     payload: bytes
 
 
+@dataclass(frozen=True)
+class TcpSegment:
+    time: float
+    src: tuple[str, int]
+    dst: tuple[str, int]
+    seq: int
+    ack: int
+    flags: int  # TCP_FIN | TCP_SYN | TCP_RST | …
+    payload: bytes
+
+
+TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+
 def read_udp(path: str | Path) -> list[UdpDatagram]:
     """All UDP datagrams of a capture, in file order."""
     with open(path, "rb") as f:
@@ -53,19 +68,33 @@ def read_udp(path: str | Path) -> list[UdpDatagram]:
 
 
 def iter_udp(f: BinaryIO) -> Iterator[UdpDatagram]:
-    magic = f.read(4)
-    if len(magic) < 4:
-        return
-    if magic in _PCAP_MAGICS:
-        frames = _pcap_frames(f, magic)
-    elif struct.unpack("<I", magic)[0] == _PCAPNG_SHB:
-        frames = _pcapng_frames(f, magic)
-    else:
-        raise PcapError(f"unknown capture magic {magic.hex()}")
-    for t, linktype, frame in frames:
+    for t, linktype, frame in _frames(f):
         dg = parse_frame(t, linktype, frame)
         if dg is not None:
             yield dg
+
+
+def read_frames(path: str | Path) -> list[tuple[int, UdpDatagram | TcpSegment]]:
+    """Every UDP datagram and TCP segment of a capture with its 1-based frame number in the file
+    (frames of anything else are counted, not returned)."""
+    out: list[tuple[int, UdpDatagram | TcpSegment]] = []
+    with open(path, "rb") as f:
+        for n, (t, linktype, frame) in enumerate(_frames(f), start=1):
+            pkt = parse_frame(t, linktype, frame, tcp=True)
+            if pkt is not None:
+                out.append((n, pkt))
+    return out
+
+
+def _frames(f: BinaryIO) -> Iterator[tuple[float, int, bytes]]:
+    magic = f.read(4)
+    if len(magic) < 4:
+        return iter(())
+    if magic in _PCAP_MAGICS:
+        return _pcap_frames(f, magic)
+    if struct.unpack("<I", magic)[0] == _PCAPNG_SHB:
+        return _pcapng_frames(f, magic)
+    raise PcapError(f"unknown capture magic {magic.hex()}")
 
 
 def _pcap_frames(f: BinaryIO, magic: bytes) -> Iterator[tuple[float, int, bytes]]:
@@ -141,8 +170,14 @@ def _if_tsresol(options: bytes, endian: str) -> float:
     return 1e-6
 
 
-def parse_frame(t: float, linktype: int, frame: bytes) -> UdpDatagram | None:
-    """The UDP datagram inside one link-layer frame, or None for anything else."""
+@overload
+def parse_frame(t: float, linktype: int, frame: bytes) -> UdpDatagram | None: ...
+@overload
+def parse_frame(t: float, linktype: int, frame: bytes, tcp: bool) -> UdpDatagram | TcpSegment | None: ...
+
+
+def parse_frame(t: float, linktype: int, frame: bytes, tcp: bool = False) -> UdpDatagram | TcpSegment | None:
+    """The UDP datagram (with ``tcp``: or TCP segment) inside one link-layer frame, or None."""
     if linktype == LINKTYPE_ETHERNET:
         if len(frame) < 14:
             return None
@@ -151,19 +186,33 @@ def parse_frame(t: float, linktype: int, frame: bytes) -> UdpDatagram | None:
             etype, off = struct.unpack_from("!H", frame, off + 2)[0], off + 4
         if etype not in (0x0800, 0x86DD):
             return None
-        return _parse_ip(t, frame[off:])
-    if linktype in (LINKTYPE_NULL, LINKTYPE_LOOP):
-        return _parse_ip(t, frame[4:])
-    if linktype in (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6):
-        return _parse_ip(t, frame)
-    if linktype == LINKTYPE_LINUX_SLL:
-        return _parse_ip(t, frame[16:])
-    if linktype == LINKTYPE_LINUX_SLL2:
-        return _parse_ip(t, frame[20:])
-    raise PcapError(f"unsupported link type {linktype}")
+        ip = frame[off:]
+    elif linktype in (LINKTYPE_NULL, LINKTYPE_LOOP):
+        ip = frame[4:]
+    elif linktype in (LINKTYPE_RAW, LINKTYPE_IPV4, LINKTYPE_IPV6):
+        ip = frame
+    elif linktype == LINKTYPE_LINUX_SLL:
+        ip = frame[16:]
+    elif linktype == LINKTYPE_LINUX_SLL2:
+        ip = frame[20:]
+    else:
+        raise PcapError(f"unsupported link type {linktype}")
+    parsed = _parse_ip(ip)
+    if parsed is None:
+        return None
+    proto, src, dst, l4 = parsed
+    if proto == 17 and len(l4) >= 8:
+        sport, dport, ulen = struct.unpack_from("!HHH", l4)
+        return UdpDatagram(t, (src, sport), (dst, dport), bytes(l4[8:ulen] if ulen >= 8 else l4[8:]))
+    if proto == 6 and tcp and len(l4) >= 20:
+        sport, dport, seq, ack, off_flags = struct.unpack_from("!HHIIH", l4)
+        hlen = (off_flags >> 12) * 4
+        return TcpSegment(t, (src, sport), (dst, dport), seq, ack, off_flags & 0x3F, bytes(l4[hlen:]))
+    return None
 
 
-def _parse_ip(t: float, pkt: bytes) -> UdpDatagram | None:
+def _parse_ip(pkt: bytes) -> tuple[int, str, str, bytes] | None:
+    """(protocol, source, destination, transport bytes) of an unfragmented IP packet."""
     if not pkt:
         return None
     version = pkt[0] >> 4
@@ -175,24 +224,17 @@ def _parse_ip(t: float, pkt: bytes) -> UdpDatagram | None:
         flags_frag = struct.unpack_from("!H", pkt, 6)[0]
         if flags_frag & 0x3FFF:  # MF set or non-zero offset: a fragment
             return None
-        if pkt[9] != 17:
-            return None
         src = str(ipaddress.IPv4Address(pkt[12:16]))
         dst = str(ipaddress.IPv4Address(pkt[16:20]))
-        udp = pkt[ihl:total] if total >= ihl else pkt[ihl:]
-    elif version == 6:
-        if len(pkt) < 40 or pkt[6] != 17:
+        return pkt[9], src, dst, pkt[ihl:total] if total >= ihl else pkt[ihl:]
+    if version == 6:
+        if len(pkt) < 40:
             return None  # extension headers are not expected on a test link
         plen = struct.unpack_from("!H", pkt, 4)[0]
         src = str(ipaddress.IPv6Address(pkt[8:24]))
         dst = str(ipaddress.IPv6Address(pkt[24:40]))
-        udp = pkt[40 : 40 + plen]
-    else:
-        return None
-    if len(udp) < 8:
-        return None
-    sport, dport, ulen = struct.unpack_from("!HHH", udp)
-    return UdpDatagram(t, (src, sport), (dst, dport), bytes(udp[8:ulen] if ulen >= 8 else udp[8:]))
+        return pkt[6], src, dst, pkt[40 : 40 + plen]
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,7 +243,8 @@ def _parse_ip(t: float, pkt: bytes) -> UdpDatagram | None:
 
 
 class PcapWriter:
-    """Append UDP/IPv4 datagrams to a classic pcap file (LINKTYPE_RAW, µs timestamps)."""
+    """Append UDP/IPv4 datagrams (and TCP segments, :meth:`write_tcp`) to a classic pcap file
+    (LINKTYPE_RAW, µs timestamps)."""
 
     def __init__(self, path: str | Path) -> None:
         self._f = open(path, "wb")
@@ -210,6 +253,24 @@ class PcapWriter:
 
     def write(self, t: float, src: tuple[str, int], dst: tuple[str, int], payload: bytes) -> None:
         udp = struct.pack("!HHHH", src[1], dst[1], 8 + len(payload), 0) + payload
+        self._ip(t, 17, src, dst, udp)
+
+    def write_tcp(
+        self,
+        t: float,
+        src: tuple[str, int],
+        dst: tuple[str, int],
+        seq: int,
+        flags: int,
+        payload: bytes = b"",
+        ack: int = 0,
+    ) -> None:
+        """One TCP segment (no options, checksum 0: readers here do not check it)."""
+        tcp = struct.pack("!HHIIHHHH", src[1], dst[1], seq & 0xFFFFFFFF, ack, (5 << 12) | flags, 65535, 0, 0) + payload
+        self._ip(t, 6, src, dst, tcp)
+
+    def _ip(self, t: float, proto: int, src: tuple[str, int], dst: tuple[str, int], l4: bytes) -> None:
+        udp = l4
         self._ident = (self._ident + 1) & 0xFFFF
         ip = struct.pack(
             "!BBHHHBBH4s4s",
@@ -219,7 +280,7 @@ class PcapWriter:
             self._ident,
             0x4000,
             64,
-            17,
+            proto,
             0,
             ipaddress.IPv4Address(src[0]).packed,
             ipaddress.IPv4Address(dst[0]).packed,

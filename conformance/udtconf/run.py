@@ -2,14 +2,15 @@
 
 ::
 
-    python -m udtconf run --stack PATH [--stack PATH ...] [--against libudt,udt-rs|none]
+    python -m udtconf run --stack PATH [--stack PATH ...] [--against NAMES|none]
                           [--cases a,b] [--fail-on must|required|all] [--shard i/N]
                           [--out DIR] [--influx URL] [--list]
 
 ``--stack`` is a stack directory (meta.toml + entrypoint, docs/conformance/adapter-contract.md)
 anywhere on disk. The command runs the ``build`` commands of the stacks this run needs (logs in
 ``<out>/build-<stack>.log``), then the suite for the cells that involve a stack under test
-(with itself and with each ``--against`` stack, both directions), its active probes and its
+(with itself and with each ``--against`` stack of its protocol, both directions; by default
+libudt and udt-rs for a UDT stack, sabul and sabul-py for a SABUL one), its active probes and its
 adapter checks (:mod:`udtconf.selection`); writes junit.xml, results.json, matrix.html and runs/
 to ``--out``; prints the matrix; and exits 0 when nothing gating failed, 1 when something did
 (:mod:`udtconf.gate`), 2 when it could not run: a bad option, meta.toml or expectations file,
@@ -33,7 +34,7 @@ from pathlib import Path
 from . import expectations, gate
 from .report import SKIPPED_AFTER_HANDSHAKE
 from .selection import Selection, SelectionError, from_env
-from .stacks import CONFORMANCE_DIR, REFERENCE_STACKS, REPO_ROOT, StackError, build
+from .stacks import CONFORMANCE_DIR, PARTNERS, REPO_ROOT, StackError, build
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE = 0, 1, 2
 DEFAULT_OUT = REPO_ROOT / "results" / "conformance"
@@ -44,10 +45,14 @@ class UsageError(Exception):
     """The run cannot start; the message says what to do."""
 
 
+def _partners_text() -> str:
+    return "; ".join(f"{protocol}: {','.join(names)}" for protocol, names in PARTNERS.items())
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m udtconf",
-        description="UDT4 conformance suite (docs/conformance/README.md).",
+        description="Conformance suite for UDT4 and SABUL stacks (docs/conformance/README.md).",
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="{run,build}")
     run = sub.add_parser(
@@ -66,10 +71,10 @@ def parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--against",
-        default=",".join(REFERENCE_STACKS),
         metavar="NAMES",
-        help=f"comma-separated registry stacks to pair with, both directions (default {','.join(REFERENCE_STACKS)}; "
-        "'none': the stacks under test only with themselves and each other)",
+        help="comma-separated registry stacks to pair with, both directions (default: the partners of each "
+        f"protocol under test — {_partners_text()}, those the registry holds; 'none': the stacks under test only "
+        "with themselves and each other). A stack is paired only with stacks of its own protocol",
     )
     run.add_argument("--cases", metavar="A,B", help="comma-separated test cases (default: all)")
     run.add_argument(
@@ -99,9 +104,11 @@ def parser() -> argparse.ArgumentParser:
 
 def run_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, str]:
     """The environment the suite reads (udtconf.selection, conftest.py) for these options."""
-    env = {k: v for k, v in base.items() if k not in ("STACKS", "CASES", "UDTC_SHARD", "INFLUX", "UDTC_NO_JUNIT")}
+    drop = ("STACKS", "CASES", "UDTC_SHARD", "INFLUX", "UDTC_NO_JUNIT", "UDTC_AGAINST")
+    env = {k: v for k, v in base.items() if k not in drop}
     env["UDTC_STACK"] = os.pathsep.join(str(p.expanduser().absolute()) for p in args.stack)
-    env["UDTC_AGAINST"] = args.against
+    if args.against:
+        env["UDTC_AGAINST"] = args.against
     env["UDTC_GATE"] = args.fail_on
     env["UDTC_RESULTS"] = str(args.out.absolute())
     if args.cases:
@@ -216,7 +223,9 @@ def run(args: argparse.Namespace) -> int:
     took = time.monotonic() - t0
     results = out / "results.json"
     doc = json.loads(results.read_text()) if results.is_file() else {}
-    print(f"\nconformance: {', '.join(sel.under_test)} against {args.against}; gate {args.fail_on}; {took:.0f} s")
+    partners = [s.name for s in sel.stacks if not sel.tested(s.name)]
+    against = ",".join(partners) or "none"
+    print(f"\nconformance: {', '.join(sel.under_test)} against {against}; gate {args.fail_on}; {took:.0f} s")
     print("\n".join(matrix_lines(doc, sel.under_test)))
     print(f"results: {out / 'matrix.html'}, {out / 'junit.xml'}, {results}")
     if rc == 0:

@@ -8,10 +8,16 @@ command line):
   the registry, ``STACKS_DIR`` included): every server × client × case among them, and every
   stack's active probes and adapter checks.
 * **Stacks under test** — ``UDTC_STACK`` (os.pathsep-separated stack directories, anywhere on
-  disk) paired with ``UDTC_AGAINST`` (comma-separated registry names, default
-  :data:`~udtconf.stacks.REFERENCE_STACKS`, ``none`` for no partner): only the cells that
-  involve a stack under test (X × X, X × ref, ref × X; never ref × ref), and only the active
-  probes and adapter checks of the stacks under test.
+  disk) paired with ``UDTC_AGAINST`` (comma-separated registry names, ``none`` for no partner;
+  default: for each protocol of the stacks under test its partners in
+  :data:`~udtconf.stacks.PARTNERS` that the registry holds — libudt and udt-rs for UDT, sabul
+  and sabul-py for SABUL): only the cells that involve a stack under test (X × X, X × ref,
+  ref × X; never ref × ref), and only the active probes and adapter checks of the stacks under
+  test.
+
+A stack is paired only with stacks of its own protocol, and a cell runs only the cases that
+protocol defines (:data:`~udtconf.stacks.PROTOCOL_TESTCASES`): ``transfer`` is the UDT4 case
+for UDT pairs and the SABUL case for SABUL pairs.
 
 ``CASES`` narrows the test cases. ``UDTC_SHARD=i/N`` keeps this runner's share: the units of
 work — one per cell (server, client, case), so that a cell's interop run and its wire-rule and
@@ -29,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from .stacks import REFERENCE_STACKS, TESTCASES, Stack, registry, search_path, select
+from .stacks import PARTNERS, TESTCASES, Stack, registry, search_path, select
 
 
 class SelectionError(ValueError):
@@ -102,13 +108,15 @@ class Selection:
         return [s for s in self.stacks if self.tested(s.name)]
 
     def all_cells(self) -> list[tuple[Stack, Stack, str]]:
-        """(server, client, case) for every cell that involves a stack under test, all shards."""
+        """(server, client, case) for every cell that involves a stack under test, all shards:
+        stacks of one protocol, the cases of that protocol."""
         return [
             (s, c, case)
             for s in self.stacks
             for c in self.stacks
-            if self.tested(s.name) or self.tested(c.name)
+            if s.protocol == c.protocol and (self.tested(s.name) or self.tested(c.name))
             for case in self.cases
+            if case in s.protocol_testcases
         ]
 
     @cached_property
@@ -166,7 +174,15 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
     not_conformance = [s.name for s in tested if not s.conformance]
     if not_conformance:
         raise SelectionError(f"stack(s) {not_conformance} list no conformance test cases in their meta.toml")
-    against_text = environ.get("UDTC_AGAINST") or ",".join(REFERENCE_STACKS)
+    against_text = environ.get("UDTC_AGAINST") or default_partners(tested, reg)
     against = [] if against_text.strip() == "none" else select(reg, against_text)
     stacks = list({s.name: s for s in [*tested, *against]}.values())
     return Selection(tuple(stacks), cases, tuple(s.name for s in tested), shard, reg)
+
+
+def default_partners(tested: list[Stack], reg: Mapping[str, Stack]) -> str:
+    """The ``--against`` default: for each protocol of the stacks under test, its partners of
+    :data:`~udtconf.stacks.PARTNERS` that the registry holds (``none`` if there are none)."""
+    protocols = dict.fromkeys(s.protocol for s in tested)
+    names = [n for p in protocols for n in PARTNERS.get(p, ()) if n in reg and reg[n].conformance]
+    return ",".join(names) or "none"

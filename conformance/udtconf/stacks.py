@@ -13,6 +13,10 @@ directory, with ``${REPO_ROOT}`` standing for this repository's root; its option
 command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) makes them
 (:func:`build`).
 
+* A stack speaks one ``protocol``: ``udt`` (UDT4, the default), ``sabul`` (SABUL,
+  docs/spec/SABUL.md) or ``tcp`` (kernel TCP, a testbed baseline with no conformance cases).
+  Each conformance protocol has its own test cases (:data:`PROTOCOL_TESTCASES`), and the suite
+  pairs a stack only with stacks of its own protocol.
 * A stack with conformance test cases (non-empty ``testcases``) also has an executable
   ``entrypoint``, the adapter contract (docs/conformance/adapter-contract.md). The suite never
   calls a stack's binary directly: it sets ``ROLE``, ``TESTCASE``, addresses and file paths in
@@ -20,7 +24,8 @@ command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) make
   else = failure). :func:`discover` lists these stacks.
 * An optional ``[bulk]`` table says how the testbed and the benchmark run one bulk transfer
   with the stack (:class:`Bulk`): through the ``udt`` command line of docs/cli.md
-  (``udt-cli``), or as kernel TCP through iperf3 (``iperf3``).
+  (``udt-cli``), the ``sabul`` one (``sabul-cli``: the sender listens), or as kernel TCP
+  through iperf3 (``iperf3``).
 """
 
 from __future__ import annotations
@@ -41,13 +46,21 @@ CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
 STACKS_DIR = CONFORMANCE_DIR / "stacks"  # the shipped stacks; the STACKS_DIR variable adds more
 REPO_ROOT = CONFORMANCE_DIR.parent
 REPO_ROOT_VAR = "${REPO_ROOT}"
-# What `run --stack` pairs a stack under test with when --against is not given.
+# What `run --stack` pairs a UDT stack under test with when --against is not given.
 REFERENCE_STACKS = ("libudt", "udt-rs")
+# ... and a stack of each protocol (those of these names that are in the registry): the SABUL
+# partners are the Rust `sabul` (once its directory exists) and the suite's own `sabul-py`.
+PARTNERS = {"udt": REFERENCE_STACKS, "sabul": ("sabul", "sabul-py")}
 
-TESTCASES = ("handshake", "mss", "transfer", "dgram", "rendezvous", "loss", "wrap", "multiconnect", "close")
-# The wire protocol a stack speaks, and for each bulk-transfer contract the protocol it implies.
-PROTOCOLS = ("udt", "tcp")
-BULK_CONTRACTS = {"udt-cli": "udt", "iperf3": "tcp"}
+UDT_TESTCASES = ("handshake", "mss", "transfer", "dgram", "rendezvous", "loss", "wrap", "multiconnect", "close")
+SABUL_TESTCASES = ("handshake", "mss", "transfer", "loss", "empty")
+# The wire protocol a stack speaks and its conformance test cases (docs/conformance/adapter-contract.md).
+PROTOCOL_TESTCASES: dict[str, tuple[str, ...]] = {"udt": UDT_TESTCASES, "sabul": SABUL_TESTCASES, "tcp": ()}
+PROTOCOLS = tuple(PROTOCOL_TESTCASES)
+# Every test case name some protocol defines (a case name means the same step in each protocol).
+TESTCASES = tuple(dict.fromkeys(c for cases in PROTOCOL_TESTCASES.values() for c in cases))
+# For each bulk-transfer contract the protocol it implies.
+BULK_CONTRACTS = {"udt-cli": "udt", "sabul-cli": "sabul", "iperf3": "tcp"}
 _BULK_KEYS = ("contract", "binary", "binary_env", "build", "congestion_control")
 
 
@@ -96,11 +109,16 @@ class Stack:
 
     @property
     def conformance(self) -> bool:
-        """Whether the conformance suite runs this stack (it lists UDT conformance test cases)."""
+        """Whether the conformance suite runs this stack (it lists conformance test cases)."""
         return bool(self.testcases)
 
+    @property
+    def protocol_testcases(self) -> tuple[str, ...]:
+        """The test cases the suite defines for this stack's protocol."""
+        return PROTOCOL_TESTCASES[self.protocol]
+
     def bulk_binary(self) -> Path:
-        """The executable of a ``udt-cli`` stack; a :class:`StackError` that says how to build it
+        """The executable of a ``udt-cli`` or ``sabul-cli`` stack; a :class:`StackError` that says how to build it
         (or which variable points elsewhere) when it is not there."""
         if self.bulk is None or self.bulk.binary is None:
             raise StackError(f"stack '{self.name}' has no [bulk] binary in {self.path / 'meta.toml'}")
@@ -239,8 +257,8 @@ def _bulk(meta_path: Path, protocol: str, table: object) -> Bulk:
         raise StackError(
             f"{meta_path}: [bulk] contract '{contract}' runs {BULK_CONTRACTS[contract]}, but protocol is '{protocol}'"
         )
-    if contract == "udt-cli" and not binary:
-        raise StackError(f"{meta_path}: [bulk] contract 'udt-cli' needs 'binary' (path relative to the repo root)")
+    if contract in ("udt-cli", "sabul-cli") and not binary:
+        raise StackError(f"{meta_path}: [bulk] contract '{contract}' needs 'binary' (path relative to the repo root)")
     if contract == "iperf3" and not cc:
         raise StackError(f"{meta_path}: [bulk] contract 'iperf3' needs 'congestion_control' (e.g. \"cubic\")")
     if contract != "iperf3" and cc:
@@ -273,8 +291,8 @@ def load(path: Path) -> Stack:
     if protocol not in PROTOCOLS:
         raise StackError(f"{meta_path}: protocol {protocol!r} is not one of {list(PROTOCOLS)}")
     testcases = _strings(meta_path, meta, "testcases")
-    if testcases and protocol != "udt":
-        raise StackError(f"{meta_path}: testcases are UDT conformance cases; a '{protocol}' stack lists none")
+    if testcases and not PROTOCOL_TESTCASES[protocol]:
+        raise StackError(f"{meta_path}: testcases are conformance cases; a '{protocol}' stack lists none")
     if testcases:
         ep = path / "entrypoint"
         if not (ep.is_file() and os.access(ep, os.X_OK)):

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
 
-from .seq import MAX, incseq, seqcmp, seqlen
+from . import loss_list
+from .seq import MAX, incseq, seqlen
 
 HEADER_LEN = 16
 HANDSHAKE_INFO_LEN = 48
@@ -286,7 +287,7 @@ class Ack(_Control):
         return self._header(self.ack_seq_no) + b"".join(struct.pack("!i", _s32(_u32(w))) for w in words)
 
 
-NAK_RANGE_FLAG = 0x80000000
+NAK_RANGE_FLAG = loss_list.RANGE_FLAG
 
 
 @dataclass(frozen=True)
@@ -362,7 +363,7 @@ _EMPTY_TYPES: dict[int, type[KeepAlive | CongestionWarning | Shutdown | Ack2 | E
 
 
 # ---------------------------------------------------------------------------------------------
-# Loss-list compression (§5.4)
+# Loss-list compression (§5.4): the shared codec of udtconf.loss_list, errors naming §5.4
 
 
 def encode_loss_list(lost: Iterable[int]) -> list[int]:
@@ -371,53 +372,18 @@ def encode_loss_list(lost: Iterable[int]) -> list[int]:
 
     ``lost`` must be given in increasing sequence order (wrap-aware).
     """
-    words: list[int] = []
-    run: list[int] = []
-    for s in lost:
-        if not 0 <= s <= MAX:
-            raise WireError(f"lost sequence number {s:#x} outside 31 bits", "5.4")
-        if run and s == incseq(run[-1]):
-            run.append(s)
-            continue
-        if run and seqcmp(s, run[-1]) <= 0:
-            raise WireError(f"loss list not increasing at {s:#x}", "5.4")
-        words.extend(_run_words(run))
-        run = [s]
-    words.extend(_run_words(run))
-    return words
-
-
-def _run_words(run: list[int]) -> list[int]:
-    if not run:
-        return []
-    if len(run) == 1:
-        return [run[0]]
-    return [run[0] | NAK_RANGE_FLAG, run[-1]]
+    try:
+        return loss_list.encode(lost)
+    except loss_list.LossListError as e:
+        raise WireError(str(e), "5.4") from e
 
 
 def decode_loss_list(words: Iterable[int]) -> list[tuple[int, int]]:
     """Decode NAK words into inclusive ranges, enforcing the decoder rules of §5.4."""
-    ws = list(words)
-    if not ws:
-        raise WireError("NAK carries an empty loss list", "5.4")
-    out: list[tuple[int, int]] = []
-    i = 0
-    while i < len(ws):
-        w = ws[i]
-        if w & NAK_RANGE_FLAG:
-            if i + 1 >= len(ws):
-                raise WireError(f"NAK ends with a range-start word {w:#010x}", "5.4")
-            first, last = w & MAX, ws[i + 1]
-            if last & NAK_RANGE_FLAG:
-                raise WireError(f"NAK range end {last:#010x} has bit 31 set", "5.4")
-            if seqcmp(first, last) > 0:
-                raise WireError(f"NAK range start {first:#x} is after its end {last:#x}", "5.4")
-            out.append((first, last))
-            i += 2
-        else:
-            out.append((w, w))
-            i += 1
-    return out
+    try:
+        return loss_list.decode(words)
+    except loss_list.LossListError as e:
+        raise WireError(f"NAK: {e}", "5.4") from e
 
 
 # ---------------------------------------------------------------------------------------------

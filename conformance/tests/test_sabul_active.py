@@ -1,0 +1,108 @@
+"""The SABUL active tester (udtconf.sabul.tester) against every selected SABUL stack, in the role
+each probe needs: the stack as the sender (the tester connects as a misbehaving receiver) or as
+the receiver (the tester listens as a misbehaving sender). ``pass``: the stack aborted (reset,
+exit ≠ 0) or coped as SABUL.md asks; ``fail``: it claimed success, hung, crashed, closed with a
+FIN where it had to reset, or lost or invented data."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from udtconf.sabul.tester import PROBES, SabulProbe, run_probe
+from udtconf.stacks import Stack
+
+pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("sabul")]
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
+def test_sabul_probe(stack: Stack, probe: SabulProbe, results_dir: Path, record_property) -> None:  # type: ignore[no-untyped-def]
+    record_property("udtc_section", probe.section)
+    record_property("udtc_requirement", probe.summary)
+    if stack.missing():
+        pytest.skip(f"stack {stack.name} not built: {', '.join(stack.missing())}")
+    if not stack.supports(probe.testcase):
+        pytest.skip(f"{stack.name} meta.toml does not list {probe.testcase}, the TESTCASE this probe starts it with")
+    workdir = results_dir / "active" / stack.name / probe.id.replace("/", "_")
+    record_property("udtc_logdir", str(workdir))
+    res = run_probe(stack, probe, workdir)
+    record_property("udtc_verdict", res.verdict)
+    record_property("udtc_detail", res.notes)
+    record_property("udtc_log", str(res.log or ""))
+    record_property("udtc_pcap", str(res.pcap or ""))
+    record_property("udtc_violations", [res.details, *res.notes])
+    if res.failed:
+        pytest.fail(
+            f"{stack.name} (as the {probe.role}) {probe.id} [SABUL.md §{probe.section}]: {res.details}; "
+            f"{'; '.join(res.notes)} (log: {res.log})",
+            pytrace=False,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The probes can fail: naive stacks that trust their peer
+
+NAIVE = r"""
+import os, socket, struct, sys
+role, case = os.environ["ROLE"], os.environ["TESTCASE"]
+if case != "transfer":
+    raise SystemExit(127)
+addr = (os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"]))
+if role == "server":  # echoes any block, then stops: no validation at all
+    ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); ls.bind(addr); ls.listen(1)
+    c, _ = ls.accept()
+    c.sendall(c.recv(40, socket.MSG_WAITALL))
+    raise SystemExit(0)
+tcp = socket.create_connection(addr)  # a receiver that takes any close, a reset too, for the end
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.bind(("127.0.0.1", 0))
+block = struct.pack("!10I", udp.getsockname()[1], addr[1], 1472, 1468, 366, 0, 40960000, 40960000, 25600, 0)
+tcp.sendall(block); tcp.recv(40, socket.MSG_WAITALL)
+out, got, nxt = open(os.environ["OUTPUT"], "wb"), {}, 0
+tcp.setblocking(False); udp.settimeout(0.05)
+while True:
+    try:
+        raw = udp.recv(65536)
+        got[struct.unpack_from("!I", raw)[0]] = raw[4:]
+        while nxt in got:
+            out.write(got.pop(nxt)); nxt += 1
+        tcp.send(struct.pack("!II", 1, nxt))
+    except (TimeoutError, BlockingIOError):
+        pass
+    try:
+        if not tcp.recv(100):
+            break
+    except BlockingIOError:
+        pass
+    except OSError:
+        break
+out.close()
+raise SystemExit(0)
+"""
+
+
+def _naive_stack(tmp_path: Path) -> Stack:
+    from udtconf.stacks import load
+
+    d = tmp_path / "naive"
+    d.mkdir()
+    (d / "meta.toml").write_text('name = "naive"\nprotocol = "sabul"\nversion = "0"\ntestcases = ["transfer"]\n')
+    (d / "naive.py").write_text(NAIVE)
+    (d / "entrypoint").write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$(dirname "$0")/naive.py"\n')
+    (d / "entrypoint").chmod(0o755)
+    return load(d)
+
+
+@pytest.mark.parametrize(
+    ("probe_id", "why"),
+    [
+        ("sender/bogus-option-block", "echoed an invalid block"),
+        ("receiver/reset-mid-transfer", "exit 0 after a reset"),
+    ],
+)
+def test_a_naive_stack_fails_the_probe(probe_id: str, why: str, tmp_path: Path) -> None:
+    probe = next(p for p in PROBES if p.id == probe_id)
+    res = run_probe(_naive_stack(tmp_path), probe, tmp_path / "probe")
+    assert res.failed and why in res.details
+    assert res.log is not None and res.verdict in res.log.read_text()
+    assert res.pcap is not None and res.pcap.stat().st_size > 24  # the tester's side, recorded by the tester

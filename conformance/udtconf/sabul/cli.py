@@ -1,0 +1,97 @@
+"""``python -m udtconf.sabul``: the suite's Python SABUL peer on the ``sabul`` command line of
+docs/cli.md — the sender listens, the receiver connects::
+
+    python -m udtconf.sabul send --listen ADDR:PORT --input PATH [--rate MBIT] [--slow-start on|off]
+                                 [--mss N] [--stats PATH] [--stats-interval MS]
+    python -m udtconf.sabul recv --connect ADDR:PORT --output PATH [--mss N] [--data-port N]
+                                 [--stats PATH] [--stats-interval MS]
+
+``-`` is stdin / stdout. ``--mss`` is the IP packet size: the SABUL packet (UDP payload) is
+``MSS − 28`` bytes (1472 by default, SABUL.md §3.1). Exit status: 0 success, 2 usage,
+3 set-up failed, 4 local I/O, 5 broken mid-transfer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import BinaryIO, TextIO
+
+from . import rate
+from .driver import EXIT_IO, EXIT_USAGE, SessionError, parse_address, receive, send
+from .peer import ReceiverConfig, SenderConfig
+from .wire import MAX_PKT_SIZE, MIN_PKT_SIZE
+
+IP_UDP_HEADERS = 28
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m udtconf.sabul", description="The conformance suite's SABUL peer.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("send", help="listen on TCP, wait for one receiver, send the input")
+    s.add_argument("--listen", required=True, metavar="ADDR:PORT")
+    s.add_argument("--input", required=True, metavar="PATH", help="file to send, - for stdin")
+    s.add_argument("--rate", type=float, metavar="MBIT", help="initial rate in Mb/s (SABUL.md §7.1; default 10 µs)")
+    s.add_argument("--slow-start", choices=("on", "off"), default="on", help="SABUL.md §8 (off = the 2003 code)")
+    r = sub.add_parser("recv", help="connect to a sender and write what arrives")
+    r.add_argument("--connect", required=True, metavar="ADDR:PORT")
+    r.add_argument("--output", required=True, metavar="PATH", help="file to write, - for stdout")
+    r.add_argument("--data-port", type=int, default=0, metavar="N", help="UDP data port (default: any free)")
+    for p in (s, r):
+        p.add_argument("--mss", type=int, default=1500, metavar="N", help="IP packet size; packet = N − 28")
+        p.add_argument("--stats", metavar="PATH", help="JSON lines (docs/cli.md), - for stdout")
+        p.add_argument("--stats-interval", type=float, default=100.0, metavar="MS")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = parser()
+    args = ap.parse_args(argv)
+    pkt_size = args.mss - IP_UDP_HEADERS
+    if not MIN_PKT_SIZE <= pkt_size <= MAX_PKT_SIZE:
+        ap.error(f"--mss {args.mss}: the packet (MSS − 28) must be {MIN_PKT_SIZE}…{MAX_PKT_SIZE} bytes")
+    if args.command == "recv" and args.output == "-" and args.stats == "-":
+        ap.error("--stats - and --output - both want stdout")
+    if args.command == "send" and args.rate is not None and args.rate <= 0:
+        ap.error("--rate must be positive")
+    try:
+        address = parse_address(args.listen if args.command == "send" else args.connect)
+    except ValueError as e:
+        ap.error(str(e))
+    with ExitStack() as files:
+        try:
+            stats: TextIO | None = None
+            if args.stats == "-":
+                stats = sys.stdout
+            elif args.stats:
+                stats = files.enter_context(open(args.stats, "w"))
+            interval = args.stats_interval / 1000
+            if args.command == "send":
+                source: BinaryIO = (
+                    sys.stdin.buffer if args.input == "-" else files.enter_context(open(args.input, "rb"))
+                )
+                config = SenderConfig(
+                    pkt_size=pkt_size,
+                    interval_us=rate.interval_for_rate(args.rate) if args.rate else rate.DEFAULT_INTERVAL,
+                    slow_start=args.slow_start == "on",
+                )
+                send(address, source, config, stats, interval)
+            else:
+                sink: BinaryIO = (
+                    sys.stdout.buffer if args.output == "-" else files.enter_context(open(args.output, "wb"))
+                )
+                receive(address, sink, ReceiverConfig(pkt_size=pkt_size), stats, interval, data_port=args.data_port)
+        except OSError as e:
+            print(f"sabul {args.command}: {e}", file=sys.stderr)
+            return EXIT_IO
+        except SessionError as e:
+            print(f"sabul {args.command}: {e}", file=sys.stderr)
+            return e.code
+        except KeyboardInterrupt:
+            return 130
+    return 0
+
+
+__all__ = ["main", "EXIT_USAGE"]

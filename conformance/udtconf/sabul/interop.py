@@ -1,0 +1,176 @@
+"""One SABUL interop run: a server stack (the **sender**, listening on TCP) and a client stack
+(the **receiver**, connecting) play a TESTCASE on loopback while the suite captures both
+channels; then the suite compares the server's INPUT with the client's OUTPUT.
+
+==========  ====================================================================================
+handshake   1 KiB: the smallest complete session (block, echo, one DATA packet, teardown)
+mss         16 KiB with MSS set (server 1052, client 1280): the receiver proposes a 1252-byte
+            packet, the sender's echo lowers it to 1024 (max_loss_length 254), DATA carries 1020
+transfer    2 MiB
+loss        1 MiB through :class:`~udtconf.sabul.relay.SabulRelay`, which drops DATA 5, 20–21,
+            40–59, 99–101, 300 and the last packet (714: only EXP recovers a tail loss) once each
+empty       0 bytes: the echo, then the sender's FIN (SABUL.md §10.1)
+==========  ====================================================================================
+
+Called by :meth:`udtconf.interop.InteropRunner.run` for stacks whose protocol is ``sabul``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from ..capture import Capture
+from ..diagnosis import Diagnosis, crash_line, exit_text, last_stats, log_tail, stats_text
+from ..interop import SERVER_GRACE, InteropRunner, RunResult, _Proc
+from ..pcap import read_frames
+from ..ports import free_tcp_port, tcp_port_listening
+from ..stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
+from ..testdata import random_file
+from . import trace
+from .relay import SabulRelay
+
+CASE_BYTES = {"handshake": 1024, "mss": 16 * 1024, "transfer": 2 * 1024 * 1024, "loss": 1024 * 1024, "empty": 0}
+CASE_TIMEOUT = {"loss": 60.0}
+CASE_MSS = {"mss": {"server": 1052, "client": 1280}}
+LOSS_DROPS = [5, 20, 21, *range(40, 60), 99, 100, 101, 300, 714]
+ROLE = {"server": "sender", "client": "receiver"}
+
+
+def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: Path) -> RunResult:
+    if logdir.exists():
+        shutil.rmtree(logdir)
+    logdir.mkdir(parents=True)
+    res = RunResult(server.name, client.name, case, "skipped", "", logdir)
+    for st in (server, client):
+        if st.missing():
+            res.reason = f"stack {st.name} not built: {', '.join(st.missing())}"
+            return res
+        if not st.supports(case):
+            res.status, res.reason = "unsupported", f"{st.name} meta.toml does not list {case}"
+            return res
+    source = logdir / "input-0.bin"
+    random_file(source, CASE_BYTES[case], seed=f"sabul-{case}")
+    output = logdir / "output.bin"
+    port = free_tcp_port()
+    mss = CASE_MSS.get(case, {})
+    relay: SabulRelay | None = None
+    cap: Capture | None = None
+    procs: list[_Proc] = []
+    timeout = CASE_TIMEOUT.get(case, 30.0)
+    t0 = time.monotonic()
+    try:
+        if case == "loss":
+            relay = SabulRelay(("127.0.0.1", port), drop=LOSS_DROPS).__enter__()
+        if runner.capture:
+            res.pcap = logdir / "capture.pcap"
+            tcp_ports = [port] + ([relay.address[1]] if relay else [])
+            bpf = " or ".join(f"tcp port {p}" for p in tcp_ports) + " or udp"
+            cap = Capture(res.pcap, [port], bpf=bpf).__enter__()
+        common: dict[str, str | int | Path] = dict(SERVER_ADDR="127.0.0.1", SERVER_PORT=port)
+        srv_env = dict(common, INPUT=source, **({"MSS": mss["server"]} if mss else {}))
+        srv = InteropRunner._start(server, "server", case, logdir / "server", srv_env)
+        procs.append(srv)
+        if not _wait_listening(port, srv, 5.0):
+            srv.check()
+            if srv.rc == EXIT_UNSUPPORTED:
+                res.status, res.reason = "unsupported", f"{server.name} server: TESTCASE {case} not supported (127)"
+            else:
+                srv.kill()
+                res.status = "fail"
+                res.reason = (
+                    f"server {server.name} (sender) did not listen on TCP port {port} within 5 s ({exit_text(srv.rc)})"
+                )
+                res.diagnosis = _diagnose([srv])
+                res.reason += f"; {res.diagnosis.headline(2)}"
+            return res
+        cli_env = dict(common, OUTPUT=output, **({"MSS": mss["client"]} if mss else {}))
+        if relay:
+            cli_env["SERVER_PORT"] = relay.address[1]
+        procs.append(InteropRunner._start(client, "client", case, logdir / "client", cli_env))
+        res.stopped = InteropRunner._supervise(srv, procs[1:], t0 + timeout, None)
+    finally:
+        for proc in procs:
+            proc.kill()
+        if relay:
+            relay.close()
+            res.dropped = list(relay.dropped)
+        if cap:
+            cap.stop()
+            res.capture_lost = cap.dropped()
+        res.seconds = time.monotonic() - t0
+    res.server_rc = srv.rc
+    res.client_rc = [p.rc for p in procs[1:]]
+    if EXIT_UNSUPPORTED in (res.server_rc, *res.client_rc):
+        who = server.name if res.server_rc == EXIT_UNSUPPORTED else client.name
+        res.status, res.reason = "unsupported", f"{who}: TESTCASE {case} not supported (127)"
+        return res
+    by_end = sorted(procs, key=lambda p: p.ended or 0.0)  # the first to end is the likeliest cause
+    problems = [why for p in by_end if (why := _exit_problem(p, procs, timeout))]
+    problems += InteropRunner._compare(case, [source], output)
+    if res.pcap and not res.pcap.exists():
+        res.pcap = None
+    if res.pcap:
+        frames = read_frames(res.pcap)
+        if relay:  # two legs: each judges the rules of the side it shows unaltered
+            res.sabul = trace.sessions(frames, port, frozenset({"sender"}))
+            res.sabul += trace.sessions(frames, relay.address[1], frozenset({"receiver"}))
+        else:
+            res.sabul = trace.sessions(frames, port)
+    res.status = "fail" if problems else "pass"
+    res.reason = "; ".join(problems) or f"{CASE_BYTES[case]} bytes delivered intact"
+    if problems:
+        res.diagnosis = _diagnose(procs)
+        for s in res.sabul:
+            leg = "" if s.judges == trace.BOTH else f"{'/'.join(sorted(s.judges))} leg: "
+            res.diagnosis.findings.append(f"capture, {leg}{s.summary()}")
+        if res.pcap is None:
+            res.diagnosis.findings.append("no capture (capturing needs root): no wire symptoms")
+        crashes = [f for f in res.diagnosis.findings if f not in problems]
+        res.reason = "; ".join(problems + crashes[:2])
+    (logdir / "result.json").write_text(json.dumps(res.to_json(), indent=2, ensure_ascii=False))
+    return res
+
+
+def _wait_listening(port: int, proc: _Proc, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tcp_port_listening(port):
+            return True
+        if proc.popen.poll() is not None:
+            return False
+        time.sleep(0.02)
+    return False
+
+
+def _exit_problem(p: _Proc, procs: list[_Proc], timeout: float) -> str | None:
+    who = f"{p.name} {p.stack.name} ({ROLE[p.side]})"
+    if p.rc == EXIT_OK:
+        return None
+    if p.rc is not None:
+        return f"{who} {exit_text(p.rc)}"
+    others = [o for o in procs if o is not p]
+    if others and all(o.rc is not None for o in others):
+        return f"{who} still running {SERVER_GRACE:.0f} s after its peer exited (killed)"
+    return f"{who} still running at the {timeout:.0f} s case timeout (killed)"
+
+
+def _diagnose(procs: list[_Proc]) -> Diagnosis:
+    """Crash lines, log tails and last stats of each role (the capture's findings come later)."""
+    diag = Diagnosis()
+    for proc in procs:
+        role = proc.role()
+        label = f"{role.label} ({ROLE[proc.side]})"
+        tail = log_tail(role.log)
+        if tail:
+            diag.tails[label] = tail
+        crash = crash_line("\n".join(log_tail(role.log, 200)))
+        if crash:
+            diag.findings.append(f"{label} {exit_text(role.rc)}: {crash}")
+        elif tail and role.rc not in (None, EXIT_OK):
+            diag.findings.append(f"{label}: {tail[-1]}")
+        if role.stats and (s := last_stats(role.stats)):
+            diag.stats[label] = stats_text(s)
+    return diag

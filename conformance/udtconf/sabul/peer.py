@@ -1,0 +1,475 @@
+"""A small, independent SABUL sender and receiver written from ``docs/spec/SABUL.md``: sans-IO
+state machines (no socket, no clock, no thread; every input takes ``now`` in seconds), driven
+over real sockets by :mod:`.driver` and by a virtual clock in the tests.
+
+**Sender** (§5, §7, §8), call order::
+
+    echo = s.handle_block(block_bytes, now)      # once: validate, answer with the echo (§3.4)
+    loop:
+        s.handle_control(frame, now)             # every frame the ControlReader produced
+        s.handle_timeout(now)                    # EXP (§5.3, §5.5)
+        datagram = s.poll_transmit(now)          # at most one DATA packet when it is due
+        s.finished                               # all input sent and acknowledged: teardown (§10)
+        s.next_deadline(now)                     # when to call again at the latest
+
+**Receiver** (§6), call order::
+
+    block = r.option_block(now)                  # send it; starts R0 (§2)
+    r.handle_echo(echo_bytes, now)               # validate, RTT, start the timers
+    loop:
+        r.handle_data(datagram, now)             # every datagram from the sender's IP (§2 step 7)
+        r.handle_timeout(now)                    # ACK / ERR / SYN timers
+        r.poll_control()                         # frames to write on TCP, in order
+        r.take_output()                          # bytes now contiguous, in order
+        r.next_deadline()
+    r.handle_eof()                               # FIN: end of stream, or the gap it leaves (§10.1)
+
+Sequence numbers are unwrapped internally (plain growing integers) and masked to 31 bits on
+the wire; incoming numbers are unwrapped against the ACK point, so the 2^31 wrap is handled.
+Either side raises :class:`ProtocolError` for what §3.2, §3.4, §5.5 and §10 call an abort.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..seq import MAX, seqlen, seqoff
+from . import rate
+from .wire import (
+    DEFAULT_FLAG_SIZE,
+    DEFAULT_PKT_SIZE,
+    Ack,
+    Control,
+    Data,
+    Err,
+    OptionBlock,
+    SabulWireError,
+    Syn,
+    decode_data,
+    decode_option_block,
+)
+
+SYN = 0.010  # §7, §9: SYN timer and rate-control period (s)
+ACK_INTERVAL = 0.010  # §6 TC
+ERR_INTERVAL = 0.020  # §6
+EXP_INTERVAL = 1.0  # §5.3
+EXP_GIVE_UP = 10  # §5.5 TC: consecutive EXP events
+MIN_RTT = 0.020  # §2 step 5
+BURST_SLACK = 0.002  # how far the pacer may fall behind and catch up (s): bounded bursts
+
+
+class ProtocolError(Exception):
+    """The session must be aborted (§10.2); the message says why, citing SABUL.md."""
+
+
+def _unwrap(base: int, wire_seq: int) -> int:
+    """The unwrapped number nearest to ``base`` whose low 31 bits are ``wire_seq`` (§4)."""
+    return base + seqoff(base & MAX, wire_seq)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sender
+
+
+@dataclass
+class SenderConfig:
+    pkt_size: int = DEFAULT_PKT_SIZE  # the sender's own packet size; the echo takes the min (§3.4)
+    interval_us: float = rate.DEFAULT_INTERVAL  # initial inter-packet interval (§7.1)
+    slow_start: bool = True  # §8; False reproduces the 2003 code
+    max_window: int | None = None  # application limit on the flow window (§8)
+    # Test hook: drop(seq, transmission) → True loses that transmission of a packet before it
+    # reaches the socket (transmission 0 = the first). None in real use.
+    drop: Callable[[int, int], bool] | None = None
+
+
+@dataclass
+class SenderStats:
+    pkts_sent: int = 0
+    retrans: int = 0
+    acks_recv: int = 0
+    naks_recv: int = 0
+    syns_recv: int = 0
+    losses: int = 0
+    exp_events: int = 0
+    dropped_by_hook: int = 0
+
+
+class SabulSender:
+    def __init__(self, read: Callable[[int], bytes], config: SenderConfig | None = None) -> None:
+        self.config = config or SenderConfig()
+        self._read = read  # read(n): up to n bytes of input, b"" at its end
+        self.block: OptionBlock | None = None
+        self.rc = rate.RateControl(interval=self.config.interval_us, slow_start=self.config.slow_start)
+        self.next_seq = 0  # NextSeq, unwrapped
+        self.last_ack = 0  # LastAck, unwrapped
+        self._unacked: dict[int, bytes] = {}
+        self._transmissions: dict[int, int] = {}
+        self._loss: list[int] = []  # heap of the loss list
+        self._in_loss: set[int] = set()
+        self._input_done = False
+        self._next_send = 0.0
+        self._exp_deadline: float | None = None
+        self._exp_count = 0
+        self.stats = SenderStats()
+        self.bytes_acked = 0
+
+    # --- set-up (§2, §3.4) -------------------------------------------------------------------
+
+    def handle_block(self, raw: bytes, now: float) -> bytes:
+        """Validates the receiver's option block and returns the echo to send (§3.4)."""
+        try:
+            block = decode_option_block(raw)
+        except SabulWireError as e:
+            raise ProtocolError(f"option block rejected: {e}") from e
+        echo = block.echo(self.config.pkt_size)
+        self.block = echo
+        window = echo.recv_flag_size
+        if self.config.max_window:
+            window = min(window, self.config.max_window)
+        self.rc.max_window = window
+        if not self.rc.slow_start:
+            self.rc.window = window
+        self._next_send = now
+        self._exp_deadline = now + EXP_INTERVAL
+        return echo.encode()
+
+    @property
+    def payload_size(self) -> int:
+        assert self.block is not None, "handle_block first"
+        return self.block.payload_size
+
+    # --- feedback (§5.1–5.5) -----------------------------------------------------------------
+
+    def handle_control(self, frame: Control, now: float) -> None:
+        if isinstance(frame, Ack):
+            self._on_ack(frame, now)
+        elif isinstance(frame, Err):
+            self._on_err(frame, now)
+        else:
+            self.stats.syns_recv += 1
+            self.rc.on_syn()
+
+    def _on_ack(self, ack: Ack, now: float) -> None:
+        self.stats.acks_recv += 1
+        a = _unwrap(self.last_ack, ack.ack_no)
+        if a > self.next_seq:
+            raise ProtocolError(
+                f"ACK {ack.ack_no} is beyond the data sent (next sequence number {self.next_seq & MAX}) (SABUL.md §5.5)"
+            )
+        self._feedback(now)
+        if a <= self.last_ack:
+            return  # not new (a correct receiver's ACKs only grow)
+        for s in range(self.last_ack, a):
+            payload = self._unacked.pop(s, b"")
+            self.bytes_acked += len(payload)
+            self._transmissions.pop(s, None)
+        newly = a - self.last_ack
+        self.last_ack = a
+        while self._loss and self._loss[0] < a:
+            self._in_loss.discard(heapq.heappop(self._loss))
+        self.rc.on_ack(newly)
+
+    def _on_err(self, err: Err, now: float) -> None:
+        self.stats.naks_recv += 1
+        ranges = []
+        for first, last in err.ranges():
+            lo = _unwrap(self.last_ack, first)
+            hi = lo + seqlen(first, last) - 1
+            if hi >= self.next_seq:
+                raise ProtocolError(
+                    f"ERR reports {last} as lost, beyond the data sent (largest {(self.next_seq - 1) & MAX}; "
+                    f"{'nothing sent' if self.next_seq == 0 else 'SABUL.md §5.5'})"
+                )
+            ranges.append((lo, hi))
+        self._feedback(now)
+        lost = sum(hi - lo + 1 for lo, hi in ranges)
+        self.stats.losses += lost
+        self.rc.on_err(ranges[0][0], lost, self.next_seq - 1)
+        for lo, hi in ranges:
+            self._queue_loss(max(lo, self.last_ack), hi)
+
+    def _feedback(self, now: float) -> None:
+        """ACK and ERR reset the EXP timer (§5 step 3)."""
+        self._exp_deadline = now + EXP_INTERVAL
+        self._exp_count = 0
+
+    def _queue_loss(self, lo: int, hi: int) -> None:
+        for s in range(lo, hi + 1):
+            if s not in self._in_loss:
+                self._in_loss.add(s)
+                heapq.heappush(self._loss, s)
+
+    # --- EXP (§5.3, §5.5) ---------------------------------------------------------------------
+
+    def handle_timeout(self, now: float) -> None:
+        if self._exp_deadline is None or now < self._exp_deadline:
+            return
+        self._exp_deadline = now + EXP_INTERVAL
+        if self.next_seq == self.last_ack:
+            return  # nothing outstanding: no EXP event
+        self.stats.exp_events += 1
+        self._exp_count += 1
+        if self._exp_count >= EXP_GIVE_UP:
+            raise ProtocolError(
+                f"receiver silent: {EXP_GIVE_UP} EXP events ({EXP_GIVE_UP * EXP_INTERVAL:.0f} s) without ACK or ERR "
+                f"at ACK {self.last_ack & MAX} of {self.next_seq & MAX} (SABUL.md §5.5)"
+            )
+        self._queue_loss(self.last_ack, self.next_seq - 1)
+
+    # --- sending (§5 steps 4–6) ---------------------------------------------------------------
+
+    def poll_transmit(self, now: float) -> bytes | None:
+        """The next DATA datagram if one is due now (pacing, loss list first, window), else None."""
+        while self.block is not None and now >= self._next_send:
+            seq, payload = self._next_packet()
+            if payload is None:
+                return None
+            n = self._transmissions.get(seq, 0)
+            self._transmissions[seq] = n + 1
+            self.rc.on_sent()
+            self.stats.pkts_sent += 1
+            self.stats.retrans += n > 0
+            gap = self.rc.interval / 1e6
+            if self.rc.take_freeze():
+                self._next_send = now + SYN + gap
+            else:
+                self._next_send = max(self._next_send + gap, now - BURST_SLACK)
+            if self.config.drop is not None and self.config.drop(seq & MAX, n):
+                self.stats.dropped_by_hook += 1  # lost on the way: it counts as sent (§7.2)
+                continue
+            return Data(seq & MAX, payload).encode()
+        return None
+
+    def _next_packet(self) -> tuple[int, bytes | None]:
+        while self._loss:
+            s = heapq.heappop(self._loss)
+            self._in_loss.discard(s)
+            if s >= self.last_ack and s in self._unacked:
+                return s, self._unacked[s]
+        if self.next_seq - self.last_ack >= self.rc.window or self._input_done:
+            return 0, None
+        payload = self._read(self.payload_size)
+        if not payload:
+            self._input_done = True
+            return 0, None
+        s = self.next_seq
+        self.next_seq += 1
+        self._unacked[s] = payload
+        return s, payload
+
+    def input_exhausted(self) -> bool:
+        """Whether the input has ended (reading ahead once if the window allowed no read yet)."""
+        return self._input_done
+
+    @property
+    def finished(self) -> bool:
+        """All input sent and acknowledged (§10.1: the sender may half-close now)."""
+        return self._input_done and self.last_ack == self.next_seq
+
+    def next_deadline(self, now: float) -> float:
+        """When something may be due at the latest: the next send slot if a packet could go,
+        else the EXP deadline."""
+        exp = self._exp_deadline if self._exp_deadline is not None else now + EXP_INTERVAL
+        can_send = self._loss or (not self._input_done and self.next_seq - self.last_ack < self.rc.window)
+        return min(self._next_send, exp) if can_send else exp
+
+    @property
+    def outstanding(self) -> int:
+        return self.next_seq - self.last_ack
+
+
+# ---------------------------------------------------------------------------------------------
+# Receiver
+
+
+@dataclass
+class ReceiverConfig:
+    pkt_size: int = DEFAULT_PKT_SIZE
+    flag_size: int = DEFAULT_FLAG_SIZE  # recv_flag_size: reorder window = the sender's max window
+
+
+@dataclass
+class ReceiverStats:
+    pkts_recv: int = 0
+    malformed: int = 0
+    duplicates: int = 0
+    out_of_window: int = 0
+    acks_sent: int = 0
+    naks_sent: int = 0
+    syns_sent: int = 0
+    losses: int = 0  # sequence numbers ever entered into the loss list
+
+
+@dataclass
+class _Loss:
+    last_report: float
+    k: int = 2
+
+
+@dataclass
+class SabulReceiver:
+    data_port: int
+    ctrl_port: int
+    config: ReceiverConfig = field(default_factory=ReceiverConfig)
+
+    def __post_init__(self) -> None:
+        self.block = OptionBlock.for_packet_size(
+            self.config.pkt_size, self.data_port, self.ctrl_port, recv_flag_size=self.config.flag_size
+        )
+        self.echo: OptionBlock | None = None
+        self.rtt = MIN_RTT
+        self._block_sent: float | None = None
+        self.last_ack = 0  # LastAck: the last ACK number sent (unwrapped)
+        self.lrsn = -1  # largest received sequence number (unwrapped)
+        self._loss: dict[int, _Loss] = {}
+        self._store: dict[int, bytes] = {}  # received, not yet delivered
+        self._deliver = 0  # next sequence number to deliver
+        self._out = bytearray()
+        self._ctrl: list[bytes] = []
+        self._syn_count = 0
+        self._next_ack = self._next_err = self._next_syn = float("inf")
+        self.closed = False
+        self.stats = ReceiverStats()
+        self.bytes_delivered = 0
+
+    # --- set-up -------------------------------------------------------------------------------
+
+    def option_block(self, now: float) -> bytes:
+        self._block_sent = now
+        return self.block.encode()
+
+    def handle_echo(self, raw: bytes, now: float) -> None:
+        try:
+            echo = decode_option_block(raw, validate=False)
+        except SabulWireError as e:
+            raise ProtocolError(f"echo rejected: {e}") from e
+        bad = self.block.echo_problems(echo)
+        if bad:
+            raise ProtocolError("echo rejected: " + "; ".join(bad) + " (SABUL.md §3.4)")
+        self.echo = echo
+        r0 = now - (self._block_sent if self._block_sent is not None else now)
+        self.rtt = 1.5 * r0 if r0 > MIN_RTT else MIN_RTT
+        self._next_ack = now + ACK_INTERVAL
+        self._next_err = now + ERR_INTERVAL
+        self._next_syn = now + SYN
+
+    # --- data (§6) ----------------------------------------------------------------------------
+
+    def handle_data(self, raw: bytes, now: float) -> None:
+        if self.closed:
+            return
+        try:
+            pkt = decode_data(raw, self.echo.pkt_size if self.echo else self.block.pkt_size)
+        except SabulWireError:
+            self.stats.malformed += 1
+            return
+        self._syn_count += 1  # step 0: on arrival (§3.2 TC)
+        self.stats.pkts_recv += 1
+        off = seqoff(self.last_ack & MAX, pkt.seq)
+        if off >= self.config.flag_size:
+            self.stats.out_of_window += 1
+            self._ack()
+            return
+        if off < 0:
+            self.stats.duplicates += 1
+            return
+        s = self.last_ack + off
+        if s > self.lrsn + 1:
+            for g in range(self.lrsn + 1, s):
+                self._loss[g] = _Loss(now)
+            self.stats.losses += s - self.lrsn - 1
+            self._ctrl.append(Err.from_losses([g & MAX for g in range(self.lrsn + 1, s)]).encode())
+            self.stats.naks_sent += 1
+        if s > self.lrsn:
+            self.lrsn = s
+        elif self._loss.pop(s, None) is None:
+            self.stats.duplicates += 1
+            return
+        if s >= self._deliver and s not in self._store:
+            self._store[s] = pkt.payload
+            while self._deliver in self._store:
+                payload = self._store.pop(self._deliver)
+                self._out += payload
+                self.bytes_delivered += len(payload)
+                self._deliver += 1
+
+    def _ack_number(self) -> int:
+        return min(self._loss) if self._loss else self.lrsn + 1
+
+    def _ack(self) -> None:
+        a = self._ack_number()
+        if a > self.last_ack:
+            self.last_ack = a
+            self._ctrl.append(Ack(a & MAX).encode())
+            self.stats.acks_sent += 1
+
+    # --- timers (§6) --------------------------------------------------------------------------
+
+    def handle_timeout(self, now: float) -> None:
+        if self.closed:
+            return
+        if now >= self._next_ack:
+            self._ack()
+            self._next_ack = now + ACK_INTERVAL
+        if now >= self._next_err:
+            self._rereport(now)
+            self._next_err = now + ERR_INTERVAL
+        if now >= self._next_syn:
+            self._ctrl.append(Syn(self._syn_count).encode())
+            self.stats.syns_sent += 1
+            self._syn_count = 0
+            self._next_syn = now + SYN
+
+    def _rereport(self, now: float) -> None:
+        """The ERR timer: entries not reported for k·RTT, k = 2, 3, … (§6), one ERR of at most
+        max_loss_length words."""
+        assert self.echo is not None
+        due = sorted(s for s, e in self._loss.items() if now - e.last_report >= e.k * self.rtt)
+        chosen: list[int] = []
+        words = 0
+        for s in due:
+            extends = bool(chosen) and s == chosen[-1] + 1
+            # a lone number is 1 word; extending a lone number into a range costs 1 more, a range 0
+            cost = 0 if extends and len(chosen) >= 2 and chosen[-2] == chosen[-1] - 1 else 1
+            if words + cost > self.echo.max_loss_length:
+                break
+            words += cost
+            chosen.append(s)
+        if not chosen:
+            return
+        for s in chosen:
+            e = self._loss[s]
+            e.last_report, e.k = now, e.k + 1
+        self._ctrl.append(Err.from_losses([s & MAX for s in chosen]).encode())
+        self.stats.naks_sent += 1
+
+    def next_deadline(self) -> float:
+        return min(self._next_ack, self._next_err, self._next_syn)
+
+    # --- output and the end (§10) -------------------------------------------------------------
+
+    def poll_control(self) -> list[bytes]:
+        out, self._ctrl = self._ctrl, []
+        return out
+
+    def take_output(self) -> bytes:
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def handle_eof(self) -> None:
+        """The sender's FIN: the stream ends at the delivery point; a hole before what arrived is
+        an error (§10.1)."""
+        self.closed = True
+        if self._loss or self._store:
+            missing = len(self._loss)
+            raise ProtocolError(
+                f"the sender closed with {missing} packet(s) missing from sequence number "
+                f"{self._deliver & MAX} on ({len(self._store)} received after the hole are discarded) (SABUL.md §10.1)"
+            )
+
+    @property
+    def ack_point(self) -> int:
+        return self._deliver

@@ -1,0 +1,483 @@
+"""The active tester for SABUL stacks: the suite's own endpoint plays the other side of a session
+and misbehaves on purpose (``docs/spec/SABUL.md`` §3, §5.5, §10).
+
+Every probe starts a fresh process of the stack through the adapter contract with
+``TESTCASE=transfer``: as the **sender** (``ROLE=server``: it listens, the tester connects as
+a receiver) or as the **receiver** (``ROLE=client``: the tester listens as a sender). What a
+correct stack does with bad input is an abort (§10.2): it resets the control connection and
+exits non-zero, promptly, without crashing and — as a receiver — with every byte delivered
+before the hole or the abort in its OUTPUT and nothing else. A stack that claims success (exit
+0), hangs, crashes, closes with a FIN where it should reset, or loses or invents data fails.
+
+Each probe leaves ``probe.log`` and ``probe.pcap`` (what the tester sent and received on both
+channels, written by the tester itself) in its directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..diagnosis import crash_line, exit_text, log_tail
+from ..pcap import TCP_ACK, TCP_PSH, PcapWriter
+from ..ports import free_tcp_port, tcp_port_listening
+from ..stacks import Stack, stop
+from ..tester import ProbeResult
+from .wire import OPTION_BLOCK_LEN, Ack, Data, OptionBlock, decode_option_block, encode_raw_control
+
+Addr = tuple[str, int]
+PAYLOAD = 1468
+INPUT_BYTES = 300 * PAYLOAD
+_RST = struct.pack("ii", 1, 0)
+
+
+@dataclass
+class SabulProbe:
+    id: str
+    section: str
+    role: str  # the stack's role: "sender" (ROLE=server) or "receiver" (ROLE=client)
+    summary: str
+    fn: Callable[[ProbeEnv], ProbeResult]
+    testcase: str = "transfer"
+
+
+@dataclass
+class ProbeEnv:
+    stack: Stack
+    workdir: Path
+    probe: SabulProbe
+    recorder: PcapWriter
+
+    def result(self, outcome: str, details: str, notes: list[str] | None = None) -> ProbeResult:
+        return ProbeResult(self.probe.id, self.probe.section, self.probe.role, outcome, details, notes or [])
+
+
+PROBES: list[SabulProbe] = []
+
+
+def probe(
+    id: str, section: str, role: str, summary: str
+) -> Callable[[Callable[[ProbeEnv], ProbeResult]], Callable[[ProbeEnv], ProbeResult]]:
+    def deco(fn: Callable[[ProbeEnv], ProbeResult]) -> Callable[[ProbeEnv], ProbeResult]:
+        PROBES.append(SabulProbe(id, section, role, summary, fn))
+        return fn
+
+    return deco
+
+
+class _Tcp:
+    """The tester's control connection, recording what it sends and receives to the probe pcap."""
+
+    def __init__(self, sock: socket.socket, recorder: PcapWriter) -> None:
+        self.sock, self.recorder = sock, recorder
+        self.me: Addr = sock.getsockname()[:2]
+        self.peer: Addr = sock.getpeername()[:2]
+        self._seq = {"out": 1, "in": 1}
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+        self.recorder.write_tcp(time.time(), self.me, self.peer, self._seq["out"], TCP_PSH | TCP_ACK, data)
+        self._seq["out"] += len(data)
+
+    def recv(self, n: int, timeout: float) -> bytes:
+        """Up to ``n`` bytes; b"" on EOF; raises TimeoutError, ConnectionResetError."""
+        self.sock.settimeout(timeout)
+        data = self.sock.recv(n)
+        if data:
+            self.recorder.write_tcp(time.time(), self.peer, self.me, self._seq["in"], TCP_PSH | TCP_ACK, data)
+            self._seq["in"] += len(data)
+        return data
+
+    def recv_exact(self, n: int, timeout: float) -> bytes:
+        buf = b""
+        deadline = time.monotonic() + timeout
+        while len(buf) < n:
+            chunk = self.recv(n - len(buf), max(0.001, deadline - time.monotonic()))
+            if not chunk:
+                break
+            buf += chunk
+        return buf
+
+    def how_closed(self, timeout: float) -> str:
+        """Reads until the peer closes: "reset", "fin", or "open" if it did neither in time."""
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    if not self.recv(65536, max(0.001, deadline - time.monotonic())):
+                        return "fin"
+                except TimeoutError:
+                    return "open"
+        except ConnectionResetError:
+            return "reset"
+        return "open"
+
+    def reset(self) -> None:
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RST)
+        self.sock.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _udp(recorder: PcapWriter) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
+def _ended(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(proc)
+        return None
+
+
+def _abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes: list[str]) -> ProbeResult:
+    """The verdict for a probe whose correct outcome is an abort (§10.2)."""
+    if rc is None:
+        return env.result("fail", f"still running 10 s after {what} (killed): it must abort", notes)
+    if rc < 0 or rc >= 128:
+        return env.result("fail", f"crashed after {what} ({exit_text(rc)})", notes)
+    if rc == 0:
+        return env.result("fail", f"exit 0 after {what}: it claimed success", notes)
+    if closed == "fin":
+        return env.result(
+            "fail", f"closed the control connection with a FIN after {what}: an abort resets (SABUL.md §10.2)", notes
+        )
+    return env.result("pass", f"aborted after {what}: {closed or 'closed'}, exit {rc}", notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The stack as the sender: the tester is its receiver
+
+
+class _AsSender:
+    def __init__(self, env: ProbeEnv) -> None:
+        self.env = env
+        self.input = env.workdir / "input.bin"
+        self.input.write_bytes(os.urandom(INPUT_BYTES))
+        self.port = free_tcp_port()
+        self.proc = env.stack.start(
+            "server", "transfer", env.workdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=self.port, INPUT=self.input
+        )
+        deadline = time.monotonic() + 5
+        while not tcp_port_listening(self.port) and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.02)
+        self.udp = _udp(env.recorder)
+
+    def connect(self, block: bytes | None = None) -> _Tcp:
+        tcp = _Tcp(socket.create_connection(("127.0.0.1", self.port), timeout=5), self.env.recorder)
+        tcp.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        tcp.send(block if block is not None else OptionBlock(self.udp.getsockname()[1], self.port).encode())
+        return tcp
+
+    def set_up(self) -> tuple[_Tcp, int]:
+        """A valid block, the echo, the first DATA packet; returns the connection and its seq."""
+        tcp = self.connect()
+        echo = tcp.recv_exact(OPTION_BLOCK_LEN, 5)
+        if len(echo) != OPTION_BLOCK_LEN:
+            raise ConnectionError(f"no echo to a valid block ({len(echo)} bytes)")
+        self.udp.settimeout(5)
+        raw, src = self.udp.recvfrom(65536)
+        self.env.recorder.write(time.time(), src, self.udp.getsockname(), raw)
+        return tcp, struct.unpack_from("!I", raw)[0]
+
+    def close(self) -> None:
+        stop(self.proc)
+        self.udp.close()
+
+
+def _bad_feedback(env: ProbeEnv, frame: Callable[[int], bytes], what: str) -> ProbeResult:
+    s = _AsSender(env)
+    try:
+        tcp, seq = s.set_up()
+        tcp.send(frame(seq))
+        closed = tcp.how_closed(5)
+        return _abort_verdict(env, _ended(s.proc, 10), closed, what, [f"first DATA seq {seq}"])
+    finally:
+        s.close()
+
+
+@probe(
+    "sender/bogus-option-block",
+    "3.4",
+    "sender",
+    "a block whose max_loss_length is not ⌊pkt_size/4⌋ − 2: no echo, an abort (reset, exit ≠ 0)",
+)
+def _bogus_block(env: ProbeEnv) -> ProbeResult:
+    s = _AsSender(env)
+    try:
+        tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port, max_loss_length=9999).encode())
+        try:
+            echo = tcp.recv_exact(OPTION_BLOCK_LEN, 3)
+        except ConnectionResetError:
+            echo = b""
+            closed = "reset"
+        else:
+            closed = tcp.how_closed(3)
+        if echo:
+            return env.result("fail", f"echoed an invalid block ({len(echo)} bytes): §3.4 rejects it")
+        return _abort_verdict(env, _ended(s.proc, 10), closed, "an invalid option block", [])
+    finally:
+        s.close()
+
+
+@probe("sender/short-option-block", "10.3", "sender", "20 of the block's 40 bytes, then silence: abort within ~1 s")
+def _short_block(env: ProbeEnv) -> ProbeResult:
+    s = _AsSender(env)
+    try:
+        tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port).encode()[:20])
+        t0 = time.monotonic()
+        closed = tcp.how_closed(8)
+        rc = _ended(s.proc, 5)
+        notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s"]
+        return _abort_verdict(env, rc, closed, "a block cut short", notes)
+    finally:
+        s.close()
+
+
+@probe(
+    "sender/malformed-err",
+    "3.3",
+    "sender",
+    "an ERR whose loss list ends in a range start (the first DATA number with bit 31 set): abort",
+)
+def _malformed_err(env: ProbeEnv) -> ProbeResult:
+    return _bad_feedback(env, lambda seq: encode_raw_control(2, 1, [0x80000000 | seq]), "a malformed ERR")
+
+
+@probe(
+    "sender/err-claims-a-billion-words",
+    "3.2",
+    "sender",
+    "an ERR header claiming 10^9 loss-list words and nothing after it: abort at once, nothing allocated",
+)
+def _huge_err(env: ProbeEnv) -> ProbeResult:
+    return _bad_feedback(env, lambda seq: encode_raw_control(2, 1_000_000_000), "an ERR claiming 10^9 words")
+
+
+@probe("sender/err-beyond-sent-data", "5.5", "sender", "an ERR listing a number never sent (first + 10^6): abort")
+def _err_beyond(env: ProbeEnv) -> ProbeResult:
+    return _bad_feedback(env, lambda seq: encode_raw_control(2, 1, [seq + 1_000_000]), "an ERR beyond the data sent")
+
+
+@probe("sender/err-start-after-end", "3.3", "sender", "an ERR range whose start is after its end: abort")
+def _err_inverted(env: ProbeEnv) -> ProbeResult:
+    return _bad_feedback(env, lambda seq: encode_raw_control(2, 2, [0x80000000 | (seq + 5), seq]), "an inverted range")
+
+
+@probe("sender/unknown-control-type", "3.2", "sender", "a control frame of type 9: abort")
+def _unknown_type(env: ProbeEnv) -> ProbeResult:
+    return _bad_feedback(env, lambda seq: encode_raw_control(9, 0), "a frame of unknown type 9")
+
+
+@probe("sender/ack-beyond-sent-data", "5.5", "sender", "an ACK far beyond the data sent: abort")
+def _ack_beyond(env: ProbeEnv) -> ProbeResult:
+    return _bad_feedback(env, lambda seq: Ack(seq + 1_000_000).encode(), "an ACK beyond the data sent")
+
+
+@probe(
+    "sender/receiver-vanishes",
+    "5.3, 5.5",
+    "sender",
+    "the receiver goes silent after the echo (TCP open, no ACK/ERR/SYN): EXP re-sends, then an abort after 10",
+)
+def _vanishes(env: ProbeEnv) -> ProbeResult:
+    s = _AsSender(env)
+    try:
+        tcp, _ = s.set_up()
+        t0 = time.monotonic()
+        closed = tcp.how_closed(20)
+        rc = _ended(s.proc, 5)
+        notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s of silence"]
+        return _abort_verdict(env, rc, closed, "a silent receiver", notes)
+    finally:
+        s.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# The stack as the receiver: the tester is its sender
+
+
+class _AsReceiver:
+    def __init__(self, env: ProbeEnv) -> None:
+        self.env = env
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(1)
+        self.port = self.lsock.getsockname()[1]
+        self.output = env.workdir / "output.bin"
+        self.proc = env.stack.start(
+            "client", "transfer", env.workdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=self.port, OUTPUT=self.output
+        )
+        self.udp = _udp(env.recorder)
+
+    def accept(self) -> tuple[_Tcp, OptionBlock]:
+        self.lsock.settimeout(10)
+        conn, _ = self.lsock.accept()
+        tcp = _Tcp(conn, self.env.recorder)
+        return tcp, decode_option_block(tcp.recv_exact(OPTION_BLOCK_LEN, 5))
+
+    def send_data(self, block: OptionBlock, seq: int, payload: bytes, src: socket.socket | None = None) -> None:
+        sock = src or self.udp
+        raw = Data(seq, payload).encode()
+        dest = ("127.0.0.1", block.data_port)
+        sock.sendto(raw, dest)
+        self.env.recorder.write(time.time(), sock.getsockname(), dest, raw)
+
+    def close(self) -> None:
+        stop(self.proc)
+        self.udp.close()
+        self.lsock.close()
+
+
+def _wait_for_ack(tcp: _Tcp, ack_no: int, timeout: float) -> bool:
+    want = Ack(ack_no).encode()
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = tcp.recv(65536, max(0.001, deadline - time.monotonic()))
+        except TimeoutError:
+            return False
+        if not chunk:
+            return False
+        buf += chunk
+        if want in buf:
+            return True
+    return False
+
+
+def _chunks(n: int) -> list[bytes]:
+    return [os.urandom(PAYLOAD) for _ in range(n)]
+
+
+@probe(
+    "receiver/reset-mid-transfer",
+    "10.2",
+    "receiver",
+    "50 packets, their ACK, then a TCP reset: an abort (exit ≠ 0) with exactly those 50 packets in OUTPUT",
+)
+def _reset_mid(env: ProbeEnv) -> ProbeResult:
+    r = _AsReceiver(env)
+    try:
+        tcp, block = r.accept()
+        tcp.send(block.encode())
+        chunks = _chunks(50)
+        for seq, c in enumerate(chunks):
+            r.send_data(block, seq, c)
+        if not _wait_for_ack(tcp, 50, 5):
+            return env.result("fail", "no ACK 50 for 50 contiguous packets within 5 s")
+        tcp.reset()
+        rc = _ended(r.proc, 10)
+        got = r.output.read_bytes() if r.output.exists() else b""
+        want = b"".join(chunks)
+        notes = [f"OUTPUT {len(got)} bytes, {len(want)} delivered before the reset"]
+        if rc == 0:
+            return env.result("fail", "exit 0 after a reset: a reset before EOF is an abort (SABUL.md §10.2)", notes)
+        if rc is None or rc < 0 or rc >= 128:
+            return env.result("fail", f"{_exit(rc)} after the reset", notes)
+        if got != want:
+            return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the reset", notes)
+        return env.result("pass", f"aborted (exit {rc}) and kept the 50 delivered packets", notes)
+    finally:
+        r.close()
+
+
+@probe("receiver/bogus-echo", "3.4", "receiver", "an echo that changed data_port: an abort, nothing written")
+def _bogus_echo(env: ProbeEnv) -> ProbeResult:
+    r = _AsReceiver(env)
+    try:
+        tcp, block = r.accept()
+        bad = replace(block, data_port=block.data_port % 65535 + 1)
+        tcp.send(bad.encode())
+        closed = tcp.how_closed(5)
+        rc = _ended(r.proc, 10)
+        res = _abort_verdict(env, rc, closed, "an echo with another data_port", [])
+        if not res.failed and r.output.exists() and r.output.stat().st_size:
+            return env.result("fail", "wrote data although the session never started")
+        return res
+    finally:
+        r.close()
+
+
+@probe(
+    "receiver/data-from-a-foreign-address",
+    "2",
+    "receiver",
+    "forged DATA 0 from 127.0.0.2 before the real packets from the control peer's IP: only the real bytes",
+)
+def _foreign(env: ProbeEnv) -> ProbeResult:
+    r = _AsReceiver(env)
+    try:
+        tcp, block = r.accept()
+        tcp.send(block.encode())
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
+            forger.bind(("127.0.0.2", 0))
+            r.send_data(block, 0, b"forged" * 100, forger)
+        chunks = _chunks(10)
+        for seq, c in enumerate(chunks):
+            r.send_data(block, seq, c)
+        if not _wait_for_ack(tcp, 10, 5):
+            return env.result("fail", "no ACK 10 within 5 s")
+        tcp.sock.shutdown(socket.SHUT_WR)
+        closed = tcp.how_closed(5)
+        rc = _ended(r.proc, 10)
+        got = r.output.read_bytes() if r.output.exists() else b""
+        notes = [f"receiver's close: {closed}"]
+        if got != b"".join(chunks):
+            return env.result(
+                "fail", f"OUTPUT ({len(got)} bytes) is not the 10 real packets: the forged one got in", notes
+            )
+        if rc != 0:
+            return env.result("fail", f"{_exit(rc)} after a complete session", notes)
+        return env.result("pass", "ignored the forged datagram, delivered the real data, exit 0", notes)
+    finally:
+        r.close()
+
+
+def _exit(rc: int | None) -> str:
+    return "hung (killed)" if rc is None else exit_text(rc)
+
+
+def run_probe(stack: Stack, p: SabulProbe, workdir: Path) -> ProbeResult:
+    """Run one probe against a fresh process of ``stack`` in ``workdir`` (emptied first); writes
+    ``probe.log`` and ``probe.pcap`` there."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    pcap = workdir / "probe.pcap"
+    with PcapWriter(pcap) as recorder:
+        env = ProbeEnv(stack, workdir, p, recorder)
+        try:
+            res = p.fn(env)
+        except (TimeoutError, ConnectionError, OSError) as e:
+            res = env.result("fail", f"{type(e).__name__}: {e}")
+    side = "server" if p.role == "sender" else "client"
+    stack_log = workdir / f"{side}.log"
+    crash = crash_line("\n".join(log_tail(stack_log, 200)))
+    if crash:
+        if res.failed:
+            res.details += f"; {stack.name} log: {crash}"
+        else:
+            res.notes.append(f"{stack.name} log shows: {crash}")
+    res.pcap, res.log = pcap, workdir / "probe.log"
+    tail = log_tail(stack_log)
+    res.log.write_text(
+        f"{p.id} (SABUL.md §{p.section}) against {stack.name} as the {p.role} (ROLE={side}), TESTCASE={p.testcase}\n"
+        f"{p.summary}\n\n{res.verdict}\n"
+        + "".join(f"  {n}\n" for n in res.notes)
+        + f"\n{stack.name} {side} log ({stack_log.name}), last {len(tail)} lines:\n"
+        + "".join(f"  {line}\n" for line in tail)
+    )
+    return res
