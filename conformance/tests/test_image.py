@@ -251,3 +251,16 @@ def test_workflow_fails_the_job_on_the_gate_and_still_uploads_the_results(workfl
     paths = set(upload["with"]["path"].split())
     assert paths >= {f"{out_host}/{f}" for f in ("junit.xml", "results.json", "matrix.html", "runs/")}, paths
     assert "${{ matrix.shard }}" in upload["with"]["name"], "the shards' artefacts need distinct names"
+
+
+def test_image_copies_every_member_of_the_rust_workspace() -> None:
+    # cargo build needs every workspace member; a crate added to impl/Cargo.toml must also be
+    # copied by docker/Dockerfile.conformance and let through by .dockerignore.
+    with open(REPO_ROOT / "impl/Cargo.toml", "rb") as f:
+        members = tomllib.load(f)["workspace"]["members"]
+    dockerfile = (REPO_ROOT / "docker/Dockerfile.conformance").read_text()
+    ignore = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    missing = [m for m in members if f"COPY impl/{m} impl/{m}" not in dockerfile or f"!impl/{m}" not in ignore]
+    assert not missing, (
+        f"add COPY impl/<m> impl/<m> to docker/Dockerfile.conformance and !impl/<m> to .dockerignore for {missing}"
+    )
