@@ -162,15 +162,19 @@ class Iperf3Tcp(Stack):
 
 
 def from_registry(entry: registry.Stack) -> Stack | None:
-    """The testbed's driver of a registry stack, or None when it has no ``[bulk]`` table."""
+    """The testbed's driver of a registry stack, or None when it has no ``[bulk]`` table or one
+    whose contract the testbed does not drive yet (``sabul-cli``: SABUL joins the testbed with the
+    rest of issue 10)."""
     bulk = entry.bulk
     if bulk is None:
         return None
     if bulk.contract == "udt-cli":
         assert bulk.binary is not None  # the registry's loader checked it
         return UdtCli(entry.name, bulk.binary, bulk.build)
-    assert bulk.congestion_control is not None
-    return Iperf3Tcp(entry.name, bulk.congestion_control)
+    if bulk.contract == "iperf3":
+        assert bulk.congestion_control is not None
+        return Iperf3Tcp(entry.name, bulk.congestion_control)
+    return None
 
 
 def all_stacks() -> dict[str, Stack]:
