@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,13 @@ def dead_pid() -> int:
     gone.wait()
     assert not os.path.exists(f"/proc/{gone.pid}")
     return gone.pid
+
+
+def interruptible() -> None:
+    """``preexec_fn`` of a run that a test interrupts: SIGINT back at its default, so that Python
+    installs its KeyboardInterrupt handler even when the tests were started in the background by
+    a non-interactive shell (which ignores SIGINT for them, and children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def udtbed_run_argv(results: Path, *args: str) -> list[str]:

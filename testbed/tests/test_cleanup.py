@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import dead_pid, root_links, udtbed_run_argv
+from conftest import dead_pid, interruptible, root_links, udtbed_run_argv
 from udtbed import network
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
@@ -22,6 +22,7 @@ def spawn_run(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=interruptible,
     )
 
 

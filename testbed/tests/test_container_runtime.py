@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import dead_pid, udtbed_run_argv
+from conftest import dead_pid, interruptible, udtbed_run_argv
 from test_cleanup import netns_inodes, processes_in
 from udtbed import network, runtime
 from udtbed.experiment import load_all
@@ -121,6 +121,7 @@ def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=interruptible,
     )
     prefix = f"{network.PREFIX}{p.pid}-"
     try:
