@@ -7,6 +7,7 @@ PYTHON       := .venv/bin/python
 CARGO        ?= cargo
 CXX          ?= g++
 UDT          := impl/target/release/udt
+SABUL        := impl/target/release/sabul
 LIBUDT_PEER  := build/libudt-peer
 FUZZ_TARGET  ?= decode
 FUZZ_SECONDS ?= 60
@@ -20,7 +21,7 @@ CASES  ?=
 FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
-.PHONY: help setup build build-rust build-udt check test test-rust test-interop test-conformance \
+.PHONY: help setup build build-rust build-udt build-sabul check test test-rust test-interop test-conformance \
         testbed testbed-image test-testbed testbed-cleanup dashboards bench fuzz conformance clean
 
 help:
@@ -53,6 +54,11 @@ build-rust:
 build-udt:
 	@echo "==> build: $(UDT) (cargo build --release -p udt-cli)"
 	cd impl && $(CARGO) build --release -p udt-cli
+
+# Only the sabul binary (the sabul stack's `build` in its meta.toml).
+build-sabul:
+	@echo "==> build: $(SABUL) (cargo build --release -p sabul-cli)"
+	cd impl && $(CARGO) build --release -p sabul-cli
 
 $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	@echo "==> build: $@ (C++ against Debian libudt-dev)"
