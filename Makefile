@@ -57,8 +57,8 @@ build-udt:
 
 # Only the sabul binary (the sabul stack's `build` in its meta.toml).
 build-sabul:
-	@echo "==> build: $(SABUL) (cargo build --release -p sabul-cli)"
-	cd impl && $(CARGO) build --release -p sabul-cli
+	@echo "==> build: $(SABUL) (cargo build --release -p udt-cli --bin sabul)"
+	cd impl && $(CARGO) build --release -p udt-cli --bin sabul
 
 $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	@echo "==> build: $@ (C++ against Debian libudt-dev)"

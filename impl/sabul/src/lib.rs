@@ -28,6 +28,6 @@ pub mod sender;
 pub mod session;
 pub mod wire;
 
-pub use receiver::{Receiver, ReceiverConfig};
-pub use sender::{Sender, SenderConfig};
+pub use receiver::{Receiver, ReceiverConfig, ReceiverStats};
+pub use sender::{Sender, SenderConfig, SenderStats};
 pub use session::{Event, SessionError};

@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 
 use transfer::cc::SYN;
 use transfer::loss_list::RcvLossList;
+use transfer::protocol::Protocol;
 use transfer::recv_buffer::{Insert, RecvBuffer};
 use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
@@ -85,6 +86,10 @@ pub struct ReceiverStats {
     pub malformed: u64,
     pub duplicates: u64,
     pub errs_sent: u64,
+    pub acks_sent: u64,
+    pub syns_sent: u64,
+    /// Packets found missing (each gap counted once, when it is seen).
+    pub losses: u64,
 }
 
 /// A SABUL receiver. See the module docs for the call order.
@@ -153,6 +158,11 @@ impl Receiver {
 
     pub fn stats(&self) -> ReceiverStats {
         self.stats
+    }
+
+    /// The reorder window, packets (§3.4 word 8).
+    pub fn recv_flag_size(&self) -> u32 {
+        self.config.recv_flag_size
     }
 
     /// The session's RTT estimate (§2 step 5).
@@ -240,6 +250,7 @@ impl Receiver {
 
     fn send_ack(&mut self) {
         let ack = self.last_ack;
+        self.stats.acks_sent += 1;
         self.control.push(|out| Control::Ack(ack).emit(out));
     }
 
@@ -286,6 +297,7 @@ impl Receiver {
             if s != self.next_expected {
                 // step 3: report the gap at once, one ERR listing exactly it
                 let (first, last) = (self.next_expected, s.prev());
+                self.stats.losses += first.offset_to(s) as u64;
                 self.loss.append(first, last);
                 self.reports.push_back(Report { first, last, last_report: now, k: 2 });
                 if let Some(words) = LossWords::encode([(first, last)], self.max_loss_length as usize) {
@@ -333,6 +345,7 @@ impl Receiver {
                 }
                 if now >= self.next_syn {
                     let n = std::mem::take(&mut self.syn_count);
+                    self.stats.syns_sent += 1;
                     self.control.push(|out| Control::Syn(n).emit(out));
                     self.next_syn = (self.next_syn + SYN).max(now);
                 }
@@ -382,5 +395,27 @@ impl Receiver {
         }
         let size = self.control.pop_into(buf);
         Some(Transmit { destination: self.peer, size, source: Source::Control })
+    }
+}
+
+/// The receiver as the runtime drives it: DATA and control bytes in, control bytes out.
+impl Protocol for Receiver {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        Receiver::handle_datagram(self, now, from, datagram)
+    }
+    fn handle_control(&mut self, now: Instant, bytes: &[u8]) {
+        Receiver::handle_control(self, now, bytes)
+    }
+    fn handle_control_closed(&mut self, now: Instant, reset: bool) {
+        Receiver::handle_control_closed(self, now, reset)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Receiver::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Receiver::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        Receiver::poll_transmit(self, now, buf)
     }
 }

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use transfer::cc::{CcInput, Controller, ControllerFactory};
 use transfer::loss_list::SndLossList;
 use transfer::pacing::Pacer;
+use transfer::protocol::Protocol;
 use transfer::send_buffer::SendBuffer;
 use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
@@ -62,6 +63,22 @@ impl Default for SenderConfig {
     }
 }
 
+/// Counters of one sender session, for the `--stats` lines (docs/cli.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// DATA datagrams sent, retransmissions included.
+    pub pkts_sent: u64,
+    pub retrans: u64,
+    pub acks_recv: u64,
+    pub errs_recv: u64,
+    pub syns_recv: u64,
+    /// Packets the ERRs listed, each time it listed them.
+    pub losses: u64,
+    pub exp_events: u64,
+    /// UDP datagrams that reached the sender's data socket (SABUL sends it none).
+    pub datagrams_ignored: u64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     AwaitOptions,
@@ -96,6 +113,11 @@ pub struct Sender {
     exp_count: u32,
     max_window: u32,
     loss_scratch: Vec<(SeqNo, SeqNo)>,
+    /// Application bytes taken by [`send`](Sender::send).
+    bytes_taken: u64,
+    /// Packets acknowledged so far (sequence numbers wrap; this does not).
+    acked_pkts: u64,
+    stats: SenderStats,
 }
 
 impl Sender {
@@ -127,7 +149,30 @@ impl Sender {
             exp_count: 0,
             max_window: 0,
             loss_scratch: Vec::new(),
+            bytes_taken: 0,
+            acked_pkts: 0,
+            stats: SenderStats::default(),
         }
+    }
+
+    pub fn stats(&self) -> SenderStats {
+        self.stats
+    }
+
+    /// Application bytes acknowledged by the receiver (only the last packet may be short,
+    /// §3.1, so this is exact once everything is acknowledged).
+    pub fn bytes_acked(&self) -> u64 {
+        let payload = self.options.as_ref().map_or(0, |o| u64::from(o.payload_size));
+        (self.acked_pkts * payload).min(self.bytes_taken)
+    }
+
+    /// Whether the sender can take more application bytes now (the session is set up and the
+    /// send buffer has room for a packet).
+    pub fn has_room(&self) -> bool {
+        self.state == State::Transferring
+            && !self.finishing
+            && self.pending.is_empty()
+            && self.buffer.as_ref().is_some_and(|b| b.free_packets() > 0)
     }
 
     /// The echoed option block, once the session is set up.
@@ -152,9 +197,12 @@ impl Sender {
         }
         if self.buffer.is_none() || !self.pending.is_empty() {
             self.pending.extend_from_slice(data);
+            self.bytes_taken += data.len() as u64;
             return data.len();
         }
-        self.push_data(data)
+        let n = self.push_data(data);
+        self.bytes_taken += n as u64;
+        n
     }
 
     /// Cuts `data` into packets: all of it if it fits, else the full packets that fit
@@ -269,8 +317,10 @@ impl Sender {
                 }
                 self.exp_deadline = now + EXP_TIMEOUT;
                 self.exp_count = 0;
+                self.stats.acks_recv += 1;
                 let newly = self.last_ack.offset_to(ack);
                 if newly > 0 {
+                    self.acked_pkts += newly as u64;
                     if let Some(b) = &mut self.buffer {
                         b.release(newly as usize);
                     }
@@ -288,6 +338,8 @@ impl Sender {
                 }
                 self.exp_deadline = now + EXP_TIMEOUT;
                 self.exp_count = 0;
+                self.stats.errs_recv += 1;
+                self.stats.losses += u64::from(list.lost_count());
                 self.loss_scratch.clear();
                 for &(a, b) in &ranges {
                     if b.is_before(self.last_ack) {
@@ -302,7 +354,10 @@ impl Sender {
                 }
             }
             // §5.4: the SYN clocks the rate-control event; its attribute is informational.
-            Control::Syn(_) => self.controller.on_tick(&input),
+            Control::Syn(_) => {
+                self.stats.syns_recv += 1;
+                self.controller.on_tick(&input)
+            }
         }
         self.controller.pace(&mut self.pacer, 0.0);
     }
@@ -366,6 +421,7 @@ impl Sender {
             State::Transferring if self.outstanding() && now >= self.exp_deadline => {
                 // §5.3: every unacknowledged packet goes back into the loss list; no rate change.
                 self.exp_count += 1;
+                self.stats.exp_events += 1;
                 if self.exp_count >= EXP_GIVE_UP {
                     return self.abort(SessionError::ExpGaveUp { last_ack: self.last_ack, next_seq: self.next_seq });
                 }
@@ -428,11 +484,36 @@ impl Sender {
                 self.exp_deadline = now + EXP_TIMEOUT;
             }
         }
+        self.stats.pkts_sent += 1;
+        self.stats.retrans += u64::from(retransmission);
         let input = self.input(now);
         self.controller.on_sent(&input, seq, retransmission);
         self.pacer.on_sent(now, false);
         // The freeze (§7.4) applies once: after it, the pacer's period alone.
         self.controller.pace(&mut self.pacer, 0.0);
         Some(Transmit { destination: dest, size, source: Source::Data })
+    }
+}
+
+/// The sender as the runtime drives it: control bytes in, DATA and control bytes out. SABUL
+/// sends the sender no datagrams (§1): any that reach its data socket are counted and dropped.
+impl Protocol for Sender {
+    fn handle_datagram(&mut self, _now: Instant, _from: SocketAddr, _datagram: &[u8]) {
+        self.stats.datagrams_ignored += 1;
+    }
+    fn handle_control(&mut self, now: Instant, bytes: &[u8]) {
+        Sender::handle_control(self, now, bytes)
+    }
+    fn handle_control_closed(&mut self, now: Instant, reset: bool) {
+        Sender::handle_control_closed(self, now, reset)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Sender::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Sender::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        Sender::poll_transmit(self, now, buf)
     }
 }

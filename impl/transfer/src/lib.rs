@@ -10,6 +10,7 @@
 //! * [`cc`]: congestion control as a trait, with a factory and the hooks SABUL's rate control
 //!   needs;
 //! * [`transmit`]: what `poll_transmit` produced and which socket it leaves from;
+//! * [`protocol`]: the trait every protocol core offers its driver;
 //! * [`prng`]: the family's one seeded generator.
 //!
 //! Like the protocols built on it, nothing here owns a socket, a thread or a clock: time is
@@ -18,6 +19,7 @@
 pub mod cc;
 pub mod loss_list;
 pub mod pacing;
+pub mod protocol;
 pub mod recv_buffer;
 pub mod ring;
 pub mod rtt;

@@ -3,8 +3,7 @@
 mod report;
 
 use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use udt::{SocketType, UdtError, UdtSocket};
 
 use report::{Reporter, Role, Sink};
+use udt_cli::exit::{self, local_io, open_input, open_output, read_full, usage, Failure, Outcome};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -144,22 +144,6 @@ struct Common {
     linger: u64,
 }
 
-/// A failure with its exit status; the message says what went wrong and what to do.
-struct Failure {
-    code: u8,
-    msg: String,
-}
-
-type Outcome = Result<(), Failure>;
-
-fn usage(msg: impl Into<String>) -> Failure {
-    Failure { code: 2, msg: msg.into() }
-}
-
-fn local_io(msg: impl Into<String>) -> Failure {
-    Failure { code: 4, msg: msg.into() }
-}
-
 /// Maps a socket error to the exit status of its phase.
 fn net(e: UdtError, during_setup: bool) -> Failure {
     let code = match &e {
@@ -210,30 +194,6 @@ fn parse_addr(s: &str, what: &str) -> Result<std::net::SocketAddr, Failure> {
     udt::resolve_addr(s).map_err(|e| usage(format!("{what}: {e}")))
 }
 
-/// Reads until `buf` is full or the input ends; returns the count.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
-/// A duplicate of standard input or output as a plain file: no line buffering, no locking.
-/// If it is a pipe, the pipe is enlarged so that each read or write moves more than the
-/// default 64 KiB (fewer context switches with the process at the other end).
-fn std_file(fd: impl AsFd) -> io::Result<File> {
-    let f = File::from(fd.as_fd().try_clone_to_owned()?);
-    // SAFETY: fcntl on an fd we own; failure (not a pipe, over pipe-max-size) is harmless.
-    unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-    Ok(f)
-}
-
 const CHUNK: usize = 8 << 20;
 
 fn send(a: SendArgs) -> Outcome {
@@ -243,16 +203,7 @@ fn send(a: SendArgs) -> Outcome {
     if a.rendezvous && bind.is_none() {
         return Err(usage("--rendezvous needs --bind LOCAL:PORT (the address the peer's --rendezvous names)"));
     }
-    let mut input: Box<dyn Read> = if a.input == "-" {
-        Box::new(std_file(io::stdin()).map_err(|e| local_io(format!("cannot read standard input: {e}")))?)
-    } else {
-        let f = File::open(&a.input)
-            .map_err(|e| local_io(format!("cannot read input {:?}: {e} (check the path and permissions)", a.input)))?;
-        if f.metadata().is_ok_and(|m| m.is_dir()) {
-            return Err(local_io(format!("cannot read input {:?}: it is a directory", a.input)));
-        }
-        Box::new(f)
-    };
+    let mut input = open_input(&a.input)?;
     let sink = stats_sink(&a.common, false)?;
 
     let mut sock = match bind {
@@ -305,16 +256,7 @@ fn recv(a: RecvArgs) -> Outcome {
     let b = builder(&a.common)?;
     let local = parse_addr(&a.listen, "--listen")?;
     let peer = a.rendezvous.as_deref().map(|s| parse_addr(s, "--rendezvous")).transpose()?;
-    let mut output: Box<dyn Write> = if a.output == "-" {
-        Box::new(std_file(io::stdout()).map_err(|e| local_io(format!("cannot write standard output: {e}")))?)
-    } else {
-        Box::new(File::create(&a.output).map_err(|e| {
-            local_io(format!(
-                "cannot write output {:?}: {e} (check that the directory exists and is writable)",
-                a.output
-            ))
-        })?)
-    };
+    let mut output = open_output(&a.output)?;
     let sink = stats_sink(&a.common, a.output == "-")?;
 
     // The listener stays open until the transfer ends: connections it accepted but we do not
@@ -498,11 +440,5 @@ fn main() -> ExitCode {
         Command::Send(a) => ("udt send", send(a)),
         Command::Recv(a) => ("udt recv", recv(a)),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(f) => {
-            eprintln!("{name}: {}", f.msg);
-            ExitCode::from(f.code)
-        }
-    }
+    exit::report(name, result)
 }

@@ -1,111 +1,37 @@
-//! JSON-lines statistics, in the schema shared with the libudt peer of the testbed:
-//! one line every interval, then a summary line with `"summary":true`.
+//! `udt`'s JSON-lines statistics (`udt_cli::stats`): a thread that samples the socket every
+//! interval, then the summary line.
 
-use std::fmt::Write as _;
-use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use udt::{SocketStats, Stats, UdtSocket};
+use udt_cli::stats::{self, Counters, Meter};
+pub use udt_cli::stats::{Role, Sink};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Send,
-    Recv,
-}
-
-impl Role {
-    fn name(self) -> &'static str {
-        match self {
-            Role::Send => "send",
-            Role::Recv => "recv",
-        }
-    }
-}
-
-/// Where the lines go.
-pub enum Sink {
-    Stdout,
-    Stderr,
-    File(File),
-}
-
-impl Sink {
-    /// `-` is standard output, or standard error when standard output carries the data.
-    pub fn open(path: &str, stdout_busy: bool) -> io::Result<Sink> {
-        match path {
-            "-" if stdout_busy => Ok(Sink::Stderr),
-            "-" => Ok(Sink::Stdout),
-            _ => File::create(path).map(Sink::File),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Sink::File(f) => f.flush(),
-            _ => Ok(()),
-        }
-    }
-
-    fn write_line(&mut self, line: &str) -> io::Result<()> {
-        match self {
-            Sink::Stdout => {
-                let mut out = io::stdout().lock();
-                writeln!(out, "{line}")?;
-                out.flush()
-            }
-            Sink::Stderr => writeln!(io::stderr().lock(), "{line}"),
-            Sink::File(f) => {
-                f.write_all(line.as_bytes())?;
-                f.write_all(b"\n")
-            }
-        }
-    }
-}
-
-/// JSON has no NaN or infinity.
-fn num(x: f64) -> f64 {
-    if x.is_finite() {
-        x
-    } else {
-        0.0
-    }
-}
-
-/// One line of the shared schema. `extra` is appended inside the object (summary fields).
+/// One line of the shared schema from a UDT socket's counters. `extra` is appended inside
+/// the object (summary fields).
 pub fn line(role: Role, t: f64, bytes: u64, mbps: f64, s: &Stats, extra: &str) -> String {
-    let losses = match role {
-        Role::Send => s.pkts_lost_snd,
-        Role::Recv => s.pkts_lost_rcv,
+    let c = Counters {
+        rtt_ms: s.rtt_us as f64 / 1000.0,
+        flow_window: u64::from(s.flow_window),
+        cwnd: s.cwnd,
+        period_us: s.period_us,
+        losses: match role {
+            Role::Send => s.pkts_lost_snd,
+            Role::Recv => s.pkts_lost_rcv,
+        },
+        retrans: s.pkts_retrans,
+        pkts_sent: s.pkts_sent,
+        pkts_recv: s.pkts_recv,
+        acks_sent: s.acks_sent,
+        acks_recv: s.acks_recv,
+        naks_sent: s.naks_sent,
+        naks_recv: s.naks_recv,
     };
-    let mut out = String::with_capacity(400);
-    let _ = write!(
-        out,
-        "{{\"stack\":\"udt-rs\",\"role\":\"{}\",\"t\":{:.6},\"bytes\":{},\"mbps\":{:.3},\"rtt_ms\":{:.3},\
-         \"flow_window\":{},\"cwnd\":{:.3},\"period_us\":{:.3},\"losses\":{},\"retrans\":{},\
-         \"pkts_sent\":{},\"pkts_recv\":{},\"acks_sent\":{},\"acks_recv\":{},\"naks_sent\":{},\"naks_recv\":{}{}}}",
-        role.name(),
-        num(t),
-        bytes,
-        num(mbps),
-        s.rtt_us as f64 / 1000.0,
-        s.flow_window,
-        num(s.cwnd),
-        num(s.period_us),
-        losses,
-        s.pkts_retrans,
-        s.pkts_sent,
-        s.pkts_recv,
-        s.acks_sent,
-        s.acks_recv,
-        s.naks_sent,
-        s.naks_recv,
-        extra
-    );
-    out
+    stats::line("udt-rs", role, t, bytes, mbps, &c, extra)
 }
 
 /// Periodic reporter on its own thread.
@@ -160,8 +86,7 @@ impl Reporter {
         let thread = std::thread::Builder::new()
             .name("udt-stats".into())
             .spawn(move || {
-                let mut last_t = 0.0;
-                let mut last_bytes = 0u64;
+                let mut meter = Meter::default();
                 let mut next = start + interval;
                 while !stop2.load(Ordering::Relaxed) {
                     let now = Instant::now();
@@ -172,10 +97,7 @@ impl Reporter {
                     next += interval;
                     let Ok(st) = sock.stats() else { break };
                     let t = start.elapsed().as_secs_f64();
-                    let bytes = progress_bytes(role, &st, &delivered).max(last_bytes);
-                    let dt = t - last_t;
-                    let mbps = if dt > 0.0 { bytes.saturating_sub(last_bytes) as f64 * 8.0 / dt / 1e6 } else { 0.0 };
-                    (last_t, last_bytes) = (t, bytes);
+                    let (bytes, mbps) = meter.rate(t, progress_bytes(role, &st, &delivered));
                     let l = line(role, t, bytes, mbps, &st.core, &tag2);
                     if sink2.lock().unwrap().write_line(&l).is_err() {
                         break;
@@ -193,15 +115,8 @@ impl Reporter {
             let _ = t.join();
         }
         let secs = self.start.elapsed().as_secs_f64();
-        let mbps = if secs > 0.0 { bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 };
-        let l = line(
-            self.role,
-            secs,
-            bytes,
-            mbps,
-            stats,
-            &format!("{},\"summary\":true,\"seconds\":{:.6}", self.tag, secs),
-        );
+        let (mbps, extra) = stats::summary(bytes, secs, &self.tag);
+        let l = line(self.role, secs, bytes, mbps, stats, &extra);
         let mut sink = self.sink.lock().unwrap();
         sink.write_line(&l)?;
         sink.flush()
@@ -222,29 +137,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn line_has_every_shared_key_in_order() {
-        let s = Stats { rtt_us: 1500, cwnd: f64::INFINITY, ..Stats::default() };
-        let l = line(Role::Recv, 1.5, 42, 3.0, &s, ",\"summary\":true");
-        assert!(l.starts_with(
-            "{\"stack\":\"udt-rs\",\"role\":\"recv\",\"t\":1.500000,\"bytes\":42,\"mbps\":3.000,\"rtt_ms\":1.500,"
-        ));
-        for key in [
-            "flow_window",
-            "cwnd",
-            "period_us",
-            "losses",
-            "retrans",
-            "pkts_sent",
-            "pkts_recv",
-            "acks_sent",
-            "acks_recv",
-            "naks_sent",
-            "naks_recv",
-            "summary",
-        ] {
-            assert!(l.contains(&format!("\"{key}\":")), "{key} missing in {l}");
-        }
-        assert!(l.contains("\"cwnd\":0.000"));
-        assert!(l.ends_with("\"summary\":true}"));
+    fn line_maps_the_role_s_loss_counter() {
+        let s = Stats { pkts_lost_snd: 3, pkts_lost_rcv: 7, rtt_us: 1500, ..Stats::default() };
+        assert!(line(Role::Send, 1.0, 0, 0.0, &s, "").contains("\"rtt_ms\":1.500,"));
+        assert!(line(Role::Send, 1.0, 0, 0.0, &s, "").contains("\"losses\":3,"));
+        assert!(line(Role::Recv, 1.0, 0, 0.0, &s, "").contains("\"losses\":7,"));
     }
 }

@@ -21,6 +21,7 @@ use transfer::prng::Xoshiro256;
 use crate::config::ConnectionConfig;
 use crate::connection::{Connection, Event, Role};
 use crate::wire::{req_type, Control, Handshake, Packet, Repr};
+use transfer::protocol::Protocol;
 use transfer::seq::SeqNo;
 use transfer::time::Instant;
 use transfer::transmit::{Source, Transmit};
@@ -313,5 +314,21 @@ impl Endpoint {
     /// As [`Endpoint::poll_transmit`]: if `buf` is shorter than the datagram due.
     pub fn poll_transmit_for(&mut self, id: u32, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         self.conns.get_mut(&id)?.poll_transmit(now, buf)
+    }
+}
+
+/// The endpoint is the protocol the runtime's multiplexer drives: UDT over one UDP socket.
+impl Protocol for Endpoint {
+    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]) {
+        Endpoint::handle_datagram(self, now, from, datagram)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Endpoint::handle_timeout(self, now)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Endpoint::poll_timeout(self)
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        Endpoint::poll_transmit(self, now, buf)
     }
 }

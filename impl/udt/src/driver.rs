@@ -21,13 +21,14 @@
 //! same pass with its endpoint behind a lock (`mux`).
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsFd;
+use std::net::TcpStream;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use transfer::protocol::Protocol;
 use transfer::time::Instant;
-use transfer::transmit::{Source, Transmit};
+use transfer::transmit::Source;
 
 use crate::udp::{self, RxBatch, TxBatch, Waker};
 pub use crate::udp::{BufferSizes, UdpSocket};
@@ -41,22 +42,6 @@ pub const RX_POLL: Duration = Duration::from_micros(10);
 const TX_BATCH: usize = 128;
 /// Control-stream bytes read per pass at most.
 const STREAM_CHUNK: usize = 64 << 10;
-
-/// A sans-IO protocol as the runtime drives it (CONVENTIONS: `handle_*` in, `poll_*` out).
-pub trait Protocol {
-    /// A datagram from `from` arrived at `now`.
-    fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]);
-    /// Bytes arrived on the control stream (protocols with one).
-    fn handle_control(&mut self, _now: Instant, _bytes: &[u8]) {}
-    /// The control stream ended: the peer closed it (`reset: false`) or it failed.
-    fn handle_control_closed(&mut self, _now: Instant, _reset: bool) {}
-    /// Runs the timers due at `now`.
-    fn handle_timeout(&mut self, now: Instant);
-    /// When [`handle_timeout`](Self::handle_timeout) or `poll_transmit` next has work.
-    fn poll_timeout(&self) -> Option<Instant>;
-    /// Writes the next output into `buf` and says what it is.
-    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit>;
-}
 
 /// The core's clock: µs since the driver started, plus one second so that no timer of the
 /// core ever sits at 0.
@@ -283,11 +268,36 @@ impl Io {
     }
 
     /// Closes the write side of the control stream once its queue is written (SABUL's
-    /// teardown, SABUL.md §10: half-close, then drain).
-    pub fn shutdown_control(&mut self) -> io::Result<()> {
+    /// teardown, SABUL.md §10: half-close, then drain). Returns whether it did: while bytes
+    /// are still queued it does nothing, and the caller asks again after the next flush.
+    pub fn shutdown_control(&mut self) -> io::Result<bool> {
         match self.stream.as_mut() {
-            Some(s) if s.out.is_empty() => s.tcp.shutdown(std::net::Shutdown::Write),
-            _ => Ok(()),
+            Some(s) if s.out.is_empty() && s.closed.is_none() => {
+                s.tcp.shutdown(std::net::Shutdown::Write)?;
+                Ok(true)
+            }
+            Some(s) if s.closed.is_some() => Ok(true),
+            _ => Ok(false),
+        }
+    }
+
+    /// Makes the control stream end with a reset when the engine is dropped (`SO_LINGER`
+    /// {on, 0}: SABUL's abort, SABUL.md §10.2), and writes nothing more to it.
+    pub fn abort_control(&mut self) {
+        if let Some(s) = self.stream.as_mut() {
+            let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+            // SAFETY: setsockopt on the stream's own fd with a valid `linger`.
+            unsafe {
+                libc::setsockopt(
+                    s.tcp.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    &linger as *const libc::linger as *const libc::c_void,
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                );
+            }
+            s.out.clear();
+            s.closed.get_or_insert(true);
         }
     }
 
@@ -335,13 +345,15 @@ impl Io {
         Ok(())
     }
 
-    /// Drives `p`, owned by this thread, until `done(p)` holds after a pass.
+    /// Drives `p`, owned by this thread, until `done(p, io)` holds after a pass. `done` is
+    /// also where the caller does its own work each pass (application data in and out, the
+    /// protocol's events), with the engine at hand for what they ask of the sockets.
     pub fn run<P: Protocol + ?Sized>(
         &mut self,
         p: &mut P,
         clock: &Clock,
         wakeup: &Wakeup,
-        mut done: impl FnMut(&mut P) -> bool,
+        mut done: impl FnMut(&mut P, &mut Io) -> bool,
     ) -> io::Result<()> {
         let mut last = Instant::ZERO;
         loop {
@@ -354,7 +366,7 @@ impl Io {
             if self.drain(p, now) {
                 self.flush();
             }
-            if done(p) {
+            if done(p, self) {
                 return Ok(());
             }
             if !self.busy() {

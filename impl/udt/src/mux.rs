@@ -24,11 +24,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use transfer::time::Instant as CoreTime;
-use transfer::transmit::Transmit;
 use udt_proto::connection::{BrokenReason, ConnectError, Event};
 use udt_proto::endpoint::Endpoint;
 
-use crate::driver::{Clock, Io, Protocol, Wakeup};
+use crate::driver::{Clock, Io, Wakeup};
 use crate::error::{Result, UdtError};
 use crate::udp::{self, BufferSizes, UdpSocket};
 
@@ -394,21 +393,5 @@ impl Mux {
                 io.idle(&self.clock, next, &self.wakeup)?;
             }
         }
-    }
-}
-
-/// The endpoint is the protocol the multiplexer drives: UDT over one UDP socket.
-impl Protocol for Endpoint {
-    fn handle_datagram(&mut self, now: CoreTime, from: SocketAddr, datagram: &[u8]) {
-        Endpoint::handle_datagram(self, now, from, datagram)
-    }
-    fn handle_timeout(&mut self, now: CoreTime) {
-        Endpoint::handle_timeout(self, now)
-    }
-    fn poll_timeout(&self) -> Option<CoreTime> {
-        Endpoint::poll_timeout(self)
-    }
-    fn poll_transmit(&mut self, now: CoreTime, buf: &mut [u8]) -> Option<Transmit> {
-        Endpoint::poll_transmit(self, now, buf)
     }
 }

@@ -101,7 +101,7 @@ fn paced_datagrams_over_udp_and_a_conversation_over_tcp() {
         let (tcp, peer) = listener.accept().unwrap();
         let mut p = Receiver { control_peer: Some(peer), ..Receiver::default() };
         let mut io = Io::new(rx_udp, Some(tcp), SPIN).unwrap();
-        io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p| p.replied).unwrap();
+        io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p, _| p.replied).unwrap();
         p
     });
     let tcp = TcpStream::connect(ctrl_addr).unwrap();
@@ -116,7 +116,7 @@ fn paced_datagrams_over_udp_and_a_conversation_over_tcp() {
     };
     let mut io = Io::new(tx_udp, Some(tcp), SPIN).unwrap();
     let started = std::time::Instant::now();
-    io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p| p.closed.is_some()).unwrap();
+    io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p, _| p.closed.is_some()).unwrap();
     let elapsed = started.elapsed();
     let r = receiver.join().unwrap();
 

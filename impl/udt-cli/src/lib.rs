@@ -1,0 +1,9 @@
+//! What the family's command-line tools share (`docs/cli.md`): `udt` (this crate's main
+//! binary) and `sabul` (`src/bin/sabul.rs`) take the same options where they mean the same,
+//! exit with the same statuses and write the same JSON-lines statistics.
+//!
+//! * [`exit`]: failures with their exit status, and the input/output files both tools open;
+//! * [`stats`]: the `--stats` lines' schema and where they go.
+
+pub mod exit;
+pub mod stats;

@@ -1,0 +1,183 @@
+//! The `--stats` JSON lines (`docs/cli.md`), in the schema shared with the libudt peer and
+//! the suite's SABUL peer: one line every interval, then a summary line with `"summary":true`.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{self, Write};
+
+/// Where the lines go.
+pub enum Sink {
+    Stdout,
+    Stderr,
+    File(File),
+}
+
+impl Sink {
+    /// `-` is standard output, or standard error when standard output carries the data.
+    pub fn open(path: &str, stdout_busy: bool) -> io::Result<Sink> {
+        match path {
+            "-" if stdout_busy => Ok(Sink::Stderr),
+            "-" => Ok(Sink::Stdout),
+            _ => File::create(path).map(Sink::File),
+        }
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Sink::File(f) => f.flush(),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn write_line(&mut self, line: &str) -> io::Result<()> {
+        match self {
+            Sink::Stdout => {
+                let mut out = io::stdout().lock();
+                writeln!(out, "{line}")?;
+                out.flush()
+            }
+            Sink::Stderr => writeln!(io::stderr().lock(), "{line}"),
+            Sink::File(f) => {
+                f.write_all(line.as_bytes())?;
+                f.write_all(b"\n")
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Send,
+    Recv,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Send => "send",
+            Role::Recv => "recv",
+        }
+    }
+}
+
+/// The counters of one line, as each stack fills them (`docs/cli.md` says what each means;
+/// SABUL's ERR counts as a NAK).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Counters {
+    pub rtt_ms: f64,
+    pub flow_window: u64,
+    pub cwnd: f64,
+    pub period_us: f64,
+    pub losses: u64,
+    pub retrans: u64,
+    pub pkts_sent: u64,
+    pub pkts_recv: u64,
+    pub acks_sent: u64,
+    pub acks_recv: u64,
+    pub naks_sent: u64,
+    pub naks_recv: u64,
+}
+
+/// JSON has no NaN or infinity.
+fn num(x: f64) -> f64 {
+    if x.is_finite() {
+        x
+    } else {
+        0.0
+    }
+}
+
+/// One line of the shared schema. `extra` is appended inside the object (summary fields).
+pub fn line(stack: &str, role: Role, t: f64, bytes: u64, mbps: f64, c: &Counters, extra: &str) -> String {
+    let mut out = String::with_capacity(400);
+    let _ = write!(
+        out,
+        "{{\"stack\":\"{stack}\",\"role\":\"{}\",\"t\":{:.6},\"bytes\":{},\"mbps\":{:.3},\"rtt_ms\":{:.3},\
+         \"flow_window\":{},\"cwnd\":{:.3},\"period_us\":{:.3},\"losses\":{},\"retrans\":{},\
+         \"pkts_sent\":{},\"pkts_recv\":{},\"acks_sent\":{},\"acks_recv\":{},\"naks_sent\":{},\"naks_recv\":{}{}}}",
+        role.name(),
+        num(t),
+        bytes,
+        num(mbps),
+        num(c.rtt_ms),
+        c.flow_window,
+        num(c.cwnd),
+        num(c.period_us),
+        c.losses,
+        c.retrans,
+        c.pkts_sent,
+        c.pkts_recv,
+        c.acks_sent,
+        c.acks_recv,
+        c.naks_sent,
+        c.naks_recv,
+        extra
+    );
+    out
+}
+
+/// The rate over the last interval and the summary line's fields, from `(t, bytes)` samples.
+#[derive(Debug, Default)]
+pub struct Meter {
+    last_t: f64,
+    last_bytes: u64,
+}
+
+impl Meter {
+    /// Mb/s since the previous sample; `bytes` never goes back.
+    pub fn rate(&mut self, t: f64, bytes: u64) -> (u64, f64) {
+        let bytes = bytes.max(self.last_bytes);
+        let dt = t - self.last_t;
+        let mbps = if dt > 0.0 { (bytes - self.last_bytes) as f64 * 8.0 / dt / 1e6 } else { 0.0 };
+        (self.last_t, self.last_bytes) = (t, bytes);
+        (bytes, mbps)
+    }
+}
+
+/// The summary line's average rate and its extra fields (`tag` first, e.g. `,"conn":2`).
+pub fn summary(bytes: u64, secs: f64, tag: &str) -> (f64, String) {
+    let mbps = if secs > 0.0 { bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 };
+    (mbps, format!("{tag},\"summary\":true,\"seconds\":{secs:.6}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_has_every_shared_key_in_order() {
+        let c = Counters { rtt_ms: 1.5, cwnd: f64::INFINITY, ..Counters::default() };
+        let l = line("udt-rs", Role::Recv, 1.5, 42, 3.0, &c, ",\"summary\":true");
+        assert!(l.starts_with(
+            "{\"stack\":\"udt-rs\",\"role\":\"recv\",\"t\":1.500000,\"bytes\":42,\"mbps\":3.000,\"rtt_ms\":1.500,"
+        ));
+        for key in [
+            "flow_window",
+            "cwnd",
+            "period_us",
+            "losses",
+            "retrans",
+            "pkts_sent",
+            "pkts_recv",
+            "acks_sent",
+            "acks_recv",
+            "naks_sent",
+            "naks_recv",
+            "summary",
+        ] {
+            assert!(l.contains(&format!("\"{key}\":")), "{key} missing in {l}");
+        }
+        assert!(l.contains("\"cwnd\":0.000"));
+        assert!(l.ends_with("\"summary\":true}"));
+    }
+
+    #[test]
+    fn meter_rates_each_interval_and_never_goes_back() {
+        let mut m = Meter::default();
+        assert_eq!(m.rate(1.0, 1_000_000), (1_000_000, 8.0));
+        assert_eq!(m.rate(2.0, 500), (1_000_000, 0.0));
+        let (mbps, extra) = summary(1_000_000, 2.0, "");
+        assert_eq!(mbps, 4.0);
+        assert_eq!(extra, ",\"summary\":true,\"seconds\":2.000000");
+    }
+}
