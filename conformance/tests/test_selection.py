@@ -142,9 +142,11 @@ def test_stacks_pair_only_within_their_protocol_and_run_its_cases() -> None:
 def test_a_sabul_stack_under_test_gets_sabul_partners(tmp_path: Path) -> None:
     mine = _sabul_stack(tmp_path, "sabul-mine")
     sel = from_env({"UDTC_STACK": str(mine), "CASES": "transfer"})
-    assert [s.name for s in sel.stacks] == ["sabul-mine", "sabul-py"]
+    assert [s.name for s in sel.stacks] == ["sabul-mine", "sabul", "sabul-py"]
     assert names(sel.cells()) == {
         ("sabul-mine", "sabul-mine", "transfer"),
+        ("sabul-mine", "sabul", "transfer"),
+        ("sabul", "sabul-mine", "transfer"),
         ("sabul-mine", "sabul-py", "transfer"),
         ("sabul-py", "sabul-mine", "transfer"),
     }
@@ -153,4 +155,4 @@ def test_a_sabul_stack_under_test_gets_sabul_partners(tmp_path: Path) -> None:
     assert names(mixed.cells()) == {("sabul-mine", "sabul-mine", "transfer")}
     tp = _stack(tmp_path, "tp")
     both = from_env({"UDTC_STACK": os.pathsep.join([str(tp), str(mine)]), "CASES": "handshake"})
-    assert [s.name for s in both.stacks] == ["tp", "sabul-mine", "libudt", "udt-rs", "sabul-py"]
+    assert [s.name for s in both.stacks] == ["tp", "sabul-mine", "libudt", "udt-rs", "sabul", "sabul-py"]

@@ -171,8 +171,7 @@ impl Sender {
     pub fn has_room(&self) -> bool {
         self.state == State::Transferring
             && !self.finishing
-            && self.pending.is_empty()
-            && self.buffer.as_ref().is_some_and(|b| b.free_packets() > 0)
+            && self.buffer.as_ref().is_some_and(|b| b.free_packets() > 0 && self.pending.len() < b.payload_size())
     }
 
     /// The echoed option block, once the session is set up.
@@ -191,28 +190,39 @@ impl Sender {
     }
 
     /// Queues application bytes; returns how many were taken (fewer when the buffer is full).
+    ///
+    /// The bytes are one stream: they leave in full packets, and only the stream's last
+    /// packet may be short (§3.1). A tail shorter than a packet waits for more bytes or for
+    /// [`finish`](Self::finish). Before the echo every byte is held, since the packet size
+    /// is not known yet (§3.4).
     pub fn send(&mut self, data: &[u8]) -> usize {
         if self.finishing || matches!(self.state, State::Draining(_) | State::Closed) {
             return 0;
         }
-        if self.buffer.is_none() || !self.pending.is_empty() {
+        let Some(b) = &self.buffer else {
             self.pending.extend_from_slice(data);
             self.bytes_taken += data.len() as u64;
             return data.len();
-        }
-        let n = self.push_data(data);
-        self.bytes_taken += n as u64;
-        n
+        };
+        // Room for the free packets, less what waits already, plus a tail.
+        let payload = b.payload_size();
+        let room = (b.free_packets() * payload + payload - 1).saturating_sub(self.pending.len());
+        let take = data.len().min(room);
+        self.pending.extend_from_slice(&data[..take]);
+        self.flush_pending();
+        self.bytes_taken += take as u64;
+        take
     }
 
-    /// Cuts `data` into packets: all of it if it fits, else the full packets that fit
-    /// (§3.1: only the last packet of a buffer may be short).
-    fn push_data(&mut self, data: &[u8]) -> usize {
+    /// Cuts `data` into the packets that fit: full packets only, unless `last` (then the
+    /// short packet at its end too). Returns the bytes taken.
+    fn push_data(&mut self, data: &[u8], last: bool) -> usize {
         let Some(b) = &mut self.buffer else { return 0 };
-        let n = if b.packets_for(data.len()) <= b.free_packets() {
+        let payload = b.payload_size();
+        let n = if last && b.packets_for(data.len()) <= b.free_packets() {
             data.len()
         } else {
-            b.free_packets() * b.payload_size()
+            (data.len() / payload).min(b.free_packets()) * payload
         };
         if n > 0 && b.push(&data[..n], |_, _| ()) {
             n
@@ -221,12 +231,14 @@ impl Sender {
         }
     }
 
-    /// Moves bytes queued before the echo (or while the buffer was full) into the buffer.
+    /// Moves what waits (bytes queued before the echo, a tail, what a full buffer left) into
+    /// the buffer, as far as it takes them.
     fn flush_pending(&mut self) {
         if !self.pending.is_empty() {
-            let pending = std::mem::take(&mut self.pending);
-            let taken = self.push_data(&pending);
-            self.pending = pending[taken..].to_vec();
+            let mut pending = std::mem::take(&mut self.pending);
+            let taken = self.push_data(&pending, self.finishing);
+            pending.drain(..taken);
+            self.pending = pending;
         }
     }
 
@@ -234,6 +246,7 @@ impl Sender {
     /// half-closes (§10.1).
     pub fn finish(&mut self) {
         self.finishing = true;
+        self.flush_pending();
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {

@@ -2,50 +2,21 @@
 //! that kills it and fails the test instead of hanging; no test asserts on durations.
 
 use std::io::Write;
-use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+mod common;
+
+use common::{finish, free_port, s, tmpdir};
 use prng::pattern;
 
 const BIN: &str = env!("CARGO_BIN_EXE_udt");
-
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("udt-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Waits for `child` while collecting its output, killing it after `secs`.
-fn finish(child: Child, secs: u64) -> Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output().unwrap());
-    });
-    match rx.recv_timeout(Duration::from_secs(secs)) {
-        Ok(out) => out,
-        Err(_) => {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-            let out = rx.recv().unwrap();
-            panic!("udt hung; stderr: {}", String::from_utf8_lossy(&out.stderr));
-        }
-    }
-}
 
 fn udt(args: &[&str]) -> Command {
     let mut c = Command::new(BIN);
     c.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     c
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// Sends `data` from a file to a receiver writing a file; returns what arrived.

@@ -404,6 +404,12 @@ fn connect(addr: SocketAddr) -> Result<TcpStream, Failure> {
     let deadline = StdInstant::now() + CONNECT_RETRY;
     loop {
         match TcpStream::connect_timeout(&addr, CONNECT_RETRY) {
+            // Retrying a local port nobody listens on, the kernel may pick that very port as
+            // ours: a TCP self-connection (simultaneous open). That is not the sender.
+            Ok(s) if s.local_addr().ok() == Some(addr) => {
+                drop(s);
+                std::thread::sleep(Duration::from_millis(100));
+            }
             Ok(s) => return Ok(s),
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && StdInstant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(100));

@@ -1,0 +1,40 @@
+//! What the command-line tests share: ports, scratch directories and a time guard on every
+//! child process (it kills a hung child and fails the test; no test asserts on durations).
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::net::UdpSocket;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::Duration;
+
+pub fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("udt-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Waits for `child` while collecting its output, killing it after `secs`.
+pub fn finish(child: Child, secs: u64) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output().unwrap());
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(out) => out,
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            let out = rx.recv().unwrap();
+            panic!("the command hung; stderr: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
