@@ -16,20 +16,19 @@ channels, written by the tester itself) in its directory.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import struct
-import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from ..diagnosis import crash_line, exit_text, log_tail
+from .. import active
+from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
+from ..diagnosis import exit_text
 from ..pcap import TCP_ACK, TCP_PSH, PcapWriter
 from ..ports import free_tcp_port, tcp_port_listening
 from ..stacks import Stack, stop
-from ..tester import ProbeResult
 from .wire import OPTION_BLOCK_LEN, Ack, Data, OptionBlock, decode_option_block, encode_raw_control
 
 Addr = tuple[str, int]
@@ -38,38 +37,9 @@ INPUT_BYTES = 300 * PAYLOAD
 _RST = struct.pack("ii", 1, 0)
 
 
-@dataclass
-class SabulProbe:
-    id: str
-    section: str
-    role: str  # the stack's role: "sender" (ROLE=server) or "receiver" (ROLE=client)
-    summary: str
-    fn: Callable[[ProbeEnv], ProbeResult]
-    testcase: str = "transfer"
-
-
-@dataclass
-class ProbeEnv:
-    stack: Stack
-    workdir: Path
-    probe: SabulProbe
-    recorder: PcapWriter
-
-    def result(self, outcome: str, details: str, notes: list[str] | None = None) -> ProbeResult:
-        return ProbeResult(self.probe.id, self.probe.section, self.probe.role, outcome, details, notes or [])
-
-
-PROBES: list[SabulProbe] = []
-
-
-def probe(
-    id: str, section: str, role: str, summary: str
-) -> Callable[[Callable[[ProbeEnv], ProbeResult]], Callable[[ProbeEnv], ProbeResult]]:
-    def deco(fn: Callable[[ProbeEnv], ProbeResult]) -> Callable[[ProbeEnv], ProbeResult]:
-        PROBES.append(SabulProbe(id, section, role, summary, fn))
-        return fn
-
-    return deco
+SabulProbe = Probe[ProbeEnv]
+PROBES: Probes[ProbeEnv] = Probes()
+probe = PROBES.probe
 
 
 class _Tcp:
@@ -134,14 +104,6 @@ def _udp(recorder: PcapWriter) -> socket.socket:
     return s
 
 
-def _ended(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop(proc)
-        return None
-
-
 def _abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes: list[str]) -> ProbeResult:
     """The verdict for a probe whose correct outcome is an abort (§10.2)."""
     if rc is None:
@@ -203,7 +165,7 @@ def _bad_feedback(env: ProbeEnv, frame: Callable[[int], bytes], what: str) -> Pr
         tcp, seq = s.set_up()
         tcp.send(frame(seq))
         closed = tcp.how_closed(5)
-        return _abort_verdict(env, _ended(s.proc, 10), closed, what, [f"first DATA seq {seq}"])
+        return _abort_verdict(env, ended(s.proc, 10), closed, what, [f"first DATA seq {seq}"])
     finally:
         s.close()
 
@@ -227,7 +189,7 @@ def _bogus_block(env: ProbeEnv) -> ProbeResult:
             closed = tcp.how_closed(3)
         if echo:
             return env.result("fail", f"echoed an invalid block ({len(echo)} bytes): §3.4 rejects it")
-        return _abort_verdict(env, _ended(s.proc, 10), closed, "an invalid option block", [])
+        return _abort_verdict(env, ended(s.proc, 10), closed, "an invalid option block", [])
     finally:
         s.close()
 
@@ -239,7 +201,7 @@ def _short_block(env: ProbeEnv) -> ProbeResult:
         tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port).encode()[:20])
         t0 = time.monotonic()
         closed = tcp.how_closed(8)
-        rc = _ended(s.proc, 5)
+        rc = ended(s.proc, 5)
         notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s"]
         return _abort_verdict(env, rc, closed, "a block cut short", notes)
     finally:
@@ -298,7 +260,7 @@ def _vanishes(env: ProbeEnv) -> ProbeResult:
         tcp, _ = s.set_up()
         t0 = time.monotonic()
         closed = tcp.how_closed(20)
-        rc = _ended(s.proc, 5)
+        rc = ended(s.proc, 5)
         notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s of silence"]
         return _abort_verdict(env, rc, closed, "a silent receiver", notes)
     finally:
@@ -379,7 +341,7 @@ def _reset_mid(env: ProbeEnv) -> ProbeResult:
         if not _wait_for_ack(tcp, 50, 5):
             return env.result("fail", "no ACK 50 for 50 contiguous packets within 5 s")
         tcp.reset()
-        rc = _ended(r.proc, 10)
+        rc = ended(r.proc, 10)
         got = r.output.read_bytes() if r.output.exists() else b""
         want = b"".join(chunks)
         notes = [f"OUTPUT {len(got)} bytes, {len(want)} delivered before the reset"]
@@ -402,7 +364,7 @@ def _bogus_echo(env: ProbeEnv) -> ProbeResult:
         bad = replace(block, data_port=block.data_port % 65535 + 1)
         tcp.send(bad.encode())
         closed = tcp.how_closed(5)
-        rc = _ended(r.proc, 10)
+        rc = ended(r.proc, 10)
         res = _abort_verdict(env, rc, closed, "an echo with another data_port", [])
         if not res.failed and r.output.exists() and r.output.stat().st_size:
             return env.result("fail", "wrote data although the session never started")
@@ -432,7 +394,7 @@ def _foreign(env: ProbeEnv) -> ProbeResult:
             return env.result("fail", "no ACK 10 within 5 s")
         tcp.sock.shutdown(socket.SHUT_WR)
         closed = tcp.how_closed(5)
-        rc = _ended(r.proc, 10)
+        rc = ended(r.proc, 10)
         got = r.output.read_bytes() if r.output.exists() else b""
         notes = [f"receiver's close: {closed}"]
         if got != b"".join(chunks):
@@ -453,31 +415,6 @@ def _exit(rc: int | None) -> str:
 def run_probe(stack: Stack, p: SabulProbe, workdir: Path) -> ProbeResult:
     """Run one probe against a fresh process of ``stack`` in ``workdir`` (emptied first); writes
     ``probe.log`` and ``probe.pcap`` there."""
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    pcap = workdir / "probe.pcap"
-    with PcapWriter(pcap) as recorder:
-        env = ProbeEnv(stack, workdir, p, recorder)
-        try:
-            res = p.fn(env)
-        except (TimeoutError, ConnectionError, OSError) as e:
-            res = env.result("fail", f"{type(e).__name__}: {e}")
     side = "server" if p.role == "sender" else "client"
-    stack_log = workdir / f"{side}.log"
-    crash = crash_line("\n".join(log_tail(stack_log, 200)))
-    if crash:
-        if res.failed:
-            res.details += f"; {stack.name} log: {crash}"
-        else:
-            res.notes.append(f"{stack.name} log shows: {crash}")
-    res.pcap, res.log = pcap, workdir / "probe.log"
-    tail = log_tail(stack_log)
-    res.log.write_text(
-        f"{p.id} (SABUL.md §{p.section}) against {stack.name} as the {p.role} (ROLE={side}), TESTCASE={p.testcase}\n"
-        f"{p.summary}\n\n{res.verdict}\n"
-        + "".join(f"  {n}\n" for n in res.notes)
-        + f"\n{stack.name} {side} log ({stack_log.name}), last {len(tail)} lines:\n"
-        + "".join(f"  {line}\n" for line in tail)
-    )
-    return res
+    plays = f"the {p.role} (ROLE={side})"
+    return active.run_probe(stack, p, workdir, ProbeEnv, spec="SABUL.md", side=side, plays=plays, errors=(OSError,))
