@@ -12,12 +12,12 @@ and leaves ``probe.log`` and ``probe.pcap`` in its directory, which the report l
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from script_stack import script_stack
 from udtconf.pcap import read_udp
-from udtconf.stacks import Stack, load
+from udtconf.stacks import Stack
 from udtconf.tester import PROBES, Probe, run_probe
 from verdicts import probe_verdict
 
@@ -48,13 +48,7 @@ raise SystemExit(101)
 
 
 def _crashing_stack(tmp_path: Path) -> Stack:
-    d = tmp_path / "crashy"
-    d.mkdir()
-    (d / "meta.toml").write_text('name = "crashy"\nversion = "0"\ntestcases = ["transfer", "multiconnect"]\n')
-    (d / "server.py").write_text(CRASHING_SERVER)
-    (d / "entrypoint").write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$(dirname "$0")/server.py"\n')
-    (d / "entrypoint").chmod(0o755)
-    return load(d)
+    return script_stack(tmp_path, "crashy", CRASHING_SERVER, ["transfer", "multiconnect"])
 
 
 def test_a_probe_runs_a_fresh_transfer_server_and_reports_its_crash(tmp_path: Path) -> None:

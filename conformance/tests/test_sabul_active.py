@@ -6,10 +6,10 @@ FIN where it had to reset, or lost or invented data."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from script_stack import script_stack
 from udtconf.sabul.tester import PROBES, SabulProbe, run_probe
 from udtconf.stacks import Stack
 from verdicts import probe_verdict
@@ -65,15 +65,7 @@ raise SystemExit(0)
 
 
 def _naive_stack(tmp_path: Path) -> Stack:
-    from udtconf.stacks import load
-
-    d = tmp_path / "naive"
-    d.mkdir()
-    (d / "meta.toml").write_text('name = "naive"\nprotocol = "sabul"\nversion = "0"\ntestcases = ["transfer"]\n')
-    (d / "naive.py").write_text(NAIVE)
-    (d / "entrypoint").write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$(dirname "$0")/naive.py"\n')
-    (d / "entrypoint").chmod(0o755)
-    return load(d)
+    return script_stack(tmp_path, "naive", NAIVE, ["transfer"], protocol="sabul")
 
 
 @pytest.mark.parametrize(
