@@ -18,10 +18,12 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Self
 
 from .. import active
 from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
@@ -119,11 +121,26 @@ def _abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes:
     return env.result("pass", f"aborted after {what}: {closed or 'closed'}, exit {rc}", notes)
 
 
+class _Session:
+    """The stack's process in a probe and the tester's sockets, closed when the ``with`` ends."""
+
+    proc: subprocess.Popen[bytes]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------------------------------------
 # The stack as the sender: the tester is its receiver
 
 
-class _AsSender:
+class _AsSender(_Session):
     def __init__(self, env: ProbeEnv) -> None:
         self.env = env
         self.input = env.workdir / "input.bin"
@@ -154,20 +171,25 @@ class _AsSender:
         self.env.recorder.write(time.time(), src, self.udp.getsockname(), raw)
         return tcp, struct.unpack_from("!I", raw)[0]
 
+    def abort_in_silence(self, tcp: _Tcp, wait: float, what: str, silence: str = "") -> ProbeResult:
+        """The tester says nothing more: the verdict on how and when the stack aborts."""
+        t0 = time.monotonic()
+        closed = tcp.how_closed(wait)
+        rc = ended(self.proc, 5)
+        notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s{silence}"]
+        return _abort_verdict(self.env, rc, closed, what, notes)
+
     def close(self) -> None:
         stop(self.proc)
         self.udp.close()
 
 
 def _bad_feedback(env: ProbeEnv, frame: Callable[[int], bytes], what: str) -> ProbeResult:
-    s = _AsSender(env)
-    try:
+    with _AsSender(env) as s:
         tcp, seq = s.set_up()
         tcp.send(frame(seq))
         closed = tcp.how_closed(5)
         return _abort_verdict(env, ended(s.proc, 10), closed, what, [f"first DATA seq {seq}"])
-    finally:
-        s.close()
 
 
 @probe(
@@ -177,8 +199,7 @@ def _bad_feedback(env: ProbeEnv, frame: Callable[[int], bytes], what: str) -> Pr
     "a block whose max_loss_length is not ⌊pkt_size/4⌋ − 2: no echo, an abort (reset, exit ≠ 0)",
 )
 def _bogus_block(env: ProbeEnv) -> ProbeResult:
-    s = _AsSender(env)
-    try:
+    with _AsSender(env) as s:
         tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port, max_loss_length=9999).encode())
         try:
             echo = tcp.recv_exact(OPTION_BLOCK_LEN, 3)
@@ -190,22 +211,13 @@ def _bogus_block(env: ProbeEnv) -> ProbeResult:
         if echo:
             return env.result("fail", f"echoed an invalid block ({len(echo)} bytes): §3.4 rejects it")
         return _abort_verdict(env, ended(s.proc, 10), closed, "an invalid option block", [])
-    finally:
-        s.close()
 
 
 @probe("sender/short-option-block", "10.3", "sender", "20 of the block's 40 bytes, then silence: abort within ~1 s")
 def _short_block(env: ProbeEnv) -> ProbeResult:
-    s = _AsSender(env)
-    try:
+    with _AsSender(env) as s:
         tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port).encode()[:20])
-        t0 = time.monotonic()
-        closed = tcp.how_closed(8)
-        rc = ended(s.proc, 5)
-        notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s"]
-        return _abort_verdict(env, rc, closed, "a block cut short", notes)
-    finally:
-        s.close()
+        return s.abort_in_silence(tcp, 8, "a block cut short")
 
 
 @probe(
@@ -255,23 +267,16 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
     "the receiver goes silent after the echo (TCP open, no ACK/ERR/SYN): EXP re-sends, then an abort after 10",
 )
 def _vanishes(env: ProbeEnv) -> ProbeResult:
-    s = _AsSender(env)
-    try:
+    with _AsSender(env) as s:
         tcp, _ = s.set_up()
-        t0 = time.monotonic()
-        closed = tcp.how_closed(20)
-        rc = ended(s.proc, 5)
-        notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s of silence"]
-        return _abort_verdict(env, rc, closed, "a silent receiver", notes)
-    finally:
-        s.close()
+        return s.abort_in_silence(tcp, 20, "a silent receiver", " of silence")
 
 
 # ---------------------------------------------------------------------------------------------
 # The stack as the receiver: the tester is its sender
 
 
-class _AsReceiver:
+class _AsReceiver(_Session):
     def __init__(self, env: ProbeEnv) -> None:
         self.env = env
         self.lsock = socket.socket()
@@ -290,12 +295,28 @@ class _AsReceiver:
         tcp = _Tcp(conn, self.env.recorder)
         return tcp, decode_option_block(tcp.recv_exact(OPTION_BLOCK_LEN, 5))
 
+    def set_up(self) -> tuple[_Tcp, OptionBlock]:
+        """The stack's block, echoed unchanged; returns the connection and the block."""
+        tcp, block = self.accept()
+        tcp.send(block.encode())
+        return tcp, block
+
     def send_data(self, block: OptionBlock, seq: int, payload: bytes, src: socket.socket | None = None) -> None:
         sock = src or self.udp
         raw = Data(seq, payload).encode()
         dest = ("127.0.0.1", block.data_port)
         sock.sendto(raw, dest)
         self.env.recorder.write(time.time(), sock.getsockname(), dest, raw)
+
+    def deliver(self, tcp: _Tcp, block: OptionBlock, n: int) -> list[bytes] | None:
+        """``n`` fresh packets from seq 0; their payloads once ACK ``n`` came within 5 s, else None."""
+        chunks = [os.urandom(PAYLOAD) for _ in range(n)]
+        for seq, c in enumerate(chunks):
+            self.send_data(block, seq, c)
+        return chunks if _wait_for_ack(tcp, n, 5) else None
+
+    def written(self) -> bytes:
+        return self.output.read_bytes() if self.output.exists() else b""
 
     def close(self) -> None:
         stop(self.proc)
@@ -320,10 +341,6 @@ def _wait_for_ack(tcp: _Tcp, ack_no: int, timeout: float) -> bool:
     return False
 
 
-def _chunks(n: int) -> list[bytes]:
-    return [os.urandom(PAYLOAD) for _ in range(n)]
-
-
 @probe(
     "receiver/reset-mid-transfer",
     "10.2",
@@ -331,19 +348,14 @@ def _chunks(n: int) -> list[bytes]:
     "50 packets, their ACK, then a TCP reset: an abort (exit ≠ 0) with exactly those 50 packets in OUTPUT",
 )
 def _reset_mid(env: ProbeEnv) -> ProbeResult:
-    r = _AsReceiver(env)
-    try:
-        tcp, block = r.accept()
-        tcp.send(block.encode())
-        chunks = _chunks(50)
-        for seq, c in enumerate(chunks):
-            r.send_data(block, seq, c)
-        if not _wait_for_ack(tcp, 50, 5):
+    with _AsReceiver(env) as r:
+        tcp, block = r.set_up()
+        chunks = r.deliver(tcp, block, 50)
+        if chunks is None:
             return env.result("fail", "no ACK 50 for 50 contiguous packets within 5 s")
         tcp.reset()
         rc = ended(r.proc, 10)
-        got = r.output.read_bytes() if r.output.exists() else b""
-        want = b"".join(chunks)
+        got, want = r.written(), b"".join(chunks)
         notes = [f"OUTPUT {len(got)} bytes, {len(want)} delivered before the reset"]
         if rc == 0:
             return env.result("fail", "exit 0 after a reset: a reset before EOF is an abort (SABUL.md §10.2)", notes)
@@ -352,14 +364,11 @@ def _reset_mid(env: ProbeEnv) -> ProbeResult:
         if got != want:
             return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the reset", notes)
         return env.result("pass", f"aborted (exit {rc}) and kept the 50 delivered packets", notes)
-    finally:
-        r.close()
 
 
 @probe("receiver/bogus-echo", "3.4", "receiver", "an echo that changed data_port: an abort, nothing written")
 def _bogus_echo(env: ProbeEnv) -> ProbeResult:
-    r = _AsReceiver(env)
-    try:
+    with _AsReceiver(env) as r:
         tcp, block = r.accept()
         bad = replace(block, data_port=block.data_port % 65535 + 1)
         tcp.send(bad.encode())
@@ -369,8 +378,6 @@ def _bogus_echo(env: ProbeEnv) -> ProbeResult:
         if not res.failed and r.output.exists() and r.output.stat().st_size:
             return env.result("fail", "wrote data although the session never started")
         return res
-    finally:
-        r.close()
 
 
 @probe(
@@ -380,22 +387,18 @@ def _bogus_echo(env: ProbeEnv) -> ProbeResult:
     "forged DATA 0 from 127.0.0.2 before the real packets from the control peer's IP: only the real bytes",
 )
 def _foreign(env: ProbeEnv) -> ProbeResult:
-    r = _AsReceiver(env)
-    try:
-        tcp, block = r.accept()
-        tcp.send(block.encode())
+    with _AsReceiver(env) as r:
+        tcp, block = r.set_up()
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
             forger.bind(("127.0.0.2", 0))
             r.send_data(block, 0, b"forged" * 100, forger)
-        chunks = _chunks(10)
-        for seq, c in enumerate(chunks):
-            r.send_data(block, seq, c)
-        if not _wait_for_ack(tcp, 10, 5):
+        chunks = r.deliver(tcp, block, 10)
+        if chunks is None:
             return env.result("fail", "no ACK 10 within 5 s")
         tcp.sock.shutdown(socket.SHUT_WR)
         closed = tcp.how_closed(5)
         rc = ended(r.proc, 10)
-        got = r.output.read_bytes() if r.output.exists() else b""
+        got = r.written()
         notes = [f"receiver's close: {closed}"]
         if got != b"".join(chunks):
             return env.result(
@@ -404,8 +407,6 @@ def _foreign(env: ProbeEnv) -> ProbeResult:
         if rc != 0:
             return env.result("fail", f"{_exit(rc)} after a complete session", notes)
         return env.result("pass", "ignored the forged datagram, delivered the real data, exit 0", notes)
-    finally:
-        r.close()
 
 
 def _exit(rc: int | None) -> str:
