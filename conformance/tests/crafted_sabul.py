@@ -28,6 +28,10 @@ class Capture:
         self.events.append((t, kind, raw))
         return self
 
+    def without(self, *kinds: str) -> Capture:
+        """A copy without the events of these kinds."""
+        return Capture(events=[e for e in self.events if e[1] not in kinds])
+
     def session(self, tmp: Path, judges: frozenset[str] = trace.BOTH) -> trace.SabulSession:
         path = tmp / "crafted.pcap"
         seq = {"up": 1000, "down": 5000}

@@ -12,39 +12,21 @@ and leaves ``probe.log`` and ``probe.pcap`` in its directory, which the report l
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from script_stack import script_stack
 from udtconf.pcap import read_udp
-from udtconf.stacks import Stack, load
+from udtconf.stacks import Stack
 from udtconf.tester import PROBES, Probe, run_probe
+from verdicts import probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("udt")]
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
 def test_probe(stack: Stack, probe: Probe, results_dir: Path, record_property) -> None:  # type: ignore[no-untyped-def]
-    record_property("udtc_section", probe.section)
-    record_property("udtc_requirement", probe.summary)
-    if stack.missing():
-        pytest.skip(f"stack {stack.name} not built: {', '.join(stack.missing())}")
-    if not stack.supports(probe.testcase):
-        pytest.skip(f"{stack.name} meta.toml does not list {probe.testcase}, the TESTCASE this probe starts it with")
-    workdir = results_dir / "active" / stack.name / probe.id.replace("/", "_")
-    record_property("udtc_logdir", str(workdir))
-    res = run_probe(stack, probe, workdir)
-    record_property("udtc_verdict", res.verdict)
-    record_property("udtc_detail", res.notes)
-    record_property("udtc_log", str(res.log or ""))
-    record_property("udtc_pcap", str(res.pcap or ""))
-    record_property("udtc_violations", [res.details, *res.notes])
-    if res.failed:
-        pytest.fail(
-            f"{stack.name} ({probe.role}) {probe.id} [UDT4.md §{probe.section}]: {res.details}; {'; '.join(res.notes)}"
-            f" (log: {res.log})",
-            pytrace=False,
-        )
+    probe_verdict(stack, probe, run_probe, results_dir, record_property, spec="UDT4.md", plays=probe.role)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,13 +48,7 @@ raise SystemExit(101)
 
 
 def _crashing_stack(tmp_path: Path) -> Stack:
-    d = tmp_path / "crashy"
-    d.mkdir()
-    (d / "meta.toml").write_text('name = "crashy"\nversion = "0"\ntestcases = ["transfer", "multiconnect"]\n')
-    (d / "server.py").write_text(CRASHING_SERVER)
-    (d / "entrypoint").write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$(dirname "$0")/server.py"\n')
-    (d / "entrypoint").chmod(0o755)
-    return load(d)
+    return script_stack(tmp_path, "crashy", CRASHING_SERVER, ["transfer", "multiconnect"])
 
 
 def test_a_probe_runs_a_fresh_transfer_server_and_reports_its_crash(tmp_path: Path) -> None:

@@ -6,38 +6,21 @@ FIN where it had to reset, or lost or invented data."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from script_stack import script_stack
 from udtconf.sabul.tester import PROBES, SabulProbe, run_probe
 from udtconf.stacks import Stack
+from verdicts import probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("sabul")]
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
 def test_sabul_probe(stack: Stack, probe: SabulProbe, results_dir: Path, record_property) -> None:  # type: ignore[no-untyped-def]
-    record_property("udtc_section", probe.section)
-    record_property("udtc_requirement", probe.summary)
-    if stack.missing():
-        pytest.skip(f"stack {stack.name} not built: {', '.join(stack.missing())}")
-    if not stack.supports(probe.testcase):
-        pytest.skip(f"{stack.name} meta.toml does not list {probe.testcase}, the TESTCASE this probe starts it with")
-    workdir = results_dir / "active" / stack.name / probe.id.replace("/", "_")
-    record_property("udtc_logdir", str(workdir))
-    res = run_probe(stack, probe, workdir)
-    record_property("udtc_verdict", res.verdict)
-    record_property("udtc_detail", res.notes)
-    record_property("udtc_log", str(res.log or ""))
-    record_property("udtc_pcap", str(res.pcap or ""))
-    record_property("udtc_violations", [res.details, *res.notes])
-    if res.failed:
-        pytest.fail(
-            f"{stack.name} (as the {probe.role}) {probe.id} [SABUL.md §{probe.section}]: {res.details}; "
-            f"{'; '.join(res.notes)} (log: {res.log})",
-            pytrace=False,
-        )
+    plays = f"as the {probe.role}"
+    probe_verdict(stack, probe, run_probe, results_dir, record_property, spec="SABUL.md", plays=plays)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,15 +65,7 @@ raise SystemExit(0)
 
 
 def _naive_stack(tmp_path: Path) -> Stack:
-    from udtconf.stacks import load
-
-    d = tmp_path / "naive"
-    d.mkdir()
-    (d / "meta.toml").write_text('name = "naive"\nprotocol = "sabul"\nversion = "0"\ntestcases = ["transfer"]\n')
-    (d / "naive.py").write_text(NAIVE)
-    (d / "entrypoint").write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$(dirname "$0")/naive.py"\n')
-    (d / "entrypoint").chmod(0o755)
-    return load(d)
+    return script_stack(tmp_path, "naive", NAIVE, ["transfer"], protocol="sabul")
 
 
 @pytest.mark.parametrize(

@@ -161,24 +161,26 @@ def test_syn_count(tmp_path: Path) -> None:
 def test_syn_period(tmp_path: Path) -> None:
     cap = Capture(events=[e for e in good(20).events if e[2][:4] != b"\x00\x00\x00\x04"])
     assert "no SYN" in _one(run("sabul/6/syn-period", cap, tmp_path), "receiver")
-    open_ = Capture(events=[e for e in cap.events if not e[1].endswith("fin")])
+    open_ = cap.without("s-fin", "r-fin")
     sparse = open_.add(0.012, "r-ctrl", Syn(3).encode()).add(0.2, "r-ctrl", Syn(0).encode())
     assert "ms without a SYN" in _one(run("sabul/6/syn-period", sparse, tmp_path), "receiver")
 
 
+def _close_instead(side: str, t: float, how: str, rule_id: str, tmp: Path) -> str:
+    """The one violation of ``rule_id`` when ``side``'s FIN in ``good(3)`` is replaced by ``how``
+    (``fin``, ``rst``) at ``t``."""
+    prefix = {"sender": "s", "receiver": "r"}[side]
+    cap = good(3).without(f"{prefix}-fin").add(t, f"{prefix}-{how}")
+    return _one(run(rule_id, cap, tmp), side)
+
+
 def test_sender_half_closes_after_the_last_ack(tmp_path: Path) -> None:
-    reset = Capture(events=[e for e in good(3).events if e[1] != "s-fin"]).add(0.03, "s-rst")
-    assert "reset the control connection" in _one(
-        run("sabul/10.1/sender-half-closes-after-the-last-ack", reset, tmp_path), "sender"
-    )
-    early = Capture(events=[e for e in good(3).events if e[1] != "s-fin"]).add(0.0055, "s-fin")
-    assert "FIN with ACK 0" in _one(run("sabul/10.1/sender-half-closes-after-the-last-ack", early, tmp_path), "sender")
+    rule_id = "sabul/10.1/sender-half-closes-after-the-last-ack"
+    assert "reset the control connection" in _close_instead("sender", 0.03, "rst", rule_id, tmp_path)
+    assert "FIN with ACK 0" in _close_instead("sender", 0.0055, "fin", rule_id, tmp_path)
 
 
 def test_receiver_closes_after_the_sender(tmp_path: Path) -> None:
-    first = Capture(events=[e for e in good(3).events if e[1] != "r-fin"]).add(0.0051, "r-fin")
-    assert "before the sender's FIN" in _one(
-        run("sabul/10.1/receiver-closes-after-the-sender", first, tmp_path), "receiver"
-    )
-    reset = Capture(events=[e for e in good(3).events if e[1] != "r-fin"]).add(0.5, "r-rst")
-    assert "reset" in _one(run("sabul/10.1/receiver-closes-after-the-sender", reset, tmp_path), "receiver")
+    rule_id = "sabul/10.1/receiver-closes-after-the-sender"
+    assert "before the sender's FIN" in _close_instead("receiver", 0.0051, "fin", rule_id, tmp_path)
+    assert "reset" in _close_instead("receiver", 0.5, "rst", rule_id, tmp_path)

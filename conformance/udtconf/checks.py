@@ -19,7 +19,9 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any, Generic, TypeVar
 
+from .registry import Registry
 from .seq import MAX, incseq, seqcmp, seqoff
 from .trace import Connection, Record
 from .wire import (
@@ -76,37 +78,43 @@ class Context:
         return SocketType.DGRAM if self.testcase == "dgram" else SocketType.STREAM
 
 
-RuleFn = Callable[[Connection, Context], Iterable[Violation]]
+S = TypeVar("S")  # what a rule reads: a UDT connection, a SABUL session
+C = TypeVar("C")  # the test case's context
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(Generic[S, C]):
+    """A wire rule of either protocol (:class:`udtconf.sabul.checks.SabulRule` adds the side)."""
+
     id: str
     section: str
     grade: str  # "MUST" | "SHOULD"
     requirement: str
-    fn: RuleFn
-    cases: frozenset[str] = ALL_CASES
+    fn: Callable[[S, C], Iterable[Violation]]
+    cases: frozenset[str]
 
-    def run(self, conn: Connection, ctx: Context) -> list[Violation]:
+    def run(self, conn: S, ctx: C) -> list[Violation]:
         return list(self.fn(conn, ctx))
 
 
-RULES: list[Rule] = []
+R = TypeVar("R", bound=Rule[Any, Any])
+
+
+class Rules(Registry[R]):
+    def for_case(self, testcase: str) -> list[R]:
+        return [r for r in self if testcase in r.cases]
+
+
+RuleFn = Callable[[Connection, Context], Iterable[Violation]]
+RULES: Rules[Rule[Connection, Context]] = Rules()
+rules_for = RULES.for_case
+rule_by_id = RULES.by_id
 
 
 def rule(
     id: str, section: str, grade: str, requirement: str, cases: frozenset[str] = ALL_CASES
 ) -> Callable[[RuleFn], RuleFn]:
-    def deco(fn: RuleFn) -> RuleFn:
-        RULES.append(Rule(id, section, grade, requirement, fn, cases))
-        return fn
-
-    return deco
-
-
-def rules_for(testcase: str) -> list[Rule]:
-    return [r for r in RULES if testcase in r.cases]
+    return RULES.declare(lambda fn: Rule(id, section, grade, requirement, fn, cases))
 
 
 def _v(r: Record, msg: str, party: str | None = None) -> Violation:
@@ -813,13 +821,6 @@ def _keepalive(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r, k in conn.of_type(KeepAlive):
         if k.addl != 0:
             yield _v(r, f"keep-alive additional info {k.addl}")
-
-
-def rule_by_id(rule_id: str) -> Rule:
-    for r in RULES:
-        if r.id == rule_id:
-            return r
-    raise KeyError(rule_id)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from .capture import Capture, can_capture
 from .diagnosis import Diagnosis, Role, WireWatch, diagnose, exit_text
 from .pcap import read_udp
 from .ports import free_udp_port, udp_port_bound
-from .relay import LossRelay, wrap_target
+from .relay import LossRelay, Relay, wrap_target
 from .stacks import EXIT_OK, EXIT_UNSUPPORTED, REPO_ROOT, Stack, stop
 from .testdata import random_file, sha256_file
 from .trace import Connection, connections
@@ -174,17 +174,9 @@ class InteropRunner:
     # -----------------------------------------------------------------------------------------
 
     def _run(self, server: Stack, client: Stack, case: str, logdir: Path) -> RunResult:
-        if logdir.exists():
-            shutil.rmtree(logdir)
-        logdir.mkdir(parents=True)
-        res = RunResult(server.name, client.name, case, "skipped", "", logdir)
-        for st in (server, client):
-            if st.missing():
-                res.reason = f"stack {st.name} not built: {', '.join(st.missing())}"
-                return res
-            if not st.supports(case):
-                res.status, res.reason = "unsupported", f"{st.name} meta.toml does not list {case}"
-                return res
+        res = self._new_run(server, client, case, logdir)
+        if res.reason:
+            return res
 
         n_clients = MULTI_CONNECTIONS if case == "multiconnect" else 1
         inputs = [logdir / f"input-{i}.bin" for i in range(n_clients)]
@@ -239,23 +231,8 @@ class InteropRunner:
             watch = WireWatch(capfile, ("127.0.0.1", sport), entry, names) if capfile else None
             res.stopped = self._supervise(srv, procs[1:], t0 + CASE_TIMEOUT.get(case, 30.0), watch)
         finally:
-            for proc in procs:
-                proc.kill()
-            if relay:
-                relay.close()
-                res.dropped = list(relay.dropped)
-            if cap:
-                cap.stop()
-                res.capture_lost = cap.dropped()
-            res.seconds = time.monotonic() - t0
-        res.server_rc = srv.rc
-        res.client_rc = [p.rc for p in procs[1:]]
-
-        rcs = [res.server_rc, *res.client_rc]
-        if EXIT_UNSUPPORTED in rcs:
-            res.status = "unsupported"
-            who = server.name if res.server_rc == EXIT_UNSUPPORTED else client.name
-            res.reason = f"{who}: TESTCASE {case} not supported (127)"
+            self._end_run(res, procs, relay, cap, t0)
+        if self._unsupported(res, procs, server, client):
             return res
         timeout = CASE_TIMEOUT.get(case, 30.0)
         problems = [f"stopped early after {res.seconds:.1f} s: {res.stopped}"] if res.stopped else []
@@ -293,6 +270,48 @@ class InteropRunner:
         else:
             relay = LossRelay(server, drop=LOSS_DROPS, capture=capture, rate_pps=LOSS_RATE_PPS, queue=LOSS_QUEUE)
         return relay.__enter__()
+
+    @staticmethod
+    def _new_run(server: Stack, client: Stack, case: str, logdir: Path) -> RunResult:
+        """A fresh ``logdir`` and the run's result, with a reason where a stack cannot play
+        ``case`` (not built: skipped; not in its meta.toml: unsupported)."""
+        if logdir.exists():
+            shutil.rmtree(logdir)
+        logdir.mkdir(parents=True)
+        res = RunResult(server.name, client.name, case, "skipped", "", logdir)
+        for st in (server, client):
+            if st.missing():
+                res.reason = f"stack {st.name} not built: {', '.join(st.missing())}"
+                return res
+            if not st.supports(case):
+                res.status, res.reason = "unsupported", f"{st.name} meta.toml does not list {case}"
+                return res
+        return res
+
+    @staticmethod
+    def _end_run(res: RunResult, procs: list[_Proc], relay: Relay | None, cap: Capture | None, t0: float) -> None:
+        """Every role stopped, the relay's drops and the capture's own losses recorded."""
+        for proc in procs:
+            proc.kill()
+        if relay:
+            relay.close()
+            res.dropped = list(relay.dropped)
+        if cap:
+            cap.stop()
+            res.capture_lost = cap.dropped()
+        res.seconds = time.monotonic() - t0
+
+    @staticmethod
+    def _unsupported(res: RunResult, procs: list[_Proc], server: Stack, client: Stack) -> bool:
+        """Records the exit statuses (the server is ``procs[0]``); True, with the run marked
+        unsupported, where a role exited 127 (its TESTCASE not supported)."""
+        res.server_rc = procs[0].rc
+        res.client_rc = [p.rc for p in procs[1:]]
+        if EXIT_UNSUPPORTED not in (res.server_rc, *res.client_rc):
+            return False
+        who = server.name if res.server_rc == EXIT_UNSUPPORTED else client.name
+        res.status, res.reason = "unsupported", f"{who}: TESTCASE {res.case} not supported (127)"
+        return True
 
     @staticmethod
     def _start(stack: Stack, name: str, case: str, logdir: Path, env: dict[str, str | int | Path]) -> _Proc:

@@ -40,18 +40,21 @@ class PcapError(ValueError):
 
 
 @dataclass(frozen=True)
-class UdpDatagram:
+class Captured:
+    """When a captured packet passed, and from where to where."""
+
     time: float
     src: tuple[str, int]
     dst: tuple[str, int]
+
+
+@dataclass(frozen=True)
+class UdpDatagram(Captured):
     payload: bytes
 
 
 @dataclass(frozen=True)
-class TcpSegment:
-    time: float
-    src: tuple[str, int]
-    dst: tuple[str, int]
+class TcpSegment(Captured):
     seq: int
     ack: int
     flags: int  # TCP_FIN | TCP_SYN | TCP_RST | …

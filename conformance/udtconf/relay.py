@@ -30,6 +30,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 from .pcap import PcapWriter
 from .seq import MAX, incseq
@@ -58,7 +59,47 @@ class _Flow:
     seen: dict[int, int] = field(default_factory=dict)
 
 
-class LossRelay:
+class Relay:
+    """A relay's thread (this module's UDP relay, :class:`udtconf.sabul.relay.SabulRelay` for
+    SABUL's two channels): entering starts it, it polls until :meth:`close` or the end of its
+    ``lifetime`` (s), and closing frees its sockets. Each chosen packet is dropped the first
+    ``drop_times`` times it passes; ``dropped`` lists the numbers dropped, ``forwarded`` counts
+    the packets passed on."""
+
+    def __init__(self, name: str, drop_times: int, lifetime: float) -> None:
+        self.drop_times = drop_times
+        self.lifetime = lifetime
+        self.dropped: list[int] = []
+        self.forwarded = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._free()
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.lifetime
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            self._poll()
+
+    def _poll(self) -> None:
+        """One round: wait briefly for traffic and pass it on."""
+        raise NotImplementedError
+
+    def _free(self) -> None:
+        raise NotImplementedError
+
+
+class LossRelay(Relay):
     def __init__(
         self,
         server: tuple[str, int],
@@ -71,6 +112,7 @@ class LossRelay:
         rate_pps: float | None = None,
         queue: int = 100,
     ) -> None:
+        super().__init__("udtc-relay", drop_times, lifetime)
         self.rate_pps = rate_pps
         self.queue_limit = queue
         self._queue: deque[tuple[float, _Flow, bytes]] = deque()
@@ -78,11 +120,7 @@ class LossRelay:
         self.tail_drops = 0
         self.server = server
         self.drop_offsets = set(drop or [])
-        self.drop_times = drop_times
         self.isn_target = isn_target
-        self.lifetime = lifetime
-        self.dropped: list[int] = []
-        self.forwarded = 0
         self._sock = _udp_socket()
         self._sock.bind(listen)
         self.address: tuple[str, int] = self._sock.getsockname()
@@ -90,21 +128,10 @@ class LossRelay:
         self._by_upstream: dict[socket.socket, _Flow] = {}
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._sock, selectors.EVENT_READ)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="udtc-relay", daemon=True)
         self._pcap = PcapWriter(capture) if capture else None
         self._lock = threading.Lock()
 
-    def __enter__(self) -> LossRelay:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    def _free(self) -> None:
         for f in self._flows.values():
             f.upstream.close()
         self._sock.close()
@@ -113,24 +140,22 @@ class LossRelay:
 
     # -----------------------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        deadline = time.monotonic() + self.lifetime
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            self._release()
-            wait = 0.05
-            if self._queue:
-                wait = max(0.0, min(wait, self._queue[0][0] - time.monotonic()))
-            for key, _ in self._sel.select(timeout=wait):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)  # only sockets are registered
-                try:
-                    data, src = sock.recvfrom(65535)
-                except OSError:
-                    continue
-                if sock is self._sock:
-                    self._from_client(bytearray(data), src)
-                else:
-                    self._from_server(bytearray(data), self._by_upstream[sock])
+    def _poll(self) -> None:
+        self._release()
+        wait = 0.05
+        if self._queue:
+            wait = max(0.0, min(wait, self._queue[0][0] - time.monotonic()))
+        for key, _ in self._sel.select(timeout=wait):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)  # only sockets are registered
+            try:
+                data, src = sock.recvfrom(65535)
+            except OSError:
+                continue
+            if sock is self._sock:
+                self._from_client(bytearray(data), src)
+            else:
+                self._from_server(bytearray(data), self._by_upstream[sock])
 
     def _record(self, src: tuple[str, int], dst: tuple[str, int], data: bytes) -> None:
         if self._pcap:
@@ -219,4 +244,4 @@ def wrap_target(packets_before_wrap: int) -> int:
     return (MAX + 1 - packets_before_wrap) & MAX
 
 
-__all__ = ["LossRelay", "wrap_target", "incseq"]
+__all__ = ["LossRelay", "Relay", "wrap_target", "incseq"]

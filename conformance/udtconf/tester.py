@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 
-from .diagnosis import crash_line, exit_text, log_tail
+from . import active
+from .active import ProbeResult
+from .diagnosis import exit_text
 from .pcap import PcapWriter
 from .ports import free_udp_port, udp_port_bound
 from .seq import MAX, incseq, seqcmp, seqoff
@@ -55,27 +55,6 @@ from .wire import (
 
 Addr = tuple[str, int]
 PAYLOAD = 1456
-
-
-@dataclass
-class ProbeResult:
-    id: str
-    section: str
-    role: str  # role the *stack* played
-    outcome: str  # pass | fail | tolerated | broken | skipped
-    details: str
-    notes: list[str] = field(default_factory=list)
-    log: Path | None = None  # probe.log: verdict, notes, the end of the stack's log
-    pcap: Path | None = None  # probe.pcap: what the tester sent and received
-
-    @property
-    def failed(self) -> bool:
-        return self.outcome == "fail"
-
-    @property
-    def verdict(self) -> str:
-        """One line: ``outcome — details``."""
-        return f"{self.outcome} — {self.details}"
 
 
 class Wire:
@@ -368,42 +347,16 @@ class ListenerSession:
 
 
 @dataclass
-class Probe:
-    id: str
-    section: str
-    role: str  # the stack's role
-    summary: str
-    fn: Callable[[ProbeEnv], ProbeResult]
-    testcase: str = "transfer"  # the TESTCASE the stack is started with; the stack must list it
-
-
-@dataclass
-class ProbeEnv:
-    stack: Stack
-    workdir: Path
-    probe: Probe
-    recorder: PcapWriter | None = None
-
-    def result(self, outcome: str, details: str, notes: list[str] | None = None) -> ProbeResult:
-        return ProbeResult(self.probe.id, self.probe.section, self.probe.role, outcome, details, notes or [])
-
+class ProbeEnv(active.ProbeEnv):
     def wire(self, bind: Addr = ("127.0.0.1", 0)) -> Wire:
         """A tester socket whose datagrams go to the probe's pcap."""
         return Wire(bind, self.recorder)
 
 
-PROBES: list[Probe] = []
+Probe = active.Probe[ProbeEnv]
+PROBES: active.Probes[ProbeEnv] = active.Probes()
+probe = PROBES.probe
 MULTI_CONNECTIONS = 3  # server/many-connections-one-port: CONNECTIONS for TESTCASE=multiconnect
-
-
-def probe(
-    id: str, section: str, role: str, summary: str, testcase: str = "transfer"
-) -> Callable[[Callable[[ProbeEnv], ProbeResult]], Callable[[ProbeEnv], ProbeResult]]:
-    def deco(fn: Callable[[ProbeEnv], ProbeResult]) -> Callable[[ProbeEnv], ProbeResult]:
-        PROBES.append(Probe(id, section, role, summary, fn, testcase))
-        return fn
-
-    return deco
 
 
 class _StackServer:
@@ -434,11 +387,7 @@ class _StackServer:
         return self.proc.poll() is None
 
     def finish(self, timeout: float = 10.0) -> int | None:
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stop(self.proc)
-            return None
+        return active.ended(self.proc, timeout)
 
     def close(self) -> None:
         stop(self.proc)
@@ -1056,30 +1005,5 @@ def _silence_client(env: ProbeEnv) -> ProbeResult:
 def run_probe(stack: Stack, p: Probe, workdir: Path) -> ProbeResult:
     """Run one probe against a fresh process of ``stack`` in ``workdir`` (emptied first), and
     write its ``probe.log`` and ``probe.pcap`` there."""
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    pcap = workdir / "probe.pcap"
-    with PcapWriter(pcap) as recorder:
-        env = ProbeEnv(stack, workdir, p, recorder)
-        try:
-            res = p.fn(env)
-        except (TimeoutError, ConnectionError) as e:
-            res = env.result("fail", f"{type(e).__name__}: {e}")
-    stack_log = workdir / f"{p.role}.log"
-    crash = crash_line("\n".join(log_tail(stack_log, 200)))
-    if crash:
-        if res.failed:
-            res.details += f"; {stack.name} log: {crash}"
-        else:
-            res.notes.append(f"{stack.name} log shows: {crash}")
-    res.pcap, res.log = pcap, workdir / "probe.log"
-    tail = log_tail(stack_log)
-    res.log.write_text(
-        f"{p.id} (UDT4.md §{p.section}) against {stack.name} as {p.role}, TESTCASE={p.testcase}\n"
-        f"{p.summary}\n\n{res.verdict}\n"
-        + "".join(f"  {n}\n" for n in res.notes)
-        + f"\n{stack.name} {p.role} log ({stack_log.name}), last {len(tail)} lines:\n"
-        + "".join(f"  {line}\n" for line in tail)
-    )
-    return res
+    errors = (TimeoutError, ConnectionError)
+    return active.run_probe(stack, p, workdir, ProbeEnv, spec="UDT4.md", side=p.role, plays=p.role, errors=errors)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..checks import Inconclusive, Violation
+from ..checks import Inconclusive, Rule, Rules, Violation
 from ..loss_list import count
 from .trace import ControlRecord, DataRecord, Mark, SabulSession
 from .wire import Ack, Err, SabulWireError, Syn, describe
@@ -36,46 +36,27 @@ RuleFn = Callable[[SabulSession, SabulContext], Iterable[Violation]]
 
 
 @dataclass(frozen=True)
-class SabulRule:
-    id: str
-    section: str
-    grade: str  # "MUST" | "SHOULD"
+class SabulRule(Rule[SabulSession, SabulContext]):
     side: str  # "sender" | "receiver": the side the rule constrains
-    requirement: str
-    fn: RuleFn
-    cases: frozenset[str] = ALL_CASES
 
     def run(self, session: SabulSession, ctx: SabulContext) -> list[Violation]:
-        if self.side not in session.judges:
+        if not self.applies(session):
             return []
-        return list(self.fn(session, ctx))
+        return super().run(session, ctx)
 
     def applies(self, session: SabulSession) -> bool:
         return self.side in session.judges
 
 
-RULES: list[SabulRule] = []
+RULES: Rules[SabulRule] = Rules()
+rules_for = RULES.for_case
+rule_by_id = RULES.by_id
 
 
 def rule(
     id: str, section: str, grade: str, side: str, requirement: str, cases: frozenset[str] = ALL_CASES
 ) -> Callable[[RuleFn], RuleFn]:
-    def deco(fn: RuleFn) -> RuleFn:
-        RULES.append(SabulRule(id, section, grade, side, requirement, fn, cases))
-        return fn
-
-    return deco
-
-
-def rules_for(testcase: str) -> list[SabulRule]:
-    return [r for r in RULES if testcase in r.cases]
-
-
-def rule_by_id(rule_id: str) -> SabulRule:
-    for r in RULES:
-        if r.id == rule_id:
-            return r
-    raise KeyError(rule_id)
+    return RULES.declare(lambda fn: SabulRule(id, section, grade, requirement, fn, cases, side))
 
 
 def _at(mark: Mark | None) -> int | None:

@@ -178,21 +178,13 @@ def send(
     reader = ControlReader(sender.block.max_loss_length)
 
     def sample() -> dict[str, float]:
-        st = sender.stats
         return {
             "bytes": sender.bytes_acked,
             "rtt_ms": 0.0,
             "flow_window": sender.rc.window,
             "cwnd": float(sender.rc.window),
             "period_us": round(sender.rc.interval, 3),
-            "losses": st.losses,
-            "retrans": st.retrans,
-            "pkts_sent": st.pkts_sent,
-            "pkts_recv": 0,
-            "acks_sent": 0,
-            "acks_recv": st.acks_recv,
-            "naks_sent": 0,
-            "naks_recv": st.naks_recv,
+            **sender.stats.line(),
         }
 
     meter = Stats(stats, "send", stats_interval, sample)
@@ -329,21 +321,13 @@ def receive(
     print(f"connected to {addr[0]}:{addr[1]}, data port {receiver.data_port}", file=log, flush=True)
 
     def sample() -> dict[str, float]:
-        st = receiver.stats
         return {
             "bytes": receiver.bytes_delivered,
             "rtt_ms": round(receiver.rtt * 1000, 3),
             "flow_window": receiver.config.flag_size,
             "cwnd": 0.0,
             "period_us": 0.0,
-            "losses": st.losses,
-            "retrans": 0,
-            "pkts_sent": 0,
-            "pkts_recv": st.pkts_recv,
-            "acks_sent": st.acks_sent,
-            "acks_recv": 0,
-            "naks_sent": st.naks_sent,
-            "naks_recv": 0,
+            **receiver.stats.line(),
         }
 
     meter = Stats(stats, "recv", stats_interval, sample)

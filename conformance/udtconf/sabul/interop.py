@@ -18,7 +18,6 @@ Called by :meth:`udtconf.interop.InteropRunner.run` for stacks whose protocol is
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -40,17 +39,9 @@ ROLE = {"server": "sender", "client": "receiver"}
 
 
 def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: Path) -> RunResult:
-    if logdir.exists():
-        shutil.rmtree(logdir)
-    logdir.mkdir(parents=True)
-    res = RunResult(server.name, client.name, case, "skipped", "", logdir)
-    for st in (server, client):
-        if st.missing():
-            res.reason = f"stack {st.name} not built: {', '.join(st.missing())}"
-            return res
-        if not st.supports(case):
-            res.status, res.reason = "unsupported", f"{st.name} meta.toml does not list {case}"
-            return res
+    res = InteropRunner._new_run(server, client, case, logdir)
+    if res.reason:
+        return res
     source = logdir / "input-0.bin"
     random_file(source, CASE_BYTES[case], seed=f"sabul-{case}")
     output = logdir / "output.bin"
@@ -92,20 +83,8 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
         procs.append(InteropRunner._start(client, "client", case, logdir / "client", cli_env))
         res.stopped = InteropRunner._supervise(srv, procs[1:], t0 + timeout, None)
     finally:
-        for proc in procs:
-            proc.kill()
-        if relay:
-            relay.close()
-            res.dropped = list(relay.dropped)
-        if cap:
-            cap.stop()
-            res.capture_lost = cap.dropped()
-        res.seconds = time.monotonic() - t0
-    res.server_rc = srv.rc
-    res.client_rc = [p.rc for p in procs[1:]]
-    if EXIT_UNSUPPORTED in (res.server_rc, *res.client_rc):
-        who = server.name if res.server_rc == EXIT_UNSUPPORTED else client.name
-        res.status, res.reason = "unsupported", f"{who}: TESTCASE {case} not supported (127)"
+        InteropRunner._end_run(res, procs, relay, cap, t0)
+    if InteropRunner._unsupported(res, procs, server, client):
         return res
     by_end = sorted(procs, key=lambda p: p.ended or 0.0)  # the first to end is the likeliest cause
     problems = [why for p in by_end if (why := _exit_problem(p, procs, timeout))]

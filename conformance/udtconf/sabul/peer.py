@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..seq import MAX, seqlen, seqoff
 from . import rate
@@ -85,13 +85,27 @@ class SenderConfig:
 
 
 @dataclass
-class SenderStats:
-    pkts_sent: int = 0
+class Counters:
+    """What an endpoint counts for the adapter contract's stats line (the other side's counters
+    stay 0: a sender sends no ACK, a receiver no DATA)."""
+
+    losses: int = 0  # sequence numbers entered into the loss list
     retrans: int = 0
+    pkts_sent: int = 0
+    pkts_recv: int = 0
+    acks_sent: int = 0
     acks_recv: int = 0
+    naks_sent: int = 0
     naks_recv: int = 0
+
+    def line(self) -> dict[str, int]:
+        """The counters as the stats line names them, in its order."""
+        return {f.name: getattr(self, f.name) for f in fields(Counters)}
+
+
+@dataclass
+class SenderStats(Counters):
     syns_recv: int = 0
-    losses: int = 0
     exp_events: int = 0
     dropped_by_hook: int = 0
 
@@ -291,15 +305,11 @@ class ReceiverConfig:
 
 
 @dataclass
-class ReceiverStats:
-    pkts_recv: int = 0
+class ReceiverStats(Counters):
     malformed: int = 0
     duplicates: int = 0
     out_of_window: int = 0
-    acks_sent: int = 0
-    naks_sent: int = 0
     syns_sent: int = 0
-    losses: int = 0  # sequence numbers ever entered into the loss list
 
 
 @dataclass

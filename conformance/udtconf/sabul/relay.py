@@ -18,11 +18,10 @@ from __future__ import annotations
 import selectors
 import socket
 import struct
-import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..relay import Relay
 from .wire import OPTION_BLOCK_LEN
 
 _W = struct.Struct("!I")
@@ -42,7 +41,7 @@ class _Session:
     closed: bool = False
 
 
-class SabulRelay:
+class SabulRelay(Relay):
     def __init__(
         self,
         sender: tuple[str, int],
@@ -51,12 +50,9 @@ class SabulRelay:
         listen: tuple[str, int] = ("127.0.0.1", 0),
         lifetime: float = 120.0,
     ) -> None:
+        super().__init__("udtc-sabul-relay", drop_times, lifetime)
         self.sender = sender
         self.drop = set(drop)
-        self.drop_times = drop_times
-        self.lifetime = lifetime
-        self.dropped: list[int] = []
-        self.forwarded = 0
         self._seen: dict[int, int] = {}
         self._lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -67,19 +63,8 @@ class SabulRelay:
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._lsock, selectors.EVENT_READ, None)
         self._sessions: list[_Session] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="udtc-sabul-relay", daemon=True)
 
-    def __enter__(self) -> SabulRelay:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+    def _free(self) -> None:
         for s in self._sessions:
             for sock in (s.down, s.up, s.udp):
                 sock.close()
@@ -87,18 +72,16 @@ class SabulRelay:
 
     # -----------------------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        deadline = time.monotonic() + self.lifetime
-        while not self._stop.is_set() and time.monotonic() < deadline:
-            for key, _ in self._sel.select(timeout=0.05):
-                sock, session = key.fileobj, key.data
-                assert isinstance(sock, socket.socket)
-                if session is None:
-                    self._accept()
-                elif sock is session.udp:
-                    self._datagrams(session)
-                else:
-                    self._stream(session, sock)
+    def _poll(self) -> None:
+        for key, _ in self._sel.select(timeout=0.05):
+            sock, session = key.fileobj, key.data
+            assert isinstance(sock, socket.socket)
+            if session is None:
+                self._accept()
+            elif sock is session.udp:
+                self._datagrams(session)
+            else:
+                self._stream(session, sock)
 
     def _accept(self) -> None:
         down, peer = self._lsock.accept()

@@ -16,20 +16,21 @@ channels, written by the tester itself) in its directory.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import struct
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import Self
 
-from ..diagnosis import crash_line, exit_text, log_tail
+from .. import active
+from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
+from ..diagnosis import exit_text
 from ..pcap import TCP_ACK, TCP_PSH, PcapWriter
 from ..ports import free_tcp_port, tcp_port_listening
 from ..stacks import Stack, stop
-from ..tester import ProbeResult
 from .wire import OPTION_BLOCK_LEN, Ack, Data, OptionBlock, decode_option_block, encode_raw_control
 
 Addr = tuple[str, int]
@@ -38,38 +39,9 @@ INPUT_BYTES = 300 * PAYLOAD
 _RST = struct.pack("ii", 1, 0)
 
 
-@dataclass
-class SabulProbe:
-    id: str
-    section: str
-    role: str  # the stack's role: "sender" (ROLE=server) or "receiver" (ROLE=client)
-    summary: str
-    fn: Callable[[ProbeEnv], ProbeResult]
-    testcase: str = "transfer"
-
-
-@dataclass
-class ProbeEnv:
-    stack: Stack
-    workdir: Path
-    probe: SabulProbe
-    recorder: PcapWriter
-
-    def result(self, outcome: str, details: str, notes: list[str] | None = None) -> ProbeResult:
-        return ProbeResult(self.probe.id, self.probe.section, self.probe.role, outcome, details, notes or [])
-
-
-PROBES: list[SabulProbe] = []
-
-
-def probe(
-    id: str, section: str, role: str, summary: str
-) -> Callable[[Callable[[ProbeEnv], ProbeResult]], Callable[[ProbeEnv], ProbeResult]]:
-    def deco(fn: Callable[[ProbeEnv], ProbeResult]) -> Callable[[ProbeEnv], ProbeResult]:
-        PROBES.append(SabulProbe(id, section, role, summary, fn))
-        return fn
-
-    return deco
+SabulProbe = Probe[ProbeEnv]
+PROBES: Probes[ProbeEnv] = Probes()
+probe = PROBES.probe
 
 
 class _Tcp:
@@ -134,14 +106,6 @@ def _udp(recorder: PcapWriter) -> socket.socket:
     return s
 
 
-def _ended(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop(proc)
-        return None
-
-
 def _abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes: list[str]) -> ProbeResult:
     """The verdict for a probe whose correct outcome is an abort (§10.2)."""
     if rc is None:
@@ -157,11 +121,26 @@ def _abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes:
     return env.result("pass", f"aborted after {what}: {closed or 'closed'}, exit {rc}", notes)
 
 
+class _Session:
+    """The stack's process in a probe and the tester's sockets, closed when the ``with`` ends."""
+
+    proc: subprocess.Popen[bytes]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------------------------------------
 # The stack as the sender: the tester is its receiver
 
 
-class _AsSender:
+class _AsSender(_Session):
     def __init__(self, env: ProbeEnv) -> None:
         self.env = env
         self.input = env.workdir / "input.bin"
@@ -192,20 +171,25 @@ class _AsSender:
         self.env.recorder.write(time.time(), src, self.udp.getsockname(), raw)
         return tcp, struct.unpack_from("!I", raw)[0]
 
+    def abort_in_silence(self, tcp: _Tcp, wait: float, what: str, silence: str = "") -> ProbeResult:
+        """The tester says nothing more: the verdict on how and when the stack aborts."""
+        t0 = time.monotonic()
+        closed = tcp.how_closed(wait)
+        rc = ended(self.proc, 5)
+        notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s{silence}"]
+        return _abort_verdict(self.env, rc, closed, what, notes)
+
     def close(self) -> None:
         stop(self.proc)
         self.udp.close()
 
 
 def _bad_feedback(env: ProbeEnv, frame: Callable[[int], bytes], what: str) -> ProbeResult:
-    s = _AsSender(env)
-    try:
+    with _AsSender(env) as s:
         tcp, seq = s.set_up()
         tcp.send(frame(seq))
         closed = tcp.how_closed(5)
-        return _abort_verdict(env, _ended(s.proc, 10), closed, what, [f"first DATA seq {seq}"])
-    finally:
-        s.close()
+        return _abort_verdict(env, ended(s.proc, 10), closed, what, [f"first DATA seq {seq}"])
 
 
 @probe(
@@ -215,8 +199,7 @@ def _bad_feedback(env: ProbeEnv, frame: Callable[[int], bytes], what: str) -> Pr
     "a block whose max_loss_length is not ⌊pkt_size/4⌋ − 2: no echo, an abort (reset, exit ≠ 0)",
 )
 def _bogus_block(env: ProbeEnv) -> ProbeResult:
-    s = _AsSender(env)
-    try:
+    with _AsSender(env) as s:
         tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port, max_loss_length=9999).encode())
         try:
             echo = tcp.recv_exact(OPTION_BLOCK_LEN, 3)
@@ -227,23 +210,14 @@ def _bogus_block(env: ProbeEnv) -> ProbeResult:
             closed = tcp.how_closed(3)
         if echo:
             return env.result("fail", f"echoed an invalid block ({len(echo)} bytes): §3.4 rejects it")
-        return _abort_verdict(env, _ended(s.proc, 10), closed, "an invalid option block", [])
-    finally:
-        s.close()
+        return _abort_verdict(env, ended(s.proc, 10), closed, "an invalid option block", [])
 
 
 @probe("sender/short-option-block", "10.3", "sender", "20 of the block's 40 bytes, then silence: abort within ~1 s")
 def _short_block(env: ProbeEnv) -> ProbeResult:
-    s = _AsSender(env)
-    try:
+    with _AsSender(env) as s:
         tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port).encode()[:20])
-        t0 = time.monotonic()
-        closed = tcp.how_closed(8)
-        rc = _ended(s.proc, 5)
-        notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s"]
-        return _abort_verdict(env, rc, closed, "a block cut short", notes)
-    finally:
-        s.close()
+        return s.abort_in_silence(tcp, 8, "a block cut short")
 
 
 @probe(
@@ -293,23 +267,16 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
     "the receiver goes silent after the echo (TCP open, no ACK/ERR/SYN): EXP re-sends, then an abort after 10",
 )
 def _vanishes(env: ProbeEnv) -> ProbeResult:
-    s = _AsSender(env)
-    try:
+    with _AsSender(env) as s:
         tcp, _ = s.set_up()
-        t0 = time.monotonic()
-        closed = tcp.how_closed(20)
-        rc = _ended(s.proc, 5)
-        notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s of silence"]
-        return _abort_verdict(env, rc, closed, "a silent receiver", notes)
-    finally:
-        s.close()
+        return s.abort_in_silence(tcp, 20, "a silent receiver", " of silence")
 
 
 # ---------------------------------------------------------------------------------------------
 # The stack as the receiver: the tester is its sender
 
 
-class _AsReceiver:
+class _AsReceiver(_Session):
     def __init__(self, env: ProbeEnv) -> None:
         self.env = env
         self.lsock = socket.socket()
@@ -328,12 +295,28 @@ class _AsReceiver:
         tcp = _Tcp(conn, self.env.recorder)
         return tcp, decode_option_block(tcp.recv_exact(OPTION_BLOCK_LEN, 5))
 
+    def set_up(self) -> tuple[_Tcp, OptionBlock]:
+        """The stack's block, echoed unchanged; returns the connection and the block."""
+        tcp, block = self.accept()
+        tcp.send(block.encode())
+        return tcp, block
+
     def send_data(self, block: OptionBlock, seq: int, payload: bytes, src: socket.socket | None = None) -> None:
         sock = src or self.udp
         raw = Data(seq, payload).encode()
         dest = ("127.0.0.1", block.data_port)
         sock.sendto(raw, dest)
         self.env.recorder.write(time.time(), sock.getsockname(), dest, raw)
+
+    def deliver(self, tcp: _Tcp, block: OptionBlock, n: int) -> list[bytes] | None:
+        """``n`` fresh packets from seq 0; their payloads once ACK ``n`` came within 5 s, else None."""
+        chunks = [os.urandom(PAYLOAD) for _ in range(n)]
+        for seq, c in enumerate(chunks):
+            self.send_data(block, seq, c)
+        return chunks if _wait_for_ack(tcp, n, 5) else None
+
+    def written(self) -> bytes:
+        return self.output.read_bytes() if self.output.exists() else b""
 
     def close(self) -> None:
         stop(self.proc)
@@ -358,10 +341,6 @@ def _wait_for_ack(tcp: _Tcp, ack_no: int, timeout: float) -> bool:
     return False
 
 
-def _chunks(n: int) -> list[bytes]:
-    return [os.urandom(PAYLOAD) for _ in range(n)]
-
-
 @probe(
     "receiver/reset-mid-transfer",
     "10.2",
@@ -369,19 +348,14 @@ def _chunks(n: int) -> list[bytes]:
     "50 packets, their ACK, then a TCP reset: an abort (exit ≠ 0) with exactly those 50 packets in OUTPUT",
 )
 def _reset_mid(env: ProbeEnv) -> ProbeResult:
-    r = _AsReceiver(env)
-    try:
-        tcp, block = r.accept()
-        tcp.send(block.encode())
-        chunks = _chunks(50)
-        for seq, c in enumerate(chunks):
-            r.send_data(block, seq, c)
-        if not _wait_for_ack(tcp, 50, 5):
+    with _AsReceiver(env) as r:
+        tcp, block = r.set_up()
+        chunks = r.deliver(tcp, block, 50)
+        if chunks is None:
             return env.result("fail", "no ACK 50 for 50 contiguous packets within 5 s")
         tcp.reset()
-        rc = _ended(r.proc, 10)
-        got = r.output.read_bytes() if r.output.exists() else b""
-        want = b"".join(chunks)
+        rc = ended(r.proc, 10)
+        got, want = r.written(), b"".join(chunks)
         notes = [f"OUTPUT {len(got)} bytes, {len(want)} delivered before the reset"]
         if rc == 0:
             return env.result("fail", "exit 0 after a reset: a reset before EOF is an abort (SABUL.md §10.2)", notes)
@@ -390,25 +364,20 @@ def _reset_mid(env: ProbeEnv) -> ProbeResult:
         if got != want:
             return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the reset", notes)
         return env.result("pass", f"aborted (exit {rc}) and kept the 50 delivered packets", notes)
-    finally:
-        r.close()
 
 
 @probe("receiver/bogus-echo", "3.4", "receiver", "an echo that changed data_port: an abort, nothing written")
 def _bogus_echo(env: ProbeEnv) -> ProbeResult:
-    r = _AsReceiver(env)
-    try:
+    with _AsReceiver(env) as r:
         tcp, block = r.accept()
         bad = replace(block, data_port=block.data_port % 65535 + 1)
         tcp.send(bad.encode())
         closed = tcp.how_closed(5)
-        rc = _ended(r.proc, 10)
+        rc = ended(r.proc, 10)
         res = _abort_verdict(env, rc, closed, "an echo with another data_port", [])
         if not res.failed and r.output.exists() and r.output.stat().st_size:
             return env.result("fail", "wrote data although the session never started")
         return res
-    finally:
-        r.close()
 
 
 @probe(
@@ -418,22 +387,18 @@ def _bogus_echo(env: ProbeEnv) -> ProbeResult:
     "forged DATA 0 from 127.0.0.2 before the real packets from the control peer's IP: only the real bytes",
 )
 def _foreign(env: ProbeEnv) -> ProbeResult:
-    r = _AsReceiver(env)
-    try:
-        tcp, block = r.accept()
-        tcp.send(block.encode())
+    with _AsReceiver(env) as r:
+        tcp, block = r.set_up()
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
             forger.bind(("127.0.0.2", 0))
             r.send_data(block, 0, b"forged" * 100, forger)
-        chunks = _chunks(10)
-        for seq, c in enumerate(chunks):
-            r.send_data(block, seq, c)
-        if not _wait_for_ack(tcp, 10, 5):
+        chunks = r.deliver(tcp, block, 10)
+        if chunks is None:
             return env.result("fail", "no ACK 10 within 5 s")
         tcp.sock.shutdown(socket.SHUT_WR)
         closed = tcp.how_closed(5)
-        rc = _ended(r.proc, 10)
-        got = r.output.read_bytes() if r.output.exists() else b""
+        rc = ended(r.proc, 10)
+        got = r.written()
         notes = [f"receiver's close: {closed}"]
         if got != b"".join(chunks):
             return env.result(
@@ -442,8 +407,6 @@ def _foreign(env: ProbeEnv) -> ProbeResult:
         if rc != 0:
             return env.result("fail", f"{_exit(rc)} after a complete session", notes)
         return env.result("pass", "ignored the forged datagram, delivered the real data, exit 0", notes)
-    finally:
-        r.close()
 
 
 def _exit(rc: int | None) -> str:
@@ -453,31 +416,6 @@ def _exit(rc: int | None) -> str:
 def run_probe(stack: Stack, p: SabulProbe, workdir: Path) -> ProbeResult:
     """Run one probe against a fresh process of ``stack`` in ``workdir`` (emptied first); writes
     ``probe.log`` and ``probe.pcap`` there."""
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    pcap = workdir / "probe.pcap"
-    with PcapWriter(pcap) as recorder:
-        env = ProbeEnv(stack, workdir, p, recorder)
-        try:
-            res = p.fn(env)
-        except (TimeoutError, ConnectionError, OSError) as e:
-            res = env.result("fail", f"{type(e).__name__}: {e}")
     side = "server" if p.role == "sender" else "client"
-    stack_log = workdir / f"{side}.log"
-    crash = crash_line("\n".join(log_tail(stack_log, 200)))
-    if crash:
-        if res.failed:
-            res.details += f"; {stack.name} log: {crash}"
-        else:
-            res.notes.append(f"{stack.name} log shows: {crash}")
-    res.pcap, res.log = pcap, workdir / "probe.log"
-    tail = log_tail(stack_log)
-    res.log.write_text(
-        f"{p.id} (SABUL.md §{p.section}) against {stack.name} as the {p.role} (ROLE={side}), TESTCASE={p.testcase}\n"
-        f"{p.summary}\n\n{res.verdict}\n"
-        + "".join(f"  {n}\n" for n in res.notes)
-        + f"\n{stack.name} {side} log ({stack_log.name}), last {len(tail)} lines:\n"
-        + "".join(f"  {line}\n" for line in tail)
-    )
-    return res
+    plays = f"the {p.role} (ROLE={side})"
+    return active.run_probe(stack, p, workdir, ProbeEnv, spec="SABUL.md", side=side, plays=plays, errors=(OSError,))

@@ -1,0 +1,135 @@
+"""What the active testers of both protocols share (:mod:`udtconf.tester` for UDT4,
+:mod:`udtconf.sabul.tester` for SABUL): a probe and its registry, what a probe is given, its
+result, and the run that leaves the probe's evidence in its directory — ``probe.pcap`` (what the
+tester sent and received, written by the tester itself) and ``probe.log`` (the verdict, the
+notes, and the end of the stack's own log with any crash line, :mod:`udtconf.diagnosis`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from .diagnosis import crash_line, log_tail
+from .pcap import PcapWriter
+from .registry import Registry
+from .stacks import Stack, stop
+
+
+@dataclass
+class ProbeResult:
+    id: str
+    section: str
+    role: str  # role the *stack* played
+    outcome: str  # pass | fail | tolerated | broken | skipped
+    details: str
+    notes: list[str] = field(default_factory=list)
+    log: Path | None = None  # probe.log: verdict, notes, the end of the stack's log
+    pcap: Path | None = None  # probe.pcap: what the tester sent and received
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "fail"
+
+    @property
+    def verdict(self) -> str:
+        """One line: ``outcome — details``."""
+        return f"{self.outcome} — {self.details}"
+
+
+E = TypeVar("E", bound="ProbeEnv")
+
+
+@dataclass
+class Probe(Generic[E]):
+    id: str
+    section: str
+    role: str  # the stack's role
+    summary: str
+    fn: Callable[[E], ProbeResult]
+    testcase: str = "transfer"  # the TESTCASE the stack is started with; the stack must list it
+
+
+@dataclass
+class ProbeEnv:
+    """What a probe is given: the stack, the probe's directory, and the recorder of ``probe.pcap``."""
+
+    stack: Stack
+    workdir: Path
+    probe: Probe[Any]
+    recorder: PcapWriter
+
+    def result(self, outcome: str, details: str, notes: list[str] | None = None) -> ProbeResult:
+        return ProbeResult(self.probe.id, self.probe.section, self.probe.role, outcome, details, notes or [])
+
+
+ProbeFn = Callable[[E], ProbeResult]
+
+
+class Probes(Registry[Probe[E]]):
+    """A tester's probes; ``probe`` is the decorator that declares one."""
+
+    def probe(
+        self, id: str, section: str, role: str, summary: str, testcase: str = "transfer"
+    ) -> Callable[[ProbeFn[E]], ProbeFn[E]]:
+        return self.declare(lambda fn: Probe(id, section, role, summary, fn, testcase))
+
+
+def ended(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """The stack's exit status, or None if it was still running after ``timeout`` (then stopped)."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(proc)
+        return None
+
+
+def run_probe(
+    stack: Stack,
+    p: Probe[E],
+    workdir: Path,
+    env: type[E],
+    *,
+    spec: str,
+    side: str,
+    plays: str,
+    errors: tuple[type[Exception], ...],
+) -> ProbeResult:
+    """Run one probe against a fresh process of ``stack`` in ``workdir`` (emptied first), and
+    write its ``probe.log`` and ``probe.pcap`` there.
+
+    ``env`` is what the probe is given, ``spec`` the document its section is of, ``side`` the
+    ROLE the stack is started with (its log is ``<side>.log``), ``plays`` how ``probe.log`` names
+    the part the stack played, and ``errors`` what a probe may raise that is the stack's failure
+    (a timeout, a reset), not the tester's."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    pcap = workdir / "probe.pcap"
+    with PcapWriter(pcap) as recorder:
+        e = env(stack, workdir, p, recorder)
+        try:
+            res = p.fn(e)
+        except errors as exc:
+            res = e.result("fail", f"{type(exc).__name__}: {exc}")
+    stack_log = workdir / f"{side}.log"
+    crash = crash_line("\n".join(log_tail(stack_log, 200)))
+    if crash:
+        if res.failed:
+            res.details += f"; {stack.name} log: {crash}"
+        else:
+            res.notes.append(f"{stack.name} log shows: {crash}")
+    res.pcap, res.log = pcap, workdir / "probe.log"
+    tail = log_tail(stack_log)
+    res.log.write_text(
+        f"{p.id} ({spec} §{p.section}) against {stack.name} as {plays}, TESTCASE={p.testcase}\n"
+        f"{p.summary}\n\n{res.verdict}\n"
+        + "".join(f"  {n}\n" for n in res.notes)
+        + f"\n{stack.name} {side} log ({stack_log.name}), last {len(tail)} lines:\n"
+        + "".join(f"  {line}\n" for line in tail)
+    )
+    return res
