@@ -1,14 +1,18 @@
 """Network namespaces for the interop tests and the comparison benchmark: where a sender (a)
-and a receiver (b) run, and two namespaces joined by a veth pair."""
+and a receiver (b) run, two namespaces joined by a veth pair, and two joined through a third
+that runs ``udt-linkem`` (loss, delay and rate on the path)."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,71 @@ def veth_namespaces(ns_prefix: str, addr_a: str, addr_b: str) -> Iterator[Net]:
         delete_namespaces([ns_a, ns_b])
 
 
+REPO = Path(__file__).resolve().parents[2]
+LINKEM = Path(os.environ.get("UDT_LINKEM", REPO / "impl/target/release/udt-linkem"))
+
+
+@contextmanager
+def linkem_namespaces(ns_prefix: str, addr_a: str, addr_b: str, a_to_b: str, b_to_a: str) -> Iterator[Net]:
+    """Namespaces ``<ns_prefix><pid>-a`` and ``-b``, each with a veth to ``-m``, where
+    ``udt-linkem`` forwards frames between the two with the link specs ``a_to_b`` and
+    ``b_to_a`` (docs/testbed.md, the link spec). Offloads are off on every interface: linkem
+    forwards frames up to the MTU, and copies checksums as they are (a veth's checksum offload
+    would leave them for a NIC that is not there). The forwarder is stopped and the namespaces deleted on
+    exit, even after a failure."""
+    if not LINKEM.exists():
+        raise FileNotFoundError(f"{LINKEM} is not built: run `make build` (or set UDT_LINKEM)")
+    pid = os.getpid()
+    ns_a, ns_b, ns_m = (f"{ns_prefix}{pid}-{x}" for x in "abm")
+    made: list[str] = []
+    linkem: subprocess.Popen[bytes] | None = None
+    try:
+        for ns in (ns_a, ns_b, ns_m):
+            _run("ip", "netns", "add", ns)
+            made.append(ns)
+            _run("ip", "-n", ns, "link", "set", "lo", "up")
+        for ns, addr, side in ((ns_a, addr_a, "la"), (ns_b, addr_b, "lb")):
+            _run("ip", "link", "add", "veth0", "netns", ns, "type", "veth", "peer", "name", side, "netns", ns_m)
+            _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "veth0")
+            for where, dev in ((ns, "veth0"), (ns_m, side)):
+                _run("ip", "-n", where, "link", "set", dev, "up")
+                _run(
+                    "ip",
+                    "netns",
+                    "exec",
+                    where,
+                    "ethtool",
+                    "-K",
+                    dev,
+                    "tx",
+                    "off",
+                    "tso",
+                    "off",
+                    "gso",
+                    "off",
+                    "gro",
+                    "off",
+                )
+        argv = [str(LINKEM), "--a", "la", "--b", "lb", "--a-to-b", a_to_b, "--b-to-a", b_to_a]
+        log = tempfile.TemporaryFile()
+        linkem = subprocess.Popen(["ip", "netns", "exec", ns_m, *argv], stdout=log, stderr=log)
+        time.sleep(0.2)  # its sockets are bound before it forwards; a start-up error ends it at once
+        if linkem.poll() is not None:
+            log.seek(0)
+            err = log.read().decode(errors="replace")
+            raise RuntimeError(f"udt-linkem exited at start ({linkem.returncode}): {err.strip()}")
+        yield Net("linkem", addr_a, addr_b, ns_a, ns_b)
+    finally:
+        if linkem is not None and linkem.poll() is None:
+            linkem.terminate()
+            try:
+                linkem.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                linkem.kill()
+                linkem.wait()
+        delete_namespaces(made)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -80,9 +149,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def sweep_stale_namespaces(ns_prefix: str) -> None:
-    """Deletes ``<ns_prefix><pid>-a|b`` namespaces left behind by runs that were killed."""
+    """Deletes ``<ns_prefix><pid>-a|b|m`` namespaces left behind by runs that were killed."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     for ns in (line.split()[0] for line in out.splitlines() if line.strip()):
-        m = re.fullmatch(rf"{re.escape(ns_prefix)}(\d+)-[ab]", ns)
+        m = re.fullmatch(rf"{re.escape(ns_prefix)}(\d+)-[abm]", ns)
         if m and not _pid_alive(int(m.group(1))):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
