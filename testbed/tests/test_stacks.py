@@ -29,6 +29,8 @@ def test_sabul_s_sender_listens_on_its_own_address_and_the_receiver_connects_to_
         "/bin/sabul", "send", "--listen", "10.100.0.1:7000", "--input", "/dev/zero",
         "--stats", str(STATS), "--stats-interval", "200",
     ]  # fmt: skip
+    # A scaled run starts at the default 10 µs interval's 1200 Mb/s times the scale, as the links.
+    assert s.sender("10.100.0.1", 7000, 20, scale=0.1)[6:8] == ["--rate", "120"]
     argv, stdout = s.receiver("10.100.0.1", 7000, STATS)
     assert stdout is None
     assert argv == [
@@ -65,7 +67,7 @@ class FakeStack(Stack):
     def receiver(self, addr, port, stats):
         return [self.name, "recv", f"{addr}:{port}"], None
 
-    def sender(self, addr, port, seconds, stats=None):
+    def sender(self, addr, port, seconds, stats=None, scale=1.0):
         return [self.name, "send", f"{addr}:{port}"]
 
 

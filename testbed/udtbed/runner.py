@@ -283,6 +283,7 @@ def _start_bulk(
     seconds: float,
     port0: int,
     tag: str,
+    scale: float = 1.0,
 ) -> list[Started]:
     """Every flow's listening end first (:attr:`Stack.listener`: the receiver, or SABUL's
     sender), then each flow's other end at its ``start`` (seconds after the listeners had half a
@@ -300,7 +301,7 @@ def _start_bulk(
             argv, stdout = stack.receiver(addr, ports[f.name], Path(files(f) + ".stats"))
             rt.spawn(f.dst, argv, stdout=stdout, stderr=Path(files(f) + ".recv.log"))
         else:
-            argv = stack.sender(addr, ports[f.name], seconds, stats=Path(files(f) + ".send.stats"))
+            argv = stack.sender(addr, ports[f.name], seconds, stats=Path(files(f) + ".send.stats"), scale=scale)
             rt.spawn(f.src, argv, stderr=Path(files(f) + ".send.log"))
 
     for f in flows:
@@ -417,7 +418,8 @@ def _bulk(
     t_wall0, t_mono0 = time.time(), time.monotonic()
     try:
         flows = list(part.flows)
-        started = _start_bulk(rt, net, lineup.flow_stacks, flows, work, run.duration, 7000, f"{lineup.name}-bulk")
+        tag = f"{lineup.name}-bulk"
+        started = _start_bulk(rt, net, lineup.flow_stacks, flows, work, run.duration, 7000, tag, run.scale)
         live = _live(run, exp, part, lineup.name, net, started, t_wall0)
         watch = hostwatch.HostWatch(net)
         _watch(run, live, run.duration, t_mono0)
@@ -480,7 +482,8 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
         t_wall0, t_mono0 = time.time(), time.monotonic()
         try:
             bulk_stacks = {f.name: stack for f in flows}
-            started = _start_bulk(rt, net, bulk_stacks, flows, work, run.duration + warm, 7100, f"{stack.name}-{tag}")
+            seconds = run.duration + warm
+            started = _start_bulk(rt, net, bulk_stacks, flows, work, seconds, 7100, f"{stack.name}-{tag}", run.scale)
             live = _live(run, exp, part, stack.name, net, started, t_wall0, {"bulk_flows": str(n)})
             watch = hostwatch.HostWatch(net)
             _watch(run, live, warm, t_mono0)
