@@ -16,22 +16,34 @@ from udtbed.stacks import all_stacks
 SCALE = 0.1
 
 
-def udt_stacks() -> list[str]:
-    """UDT stacks to profile: PROFILE_STACKS, else every available one of udt-rs / libudt."""
-    want = os.environ.get("PROFILE_STACKS", "udt-rs,libudt").split(",")
+def profiled_stacks() -> list[str]:
+    """Stacks to profile: PROFILE_STACKS, else every available one of udt-rs / libudt / sabul."""
+    want = os.environ.get("PROFILE_STACKS", "udt-rs,libudt,sabul").split(",")
     stacks = all_stacks()
     return [s for s in want if s in stacks and stacks[s].available()[0]]
 
 
+def udt_stacks() -> list[str]:
+    """The profiled stacks that speak UDT."""
+    stacks = all_stacks()
+    return [s for s in profiled_stacks() if stacks[s].protocol == "udt"]
+
+
 def profile_cases() -> list[tuple[str, str, str]]:
-    """(experiment, part, stack) for every part with a ``profile`` table and every UDT stack
-    it runs, from the experiment files."""
+    """(experiment, part, stack) for every part with a ``profile`` table and every profiled
+    stack it runs as the stack under test and some band of it judges (the UDT stacks on the
+    SC'04 parts, SABUL on its paper's), from the experiment files."""
     out = []
+    stacks = all_stacks()
     for exp in load_all().values():
         for part in exp.parts:
             if part.profile is None:
                 continue
-            for stack in udt_stacks():
+            judged = {b.protocol for b in part.bands}
+            for stack in profiled_stacks():
+                protocol = stacks[stack].protocol
+                if not part.runs(protocol) or protocol not in judged:
+                    continue
                 if part.profile.stacks is None or stack in part.profile.stacks:
                     out.append((exp.name, part.label, stack))
     return out

@@ -8,7 +8,8 @@ import pytest
 from udtbed.bands import judge_all
 from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError, load, load_all
 from udtbed.report import render
-from udtbed.results import ExperimentResult, FlowResult, PartResult, StackResult
+from udtbed.results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
+from udtbed.runner import short_tcp_ratio
 
 GOOD = """
 name = "tiny"
@@ -129,3 +130,119 @@ def _roundtrip(res: ExperimentResult) -> dict:
 
 def test_shipped_experiments_dir_is_the_default():
     assert EXPERIMENTS_DIR.name == "experiments" and (EXPERIMENTS_DIR / "efficiency.toml").is_file()
+
+
+MIXED = """
+name = "mixed"
+title = "Two SABUL flows beside two TCP flows"
+figure = "test"
+[[part]]
+label = "alone"
+topology = "starlight-local"
+flows = [{ name = "tcp1", src = "chicago", dst = "local", stack = "tcp-cubic" }]
+paper = { tcp = { tcp1 = 226 } }
+[[part]]
+label = "beside"
+topology = "starlight-local"
+protocols = ["sabul"]
+flows = [
+  { name = "sabul1", src = "chicago", dst = "local" },
+  { name = "tcp1", src = "chicago", dst = "local", stack = "tcp-cubic" },
+]
+paper = { sabul = { sabul1 = 251 }, tcp = { tcp1 = 230 } }
+[[part.band]]
+protocol = "sabul"
+metric = "mean_mbps"
+flow = "tcp1"
+min = 0.5
+of = "fair_share"
+paper = "TCP 230 of 1000 Mb/s beside SABUL"
+why = "because"
+[[part]]
+label = "short"
+topology = "chicago-amsterdam"
+protocols = ["sabul"]
+short_tcp = { src = "chicago", dst = "amsterdam", bulk_flows = [0, 9], count = 50, workers = 10, size = 500000 }
+paper = { short_tcp = { "0" = 82, "9" = 32 } }
+[[part.band]]
+protocol = "sabul"
+metric = "short_tcp_ratio"
+min = 0.2
+paper = "82 -> 32 Mb/s (0.39)"
+why = "because"
+"""
+
+
+def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size(tmp_path):
+    alone, beside, short = load(write(tmp_path, MIXED, "mixed")).parts
+    assert alone.baseline and alone.flows[0].stack == "tcp-cubic"
+    assert not beside.baseline and beside.protocols == ("sabul",)
+    assert [f.stack for f in beside.flows] == [None, "tcp-cubic"]
+    assert beside.runs("sabul") and not beside.runs("udt")
+    assert short.short_tcp is not None and (short.short_tcp.size, short.short_tcp.workers) == (500000, 10)
+    assert short.short_tcp.bulk_flows == (0, 9) and short.bands[0].metric == "short_tcp_ratio"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('stack = "tcp-cubic" }]', 'stack = "tcp-vegas" }]'), "stack 'tcp-vegas' is not a registry stack"),
+        (('protocols = ["sabul"]', 'protocols = ["quic"]'), "protocols = [one or more of sabul, tcp, udt]"),
+        (("size = 500000", "size = -1"), "short_tcp size must be a whole number > 0"),
+        (("size = 500000", "colour = 1"), "unknown short_tcp key(s) ['colour']"),
+        (('metric = "mean_mbps"', 'metric = "short_tcp_ratio"'), "does not apply to a part of bulk flows"),
+        (("paper = { tcp = { tcp1 = 226 } }", 'paper = { tcp = { tcp1 = 226 } }\nprotocols = ["tcp"]'),
+         "every flow names its stack"),
+    ],
+)  # fmt: skip
+def test_a_bad_flow_stack_protocol_or_short_flow_is_refused(tmp_path, change, message):
+    old, new = change
+    assert old in MIXED
+    path = write(tmp_path, MIXED.replace(old, new, 1), "mixed")
+    with pytest.raises(ExperimentError) as e:
+        load(path)
+    assert str(e.value).startswith(f"{path}:") and message in str(e.value), e.value
+
+
+def test_sabul_bands_judge_the_tcp_flows_beside_it_and_the_short_flows_ratio(tmp_path):
+    _, beside, short = load(write(tmp_path, MIXED, "mixed")).parts
+    res = StackResult("sabul", "sabul", [flow("sabul1", [60] * 4), flow("tcp1", [30] * 4)])
+    (v,) = judge_all(beside, res, 0.1, 1.0, 20.0)
+    assert v.ok and v.low == pytest.approx(25.0)  # half of 100 Mb/s / 2 flows
+    assert judge_all(beside, StackResult("udt-rs", "udt", res.flows), 0.1, 1.0, 20.0) == []
+    pts = [ShortTcpPoint(0, 8.0, 10, [], {}), ShortTcpPoint(9, 1.0, 2, [], {})]
+    low = StackResult("sabul", "sabul", points=pts, metrics={"short_tcp_ratio": short_tcp_ratio(pts)})
+    (v,) = judge_all(short, low, 0.1, 1.0, 20.0)
+    assert v.value == pytest.approx(0.125) and v.ok is False
+
+
+def test_report_puts_each_flow_s_paper_figure_beside_ours_with_the_stack_it_ran(tmp_path):
+    exp = load(write(tmp_path, MIXED, "mixed"))
+    beside = exp.parts[1]
+    sabul = StackResult("sabul", "sabul", [flow("sabul1", [25.0] * 4), flow("tcp1", [23.0] * 4)])
+    sabul.flows[0].stack, sabul.flows[0].protocol = "sabul", "sabul"
+    sabul.flows[1].stack, sabul.flows[1].protocol = "tcp-cubic", "tcp"
+    sabul.verdicts = judge_all(beside, sabul, 0.1, 1.0, 20.0)
+    res = ExperimentResult(
+        "mixed", exp.title, exp.figure, "", 0.1, 20.0, 1.0, "linkem",
+        [PartResult("beside", "starlight-local", "starlight-local.toml", "", {}, [], True, beside.paper,
+                    {"sabul": sabul})],
+    )  # fmt: skip
+    page = render({"run_id": "r1", "status": "ok", "scale": 0.1}, [ExperimentResult.from_dict(_roundtrip(res))])
+    summary = page[page.index("Did it reproduce?") : page.index("<h2>Two SABUL")]
+    assert "SABUL 251 × 0.1 = 25.1</td><td>–</td><td>25.0</td>" in summary
+    # The TCP flow ran beside SABUL: its figure is TCP's, not greyed out as another protocol's.
+    assert "tcp1 (tcp-cubic): mean Mb/s" in summary and "TCP 230 × 0.1 = 23.0</td><td>–</td><td>23.0</td>" in summary
+    assert "<th>paper SABUL ×scale</th>" in page and "tcp1 (tcp-cubic)</td>" in page
+
+
+def test_shipped_sabul_experiments_carry_the_paper_s_tables():
+    exps = load_all()
+    local, short = exps["sabul-local"], exps["sabul-friendliness"]
+    alone, beside = local.parts
+    assert alone.baseline and alone.paper == {"tcp": {"tcp1": 226, "tcp2": 225, "tcp3": 227, "tcp4": 225}}
+    assert beside.paper == {"sabul": {"sabul1": 251, "sabul2": 237}, "tcp": {"tcp1": 230, "tcp2": 231}}
+    assert beside.profile is not None and beside.profile.duration <= 30
+    assert short.parts[0].short_tcp is not None and short.parts[0].short_tcp.bulk_flows == tuple(range(10))
+    table2 = [82, 98, 78, 40, 65, 37, 37, 40, 36, 32]
+    assert short.parts[0].paper["short_tcp"] == {str(n): x for n, x in enumerate(table2)}

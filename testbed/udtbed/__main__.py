@@ -1,7 +1,7 @@
 """``python -m udtbed``: run experiments, check topology files, calibrate, clean up.
 
 udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|auto]
-           [--duration 20] [--stacks udt,libudt,tcp-cubic,tcp-bbr] [--backend auto]
+           [--duration 20] [--stacks udt-rs,libudt,sabul,tcp-cubic,tcp-bbr] [--backend auto]
            [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
            [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS]
 udtbed check topologies/*.toml     validate topology files (file:line: error)
@@ -34,7 +34,7 @@ from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentE
 from .experiment import load as load_experiment
 from .influx import InfluxWriter, LocalInfluxd
 from .network import Network, choose_backend
-from .runner import CalibrationError, Run, planned_seconds, run_experiment
+from .runner import CalibrationError, Run, part_runs, planned_seconds, run_experiment
 from .stacks import all_stacks
 from .topology import TopologyError, load
 
@@ -195,8 +195,9 @@ def cmd_run(a: argparse.Namespace) -> int:
             rate_tol=a.rate_tol_pct / 100,
             host_runtime=host_runtime,
         )
-        total = planned_seconds(run, exps, len(stacks))
-        steps = sum(len(e.parts) * (1 + len(stacks)) for e in exps)  # a calibration, then each stack
+        total = planned_seconds(run, exps, stacks)
+        # A calibration, then each run of the part (each stack under test it takes, or once).
+        steps = sum(1 + n for e in exps for p in e.parts if (n := part_runs(p, stacks)))
         title = f"udtbed run {run_id}: {', '.join(names)}"
         with Progress(title, total, steps=steps, seconds_per_unit=1.0) as progress:
             run.progress = progress
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     r.add_argument("--scale", default="0.1", help="rate multiplier, or 'auto' (default 0.1)")
     r.add_argument("--duration", type=float, default=20.0, help="seconds per stack and part (default 20)")
-    r.add_argument("--stacks", default="udt-rs,libudt,tcp-cubic,tcp-bbr", help="names from conformance/stacks/")
+    r.add_argument("--stacks", default="udt-rs,libudt,sabul,tcp-cubic,tcp-bbr", help="names from conformance/stacks/")
     r.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
     r.add_argument("--influx", default="local", help="'local' (influxd under the results dir), 'none', or a URL")
     r.add_argument("--calibration", default="refuse", choices=["refuse", "flag"])

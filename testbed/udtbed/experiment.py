@@ -3,7 +3,10 @@ report alike (docs/testbed.md, "Experiments as data").
 
 An experiment has parts; a part runs on one topology file with either bulk flows (one per
 ``flows`` entry, each stack in turn) or, for TCP friendliness, ``short_tcp``: short 1 MB TCP
-flows beside 0..N bulk flows of the stack under test. Beside each part stand the paper's
+flows beside 0..N bulk flows of the stack under test. A bulk flow runs the stack under test
+unless it names its own (``stack = "tcp-cubic"``: the SABUL paper's Table 1 puts two TCP flows
+beside two SABUL flows); a part whose flows all name their stack is a baseline, run once
+whatever stacks the run has. ``protocols`` limits the stacks under test a part runs. Beside each part stand the paper's
 numbers (``paper``, Mb/s at the paper's rates, by protocol and flow) and its tolerance bands
 (``[[part.band]]``), each with the paper figure it stands for and why it is where it is. A part
 with a ``profile`` table is also a quick profile: `make test` runs it short and holds every UDT
@@ -37,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from udtconf import stacks as registry
+
 from .topology import KeyPart, TopologyError, read_toml
 from .topology import load as load_topology
 
@@ -53,6 +58,7 @@ METRICS = {
     "min_flow_mbps": "the smallest flow mean",
     "join_mbps": "the join throughput: the number of flows times the slowest flow's mean",
     "flow_ratio": "a flow's mean over another's (`flow` / `over`)",
+    "short_tcp_ratio": "the short TCP flows' aggregate beside the most bulk flows over that beside the fewest",
 }
 PER_FLOW = {"mean_mbps", "time_to_90pct_s", "flow_ratio"}
 # How `min` / `max` are expressed.
@@ -62,7 +68,10 @@ UNITS = {
     "fair_share": "a fraction of the part's bottleneck rate divided by the number of flows",
     "paper_mbps": "Mb/s at the paper's rates, multiplied by the run's scale",
 }
-PART_KEYS = {"label", "topology", "flows", "short_tcp", "paper", "profile", "band"}
+SHORT_TCP_METRICS = {"short_tcp_ratio"}  # a short_tcp part's; every other metric is a bulk part's
+PART_KEYS = {"label", "topology", "flows", "short_tcp", "paper", "profile", "band", "protocols"}
+FLOW_KEYS = {"name", "src", "dst", "start", "stack"}
+SHORT_TCP_KEYS = {"src", "dst", "bulk_flows", "count", "workers", "size"}
 BAND_KEYS = {"metric", "flow", "over", "after_s", "min", "max", "of", "paper", "why", "protocol"}
 TOP_KEYS = {"name", "title", "figure", "note", "default", "part"}
 
@@ -83,17 +92,21 @@ class Flow:
     src: str
     dst: str
     start: float = 0.0
+    stack: str | None = None  # a registry stack this flow always runs; None: the stack under test
 
 
 @dataclass(frozen=True)
 class ShortTcp:
-    """Short 1 MB TCP flows from ``src`` to ``dst`` beside each count of bulk flows (Fig. 13)."""
+    """Short TCP flows of ``size`` bytes from ``src`` to ``dst`` beside each count of bulk flows
+    of the stack under test (SC'04 Fig. 13; SABUL paper Table 2): ``workers`` at a time (at
+    scale 1; the run scales them), until ``count`` are done or the run's duration is over."""
 
     src: str
     dst: str
     bulk_flows: tuple[int, ...]
     count: int = 500
     workers: int = 5  # concurrent short flows at scale 1; scaled with the run
+    size: int = 1 << 20  # bytes per flow (1 MB)
 
 
 @dataclass(frozen=True)
@@ -143,10 +156,20 @@ class Part:
     paper: dict[str, dict[str, float]] = field(default_factory=dict)  # protocol -> flow/key -> Mb/s
     bands: tuple[Band, ...] = ()
     profile: Profile | None = None
+    protocols: tuple[str, ...] | None = None  # the stacks under test it runs, by protocol (None: all)
 
     @property
     def topology_name(self) -> str:
         return self.topology.stem
+
+    @property
+    def baseline(self) -> bool:
+        """Every flow names its stack: the part runs once, not once per stack under test."""
+        return bool(self.flows) and all(f.stack for f in self.flows)
+
+    def runs(self, protocol: str) -> bool:
+        """Whether a stack under test of ``protocol`` runs this part."""
+        return not self.baseline and (self.protocols is None or protocol in self.protocols)
 
 
 @dataclass(frozen=True)
@@ -158,6 +181,11 @@ class Experiment:
     note: str = ""
     default: bool = False
     path: Path | None = None
+
+
+def bulk_stacks() -> list[str]:
+    """The registry's stacks that can run a bulk flow (a ``[bulk]`` table), by name."""
+    return [n for n, s in registry.registry().items() if s.bulk is not None]
 
 
 def _num(v: Any) -> bool:
@@ -226,13 +254,18 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
     for f in p.get("flows", []):
         if not isinstance(f, dict) or not isinstance(f.get("name"), str):
             raise fail("each flow needs name, src and dst", "part", i, "flows")
-        unknown = set(f) - {"name", "src", "dst", "start"}
+        unknown = set(f) - FLOW_KEYS
         if unknown:
             raise fail(f"unknown flow key(s) {sorted(unknown)}", "part", i, "flows")
         start = f.get("start", 0.0)
         if not _num(start) or start < 0:
             raise fail(f"flow {f['name']}: start must be seconds >= 0", "part", i, "flows")
-        flows.append(Flow(f["name"], host(f.get("src"), "src"), host(f.get("dst"), "dst"), float(start)))
+        stack = f.get("stack")
+        if stack is not None and stack not in bulk_stacks():
+            have = ", ".join(bulk_stacks())
+            raise fail(f"flow {f['name']}: stack {stack!r} is not a registry stack with [bulk] ({have})", "part", i)
+        src, dst = host(f.get("src"), "src"), host(f.get("dst"), "dst")
+        flows.append(Flow(f["name"], src, dst, float(start), stack))
     names = [f.name for f in flows]
     if len(set(names)) != len(names):
         raise fail("flow names must be unique within a part", "part", i, "flows")
@@ -242,15 +275,29 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
         counts = s.get("bulk_flows") if isinstance(s, dict) else None
         if not isinstance(counts, list) or not counts or not all(isinstance(n, int) and n >= 0 for n in counts):
             raise fail("short_tcp needs src, dst and bulk_flows = [counts >= 0]", "part", i, "short_tcp")
+        unknown = set(s) - SHORT_TCP_KEYS
+        if unknown:
+            raise fail(f"unknown short_tcp key(s) {sorted(unknown)}", "part", i, "short_tcp")
+        for k in ("count", "workers", "size"):
+            if k in s and not (isinstance(s[k], int) and s[k] > 0):
+                raise fail(f"short_tcp {k} must be a whole number > 0", "part", i, "short_tcp")
         short = ShortTcp(
             host(s.get("src"), "short_tcp src"),
             host(s.get("dst"), "short_tcp dst"),
             tuple(counts),
             int(s.get("count", 500)),
             int(s.get("workers", 5)),
+            int(s.get("size", 1 << 20)),
         )
     if bool(flows) == bool(short):
         raise fail("a part has either flows or short_tcp (exactly one of them)", "part", i)
+    protocols = p.get("protocols")
+    if protocols is not None:
+        known = sorted(set(registry.BULK_CONTRACTS.values()))
+        if not isinstance(protocols, list) or not protocols or not all(x in known for x in protocols):
+            raise fail(f"protocols = [one or more of {', '.join(known)}]", "part", i, "protocols")
+        if flows and all(f.stack for f in flows):
+            raise fail("protocols: every flow names its stack, so no stack under test runs", "part", i, "protocols")
     paper = p.get("paper", {})
     if not isinstance(paper, dict) or not all(
         isinstance(v, dict) and all(_num(x) for x in v.values()) for v in paper.values()
@@ -263,7 +310,7 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
             raise fail("profile = { duration = seconds > 0 [, stacks = [...]] }", "part", i, "profile")
         st = pr.get("stacks")
         profile = Profile(float(pr["duration"]), tuple(st) if st is not None else None)
-    bands = tuple(_band(b, i, j, set(names), fail) for j, b in enumerate(p.get("band", [])))
+    bands = tuple(_band(b, i, j, set(names), short is not None, fail) for j, b in enumerate(p.get("band", [])))
     return Part(
         label,
         topo_path,
@@ -272,10 +319,11 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
         {str(k): {str(f): float(x) for f, x in v.items()} for k, v in paper.items()},
         bands,
         profile,
+        tuple(protocols) if protocols is not None else None,
     )
 
 
-def _band(b: Any, i: int, j: int, flows: set[str], fail: _Fail) -> Band:
+def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail) -> Band:
     where = ("part", i, "band")
     if not isinstance(b, dict):
         raise fail("[[part.band]] must be a table", *where)
@@ -285,6 +333,9 @@ def _band(b: Any, i: int, j: int, flows: set[str], fail: _Fail) -> Band:
     metric = b.get("metric")
     if metric not in METRICS:
         raise fail(f"band {j + 1}: metric {metric!r} is not one of {', '.join(METRICS)}", *where)
+    if (metric in SHORT_TCP_METRICS) != short_tcp:
+        kind = "a short_tcp part" if short_tcp else "a part of bulk flows"
+        raise fail(f"band {j + 1}: metric {metric!r} does not apply to {kind}", *where)
     if metric in PER_FLOW and b.get("flow") not in flows:
         raise fail(f"band {j + 1}: {metric} needs flow = one of {sorted(flows)}", *where)
     if metric == "flow_ratio" and b.get("over") not in flows:

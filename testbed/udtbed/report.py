@@ -31,8 +31,8 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#
 .note{color:#555}img{max-width:100%}td.l,th.l{text-align:left}.mark{font-weight:bold}
 table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}
 table.summary td{white-space:nowrap}table.summary td.l{white-space:normal}.small{font-size:85%}"""
-# Paper figures in the plots: UDT dashed, TCP dotted.
-PAPER_STYLE = {"udt": "--", "tcp": ":"}
+# Paper figures in the plots: UDT dashed, SABUL dash-dotted, TCP dotted.
+PAPER_STYLE = {"udt": "--", "sabul": "-.", "tcp": ":"}
 MARK_CLASS = {True: "ok", False: "bad", None: "bad"}
 
 
@@ -138,20 +138,33 @@ def _paper_rows(exp: ExperimentResult, part: PartResult, stacks: list[str]) -> l
             cells = []
             for s in stacks:
                 r = part.stacks.get(s)
-                val = None
+                val, ran = None, r.protocol if r is not None else None
                 if r is not None and flow == "join":
                     val = r.metrics.get("join_mbps")
                 elif r is not None:
-                    val = next((f.mean_mbps for f in r.flows if f.name == flow), None)
+                    f = next((f for f in r.flows if f.name == flow), None)
+                    if f is not None:
+                        # A flow that names its stack ran that protocol beside the stack under test.
+                        val, ran = f.mean_mbps, f.protocol or r.protocol
                 cells.append(
-                    f"<td>{_fmt(val)}</td>" if r is None or r.protocol == proto else f"<td class=note>{_fmt(val)}</td>"
+                    f"<td>{_fmt(val)}</td>" if r is None or ran == proto else f"<td class=note>{_fmt(val)}</td>"
                 )
-            what = "join throughput (n × slowest)" if flow == "join" else f"{flow}: mean Mb/s"
+            stack = _flow_stack(part, flow)
+            what = "join throughput (n × slowest)" if flow == "join" else f"{flow}{stack}: mean Mb/s"
             rows.append(
                 f"<td class=l>{_e(what)}</td><td class=l>{proto.upper()} {mbps:g} × {exp.scale:g} = "
                 f"{mbps * exp.scale:.1f}</td><td>–</td>{''.join(cells)}"
             )
     return rows
+
+
+def _flow_stack(part: PartResult, flow: str) -> str:
+    """' (tcp-cubic)' when ``flow`` ran a stack of its own beside the stacks under test."""
+    for name, r in part.stacks.items():
+        f = next((f for f in r.flows if f.name == flow), None)
+        if f is not None and f.stack and f.stack != name:
+            return f" ({f.stack})"
+    return ""
 
 
 # --- the parts ----------------------------------------------------------------------------------
@@ -189,24 +202,25 @@ def _part_bulk(part: PartResult, scale: float) -> str:
                 if f.series_1s:
                     t, x = zip(*f.series_1s, strict=True)
                     ax.plot(t, x, label=f.name)
-            if s.protocol in part.paper:
-                for flow, mbps in part.paper[s.protocol].items():
-                    if flow in names:
-                        ax.axhline(mbps * scale, color="k", lw=0.8, ls=PAPER_STYLE.get(s.protocol, "--"), alpha=0.5)
+            for f in s.flows:
+                proto = f.protocol or s.protocol
+                mbps = part.paper.get(proto, {}).get(f.name)
+                if mbps is not None:
+                    ax.axhline(mbps * scale, color="k", lw=0.8, ls=PAPER_STYLE.get(proto, "--"), alpha=0.5)
             ax.set_title(name)
             ax.set_xlabel("s")
             ax.grid(alpha=0.3)
-        axes[0][0].set_ylabel("Mb/s (receiver, 1 s); paper dashed")
+        axes[0][0].set_ylabel("Mb/s (receiver, 1 s); paper: UDT --, SABUL -., TCP :")
         axes[0][0].legend(fontsize=8)
     out.append(_png(fig))
-    head = "<tr><th>flow</th><th>paper UDT ×scale</th><th>paper TCP ×scale</th>"
+    # A column of the paper's figures per protocol it gives (UDT and TCP at least, as before).
+    protos = list(dict.fromkeys(["udt", *part.paper, "tcp"]))
+    head = "<tr><th>flow</th>" + "".join(f"<th>paper {p.upper()} ×scale</th>" for p in protos)
     rows = [head + "".join(f"<th>{_e(n)}</th>" for n in stacks) + "</tr>"]
     for fl in names:
-        pu, pt = part.paper.get("udt", {}).get(fl), part.paper.get("tcp", {}).get(fl)
+        papers = "".join(f"<td>{_fmt(_times(part.paper.get(p, {}).get(fl), scale))}</td>" for p in protos)
         cells = "".join(f"<td>{_fmt(s.flow(fl).mean_mbps)}</td>" for s in stacks.values())
-        rows.append(
-            f"<tr><td>{_e(fl)}</td><td>{_fmt(pu and pu * scale)}</td><td>{_fmt(pt and pt * scale)}</td>{cells}</tr>"
-        )
+        rows.append(f"<tr><td>{_e(fl + _flow_stack(part, fl))}</td>{papers}{cells}</tr>")
     labels = {
         "aggregate_mbps": "aggregate Mb/s",
         "jain_index": "Jain's index",
@@ -218,7 +232,8 @@ def _part_bulk(part: PartResult, scale: float) -> str:
         if any(v is not None for v in vals):
             pj = part.paper.get("udt", {}).get("join") if key == "join_mbps" else None
             cells = "".join(f"<td>{_fmt(v, 3 if 'index' in key else 1)}</td>" for v in vals)
-            rows.append(f"<tr><td>{label}</td><td>{_fmt(pj and pj * scale)}</td><td></td>{cells}</tr>")
+            blanks = "<td></td>" * (len(protos) - 1)
+            rows.append(f"<tr><td>{label}</td><td>{_fmt(_times(pj, scale))}</td>{blanks}{cells}</tr>")
     out.append("<table>" + "".join(rows) + "</table>")
     ttt = [(n, f.name, f.time_to_90pct_s) for n, s in stacks.items() for f in s.flows]
     out.append(
@@ -229,9 +244,14 @@ def _part_bulk(part: PartResult, scale: float) -> str:
     return "\n".join(out)
 
 
+def _times(mbps: float | None, scale: float) -> float | None:
+    return None if mbps is None else mbps * scale
+
+
 def _part_short_tcp(part: PartResult) -> str:
     """Short-flow aggregate per bulk-flow count, absolute and relative to no bulk flows: the
-    relative figure is the one comparable across scales (paper: 69 -> 48 Mb/s, i.e. 0.70)."""
+    relative figure is the one comparable across scales (SC'04: 69 -> 48 Mb/s, i.e. 0.70;
+    SABUL Table 2: 82 -> 32 Mb/s, 0.39)."""
     fig, ax = plt.subplots(figsize=(5, 3))
     counts = [p.bulk_flows for p in next(iter(part.stacks.values())).points]
     paper = {int(k): v for k, v in part.paper.get("short_tcp", {}).items()}
@@ -240,7 +260,7 @@ def _part_short_tcp(part: PartResult) -> str:
     rows = [head + "".join(f"<th>{n}</th>" for n in counts) + "</tr>"]
     if paper and base:
         cells = "".join(f"<td>{f'{paper[n]:g} ({paper[n] / base:.2f})' if n in paper else ''}</td>" for n in counts)
-        rows.append(f"<tr><td>paper (1 Gb/s, 5 at a time)</td>{cells}</tr>")
+        rows.append(f"<tr><td>paper (1 Gb/s)</td>{cells}</tr>")
     for name, s in part.stacks.items():
         ns = [p.bulk_flows for p in s.points]
         ys = [p.short_aggregate_mbps for p in s.points]

@@ -36,6 +36,8 @@ class FlowResult:
     bytes: int
     capacity_mbps: float | None = None  # the flow's bottleneck at the run's scale
     time_to_90pct_s: float | None = None
+    stack: str = ""  # the stack the flow ran: the stack under test, or the one the flow names
+    protocol: str = ""
 
     def mean_after(self, t0: float) -> float | None:
         xs = [x for t, x in self.series_1s if t > t0]
@@ -54,6 +56,8 @@ class FlowResult:
             bytes=int(d["bytes"]),
             capacity_mbps=d.get("capacity_mbps"),
             time_to_90pct_s=d.get("time_to_90pct_s"),
+            stack=d.get("stack", ""),
+            protocol=d.get("protocol", ""),
         )
 
 
@@ -129,7 +133,7 @@ class Verdict:
 @dataclass
 class StackResult:
     stack: str
-    protocol: str  # "udt" or "tcp": which of the paper's numbers and bands apply
+    protocol: str  # "udt", "sabul" or "tcp": which of the paper's numbers and bands apply
     flows: list[FlowResult] = field(default_factory=list)
     points: list[ShortTcpPoint] = field(default_factory=list)
     short_tcp_workers: int | None = None

@@ -1,11 +1,14 @@
 """How an experiment runs: build → calibrate → each stack in turn, for every part.
 
-The experiment comes from its data file (:mod:`udtbed.experiment`). For every stack a bulk part
-starts the receivers, then the senders (each at its ``start``), streams the files they write
-to InfluxDB while it runs (:mod:`udtbed.live`), stops everything after the duration and keeps
-per-flow series, the part's metrics and the verdict of every band (:mod:`udtbed.bands`). A
-``short_tcp`` part (Fig. 13) does that once per count of bulk flows, with short 1 MB TCP flows
-beside them. Paper numbers are Mb/s at the papers' rates; the results show them × scale.
+The experiment comes from its data file (:mod:`udtbed.experiment`). For every stack under test
+(:func:`lineups`: those of the protocols a part takes; a baseline part runs once) a bulk part
+starts the listening end of every flow (the receiver; SABUL's sender), then the other ends (each
+at its flow's ``start``), streams the files they write to InfluxDB while it runs
+(:mod:`udtbed.live`), stops everything after the duration and keeps per-flow series, the part's
+metrics and the verdict of every band (:mod:`udtbed.bands`). A flow that names its stack runs
+that one beside the stack under test. A ``short_tcp`` part (SC'04 Fig. 13, SABUL Table 2) does
+that once per count of bulk flows, with short TCP flows beside them. Paper numbers are Mb/s at
+the papers' rates; the results show them × scale.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -30,7 +33,7 @@ from .live import LiveWatch, WatchedFlow, write_calibration
 from .network import Network
 from .results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
 from .runtime import HostRuntime, NamespaceRuntime
-from .stacks import Stack, resample
+from .stacks import Role, Stack, all_stacks, resample
 from .topology import Topology
 from .topology import load as load_topology
 
@@ -116,8 +119,65 @@ class CalibrationError(RuntimeError):
     pass
 
 
-def planned_seconds(run: Run, experiments: list[Experiment], n_stacks: int) -> float:
-    return sum(run.planned_seconds(p, n_stacks) for e in experiments for p in e.parts)
+@dataclass(frozen=True)
+class Lineup:
+    """Who runs a part once: the name its result has (the stack under test, or a baseline's
+    stacks), the protocol whose bands judge it, and the stack of each bulk flow."""
+
+    name: str
+    protocol: str
+    flow_stacks: Mapping[str, Stack]
+    under_test: Stack | None = None  # None: a baseline part, every flow names its stack
+
+
+class PartSkipped(RuntimeError):
+    """A part cannot run with this run's stacks; the message says why."""
+
+
+def lineups(part: Part, stacks: list[Stack], registry: Mapping[str, Stack] | None = None) -> list[Lineup]:
+    """The runs of ``part``: one per stack under test whose protocol it takes, each with the
+    flows that name a stack on that one; a baseline part (every flow names its stack) once.
+    :class:`PartSkipped` when a named stack is not available or no stack under test fits."""
+    named = {f.stack for f in part.flows if f.stack}
+    pinned: dict[str, Stack] = {}
+    if named:
+        registry = all_stacks() if registry is None else registry
+        for name in sorted(named):
+            ok, why = registry[name].available()
+            if not ok:
+                raise PartSkipped(f"its flows need stack {name}, which is not available ({why})")
+            pinned[name] = registry[name]
+    if part.baseline:
+        stacks_in_order = list(dict.fromkeys(pinned[f.stack] for f in part.flows if f.stack))
+        protocols = {s.protocol for s in stacks_in_order}
+        return [
+            Lineup(
+                "+".join(s.name for s in stacks_in_order),
+                protocols.pop() if len(protocols) == 1 else "mixed",
+                {f.name: pinned[f.stack] for f in part.flows if f.stack},
+            )
+        ]
+    out = [
+        Lineup(s.name, s.protocol, {f.name: pinned[f.stack] if f.stack else s for f in part.flows}, s)
+        for s in stacks
+        if part.runs(s.protocol)
+    ]
+    if not out:
+        want = ", ".join(part.protocols or ())
+        raise PartSkipped(f"it runs {want} stacks under test, and the run has none of them")
+    return out
+
+
+def part_runs(part: Part, stacks: list[Stack]) -> int:
+    """How many times ``part`` runs with ``stacks`` (0: it is skipped), for the progress."""
+    try:
+        return len(lineups(part, stacks))
+    except PartSkipped:
+        return 0
+
+
+def planned_seconds(run: Run, experiments: list[Experiment], stacks: list[Stack]) -> float:
+    return sum(run.planned_seconds(p, n) for e in experiments for p in e.parts if (n := part_runs(p, stacks)))
 
 
 def run_experiment(run: Run, exp: Experiment, stacks: list[Stack]) -> ExperimentResult:
@@ -132,11 +192,16 @@ def run_experiment(run: Run, exp: Experiment, stacks: list[Stack]) -> Experiment
         backend=run.backend,
     )
     for part in exp.parts:
-        result.parts.append(_run_part(run, exp, part, stacks))
+        try:
+            runs = lineups(part, stacks)
+        except PartSkipped as e:
+            run.log(f"== {exp.name} / {part.label}: skipped: {e}")
+            continue
+        result.parts.append(_run_part(run, exp, part, runs))
     return result
 
 
-def _run_part(run: Run, exp: Experiment, part: Part, stacks: list[Stack]) -> PartResult:
+def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> PartResult:
     topo = load_topology(part.topology)
     run.progress.step(f"{exp.name} / {part.label}: build, calibrate", CALIBRATION_S)
     run.log(f"== {exp.name} / {part.label}: building {topo.name} (scale {run.scale}, {run.backend})")
@@ -167,28 +232,30 @@ def _run_part(run: Run, exp: Experiment, part: Part, stacks: list[Stack]) -> Par
             if run.on_cal_fail == "refuse":
                 raise CalibrationError(msg + "; lower SCALE or pass CALIBRATION=flag to run anyway")
             run.log(f"  WARNING: {msg}; flagged, running anyway")
-        for stack in stacks:
-            label = f"{exp.name} / {part.label} / {stack.name}"
+        for lineup in runs:
+            label = f"{exp.name} / {part.label} / {lineup.name}"
             run.progress.step(label, run.planned_seconds(part, 1) - CALIBRATION_S)
-            run.log(f"  -- {stack.name}: {run.duration:.0f} s")
+            beside = sorted({s.name for s in lineup.flow_stacks.values()} - {lineup.name})
+            run.log(f"  -- {lineup.name}: {run.duration:.0f} s" + (f" (beside {', '.join(beside)})" if beside else ""))
             if part.short_tcp:
-                res = _short_tcp(run, exp, part, net, stack, work)
+                assert lineup.under_test is not None
+                res = _short_tcp(run, exp, part, net, lineup.under_test, work)
             else:
-                res = _bulk(run, exp, part, net, stack, work, topo)
+                res = _bulk(run, exp, part, net, lineup, work, topo)
             res.verdicts = judge_all(part, res, run.scale, run.warmup, run.duration)
             for v in res.verdicts:
                 run.log(f"     {v.line()}")
-            pres.stacks[stack.name] = res
+            pres.stacks[lineup.name] = res
         pres.link_stats = {str(k): v for k, v in net.link_stats().items()}
     return pres
 
 
-def _tags(run: Run, exp: Experiment, part: Part, stack: Stack, flow: str) -> dict[str, str]:
+def _tags(run: Run, exp: Experiment, part: Part, stack: str, flow: str) -> dict[str, str]:
     return {
         "run": run.run_id,
         "experiment": exp.name,
         "part": part.label,
-        "stack": stack.name,
+        "stack": stack,
         "flow": flow,
         "scale": str(run.scale),
         "backend": run.backend,
@@ -197,9 +264,11 @@ def _tags(run: Run, exp: Experiment, part: Part, stack: Stack, flow: str) -> dic
 
 @dataclass
 class Started:
-    """A bulk flow whose sender runs: where its receiver and sender write, and when it began."""
+    """A bulk flow whose two ends run: its stack, where its receiver and sender write, and when
+    it began (the connecting end's start)."""
 
     flow: Flow
+    stack: Stack
     recv_stats: Path
     send_stats: Path
     offset_s: float
@@ -208,46 +277,64 @@ class Started:
 def _start_bulk(
     rt: HostRuntime,
     net: Network,
-    stack: Stack,
+    stacks: Mapping[str, Stack],
     flows: list[Flow],
     work: Path,
     seconds: float,
     port0: int,
     tag: str,
+    scale: float = 1.0,
 ) -> list[Started]:
-    """Receivers first, then each sender at its flow's ``start`` (seconds after the receivers
-    had half a second to bind); ``offset_s`` is when each sender started, on that clock."""
+    """Every flow's listening end first (:attr:`Stack.listener`: the receiver, or SABUL's
+    sender), then each flow's other end at its ``start`` (seconds after the listeners had half a
+    second to bind), connecting to the listener's host; ``offset_s`` is when that was, on that
+    clock. ``stacks``: each flow's stack, by flow name."""
     ports = {f.name: port0 + i for i, f in enumerate(flows)}
+
+    def files(f: Flow) -> str:
+        return str(work / f"{tag}-{f.name}")
+
+    def spawn(f: Flow, role: Role) -> None:
+        stack = stacks[f.name]
+        addr = net.address(f.dst if stack.listener == "receiver" else f.src)
+        if role == "receiver":
+            argv, stdout = stack.receiver(addr, ports[f.name], Path(files(f) + ".stats"))
+            rt.spawn(f.dst, argv, stdout=stdout, stderr=Path(files(f) + ".recv.log"))
+        else:
+            argv = stack.sender(addr, ports[f.name], seconds, stats=Path(files(f) + ".send.stats"), scale=scale)
+            rt.spawn(f.src, argv, stderr=Path(files(f) + ".send.log"))
+
     for f in flows:
-        argv, stdout = stack.receiver(ports[f.name], work / f"{stack.name}-{tag}-{f.name}.stats")
-        rt.spawn(f.dst, argv, stdout=stdout, stderr=work / f"{stack.name}-{tag}-{f.name}.recv.log")
+        spawn(f, stacks[f.name].listener)
     time.sleep(0.5)
     t0 = time.monotonic()
     started = []
     for f in sorted(flows, key=lambda f: f.start):
         while time.monotonic() - t0 < f.start:
             time.sleep(0.05)
-        send_stats = work / f"{stack.name}-{tag}-{f.name}.send.stats"
-        rt.spawn(
-            f.src,
-            stack.sender(net.address(f.dst), ports[f.name], seconds, stats=send_stats),
-            stderr=work / f"{stack.name}-{tag}-{f.name}.send.log",
+        spawn(f, stacks[f.name].connector())
+        base = files(f)
+        started.append(
+            Started(f, stacks[f.name], Path(base + ".stats"), Path(base + ".send.stats"), time.monotonic() - t0)
         )
-        started.append(Started(f, work / f"{stack.name}-{tag}-{f.name}.stats", send_stats, time.monotonic() - t0))
     return started
 
 
 def _host_check(
-    run: Run, net: Network, stack: Stack, host: HostReport | None, started: list[Started]
+    run: Run, net: Network, name: str, host: HostReport | None, started: list[Started]
 ) -> HostReport | None:
     """The part's CPU and emulator timing (:mod:`hostwatch`), with the UDT senders' pacing
     against the bottleneck and the flags that say the result is not the protocol's alone."""
     if host is None:
         return None
-    if stack.protocol == "udt":
+    # Only UDT's: its slow start ends at the receiver's arrival speed (UDT4.md §12.4), so pacing
+    # above the bottleneck means compressed arrivals. SABUL starts at its initial rate (10 µs)
+    # and probes above the link by design (SABUL.md §7-8): its period says nothing of timing.
+    paced = [s for s in started if s.stack.protocol == "udt" and s.stack.sender_stats]
+    if paced:
         host["sender_pacing"] = hostwatch.sender_pacing(
-            {s.flow.name: s.send_stats for s in started},
-            {s.flow.name: net.topo.bottleneck_bps(s.flow.src, s.flow.dst, scale=run.scale) for s in started},
+            {s.flow.name: s.send_stats for s in paced},
+            {s.flow.name: net.topo.bottleneck_bps(s.flow.src, s.flow.dst, scale=run.scale) for s in paced},
         )
     seen_by_receivers = {
         (f"l{h.link.index}", "a_to_b" if h.frm == h.link.a else "b_to_a")
@@ -257,7 +344,7 @@ def _host_check(
     hostwatch.mark_before_bottleneck(host, seen_by_receivers)
     host["flags"] = hostwatch.flags(host, host.get("sender_pacing"))
     for fl in host["flags"]:
-        run.log(f"     TIMING {stack.name}: {fl}")
+        run.log(f"     TIMING {name}: {fl}")
     return host
 
 
@@ -279,24 +366,25 @@ def _live(
     run: Run,
     exp: Experiment,
     part: Part,
-    stack: Stack,
+    name: str,
     net: Network,
     started: list[Started],
     t_wall0: float,
     extra_tags: dict[str, str] | None = None,
 ) -> LiveWatch:
-    """The part's live watch: each started flow's receiver (and a UDT sender's) stats files."""
+    """The part's live watch: each started flow's receiver (and a UDT or SABUL sender's) stats
+    files, tagged with the run's name (``name``: the stack under test, or the baseline's)."""
     flows = [
         WatchedFlow(
             s.flow.name,
             s.recv_stats,
-            stack.line_parser(),
+            s.stack.line_parser(),
             s.offset_s,
-            s.send_stats if stack.protocol == "udt" else None,
+            s.send_stats if s.stack.sender_stats else None,
         )
         for s in started
     ]
-    return LiveWatch(run.influx, lambda fl: _tags(run, exp, part, stack, fl) | (extra_tags or {}), net, flows, t_wall0)
+    return LiveWatch(run.influx, lambda fl: _tags(run, exp, part, name, fl) | (extra_tags or {}), net, flows, t_wall0)
 
 
 def _flow_results(run: Run, live: LiveWatch, started: list[Started], seconds: float) -> list[FlowResult]:
@@ -311,6 +399,8 @@ def _flow_results(run: Run, live: LiveWatch, started: list[Started], seconds: fl
                 src=s.flow.src,
                 dst=s.flow.dst,
                 start_s=s.flow.start,
+                stack=s.stack.name,
+                protocol=s.stack.protocol,
                 series_1s=series,
                 series_raw=[(round(s.offset_s + x.t, 3), float(x.bytes)) for x in samples],
                 mean_mbps=sum(steady) / len(steady) if steady else 0.0,
@@ -320,33 +410,37 @@ def _flow_results(run: Run, live: LiveWatch, started: list[Started], seconds: fl
     return out
 
 
-def _bulk(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, work: Path, topo: Topology) -> StackResult:
+def _bulk(
+    run: Run, exp: Experiment, part: Part, net: Network, lineup: Lineup, work: Path, topo: Topology
+) -> StackResult:
     host = None
     rt = run.runtime(net)
     t_wall0, t_mono0 = time.time(), time.monotonic()
     try:
-        started = _start_bulk(rt, net, stack, list(part.flows), work, run.duration, 7000, "bulk")
-        live = _live(run, exp, part, stack, net, started, t_wall0)
+        flows = list(part.flows)
+        tag = f"{lineup.name}-bulk"
+        started = _start_bulk(rt, net, lineup.flow_stacks, flows, work, run.duration, 7000, tag, run.scale)
+        live = _live(run, exp, part, lineup.name, net, started, t_wall0)
         watch = hostwatch.HostWatch(net)
         _watch(run, live, run.duration, t_mono0)
         host = watch.finish()
     finally:
         rt.stop_all()
     live.close()
-    flows = _flow_results(run, live, started, run.duration)
-    res = StackResult(stack=stack.name, protocol=stack.protocol, flows=flows)
-    res.host = _host_check(run, net, stack, host, started)
-    for f in flows:
+    flow_results = _flow_results(run, live, started, run.duration)
+    res = StackResult(stack=lineup.name, protocol=lineup.protocol, flows=flow_results)
+    res.host = _host_check(run, net, lineup.name, host, started)
+    for f in flow_results:
         cap = topo.bottleneck_bps(f.src, f.dst, scale=run.scale)
         f.capacity_mbps = cap / 1e6 if cap else None
         if cap and f.series_1s:
             ts, xs = zip(*f.series_1s, strict=True)
             f.time_to_90pct_s = metrics.convergence_time(list(ts), list(xs), cap / 1e6)
-    res.metrics = _metrics(run, flows)
+    res.metrics = _metrics(run, flow_results)
     m = res.metrics
     run.log(
         "     "
-        + ", ".join(f"{f.name} {f.mean_mbps:.1f} Mb/s" for f in flows)
+        + ", ".join(f"{f.name} {f.mean_mbps:.1f} Mb/s" for f in flow_results)
         + (f"; Jain {m['jain_index']:.3f}" if m.get("jain_index") is not None else "")
         + (f"; stability {m['stability_index']:.3f}" if m.get("stability_index") is not None else "")
     )
@@ -375,8 +469,8 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
     spec = part.short_tcp
     warm = run.short_warmup()
     # The 1 MB flows are RTT-bound (slow start over 110 ms), so their throughput does not
-    # shrink with SCALE; their number does, to keep their share of the link: 5 at a time
-    # give about the paper's 69 Mb/s of 1 Gb/s (7 %), so 5 x scale (at least 1) at a scale.
+    # shrink with SCALE; their number does, to keep their share of the link: SC'04's 5 at a
+    # time give about its 69 Mb/s of 1 Gb/s (7 %), so 5 x scale (at least 1) at a scale.
     workers = max(1, round(spec.workers * run.scale))
     res = StackResult(stack=stack.name, protocol=stack.protocol, short_tcp_workers=workers)
     for n in spec.bulk_flows:
@@ -387,8 +481,10 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
         short_out = work / f"{stack.name}-{tag}-short.json"
         t_wall0, t_mono0 = time.time(), time.monotonic()
         try:
-            started = _start_bulk(rt, net, stack, flows, work, run.duration + warm, 7100, tag)
-            live = _live(run, exp, part, stack, net, started, t_wall0, {"bulk_flows": str(n)})
+            bulk_stacks = {f.name: stack for f in flows}
+            seconds = run.duration + warm
+            started = _start_bulk(rt, net, bulk_stacks, flows, work, seconds, 7100, f"{stack.name}-{tag}", run.scale)
+            live = _live(run, exp, part, stack.name, net, started, t_wall0, {"bulk_flows": str(n)})
             watch = hostwatch.HostWatch(net)
             _watch(run, live, warm, t_mono0)
             py = [sys.executable, "-m", "udtbed.probe"]
@@ -396,7 +492,7 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
             rt.spawn(spec.dst, py + sink, stdout=work / f"{stack.name}-{tag}-sink.json")
             time.sleep(0.3)
             short_argv = ["tcp-short", "--dst", net.address(spec.dst), "--port", "6000", "--workers", str(workers)]
-            short_argv += ["--count", str(spec.count), "--seconds", str(run.duration)]
+            short_argv += ["--count", str(spec.count), "--size", str(spec.size), "--seconds", str(run.duration)]
             short = rt.spawn(spec.src, py + short_argv, stdout=short_out, stderr=work / f"{stack.name}-{tag}-short.log")
             _watch(run, live, run.duration, time.monotonic())
             short.wait(timeout=60)
@@ -411,7 +507,7 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
         bulk = _flow_results(run, live, started, run.duration + warm)
         run.influx.write(
             "short_tcp",
-            _tags(run, exp, part, stack, "short") | {"bulk_flows": str(n)},
+            _tags(run, exp, part, stack.name, "short") | {"bulk_flows": str(n)},
             {"aggregate_mbps": r["aggregate_mbps"], "flows": len(r["flows"])},
         )
         res.points.append(
@@ -421,15 +517,22 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
                 short_flows=len(r["flows"]),
                 bulk_mean_mbps=[f.mean_mbps for f in bulk],
                 bulk_series_1s={f.name: f.series_1s for f in bulk},
-                host=_host_check(run, net, stack, host, started),
+                host=_host_check(run, net, stack.name, host, started),
             )
         )
         run.log(
             f"     {n:2d} bulk {stack.name}: short TCP aggregate {r['aggregate_mbps']:.1f} Mb/s "
             f"({len(r['flows'])} flows), bulk total {sum(f.mean_mbps for f in bulk):.1f} Mb/s"
         )
-    base = res.points[0].short_aggregate_mbps if res.points else 0.0
-    res.metrics = {
-        "short_aggregate_ratio_last_over_first": res.points[-1].short_aggregate_mbps / base if base else None
-    }
+    res.metrics = {"short_tcp_ratio": short_tcp_ratio(res.points)}
     return res
+
+
+def short_tcp_ratio(points: list[ShortTcpPoint]) -> float | None:
+    """The short flows' aggregate beside the most bulk flows over that beside the fewest (the
+    figure comparable across scales: SC'04 69 -> 48 Mb/s, 0.70; SABUL Table 2 82 -> 32, 0.39)."""
+    if len(points) < 2:
+        return None
+    fewest = min(points, key=lambda p: p.bulk_flows)
+    most = max(points, key=lambda p: p.bulk_flows)
+    return most.short_aggregate_mbps / fewest.short_aggregate_mbps if fewest.short_aggregate_mbps else None

@@ -7,9 +7,17 @@ Which stacks exist is not decided here: the one registry is ``conformance/stacks
 - ``contract = "udt-cli"`` → :class:`UdtCli`: the shared ``udt`` CLI contract (docs/cli.md) of
   our Rust ``udt`` and the libudt 4.11 peer: ``recv --listen --output /dev/null --stats``,
   ``send --connect --input /dev/zero --stats`` (an endless stream the runner stops at the end).
+- ``contract = "sabul-cli"`` → :class:`SabulCli`: the ``sabul`` command line (docs/cli.md) of
+  our Rust ``sabul`` (``$SABUL_BIN`` overrides, e.g. the suite's Python peer for development):
+  the *sender* listens (``send --listen --input /dev/zero``) and the receiver connects to it
+  (``recv --connect --output /dev/null --stats``); data flows over UDP from sender to receiver.
 - ``contract = "iperf3"`` → :class:`Iperf3Tcp`: kernel TCP with a chosen congestion control
   (cubic, bbr) via iperf3; the server's per-interval report (``--forceflush``) is the
   receiver's series.
+
+Which end of a transfer listens is the stack's (:attr:`Stack.listener`): the runner starts the
+listening ends first and then the other ends, each connecting to the listener's host. Both ends
+are given the same meeting point, ``addr:port`` on the listener's host.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from udtconf import stacks as registry
 
@@ -36,20 +44,36 @@ class Sample:
     stats: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
+Role = Literal["receiver", "sender"]
+
+
 class Stack:
     name: str
-    protocol: str  # "udt" or "tcp": which of the papers' numbers and bands apply
+    protocol: str  # "udt", "sabul" or "tcp": which of the papers' numbers and bands apply
+    # Which end waits for the other: it starts first, bound to ``addr:port`` on its own host, and
+    # the other end connects there. UDT and TCP: the receiver; SABUL: the sender (SABUL.md §2).
+    listener: Role = "receiver"
+    # Whether the sender writes the stats JSON lines of docs/cli.md (its pacing, for hostwatch).
+    sender_stats: bool = False
 
     def available(self) -> tuple[bool, str]:
         raise NotImplementedError
 
-    def receiver(self, port: int, stats: Path) -> tuple[list[str], Path | None]:
-        """(argv, path the process's stdout goes to, or None)."""
+    def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
+        """(argv, path the process's stdout goes to, or None). ``addr:port`` is the listener's:
+        the receiver binds it when it listens (it may bind the wildcard address instead) and
+        connects to it otherwise."""
         raise NotImplementedError
 
-    def sender(self, dst: str, port: int, seconds: float, stats: Path | None = None) -> list[str]:
-        """argv of a bulk sender; ``stats``: where a stack that has them writes its sender stats."""
+    def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
+        """argv of a bulk sender, meeting the receiver at the listener's ``addr:port`` as above;
+        ``stats``: where a stack that has them (:attr:`sender_stats`) writes its sender stats;
+        ``scale``: the run's rate multiplier, for a stack whose defaults are absolute rates."""
         raise NotImplementedError
+
+    def connector(self) -> Role:
+        """The end that connects to the listener."""
+        return "sender" if self.listener == "receiver" else "receiver"
 
     def line_parser(self) -> Callable[[str], Sample | None]:
         """A parser for one receiver's progress file, fed its complete lines in order: the
@@ -81,6 +105,7 @@ def parse_stats_line(line: str) -> Sample | None:
 
 class UdtCli(Stack):
     protocol = "udt"
+    sender_stats = True
 
     def __init__(self, name: str, binary: Path, build: str | None = None):
         self.name, self.binary, self.build = name, binary, build
@@ -93,7 +118,7 @@ class UdtCli(Stack):
             return False, f"{self.binary} --help does not show the udt CLI contract"
         return True, str(self.binary)
 
-    def receiver(self, port: int, stats: Path) -> tuple[list[str], Path | None]:
+    def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
         return [
             str(self.binary),
             "recv",
@@ -107,9 +132,51 @@ class UdtCli(Stack):
             "200",
         ], None
 
-    def sender(self, dst: str, port: int, seconds: float, stats: Path | None = None) -> list[str]:
-        argv = [str(self.binary), "send", "--connect", f"{dst}:{port}", "--input", "/dev/zero"]
+    def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
+        # UDT's start-up follows the path (slow start, then the receiver's arrival speed): no
+        # absolute rate to scale.
+        argv = [str(self.binary), "send", "--connect", f"{addr}:{port}", "--input", "/dev/zero"]
         # The sender's pacing (period_us) shows whether timing artifacts made it faster than the path.
+        return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
+
+    def line_parser(self) -> Callable[[str], Sample | None]:
+        return parse_stats_line
+
+
+class SabulCli(Stack):
+    """The ``sabul`` CLI contract (docs/cli.md): the sender listens on TCP and waits for one
+    receiver, which connects and announces its UDP data port in its option block (SABUL.md §2).
+    The sender listens on its host's own address (not the wildcard): its UDP data then leaves
+    from the address the receiver connected to, the only one it accepts DATA from (§10.2)."""
+
+    protocol = "sabul"
+    listener: Role = "sender"
+    sender_stats = True
+    # SABUL.md §7.1: the initial interval is 10 µs, 1500 · 8 / 10 = 1200 Mb/s, a little above the
+    # paper's 1 Gb/s links. A scaled run starts at that rate times the scale, as the links are, so
+    # that the start-up meets the link as it does at full scale (from 12x the link instead, it
+    # takes some 21 decreases of x1.125 to come down instead of 2).
+    INITIAL_MBPS = 1200.0
+
+    def __init__(self, name: str, binary: Path, build: str | None = None):
+        self.name, self.binary, self.build = name, binary, build
+
+    def available(self) -> tuple[bool, str]:
+        if not os.access(self.binary, os.X_OK):
+            return False, f"{self.binary} is not built" + (f" ({self.build})" if self.build else "")
+        p = subprocess.run([str(self.binary), "--help"], capture_output=True, text=True)
+        if "recv" not in p.stdout + p.stderr or "send" not in p.stdout + p.stderr:
+            return False, f"{self.binary} --help does not show the sabul CLI contract"
+        return True, str(self.binary)
+
+    def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
+        argv = [str(self.binary), "recv", "--connect", f"{addr}:{port}", "--output", "/dev/null"]
+        return argv + ["--stats", str(stats), "--stats-interval", "200"], None
+
+    def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
+        argv = [str(self.binary), "send", "--listen", f"{addr}:{port}", "--input", "/dev/zero"]
+        if scale != 1.0:
+            argv += ["--rate", f"{self.INITIAL_MBPS * scale:g}"]
         return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
 
     def line_parser(self) -> Callable[[str], Sample | None]:
@@ -139,11 +206,11 @@ class Iperf3Tcp(Stack):
             return False, f"congestion control {self.cc} is not available (have {' '.join(avail)})"
         return True, f"kernel TCP {self.cc} via iperf3"
 
-    def receiver(self, port: int, stats: Path) -> tuple[list[str], Path | None]:
+    def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
         return ["iperf3", "-s", "-1", "-p", str(port), "-i", "0.2", "--forceflush", "-f", "k"], stats
 
-    def sender(self, dst: str, port: int, seconds: float, stats: Path | None = None) -> list[str]:
-        return ["iperf3", "-c", dst, "-p", str(port), "-t", str(int(seconds) + 30), "-C", self.cc, "-i", "0"]
+    def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
+        return ["iperf3", "-c", addr, "-p", str(port), "-t", str(int(seconds) + 30), "-C", self.cc, "-i", "0"]
 
     def line_parser(self) -> Callable[[str], Sample | None]:
         total = 0
@@ -163,14 +230,16 @@ class Iperf3Tcp(Stack):
 
 def from_registry(entry: registry.Stack) -> Stack | None:
     """The testbed's driver of a registry stack, or None when it has no ``[bulk]`` table or one
-    whose contract the testbed does not drive yet (``sabul-cli``: SABUL joins the testbed with the
-    rest of issue 10)."""
+    whose contract the testbed does not drive."""
     bulk = entry.bulk
     if bulk is None:
         return None
     if bulk.contract == "udt-cli":
         assert bulk.binary is not None  # the registry's loader checked it
         return UdtCli(entry.name, bulk.binary, bulk.build)
+    if bulk.contract == "sabul-cli":
+        assert bulk.binary is not None
+        return SabulCli(entry.name, bulk.binary, bulk.build)
     if bulk.contract == "iperf3":
         assert bulk.congestion_control is not None
         return Iperf3Tcp(entry.name, bulk.congestion_control)

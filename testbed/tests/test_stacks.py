@@ -1,0 +1,126 @@
+"""The testbed's stacks behind one interface: each registry contract's argv, which end listens,
+the stats lines they write, and the order the runner starts the two ends of a flow in (the
+listener first, on its own host; the other end connecting to it)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from udtbed import runner
+from udtbed.experiment import Flow, Part
+from udtbed.stacks import Iperf3Tcp, SabulCli, Stack, UdtCli, all_stacks, parse_stats_line
+
+STATS = Path("/tmp/x.stats")
+
+
+def test_the_registry_s_sabul_stack_is_driven_by_the_sabul_cli(monkeypatch, tmp_path):
+    monkeypatch.setenv("SABUL_BIN", str(tmp_path / "my-sabul"))
+    stack = all_stacks()["sabul"]
+    assert isinstance(stack, SabulCli) and stack.protocol == "sabul"
+    assert stack.binary == tmp_path / "my-sabul"  # SABUL_BIN overrides the meta.toml binary
+    ok, why = stack.available()
+    assert not ok and "is not built" in why
+
+
+def test_sabul_s_sender_listens_on_its_own_address_and_the_receiver_connects_to_it():
+    s = SabulCli("sabul", Path("/bin/sabul"))
+    assert (s.listener, s.connector(), s.sender_stats) == ("sender", "receiver", True)
+    assert s.sender("10.100.0.1", 7000, 20, stats=STATS) == [
+        "/bin/sabul", "send", "--listen", "10.100.0.1:7000", "--input", "/dev/zero",
+        "--stats", str(STATS), "--stats-interval", "200",
+    ]  # fmt: skip
+    # A scaled run starts at the default 10 µs interval's 1200 Mb/s times the scale, as the links.
+    assert s.sender("10.100.0.1", 7000, 20, scale=0.1)[6:8] == ["--rate", "120"]
+    argv, stdout = s.receiver("10.100.0.1", 7000, STATS)
+    assert stdout is None
+    assert argv == [
+        "/bin/sabul", "recv", "--connect", "10.100.0.1:7000", "--output", "/dev/null",
+        "--stats", str(STATS), "--stats-interval", "200",
+    ]  # fmt: skip
+
+
+def test_udt_and_tcp_receivers_listen_and_their_senders_connect():
+    udt, tcp = UdtCli("udt-rs", Path("/bin/udt")), Iperf3Tcp("tcp-cubic", "cubic")
+    assert (udt.listener, udt.connector(), tcp.listener) == ("receiver", "sender", "receiver")
+    assert udt.receiver("10.100.0.2", 7000, STATS)[0][2:4] == ["--listen", "0.0.0.0:7000"]
+    assert udt.sender("10.100.0.2", 7000, 20)[2:4] == ["--connect", "10.100.0.2:7000"]
+    assert tcp.sender("10.100.0.2", 7000, 20)[:3] == ["iperf3", "-c", "10.100.0.2"]
+    assert (udt.sender_stats, tcp.sender_stats) == (True, False)
+
+
+def test_a_sabul_receiver_s_stats_line_is_a_sample():
+    # As udtconf.sabul writes it (docs/cli.md's keys; the stack name is not looked at).
+    line = {"stack": "sabul-py", "role": "recv", "t": 1.2, "bytes": 1456000, "mbps": 9.7, "losses": 3}
+    sample = parse_stats_line(json.dumps(line))
+    assert sample is not None and (sample.t, sample.bytes) == (1.2, 1456000)
+    assert sample.stats is not None and sample.stats["losses"] == 3
+    assert parse_stats_line(json.dumps(line | {"summary": True})) is None
+
+
+class FakeStack(Stack):
+    def __init__(self, name: str, protocol: str, listener: str = "receiver", ok: bool = True):
+        self.name, self.protocol, self.listener, self.ok = name, protocol, listener, ok  # type: ignore[assignment]
+
+    def available(self):
+        return self.ok, "fake"
+
+    def receiver(self, addr, port, stats):
+        return [self.name, "recv", f"{addr}:{port}"], None
+
+    def sender(self, addr, port, seconds, stats=None, scale=1.0):
+        return [self.name, "send", f"{addr}:{port}"]
+
+
+class FakeRuntime:
+    def __init__(self):
+        self.spawned: list[tuple[str, list[str]]] = []
+
+    def spawn(self, host, argv, stdout=None, stderr=None):
+        self.spawned.append((host, argv))
+
+
+class FakeNet:
+    def address(self, host, net="data"):
+        return {"a": "10.0.0.1", "b": "10.0.0.2"}[host]
+
+
+def test_the_runner_starts_each_listener_first_and_connects_the_other_end_to_its_host(tmp_path):
+    sabul, udt = FakeStack("sabul", "sabul", listener="sender"), FakeStack("udt", "udt")
+    flows = [Flow("s", "a", "b"), Flow("u", "a", "b")]
+    rt = FakeRuntime()
+    started = runner._start_bulk(rt, FakeNet(), {"s": sabul, "u": udt}, flows, tmp_path, 10, 7000, "t")  # type: ignore[arg-type]
+    assert rt.spawned == [
+        ("a", ["sabul", "send", "10.0.0.1:7000"]),  # SABUL's sender listens on its host, a
+        ("b", ["udt", "recv", "10.0.0.2:7001"]),  # UDT's receiver on b
+        ("b", ["sabul", "recv", "10.0.0.1:7000"]),  # then the SABUL receiver connects to a
+        ("a", ["udt", "send", "10.0.0.2:7001"]),
+    ]
+    assert [(s.flow.name, s.stack.name) for s in started] == [("s", "sabul"), ("u", "udt")]
+
+
+def _part(flows: tuple[Flow, ...], protocols: tuple[str, ...] | None = None) -> Part:
+    return Part("p", Path("t.toml"), flows, protocols=protocols)
+
+
+def test_a_part_runs_once_per_stack_under_test_of_its_protocols_with_the_flows_that_name_their_own():
+    tcp = FakeStack("tcp-cubic", "tcp")
+    reg = {"tcp-cubic": tcp}
+    sabul, udt = FakeStack("sabul", "sabul", listener="sender"), FakeStack("udt-rs", "udt")
+    mixed = _part((Flow("sabul1", "a", "b"), Flow("tcp1", "a", "b", stack="tcp-cubic")), ("sabul",))
+    (only,) = runner.lineups(mixed, [udt, sabul], reg)  # type: ignore[arg-type]
+    assert (only.name, only.protocol, only.under_test) == ("sabul", "sabul", sabul)
+    assert dict(only.flow_stacks) == {"sabul1": sabul, "tcp1": tcp}
+    with pytest.raises(runner.PartSkipped, match="runs sabul stacks under test"):
+        runner.lineups(mixed, [udt], reg)  # type: ignore[arg-type]
+    reg["tcp-cubic"] = FakeStack("tcp-cubic", "tcp", ok=False)
+    with pytest.raises(runner.PartSkipped, match="need stack tcp-cubic, which is not available"):
+        runner.lineups(mixed, [sabul], reg)  # type: ignore[arg-type]
+
+
+def test_a_part_whose_flows_all_name_their_stack_is_a_baseline_run_once():
+    tcp = FakeStack("tcp-cubic", "tcp")
+    base = _part(tuple(Flow(f"tcp{i}", "a", "b", stack="tcp-cubic") for i in range(4)))
+    assert base.baseline and not base.runs("tcp")
+    (only,) = runner.lineups(base, [FakeStack("sabul", "sabul"), tcp], {"tcp-cubic": tcp})  # type: ignore[arg-type]
+    assert (only.name, only.protocol, only.under_test) == ("tcp-cubic", "tcp", None)
+    assert runner.part_runs(base, []) == 1  # whatever the run's stacks
