@@ -121,6 +121,8 @@ _ZERO_DIRECTION: LinkemDirectionStats = {
     "dropped_loss": 0,
     "dropped_oversize": 0,
     "send_errors": 0,
+    "duplicated": 0,
+    "reordered": 0,
     "in_flight": 0,
     "queue_frames": 0,
     "queue_delay_avg_us": 0.0,

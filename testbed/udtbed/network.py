@@ -83,7 +83,8 @@ class LinkSpec(TypedDict):
 class LinkemDirectionStats(TypedDict):
     """One direction of a udt-linkem stats line (impl/link-emulator/src/stats.rs): counters
     cumulative since start, ``in_flight``/``queue_frames`` gauges, ``*_avg_us``/``*_max_us``
-    over the interval since the previous line."""
+    over the interval since the previous line. ``duplicated`` counts frames delivered twice
+    (both copies in ``frames_out``), ``reordered`` frames held back (``reorder=`` in the spec)."""
 
     frames_in: int
     frames_out: int
@@ -93,6 +94,8 @@ class LinkemDirectionStats(TypedDict):
     dropped_loss: int
     dropped_oversize: int
     send_errors: int
+    duplicated: int
+    reordered: int
     in_flight: int
     queue_frames: int
     queue_delay_avg_us: float

@@ -49,6 +49,10 @@ pub struct DirectionStats {
     pub dropped_loss: AtomicU64,
     pub dropped_queue: AtomicU64,
     pub dropped_oversize: AtomicU64,
+    /// Admitted frames delivered twice (`duplicate=`); both copies are in `frames_out`.
+    pub duplicated: AtomicU64,
+    /// Admitted frames held back by `reorder_delay` (`reorder=`).
+    pub reordered: AtomicU64,
     pub send_errors: AtomicU64,
     pub in_flight: AtomicU64,
     pub queue_frames: AtomicU64,
@@ -156,7 +160,7 @@ pub fn run(
             }
         }
 
-        // Release what is due, in order, a batch at a time.
+        // Release what is due, in release-time order, a batch at a time.
         loop {
             let now = now_ns();
             while out.len() < cfg.batch {
@@ -194,6 +198,8 @@ pub fn run(
         stats.bytes_out.store(st.bytes_out, Relaxed);
         stats.dropped_loss.store(st.dropped_loss, Relaxed);
         stats.dropped_queue.store(st.dropped_queue, Relaxed);
+        stats.duplicated.store(st.duplicated, Relaxed);
+        stats.reordered.store(st.reordered, Relaxed);
         stats.in_flight.store(line.in_flight() as u64, Relaxed);
 
         // Sleep towards the next deadline, spinning the last stretch.

@@ -7,10 +7,14 @@
 //! | `rate`  | `bit`/`bps`, `kbit`/`kbps`, `mbit`/`mbps`, `gbit`/`gbps` (bits/s, 1000-based), or `unlimited` | `unlimited` |
 //! | `queue` | DropTail limit: `1000p` packets, `64kb` bytes (`b`, `kb`=1024, `mb`=1024²) or `unlimited` | `1000p` |
 //! | `loss`  | `P`, `P%`, `random:P`, or `ge:p,r,h[,k]` (Gilbert–Elliott) or `none` | `none` |
-//! | `seed`  | seed of the loss model's PRNG (u64)                | `1`         |
+//! | `duplicate` | `P` or `P%`: a frame that gets through is delivered twice with probability P, the copy right behind it ([`crate::duplicate`]) | `0` |
+//! | `reorder` | `P` or `P%`: a frame is held back `reorder_delay` past the bottleneck with probability P, so later frames overtake it ([`crate::reorder`]) | `0` |
+//! | `reorder_delay` | the extra delay of a held-back frame: `s`, `ms`, `us`, `ns`; needs `reorder` | `1ms` |
+//! | `seed`  | seed of the direction's PRNG streams: loss, duplicate, reorder (u64) | `1` |
 //!
 //! Unlike `tc`, `bps` means *bits* per second here. Inside `ge:` the commas separate the
 //! model's parameters; a comma-separated part without `=` continues the previous value.
+//! `duplicate` and `reorder` take a single probability (no netem-style correlation or gap).
 
 use crate::loss::LossSpec;
 use std::fmt;
@@ -32,13 +36,32 @@ pub struct LinkSpec {
     pub rate_bps: Option<u64>,
     pub queue: QueueLimit,
     pub loss: LossSpec,
+    /// Probability that a frame that gets through is delivered twice; 0 = never.
+    pub duplicate: f64,
+    /// Probability that a frame is held back by `reorder_delay_ns`; 0 = never.
+    pub reorder: f64,
+    /// Extra delay of a held-back frame, after the bottleneck ([`DEFAULT_REORDER_DELAY_NS`]).
+    pub reorder_delay_ns: u64,
     pub seed: u64,
 }
+
+/// `reorder_delay`'s default: 1 ms, several frame times at the rates the testbed emulates
+/// (1514 B take 121 µs at 100 Mbit/s), so a held frame is overtaken on a busy link.
+pub const DEFAULT_REORDER_DELAY_NS: u64 = 1_000_000;
 
 impl Default for LinkSpec {
     /// A transparent link: no delay, no rate limit, netem's default 1000-packet queue.
     fn default() -> Self {
-        Self { delay_ns: 0, rate_bps: None, queue: QueueLimit::Packets(1000), loss: LossSpec::None, seed: 1 }
+        Self {
+            delay_ns: 0,
+            rate_bps: None,
+            queue: QueueLimit::Packets(1000),
+            loss: LossSpec::None,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay_ns: DEFAULT_REORDER_DELAY_NS,
+            seed: 1,
+        }
     }
 }
 
@@ -88,6 +111,13 @@ impl fmt::Display for LinkSpec {
             LossSpec::Random { p } => write!(f, ",loss=random:{p}")?,
             LossSpec::GilbertElliott { p, r, h, k } => write!(f, ",loss=ge:{p},{r},{h},{k}")?,
         }
+        // Only when set, so a spec without them prints as it always did.
+        if self.duplicate > 0.0 {
+            write!(f, ",duplicate={}", self.duplicate)?;
+        }
+        if self.reorder > 0.0 || self.reorder_delay_ns != DEFAULT_REORDER_DELAY_NS {
+            write!(f, ",reorder={},reorder_delay={}us", self.reorder, self.reorder_delay_ns as f64 / 1e3)?;
+        }
         write!(f, ",seed={}", self.seed)
     }
 }
@@ -132,8 +162,38 @@ pub fn parse(s: &str) -> Result<LinkSpec, LinkSpecError> {
             "rate" => spec.rate_bps = parse_rate_bps(v).map_err(|r| err(k, v, r))?,
             "queue" | "limit" => spec.queue = parse_queue(v).map_err(|r| err(k, v, r))?,
             "loss" => spec.loss = parse_loss(v).map_err(|r| err(k, v, r))?,
+            "duplicate" => {
+                spec.duplicate =
+                    parse_single_probability(v, "duplicate=0.5% (no correlation)").map_err(|r| err(k, v, r))?
+            }
+            "reorder" => {
+                spec.reorder =
+                    parse_single_probability(v, "reorder=1%,reorder_delay=2ms (the extra delay is its own key)")
+                        .map_err(|r| err(k, v, r))?
+            }
+            "reorder_delay" => {
+                spec.reorder_delay_ns = parse_duration_ns(v).map_err(|r| err(k, v, r))?;
+                if spec.reorder_delay_ns == 0 {
+                    return Err(err(
+                        k,
+                        v,
+                        "a held-back frame with no extra delay is overtaken by nothing; give e.g. 1ms",
+                    ));
+                }
+            }
             "seed" => spec.seed = v.parse().map_err(|_| err(k, v, "not an unsigned 64-bit integer; e.g. seed=1"))?,
-            _ => return Err(err(k, v, "unknown key; known keys are delay, rate, queue, loss, seed")),
+            _ => {
+                return Err(err(
+                    k,
+                    v,
+                    "unknown key; known keys are delay, rate, queue, loss, duplicate, reorder, reorder_delay, seed",
+                ))
+            }
+        }
+    }
+    if let Some((k, v)) = pairs.iter().find(|(k, _)| k == "reorder_delay") {
+        if !seen.iter().any(|s| s == "reorder") {
+            return Err(err(k, v, "has no effect without reorder=P; add e.g. reorder=1%"));
         }
     }
     Ok(spec)
@@ -230,6 +290,18 @@ fn parse_probability(v: &str) -> Result<f64, String> {
     Ok(p)
 }
 
+/// `P`, `P%` or `none` for a key that takes one probability; `example` shows the right form
+/// when a comma continued the value.
+fn parse_single_probability(v: &str, example: &str) -> Result<f64, String> {
+    if v.contains(',') {
+        return Err(format!("takes one probability; write e.g. {example}"));
+    }
+    if v.eq_ignore_ascii_case("none") {
+        return Ok(0.0);
+    }
+    parse_probability(v)
+}
+
 fn parse_loss(v: &str) -> Result<LossSpec, String> {
     let lower = v.to_ascii_lowercase();
     if matches!(lower.as_str(), "none" | "0") {
@@ -267,6 +339,7 @@ mod tests {
                 queue: QueueLimit::Packets(1000),
                 loss: LossSpec::Random { p: 0.001 },
                 seed: 1,
+                ..LinkSpec::default()
             }
         );
     }
@@ -316,15 +389,32 @@ mod tests {
     }
 
     #[test]
+    fn duplicate_and_reorder_take_a_probability() {
+        let s = parse("delay=10ms,duplicate=0.01,reorder=2%,reorder_delay=3ms,seed=4").unwrap();
+        assert_eq!(
+            (s.duplicate, s.reorder, s.reorder_delay_ns, s.delay_ns, s.seed),
+            (0.01, 0.02, 3_000_000, 10_000_000, 4)
+        );
+        assert_eq!(parse("reorder=0.5").unwrap().reorder_delay_ns, DEFAULT_REORDER_DELAY_NS);
+        assert_eq!(parse("duplicate=none,reorder=0").unwrap(), LinkSpec::default());
+        assert_eq!(parse("duplicate=100%").unwrap().duplicate, 1.0);
+    }
+
+    #[test]
     fn empty_spec_is_a_transparent_link() {
         assert_eq!(parse("").unwrap(), LinkSpec::default());
     }
 
     #[test]
     fn display_round_trips() {
-        for s in
-            ["delay=55ms,rate=1gbit,queue=1000p,loss=0.001,seed=9", "delay=1us,queue=64kb,loss=ge:0.01,0.3,0.8", ""]
-        {
+        for s in [
+            "delay=55ms,rate=1gbit,queue=1000p,loss=0.001,seed=9",
+            "delay=1us,queue=64kb,loss=ge:0.01,0.3,0.8",
+            "",
+            "duplicate=0.3%",
+            "reorder=0.25,reorder_delay=1.5ms,duplicate=0.001",
+            "reorder=0,reorder_delay=2ms",
+        ] {
             let a = parse(s).unwrap();
             assert_eq!(parse(&a.to_string()).unwrap(), a, "{a}");
         }
@@ -344,5 +434,23 @@ mod tests {
         assert!(e("delay=1ms,delay=2ms").contains("twice"));
         assert!(e("55ms").contains("key=value"));
         assert!(e("seed=-1").contains("unsigned"));
+        assert!(e("duplicate=2").contains("between 0 and 1"));
+        assert!(e("duplicate=often").contains("is not a probability"));
+        assert!(e("duplicate=1%,25%").contains("takes one probability; write e.g. duplicate=0.5%"));
+        assert!(e("reorder=-0.1").contains("between 0 and 1"));
+        assert!(e("reorder=1%,2ms").contains("reorder=1%,reorder_delay=2ms"), "{}", e("reorder=1%,2ms"));
+        assert!(e("reorder=1%,reorder_delay=2").contains("missing unit"));
+        assert!(e("reorder=1%,reorder_delay=0ms").contains("no extra delay"));
+        assert!(e("reorder_delay=2ms").contains("without reorder=P"));
+        assert!(e("reorder=1%,reorder=2%").contains("twice"));
+        assert!(e("dup=1%").contains("duplicate, reorder, reorder_delay"));
+    }
+
+    #[test]
+    fn specs_without_the_new_keys_print_as_before() {
+        assert_eq!(
+            parse("delay=55ms,rate=1gbit,loss=0.001,seed=3").unwrap().to_string(),
+            "delay=55000us,rate=1000000000bit,queue=1000p,loss=random:0.001,seed=3"
+        );
     }
 }

@@ -19,11 +19,19 @@ them), shaping each direction with a link spec:
 
   delay=55ms,rate=1gbit,queue=1000p,loss=0.001,seed=1
 
-  delay  one-way delay: s, ms, us, ns                          (default 0)
-  rate   bit|bps, kbit, mbit, gbit (bits/s) or unlimited        (default unlimited)
-  queue  DropTail limit: 1000p packets, 1500b/64kb/1mb bytes     (default 1000p)
-  loss   P, P%, random:P, ge:p,r,h[,k] (Gilbert-Elliott) or none (default none)
-  seed   loss PRNG seed                                        (default 1)
+  delay          one-way delay: s, ms, us, ns                             (default 0)
+  rate           bit|bps, kbit, mbit, gbit (bits/s) or unlimited          (default unlimited)
+  queue          DropTail limit: 1000p packets, 1500b/64kb/1mb bytes      (default 1000p)
+  loss           P, P%, random:P, ge:p,r,h[,k] (Gilbert-Elliott) or none  (default none)
+  duplicate      P or P%: a frame that gets through is delivered twice,   (default 0)
+                 the copy right behind it (no extra queue or link time)
+  reorder        P or P%: a frame is held back reorder_delay after the    (default 0)
+                 bottleneck, so the frames behind it overtake it
+  reorder_delay  the held-back frame's extra delay (needs reorder)        (default 1ms)
+  seed           PRNG seed: loss, duplicate and reorder draw from their   (default 1)
+                 own streams of it, per offered frame
+
+  e.g. delay=20ms,rate=100mbit,duplicate=0.1%,reorder=1%,reorder_delay=2ms,seed=3
 
   --stats PATH   append a JSON line per second (and one at exit) to PATH ('-' = stdout)
   --spin-us N    busy-wait the last N us before a release (default 80)

@@ -3,12 +3,15 @@
 //! ```json
 //! {"t_s":1.000,"final":false,"cpu_user_s":0.12,"cpu_sys_s":0.30,
 //!  "a_to_b":{"frames_in":..,"frames_out":..,"bytes_in":..,"bytes_out":..,"dropped_queue":..,
-//!            "dropped_loss":..,"dropped_oversize":..,"send_errors":..,"in_flight":..,
+//!            "dropped_loss":..,"dropped_oversize":..,"send_errors":..,"duplicated":..,
+//!            "reordered":..,"in_flight":..,
 //!            "queue_frames":..,"queue_delay_avg_us":..,"queue_delay_max_us":..,
 //!            "bunched":..,"late_avg_us":..,"late_max_us":..},
 //!  "b_to_a":{...}}
 //! ```
 //! Counters and CPU times are cumulative since start; `in_flight`/`queue_frames` are gauges;
+//! `duplicated` counts frames delivered twice (both copies are in `frames_out`), `reordered`
+//! frames held back by `reorder_delay`;
 //! the `*_avg_us`/`*_max_us` pairs cover the interval since the previous line. `late_*` is
 //! how far after its due time a frame was handed to the kernel — the emulator's own timing
 //! error; `bunched` (cumulative) counts the frames that error squeezed against the frame before
@@ -53,7 +56,8 @@ fn direction(s: &mut String, d: &DirectionStats) {
     let _ = write!(
         s,
         "{{\"frames_in\":{},\"frames_out\":{},\"bytes_in\":{},\"bytes_out\":{},\"dropped_queue\":{},\
-         \"dropped_loss\":{},\"dropped_oversize\":{},\"send_errors\":{},\"in_flight\":{},\"queue_frames\":{},\
+         \"dropped_loss\":{},\"dropped_oversize\":{},\"send_errors\":{},\"duplicated\":{},\"reordered\":{},\
+         \"in_flight\":{},\"queue_frames\":{},\
          \"queue_delay_avg_us\":{:.1},\"queue_delay_max_us\":{:.1},\"bunched\":{},\"late_avg_us\":{:.1},\"late_max_us\":{:.1}}}",
         d.frames_in.load(Relaxed),
         d.frames_out.load(Relaxed),
@@ -63,6 +67,8 @@ fn direction(s: &mut String, d: &DirectionStats) {
         d.dropped_loss.load(Relaxed),
         d.dropped_oversize.load(Relaxed),
         d.send_errors.load(Relaxed),
+        d.duplicated.load(Relaxed),
+        d.reordered.load(Relaxed),
         d.in_flight.load(Relaxed),
         d.queue_frames.load(Relaxed),
         avg_us(qsum, qn),
@@ -86,9 +92,12 @@ mod tests {
         a.late_count.store(3, Relaxed);
         a.late_max_ns.store(2000, Relaxed);
         a.bunched.store(2, Relaxed);
+        a.duplicated.store(4, Relaxed);
+        a.reordered.store(5, Relaxed);
         let l1 = take_line(1.0, false, (0.5, 0.25), &a, &b);
         assert!(l1.starts_with("{\"t_s\":1.000,\"final\":false,\"cpu_user_s\":0.500"), "{l1}");
         assert!(l1.contains("\"a_to_b\":{\"frames_in\":3,"));
+        assert!(l1.contains("\"send_errors\":0,\"duplicated\":4,\"reordered\":5,\"in_flight\":0,"), "{l1}");
         assert!(l1.contains("\"bunched\":2,\"late_avg_us\":1.0,\"late_max_us\":2.0}"));
         let l2 = take_line(2.0, true, (0.5, 0.25), &a, &b);
         assert!(
