@@ -41,6 +41,9 @@ pub fn interval_for_rate(mbit_per_s: f64) -> f64 {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SabulRate {
     interval_us: f64,
+    /// `I_min`, `I_max` (§7.1: the application may set them as rates).
+    min_interval_us: f64,
+    max_interval_us: f64,
     slow_start: bool,
     window: f64,
     max_window: f64,
@@ -65,6 +68,8 @@ impl SabulRate {
     pub fn new(initial_interval_us: f64, slow_start: bool) -> SabulRate {
         SabulRate {
             interval_us: initial_interval_us,
+            min_interval_us: MIN_INTERVAL_US,
+            max_interval_us: MAX_INTERVAL_US,
             slow_start,
             window: 1.0,
             max_window: f64::from(crate::wire::DEFAULT_RECV_FLAG_SIZE),
@@ -77,6 +82,12 @@ impl SabulRate {
             dec_count: DEC_COUNT_RESET,
             frozen_until: None,
         }
+    }
+
+    /// The same controller with the interval limits `I_min ≤ I ≤ I_max` of §7.1 set by the
+    /// application (µs; `min_us ≤ max_us`).
+    pub fn with_limits(self, min_us: f64, max_us: f64) -> SabulRate {
+        SabulRate { min_interval_us: min_us, max_interval_us: max_us, ..self }
     }
 
     /// Whether slow start is still on (§8).
@@ -165,7 +176,7 @@ impl CongestionControl for SabulRate {
             let pps = syn / self.interval_us;
             let inc = (10f64.powf(pps.log10().ceil()) / 1000.0).max(1.0 / 1500.0);
             self.interval_us = (self.interval_us * syn) / (self.interval_us * inc + syn);
-            self.interval_us = self.interval_us.clamp(MIN_INTERVAL_US, MAX_INTERVAL_US);
+            self.interval_us = self.interval_us.clamp(self.min_interval_us, self.max_interval_us);
         }
         self.sent = 0;
         self.lost = 0;
@@ -328,5 +339,19 @@ mod tests {
         let after_decrease = c.pacing_period_us();
         lossless_syn(&mut c, 833); // 1 of 833 lost: x = 0.12 % > α / 0.9
         assert_eq!(c.pacing_period_us(), after_decrease);
+    }
+
+    #[test]
+    fn application_limits_clamp_an_increase() {
+        let input = CcInput::default();
+        // 100 Mb/s links at a tenth of the paper's scale: I_max 10 000 µs (1.2 Mb/s).
+        let mut c = SabulRate::new(20_000.0, false).with_limits(100.0, 10_000.0);
+        c.on_sent(&input, SeqNo::ZERO, false);
+        c.on_tick(&input);
+        assert_eq!(c.pacing_period_us(), 10_000.0);
+        let mut c = SabulRate::new(50.0, false).with_limits(100.0, 10_000.0);
+        c.on_sent(&input, SeqNo::ZERO, false);
+        c.on_tick(&input);
+        assert_eq!(c.pacing_period_us(), 100.0);
     }
 }

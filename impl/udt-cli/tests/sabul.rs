@@ -137,6 +137,8 @@ fn usage_errors_exit_2_with_a_message() {
         (&["send", "--listen", "127.0.0.1:1", "--input", "-", "--mss", "50"][..], "--mss 50"),
         (&["recv", "--connect", "127.0.0.1:1", "--output", "-", "--mss", "70000"][..], "--mss 70000"),
         (&["send", "--listen", "127.0.0.1:1", "--input", "-", "--rate", "0"][..], "--rate 0"),
+        (&["send", "--listen", "127.0.0.1:1", "--input", "-", "--min-rate", "0"][..], "--min-rate 0"),
+        (&["send", "--listen", "127.0.0.1:1", "--input", "-", "--min-rate", "100", "--max-rate", "10"][..], "above"),
         (&["recv", "--connect", "nonsense", "--output", "-"][..], "--connect"),
         (&["send", "--listen", "127.0.0.1:1", "--input", "-", "--slow-start", "maybe"][..], "slow-start"),
     ] {

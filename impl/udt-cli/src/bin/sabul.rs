@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant as StdInstant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use sabul::cc::{interval_for_rate, SabulRate, INITIAL_INTERVAL_US};
+use sabul::cc::{interval_for_rate, SabulRate, INITIAL_INTERVAL_US, MAX_INTERVAL_US, MIN_INTERVAL_US};
 use sabul::wire::{MAX_PKT_SIZE, MIN_PKT_SIZE};
 use sabul::{Event, Receiver, ReceiverConfig, Sender, SenderConfig, SessionError};
 use udt::driver::{BufferSizes, Clock, Io, UdpSocket, Wakeup};
@@ -87,6 +87,13 @@ struct SendArgs {
     /// spec's 10 µs interval.
     #[arg(long, value_name = "MBIT")]
     rate: Option<f64>,
+    /// The lowest rate an increase may leave, Mbit/s (SABUL.md §7.1: `I_max`); default 12
+    /// (1000 µs).
+    #[arg(long, value_name = "MBIT")]
+    min_rate: Option<f64>,
+    /// The highest rate an increase may reach, Mbit/s (§7.1: `I_min`); default 1200 (10 µs).
+    #[arg(long, value_name = "MBIT")]
+    max_rate: Option<f64>,
     /// The flow window's slow start (SABUL.md §8); `off` is the 2003 code's fixed window.
     #[arg(long, value_name = "on|off", default_value = "on")]
     slow_start: OnOff,
@@ -245,11 +252,17 @@ fn spawn_reader(mut input: std::fs::File, wakeup: Arc<Wakeup>) -> io::Result<Rea
 
 fn send(a: SendArgs) -> Outcome {
     let pkt_size = a.common.pkt_size()?;
-    let interval_us = match a.rate {
-        None => INITIAL_INTERVAL_US,
-        Some(r) if r > 0.0 && r.is_finite() => interval_for_rate(r),
-        Some(r) => return Err(usage(format!("--rate {r}: must be a positive number of Mbit/s"))),
+    let interval = |what: &str, rate: Option<f64>, default: f64| match rate {
+        None => Ok(default),
+        Some(r) if r > 0.0 && r.is_finite() => Ok(interval_for_rate(r)),
+        Some(r) => Err(usage(format!("{what} {r}: must be a positive number of Mbit/s"))),
     };
+    let interval_us = interval("--rate", a.rate, INITIAL_INTERVAL_US)?;
+    let max_interval_us = interval("--min-rate", a.min_rate, MAX_INTERVAL_US)?;
+    let min_interval_us = interval("--max-rate", a.max_rate, MIN_INTERVAL_US)?;
+    if min_interval_us > max_interval_us {
+        return Err(usage("--min-rate must not be above --max-rate"));
+    }
     let listen = parse_addr(&a.listen, "--listen")?;
     let input = open_input(&a.input)?;
     let mut report = Report::new(a.common.sink(false)?, Role::Send, a.common.stats_interval);
@@ -269,7 +282,8 @@ fn send(a: SendArgs) -> Outcome {
         .map_err(|e| local_io(format!("cannot bind a UDP data socket on {local_ip}: {e}")))?;
 
     let clock = Clock::default();
-    let controller = Arc::new(SabulRate::new(interval_us, a.slow_start == OnOff::On));
+    let controller =
+        Arc::new(SabulRate::new(interval_us, a.slow_start == OnOff::On).with_limits(min_interval_us, max_interval_us));
     let mut sender = Sender::new(SenderConfig { pkt_size, controller, ..SenderConfig::default() }, peer, clock.now());
     let wakeup = Arc::new(Wakeup::new().map_err(|e| local_io(format!("cannot create an eventfd: {e}")))?);
     let (chunks, reader) =
