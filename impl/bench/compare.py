@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Goodput and CPU cost of our `udt` against libudt 4.11, measured back to back in one run.
+"""Goodput and CPU cost of our `udt` against libudt 4.11, and of our `sabul` beside our `udt`,
+measured back to back in one run.
 
 For each network (loopback; two namespaces joined by a veth pair) and each stack,
 one bulk transfer of --size-mib MiB, the stack talking to itself (udt-rs -> udt-rs,
-libudt -> libudt). Stacks are names from the stack registry (conformance/stacks/, any
-with a `udt-cli` [bulk] table). Goodput comes from the receiver's stats summary (docs/cli.md),
-CPU time (user + sys) from wait4() on each process. Prints the ratios ours/libudt (udt-rs
-against the registry's reference stack), then runs `cargo bench -p transfer --bench
-loss_list` and prints its output.
+libudt -> libudt, sabul -> sabul). Stacks are names from the stack registry
+(conformance/stacks/, any with a `udt-cli` or `sabul-cli` [bulk] table). Goodput comes from
+the receiver's stats summary (docs/cli.md), CPU time (user + sys) from wait4() on each process.
+Prints the ratios ours/libudt (udt-rs against the registry's reference stack) and sabul/udt-rs,
+then runs `cargo bench -p transfer --bench loss_list` and prints its output.
 
 Targets (stated, not asserted): goodput >= 2.5x libudt's and CPU per Gb <= 0.5x
-libudt's, on the loopback.
+libudt's, on the loopback; SABUL (whose 2003 code busy-waited between packets) needs less than
+a full core for either side below 1 Gb/s.
 
     make bench                    # or: .venv/bin/python impl/bench/compare.py --help
 """
@@ -30,11 +32,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 # This tree's registry and interop helpers, whichever udtconf the interpreter has installed.
 sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
-from cli import read_stats, recv_argv, send_argv  # noqa: E402
+from cli import read_stats, recv_argv, sabul_recv_argv, sabul_send_argv, send_argv  # noqa: E402
 from netns import LOOPBACK, Net, veth_namespaces  # noqa: E402
 from udtconf.stacks import Stack, StackError, registry  # noqa: E402
 
 OURS = "udt-rs"
+SABUL = "sabul"
+CONTRACTS = ("udt-cli", "sabul-cli")
 VETH_ADDRS = ("10.233.0.1", "10.233.0.2")
 GOODPUT_TARGET = 2.5
 CPU_TARGET = 0.5
@@ -74,31 +78,43 @@ def transfer(stack: Stack, net: Net, input_path: Path, work: Path, port: int, ti
     name = stack.name
     rstats, sstats = work / f"{net.name}-{name}-recv.jsonl", work / f"{net.name}-{name}-send.jsonl"
     interval = ("--stats-interval", "1000")
-    recv = net.wrap(net.ns_b, recv_argv(binary, f"{net.addr_b}:{port}", "/dev/null", *interval, stats=rstats))
-    send = net.wrap(net.ns_a, send_argv(binary, f"{net.addr_b}:{port}", input_path, *interval, stats=sstats))
-    errs = [work / f"{net.name}-{name}-{r}.stderr" for r in ("recv", "send")]
-    procs: list[subprocess.Popen[bytes]] = []
+    sabul = stack.bulk is not None and stack.bulk.contract == "sabul-cli"
+    if sabul:
+        # SABUL's sender listens (docs/cli.md, `sabul`): it starts first, in namespace a.
+        at = f"{net.addr_a}:{port}"
+        recv = net.wrap(net.ns_b, sabul_recv_argv([str(binary)], at, "/dev/null", *interval, stats=rstats))
+        send = net.wrap(net.ns_a, sabul_send_argv([str(binary)], at, input_path, *interval, stats=sstats))
+    else:
+        at = f"{net.addr_b}:{port}"
+        recv = net.wrap(net.ns_b, recv_argv(binary, at, "/dev/null", *interval, stats=rstats))
+        send = net.wrap(net.ns_a, send_argv(binary, at, input_path, *interval, stats=sstats))
+    errs = {r: work / f"{net.name}-{name}-{r}.stderr" for r in ("recv", "send")}
+    # The listener starts first: UDT's receiver, SABUL's sender.
+    order = ("send", "recv") if sabul else ("recv", "send")
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    rc_send = rc_recv = None
     try:
-        with open(errs[0], "wb") as e:
-            procs.append(subprocess.Popen(recv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=e))
-        time.sleep(0.2)
-        with open(errs[1], "wb") as e:
-            procs.append(subprocess.Popen(send, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=e))
+        for role in order:
+            with open(errs[role], "wb") as log:
+                argv = recv if role == "recv" else send
+                procs[role] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+            if role == order[0]:
+                time.sleep(0.2)
         deadline = time.monotonic() + timeout
         # `ip netns exec` execs the stack in place, so these pids are the stacks' own.
-        rc_send, cpu_send = wait_with_rusage(procs[1].pid, deadline)
+        rc_send, cpu_send = wait_with_rusage(procs["send"].pid, deadline)
         if rc_send is not None:
-            procs[1].returncode = rc_send  # reaped by wait4: keep Popen from waiting again
-        rc_recv, cpu_recv = wait_with_rusage(procs[0].pid, deadline)
+            procs["send"].returncode = rc_send  # reaped by wait4: keep Popen from waiting again
+        rc_recv, cpu_recv = wait_with_rusage(procs["recv"].pid, deadline)
         if rc_recv is not None:
-            procs[0].returncode = rc_recv
+            procs["recv"].returncode = rc_recv
     finally:
-        for p in procs:
+        for p in procs.values():
             if p.returncode is None:
                 p.kill()
                 p.wait()
     if rc_send != 0 or rc_recv != 0:
-        tails = " | ".join(f"{e.name}: {e.read_text(errors='replace').strip()[-300:]}" for e in errs)
+        tails = " | ".join(f"{e.name}: {e.read_text(errors='replace').strip()[-300:]}" for e in errs.values())
         return Run(net.name, name, False, error=f"exit send={rc_send} recv={rc_recv}: {tails}")
     try:
         summary = read_stats(rstats)[-1]
@@ -145,6 +161,21 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
             met = g >= GOODPUT_TARGET and cs <= CPU_TARGET and cr <= CPU_TARGET
             verdict = "targets met" if met else "targets not met"
         print(f"{net:<6}{g:>9.2f}x{cs:>12.2f}x{cr:>12.2f}x   {verdict}")
+    sabul_rows = [(net, by.get((net, SABUL)), by.get((net, OURS))) for net in dict.fromkeys(r.net for r in runs)]
+    if any(s is not None for _, s, _ in sabul_rows):
+        print()
+        print(f"ratios {SABUL}/{OURS}, and the CPU SABUL needs (target: under one core per side below 1 Gb/s)")
+        print(f"{'net':<6}{'goodput':>10}{'cpu/Gb send':>13}{'cpu/Gb recv':>13}{'cores send':>12}{'cores recv':>12}")
+        for net, sab, ours in sabul_rows:
+            if not (sab and ours and sab.ok and ours.ok):
+                print(f"{net:<6}{'-':>10}{'-':>13}{'-':>13}{'-':>12}{'-':>12}   incomplete")
+                continue
+            g = sab.mbps / ours.mbps
+            cs = sab.cpu_per_gbit(sab.cpu_send, size) / max(ours.cpu_per_gbit(ours.cpu_send, size), 1e-9)
+            cr = sab.cpu_per_gbit(sab.cpu_recv, size) / max(ours.cpu_per_gbit(ours.cpu_recv, size), 1e-9)
+            # Cores busy during the transfer: CPU seconds over the transfer's seconds.
+            ks, kr = (c / max(sab.seconds, 1e-9) for c in (sab.cpu_send, sab.cpu_recv))
+            print(f"{net:<6}{g:>9.2f}x{cs:>12.2f}x{cr:>12.2f}x{ks:>12.2f}{kr:>12.2f}")
     return all(r.ok for r in runs)
 
 
@@ -159,12 +190,12 @@ def main() -> int:
     ap.add_argument("--size-mib", type=int, default=2048, help="bytes per transfer, MiB (default 2048)")
     ap.add_argument("--nets", default="lo,veth", help="comma-separated subset of lo,veth (default both)")
     stacks = registry()
-    runnable = [n for n, s in stacks.items() if s.bulk and s.bulk.contract == "udt-cli"]
+    runnable = [n for n, s in stacks.items() if s.bulk and s.bulk.contract in CONTRACTS]
     reference = next((n for n, s in stacks.items() if s.reference), "libudt")
     ap.add_argument(
         "--stacks",
-        default=f"{OURS},{reference}",
-        help=f"comma-separated stacks from the registry with a udt-cli command line: {', '.join(runnable)}",
+        default=f"{OURS},{reference},{SABUL}",
+        help=f"comma-separated stacks from the registry with a udt or sabul command line: {', '.join(runnable)}",
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per transfer (default 600)")
     ap.add_argument("--no-cargo-bench", action="store_true", help="skip the loss_list criterion bench")
@@ -173,7 +204,9 @@ def main() -> int:
     names = args.stacks.split(",")
     bad = [n for n in names if n not in runnable]
     if bad:
-        print(f"compare: not a registry stack with a udt-cli command line: {bad}; known: {runnable}", file=sys.stderr)
+        print(
+            f"compare: not a registry stack with a udt or sabul command line: {bad}; known: {runnable}", file=sys.stderr
+        )
         return 2
     if "veth" in nets and os.geteuid() != 0:
         print("compare: veth needs root (network namespaces); use --nets lo", file=sys.stderr)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli import read_stats
+from cli import read_stats, sabul_recv_argv, sabul_send_argv
 from conftest import Proc, TransferResult, check_transfer, pick_port, run_processes, stack_binary
 from netns import Net, linkem_namespaces, sweep_stale_namespaces
 from udtconf.testdata import random_file
@@ -33,12 +33,9 @@ SMALL_SIZES = [0, 1, 1467, 1468, 1469]
 GIB = 1 << 30
 
 
-def sabul_argv(stack: str, role: str, addr: str, path: Path, stats: Path) -> list[str]:
-    """``send --listen`` / ``recv --connect`` of the `sabul` contract, for either stack."""
-    cmd = [str(stack_binary(stack))] if stack == "sabul" else [sys.executable, "-m", "udtconf.sabul"]
-    if role == "send":
-        return [*cmd, "send", "--listen", addr, "--input", str(path), "--stats", str(stats)]
-    return [*cmd, "recv", "--connect", addr, "--output", str(path), "--stats", str(stats)]
+def sabul_cmd(stack: str) -> list[str]:
+    """The `sabul` contract's command of either stack."""
+    return [str(stack_binary(stack))] if stack == "sabul" else [sys.executable, "-m", "udtconf.sabul"]
 
 
 def sabul_transfer(
@@ -50,13 +47,13 @@ def sabul_transfer(
     tx = Proc(
         "sender",
         sender,
-        net.wrap(net.ns_a, sabul_argv(sender, "send", addr, input_path, send_stats)),
+        net.wrap(net.ns_a, sabul_send_argv(sabul_cmd(sender), addr, input_path, stats=send_stats)),
         workdir / "send.stderr",
     )
     rx = Proc(
         "receiver",
         receiver,
-        net.wrap(net.ns_b, sabul_argv(receiver, "recv", addr, output_path, recv_stats)),
+        net.wrap(net.ns_b, sabul_recv_argv(sabul_cmd(receiver), addr, output_path, stats=recv_stats)),
         workdir / "recv.stderr",
     )
     seconds = run_processes([tx, rx], listener=tx, timeout=timeout)
@@ -105,11 +102,14 @@ def test_sabul_one_gib(net: Net, tmp_path: Path) -> None:
         dst.unlink(missing_ok=True)
 
 
-# Random loss on both directions of a path with a little delay; the control connection is TCP,
-# so its losses cost it retransmissions, not frames.
+# Impairments on both directions of a path with a little delay: random loss, and reordering
+# (frames held back 1 ms: a gap the receiver reports at once, then the late packet) with
+# duplication (copies it must count and drop). The control connection is TCP: what it loses
+# costs it retransmissions, not frames.
 IMPAIRMENTS = [
     pytest.param("delay=2ms,rate=200mbit,loss=1%,seed=3", id="loss1"),
     pytest.param("delay=2ms,rate=200mbit,loss=5%,seed=5", id="loss5"),
+    pytest.param("delay=2ms,rate=200mbit,reorder=2%,reorder_delay=1ms,duplicate=2%,loss=1%,seed=7", id="reorder-dup"),
 ]
 
 

@@ -134,6 +134,7 @@ IMAGE = "udtbed-stacks"  # make testbed-image TESTBED_IMAGE=...; udtbed run --im
 # the image with each one's sha256 (org.udtbed.sha256.<name>) so that a stale image is refused.
 IMAGE_FILES = {
     "udt": REPO / "impl/target/release/udt",
+    "sabul": REPO / "impl/target/release/sabul",
     "libudt-peer": REPO / "build/libudt-peer",
     "udtbed-exec": REPO / "docker/udtbed-exec",
     "probe.py": REPO / "testbed/udtbed/probe.py",

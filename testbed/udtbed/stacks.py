@@ -155,8 +155,12 @@ class SabulCli(Stack):
     # SABUL.md §7.1: the initial interval is 10 µs, 1500 · 8 / 10 = 1200 Mb/s, a little above the
     # paper's 1 Gb/s links. A scaled run starts at that rate times the scale, as the links are, so
     # that the start-up meets the link as it does at full scale (from 12x the link instead, it
-    # takes some 21 decreases of x1.125 to come down instead of 2).
+    # takes some 21 decreases of x1.125 to come down instead of 2). The limits an increase clamps
+    # to (I_min 10 µs, I_max 1000 µs: 1200 and 12 Mb/s) scale the same way: unscaled, 12 Mb/s is
+    # 1.2 % of the paper's link but 12 % of a 100 Mb/s one, a floor nine flows together cannot go
+    # below (the SABUL paper's Table 2).
     INITIAL_MBPS = 1200.0
+    MIN_MBPS = 12.0
 
     def __init__(self, name: str, binary: Path, build: str | None = None):
         self.name, self.binary, self.build = name, binary, build
@@ -176,7 +180,8 @@ class SabulCli(Stack):
     def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
         argv = [str(self.binary), "send", "--listen", f"{addr}:{port}", "--input", "/dev/zero"]
         if scale != 1.0:
-            argv += ["--rate", f"{self.INITIAL_MBPS * scale:g}"]
+            top, floor = (f"{r * scale:g}" for r in (self.INITIAL_MBPS, self.MIN_MBPS))
+            argv += ["--rate", top, "--max-rate", top, "--min-rate", floor]
         return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
 
     def line_parser(self) -> Callable[[str], Sample | None]:
