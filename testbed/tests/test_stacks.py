@@ -30,7 +30,14 @@ def test_sabul_s_sender_listens_on_its_own_address_and_the_receiver_connects_to_
         "--stats", str(STATS), "--stats-interval", "200",
     ]  # fmt: skip
     # A scaled run starts at the default 10 µs interval's 1200 Mb/s times the scale, as the links.
-    assert s.sender("10.100.0.1", 7000, 20, scale=0.1)[6:12] == ["--rate", "120", "--max-rate", "120", "--min-rate", "1.2"]
+    assert s.sender("10.100.0.1", 7000, 20, scale=0.1)[6:12] == [
+        "--rate",
+        "120",
+        "--max-rate",
+        "120",
+        "--min-rate",
+        "1.2",
+    ]
     argv, stdout = s.receiver("10.100.0.1", 7000, STATS)
     assert stdout is None
     assert argv == [

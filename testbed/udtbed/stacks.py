@@ -103,9 +103,11 @@ def parse_stats_line(line: str) -> Sample | None:
     return Sample(float(d["t"]), d["bytes"], d)
 
 
-class UdtCli(Stack):
-    protocol = "udt"
-    sender_stats = True
+class CliStack(Stack):
+    """A stack run through one of the family's command lines (docs/cli.md): a binary whose
+    ``--help`` shows ``send`` and ``recv``."""
+
+    contract: str  # the contract's name, for the message when the binary does not follow it
 
     def __init__(self, name: str, binary: Path, build: str | None = None):
         self.name, self.binary, self.build = name, binary, build
@@ -114,9 +116,18 @@ class UdtCli(Stack):
         if not os.access(self.binary, os.X_OK):
             return False, f"{self.binary} is not built" + (f" ({self.build})" if self.build else "")
         p = subprocess.run([str(self.binary), "--help"], capture_output=True, text=True)
-        if "recv" not in p.stdout + p.stderr:
-            return False, f"{self.binary} --help does not show the udt CLI contract"
+        if "recv" not in p.stdout + p.stderr or "send" not in p.stdout + p.stderr:
+            return False, f"{self.binary} --help does not show the {self.contract} CLI contract"
         return True, str(self.binary)
+
+    def line_parser(self) -> Callable[[str], Sample | None]:
+        return parse_stats_line
+
+
+class UdtCli(CliStack):
+    protocol = "udt"
+    contract = "udt"
+    sender_stats = True
 
     def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
         return [
@@ -139,17 +150,15 @@ class UdtCli(Stack):
         # The sender's pacing (period_us) shows whether timing artifacts made it faster than the path.
         return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
 
-    def line_parser(self) -> Callable[[str], Sample | None]:
-        return parse_stats_line
 
-
-class SabulCli(Stack):
+class SabulCli(CliStack):
     """The ``sabul`` CLI contract (docs/cli.md): the sender listens on TCP and waits for one
     receiver, which connects and announces its UDP data port in its option block (SABUL.md §2).
     The sender listens on its host's own address (not the wildcard): its UDP data then leaves
     from the address the receiver connected to, the only one it accepts DATA from (§10.2)."""
 
     protocol = "sabul"
+    contract = "sabul"
     listener: Role = "sender"
     sender_stats = True
     # SABUL.md §7.1: the initial interval is 10 µs, 1500 · 8 / 10 = 1200 Mb/s, a little above the
@@ -162,17 +171,6 @@ class SabulCli(Stack):
     INITIAL_MBPS = 1200.0
     MIN_MBPS = 12.0
 
-    def __init__(self, name: str, binary: Path, build: str | None = None):
-        self.name, self.binary, self.build = name, binary, build
-
-    def available(self) -> tuple[bool, str]:
-        if not os.access(self.binary, os.X_OK):
-            return False, f"{self.binary} is not built" + (f" ({self.build})" if self.build else "")
-        p = subprocess.run([str(self.binary), "--help"], capture_output=True, text=True)
-        if "recv" not in p.stdout + p.stderr or "send" not in p.stdout + p.stderr:
-            return False, f"{self.binary} --help does not show the sabul CLI contract"
-        return True, str(self.binary)
-
     def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
         argv = [str(self.binary), "recv", "--connect", f"{addr}:{port}", "--output", "/dev/null"]
         return argv + ["--stats", str(stats), "--stats-interval", "200"], None
@@ -183,9 +181,6 @@ class SabulCli(Stack):
             top, floor = (f"{r * scale:g}" for r in (self.INITIAL_MBPS, self.MIN_MBPS))
             argv += ["--rate", top, "--max-rate", top, "--min-rate", floor]
         return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
-
-    def line_parser(self) -> Callable[[str], Sample | None]:
-        return parse_stats_line
 
 
 _IPERF_LINE = re.compile(

@@ -204,6 +204,18 @@ mod tests {
     use super::*;
     use crate::link_spec::parse;
 
+    /// `n` frames of 64…1513 bytes at random gaps below `max_gap` ns, drawn from `seed`.
+    fn random_arrivals(seed: u64, n: usize, max_gap: u64) -> Vec<(Nanos, u32)> {
+        let mut rng = prng::Xoshiro256::seed_from_u64(seed);
+        let mut t = 0;
+        (0..n)
+            .map(|_| {
+                t += rng.next_u64() % max_gap;
+                (t, 64 + (rng.next_u64() % 1450) as u32)
+            })
+            .collect()
+    }
+
     /// Drives a line with a virtual clock: `arrivals` are (time, len); returns the
     /// (release time, index) of every frame that came out, polling at exactly each timeout.
     fn run(spec: &str, arrivals: &[(Nanos, u32)]) -> (Vec<(Nanos, usize)>, DelayLineStats) {
@@ -264,14 +276,7 @@ mod tests {
     #[test]
     fn frames_are_never_reordered() {
         // Mixed sizes, bursts and gaps, with loss and a small queue.
-        let mut rng = prng::Xoshiro256::seed_from_u64(3);
-        let mut t = 0;
-        let arrivals: Vec<_> = (0..5000)
-            .map(|_| {
-                t += rng.next_u64() % 200_000;
-                (t, 64 + (rng.next_u64() % 1450) as u32)
-            })
-            .collect();
+        let arrivals = random_arrivals(3, 5000, 200_000);
         let (out, st) = run("delay=3ms,rate=20mbit,queue=20p,loss=0.01", &arrivals);
         assert!(out.windows(2).all(|w| w[0].1 < w[1].1 && w[0].0 <= w[1].0));
         assert_eq!(st.frames_in, 5000);
@@ -327,14 +332,7 @@ mod tests {
     fn specs_without_duplicate_or_reorder_behave_as_before() {
         // Pinned from the emulator before duplication and reordering existed: the same frames
         // are lost, queued and released at the same times.
-        let mut rng = prng::Xoshiro256::seed_from_u64(11);
-        let mut t = 0;
-        let arrivals: Vec<_> = (0..20_000)
-            .map(|_| {
-                t += rng.next_u64() % 150_000;
-                (t, 64 + (rng.next_u64() % 1450) as u32)
-            })
-            .collect();
+        let arrivals = random_arrivals(11, 20_000, 150_000);
         for (spec, want) in [
             ("delay=3ms,rate=90mbit,queue=20p,loss=0.01,seed=5", (0x161d_7ff8_5e13_a119, 223, 7)),
             ("delay=1ms,rate=80mbit,queue=64kb,loss=ge:0.002,0.2,0.9,0.001,seed=9", (0x2ceb_02c5_9bf0_645a, 212, 522)),
@@ -454,14 +452,7 @@ mod tests {
 
     #[test]
     fn duplication_and_reordering_are_fixed_by_the_seed() {
-        let mut rng = prng::Xoshiro256::seed_from_u64(8);
-        let mut t = 0;
-        let arrivals: Vec<_> = (0..20_000)
-            .map(|_| {
-                t += rng.next_u64() % 150_000;
-                (t, 64 + (rng.next_u64() % 1450) as u32)
-            })
-            .collect();
+        let arrivals = random_arrivals(8, 20_000, 150_000);
         let spec = |seed| format!("delay=2ms,rate=80mbit,queue=30p,loss=0.01,duplicate=0.02,reorder=0.05,seed={seed}");
         let (out_a, a) = run(&spec(5), &arrivals);
         let (out_b, b) = run(&spec(5), &arrivals);
