@@ -38,6 +38,10 @@ pub use crate::udp::{BufferSizes, UdpSocket};
 pub const SLEEP_EARLY: Duration = Duration::from_micros(20);
 /// While busy sending, the socket is read at least this often.
 pub const RX_POLL: Duration = Duration::from_micros(10);
+/// While busy, the control stream is read at least this often. Its frames come every few ms
+/// (SABUL.md §6: ACK and SYN every 10 ms, an ERR per gap), so a read every `RX_POLL` would
+/// mostly find nothing, at a system call each; after a wake-up it is read at once.
+pub const STREAM_POLL: Duration = Duration::from_micros(100);
 /// Datagrams drained from `poll_transmit` per batch.
 const TX_BATCH: usize = 128;
 /// Control-stream bytes read per pass at most.
@@ -116,6 +120,7 @@ pub struct Io {
     /// [`RX_POLL`] while busy sending (most of those calls would find nothing).
     poll_rx: bool,
     last_rx_poll: Instant,
+    last_stream_poll: Instant,
     /// Arrival time given to the last datagram handed to the core.
     rx_last: Instant,
     received: usize,
@@ -145,6 +150,7 @@ impl Io {
             spin,
             poll_rx: true,
             last_rx_poll: Instant::ZERO,
+            last_stream_poll: Instant::ZERO,
             rx_last: Instant::ZERO,
             received: 0,
             rx_datagrams: 0,
@@ -162,9 +168,11 @@ impl Io {
         if !(self.poll_rx || t - self.last_rx_poll >= RX_POLL) {
             return Ok(0);
         }
+        let woken = self.poll_rx;
         self.last_rx_poll = t;
         self.received = self.udp.recv_batch(&mut self.rx)?;
-        if let Some(s) = self.stream.as_mut() {
+        if let Some(s) = self.stream.as_mut().filter(|_| woken || t - self.last_stream_poll >= STREAM_POLL) {
+            self.last_stream_poll = t;
             if s.closed.is_none() {
                 s.input_len = 0;
                 match s.tcp.read(&mut s.input) {
