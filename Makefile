@@ -34,7 +34,7 @@ help:
 	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
 	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
 	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
-	@echo "make bench        goodput and CPU: our udt vs libudt, then the loss_list bench"
+	@echo "make bench        goodput and CPU: our udt vs libudt, our sabul beside our udt, then the loss_list bench"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "make conformance  the conformance suite: builds only the selected stacks (STACKS=..., CASES=..., UDTC_GATE=... passed through)"
 	@echo "make conformance-image  the suite and the reference stacks in one image, for third parties (docker/Dockerfile.conformance)"
@@ -137,7 +137,7 @@ dashboards:
 	$(PYTHON) dashboards/generate.py
 
 bench: setup build
-	@echo "==> bench: goodput and CPU per Gb, ours vs libudt (impl/bench/compare.py)"
+	@echo "==> bench: goodput and CPU per Gb, udt-rs vs libudt, sabul beside udt-rs (impl/bench/compare.py)"
 	$(PYTHON) impl/bench/compare.py
 	@echo "==> bench: the link emulator on its own (RTT error, achieved rate, CPU per frame; root)"
 	cd impl && $(CARGO) bench -p link-emulator --bench forward
