@@ -178,3 +178,15 @@ def test_random_loss_of_one_percent_holds_sabul_near_the_1000us_clamp() -> None:
 def test_model_is_deterministic() -> None:
     assert loss_model(0.01, seconds=2.0) == loss_model(0.01, seconds=2.0)
     assert not math.isnan(loss_model(0.0005, seconds=2.0)["mean_mbps"])
+
+
+def test_application_limits_clamp_an_increase() -> None:
+    # §7.1: the application may set I_min and I_max (the testbed scales them with its links).
+    rc = RateControl(interval=20_000.0, slow_start=False, i_min=100.0, i_max=10_000.0)
+    rc.on_sent(1)
+    rc.on_syn()
+    assert rc.interval == 10_000.0
+    rc = RateControl(interval=50.0, slow_start=False, i_min=100.0, i_max=10_000.0)
+    rc.on_sent(1)
+    rc.on_syn()
+    assert rc.interval == 100.0

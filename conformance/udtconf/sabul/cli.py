@@ -1,7 +1,8 @@
 """``python -m udtconf.sabul``: the suite's Python SABUL peer on the ``sabul`` command line of
 docs/cli.md — the sender listens, the receiver connects::
 
-    python -m udtconf.sabul send --listen ADDR:PORT --input PATH [--rate MBIT] [--slow-start on|off]
+    python -m udtconf.sabul send --listen ADDR:PORT --input PATH [--rate MBIT] [--min-rate MBIT]
+                                 [--max-rate MBIT] [--slow-start on|off]
                                  [--mss N] [--stats PATH] [--stats-interval MS]
     python -m udtconf.sabul recv --connect ADDR:PORT --output PATH [--mss N] [--data-port N]
                                  [--stats PATH] [--stats-interval MS]
@@ -34,6 +35,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--listen", required=True, metavar="ADDR:PORT")
     s.add_argument("--input", required=True, metavar="PATH", help="file to send, - for stdin")
     s.add_argument("--rate", type=float, metavar="MBIT", help="initial rate in Mb/s (SABUL.md §7.1; default 10 µs)")
+    s.add_argument("--min-rate", type=float, metavar="MBIT", help="SABUL.md §7.1: I_max as a rate (default 12)")
+    s.add_argument("--max-rate", type=float, metavar="MBIT", help="SABUL.md §7.1: I_min as a rate (default 1200)")
     s.add_argument("--slow-start", choices=("on", "off"), default="on", help="SABUL.md §8 (off = the 2003 code)")
     r = sub.add_parser("recv", help="connect to a sender and write what arrives")
     r.add_argument("--connect", required=True, metavar="ADDR:PORT")
@@ -54,8 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--mss {args.mss}: the packet (MSS − 28) must be {MIN_PKT_SIZE}…{MAX_PKT_SIZE} bytes")
     if args.command == "recv" and args.output == "-" and args.stats == "-":
         ap.error("--stats - and --output - both want stdout")
-    if args.command == "send" and args.rate is not None and args.rate <= 0:
-        ap.error("--rate must be positive")
+    if args.command == "send":
+        for opt in ("rate", "min_rate", "max_rate"):
+            if getattr(args, opt) is not None and not getattr(args, opt) > 0:
+                ap.error(f"--{opt.replace('_', '-')} must be a positive number of Mb/s")
+        if args.min_rate and args.max_rate and args.min_rate > args.max_rate:
+            ap.error("--min-rate must not be above --max-rate")
     try:
         address = parse_address(args.listen if args.command == "send" else args.connect)
     except ValueError as e:
@@ -76,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     pkt_size=pkt_size,
                     interval_us=rate.interval_for_rate(args.rate) if args.rate else rate.DEFAULT_INTERVAL,
                     slow_start=args.slow_start == "on",
+                    i_min=rate.interval_for_rate(args.max_rate) if args.max_rate else rate.I_MIN,
+                    i_max=rate.interval_for_rate(args.min_rate) if args.min_rate else rate.I_MAX,
                 )
                 send(address, source, config, stats, interval)
             else:

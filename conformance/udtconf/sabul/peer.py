@@ -78,6 +78,8 @@ class SenderConfig:
     pkt_size: int = DEFAULT_PKT_SIZE  # the sender's own packet size; the echo takes the min (§3.4)
     interval_us: float = rate.DEFAULT_INTERVAL  # initial inter-packet interval (§7.1)
     slow_start: bool = True  # §8; False reproduces the 2003 code
+    i_min: float = rate.I_MIN  # §7.1: the interval limits an increase clamps to, µs
+    i_max: float = rate.I_MAX
     max_window: int | None = None  # application limit on the flow window (§8)
     # Test hook: drop(seq, transmission) → True loses that transmission of a packet before it
     # reaches the socket (transmission 0 = the first). None in real use.
@@ -115,7 +117,8 @@ class SabulSender:
         self.config = config or SenderConfig()
         self._read = read  # read(n): up to n bytes of input, b"" at its end
         self.block: OptionBlock | None = None
-        self.rc = rate.RateControl(interval=self.config.interval_us, slow_start=self.config.slow_start)
+        c = self.config
+        self.rc = rate.RateControl(interval=c.interval_us, slow_start=c.slow_start, i_min=c.i_min, i_max=c.i_max)
         self.next_seq = 0  # NextSeq, unwrapped
         self.last_ack = 0  # LastAck, unwrapped
         self._unacked: dict[int, bytes] = {}

@@ -45,10 +45,11 @@ def increase_step(interval: float) -> float:
     return max(10.0 ** math.ceil(math.log10(pps)) / 1000.0, MIN_INC)
 
 
-def increased(interval: float) -> float:
-    """§7.2: the interval after one increase, clamped to [I_MIN, I_MAX]."""
+def increased(interval: float, i_min: float = I_MIN, i_max: float = I_MAX) -> float:
+    """§7.2: the interval after one increase, clamped to [i_min, i_max] (§7.1: the application
+    may set the limits; I_MIN, I_MAX by default)."""
     inc = increase_step(interval)
-    return min(max(interval * SYN_US / (interval * inc + SYN_US), I_MIN), I_MAX)
+    return min(max(interval * SYN_US / (interval * inc + SYN_US), i_min), i_max)
 
 
 @dataclass
@@ -57,6 +58,8 @@ class RateControl:
 
     interval: float = DEFAULT_INTERVAL
     slow_start: bool = True
+    i_min: float = I_MIN  # §7.1: the limits an increase clamps to, µs
+    i_max: float = I_MAX
     max_window: int = DEFAULT_MAX_WINDOW
     history: float = 0.0  # H, the smoothed loss rate
     sent: int = 0  # DATA packets sent since the last SYN event
@@ -112,7 +115,7 @@ class RateControl:
         self.sent = self.lost = 0
         if self.history > ALPHA or self.slow_start:
             return False
-        self.interval = increased(self.interval)
+        self.interval = increased(self.interval, self.i_min, self.i_max)
         self.increases += 1
         return True
 
