@@ -435,6 +435,11 @@ impl Sender {
         match self.state {
             State::AwaitOptions => at(self.accepted + CONTROL_TIMEOUT),
             State::Transferring => {
+                // Due at once when [`finish`](Self::finish) came with nothing outstanding:
+                // no feedback may ever come to wake the sender (FRTP sends no SYN).
+                if self.half_close_due() {
+                    at(self.accepted);
+                }
                 if self.can_send() {
                     at(self.pacer.next_time());
                 }
@@ -461,6 +466,7 @@ impl Sender {
             }
             return;
         }
+        self.maybe_half_close(now);
         match self.state {
             State::AwaitOptions if now >= self.accepted + CONTROL_TIMEOUT => {
                 self.abort(SessionError::Timeout("the option block"))
@@ -487,14 +493,18 @@ impl Sender {
         }
     }
 
-    fn maybe_half_close(&mut self, now: Instant) {
-        if self.state == State::Transferring
+    /// Everything is acknowledged and the application finished: half-close (§10.1 step 1).
+    fn half_close_due(&self) -> bool {
+        self.state == State::Transferring
             && self.finishing
             && self.pending.is_empty()
             && !self.outstanding()
             && !self.has_new_data()
             && self.control.is_empty()
-        {
+    }
+
+    fn maybe_half_close(&mut self, now: Instant) {
+        if self.half_close_due() {
             self.state = State::Draining(now + CONTROL_TIMEOUT);
             self.events.push_back(Event::ShutdownWrite);
         }

@@ -223,3 +223,21 @@ fn an_echo_lowering_the_packet_size_sets_the_data_size_and_err_limit() {
     assert_eq!((o.pkt_size, o.payload_size, o.max_loss_length), (1024, 1020, 254));
     assert_eq!(p.data_sent, 50_000u64.div_ceil(1020));
 }
+
+#[test]
+fn finishing_with_nothing_outstanding_half_closes_without_any_feedback() {
+    // The application ends an empty input after the set-up, and the receiver stays silent:
+    // the sender's own timer must bring the half-close (§10.1 step 1).
+    let now = Instant::from_micros(1_000_000);
+    let mut s = Sender::new(SenderConfig::default(), R_ADDR.parse().unwrap(), now);
+    let mut b = Vec::new();
+    OptionBlock::new(7001, 7000, 1472).emit(&mut b);
+    s.handle_control(now, &b);
+    while s.poll_transmit(now, &mut [0u8; 64]).is_some() {}
+    assert_eq!(s.poll_event(), Some(Event::Connected));
+    s.finish();
+    let t = s.poll_timeout().expect("a timer for the half-close").max(now);
+    assert_eq!(t, now, "due at once");
+    s.handle_timeout(t);
+    assert_eq!(s.poll_event(), Some(Event::ShutdownWrite));
+}
