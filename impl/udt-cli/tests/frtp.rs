@@ -3,31 +3,22 @@
 //! time, a refused rate, and the usage and local failures with their exit status. Every child
 //! runs under a time guard; nothing asserts on time.
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command};
 
 mod common;
 
-use common::{finish, free_port, s, tmpdir};
+use common::{command, finish, s, stderr_of, tmpdir};
 use prng::pattern;
 
 const BIN: &str = env!("CARGO_BIN_EXE_frtp");
 const PAYLOAD: usize = 1468;
 
 fn frtp(args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    c
-}
-
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    command(BIN, args)
 }
 
 fn listening_sender(args: &[&str]) -> (Child, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut a = vec!["send", "--listen", &addr];
-    a.extend_from_slice(args);
-    (frtp(&a).spawn().unwrap(), addr)
+    common::listening_sender(BIN, args)
 }
 
 /// Sends `data` from a file into a file; the receiver takes DATA on 127.0.0.2 (another
