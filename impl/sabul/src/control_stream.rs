@@ -10,13 +10,14 @@
 //! (§3.2 "TC — strict framing"), so the pending buffer is bounded by
 //! `8 + 4 · max_loss_length` bytes whatever the peer claims.
 
-use crate::wire::{Control, OptionBlock, WireError, CTRL_HEADER_LEN, OPTION_BLOCK_LEN};
+use crate::profile::Profile;
+use crate::wire::{Control, OptionBlock, WireError, CIRCUIT_OPTION_BLOCK_LEN, CTRL_HEADER_LEN, OPTION_BLOCK_LEN};
 
 /// What the stream carries next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Expect {
-    /// The 40-byte option block or echo (§3.4).
-    Options,
+    /// The option block or echo (§3.4): 40 bytes, or FRTP's 52 with `circuit` (FRTP.md §3.3).
+    Options { circuit: bool },
     /// Control frames (§3.2), ERRs up to `max_loss_length` words.
     Frames { max_loss_length: u32 },
     /// Nothing more (the receiver after the echo, §3.2).
@@ -77,15 +78,32 @@ pub struct ControlDecoder {
 }
 
 impl ControlDecoder {
-    /// The sender's decoder: the option block, then frames with the echoed `max_loss_length`
-    /// (call [`set_max_loss_length`](Self::set_max_loss_length) after echoing).
+    /// SABUL's sender decoder: the option block, then frames with the echoed
+    /// `max_loss_length` (call [`set_max_loss_length`](Self::set_max_loss_length) after
+    /// echoing).
     pub fn sender() -> ControlDecoder {
-        ControlDecoder { expect: Expect::Options, after_options: true, pending: Vec::new(), need: OPTION_BLOCK_LEN }
+        ControlDecoder::sender_for(&Profile::SABUL)
     }
 
-    /// The receiver's decoder: the echo, then nothing.
+    /// SABUL's receiver decoder: the echo, then nothing.
     pub fn receiver() -> ControlDecoder {
-        ControlDecoder { expect: Expect::Options, after_options: false, pending: Vec::new(), need: OPTION_BLOCK_LEN }
+        ControlDecoder::receiver_for(&Profile::SABUL)
+    }
+
+    /// The sender's decoder for `profile`'s option block.
+    pub fn sender_for(profile: &Profile) -> ControlDecoder {
+        ControlDecoder::options(profile, true)
+    }
+
+    /// The receiver's decoder for `profile`'s echo.
+    pub fn receiver_for(profile: &Profile) -> ControlDecoder {
+        ControlDecoder::options(profile, false)
+    }
+
+    fn options(profile: &Profile, after_options: bool) -> ControlDecoder {
+        let circuit = profile.circuit;
+        let need = if circuit { CIRCUIT_OPTION_BLOCK_LEN } else { OPTION_BLOCK_LEN };
+        ControlDecoder { expect: Expect::Options { circuit }, after_options, pending: Vec::new(), need }
     }
 
     /// A decoder that reads frames from the start (tests, the fuzzer).
@@ -124,8 +142,8 @@ impl ControlDecoder {
                 return Ok(None);
             }
             match self.expect {
-                Expect::Options => {
-                    let o = OptionBlock::parse(&self.pending)?;
+                Expect::Options { circuit } => {
+                    let o = OptionBlock::parse_as(&self.pending, circuit)?;
                     self.pending.clear();
                     self.need = 0;
                     self.expect = if self.after_options {

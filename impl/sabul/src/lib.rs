@@ -15,6 +15,10 @@
 //!   `udt-proto`'s connection (`handle_*`, `poll_transmit` naming the channel, `poll_timeout`,
 //!   `poll_event`); [`session`]: their events and errors.
 //!
+//! * [`profile`]: what tells SABUL and FRTP (`docs/spec/FRTP.md`) apart on the same two
+//!   roles — the option-block layout, the receiver's timers and ERR policy, the rate's
+//!   source; the `frtp` crate is these roles under [`Profile::FRTP`].
+//!
 //! The roles are two types rather than one connection with a role flag: SABUL is one-way,
 //! and the two share nothing but the wire — the sender owns the send buffer, the pacer and
 //! the controller, the receiver the reorder window, the loss reports and the three timers.
@@ -23,11 +27,13 @@
 
 pub mod cc;
 pub mod control_stream;
+pub mod profile;
 pub mod receiver;
 pub mod sender;
 pub mod session;
 pub mod wire;
 
+pub use profile::{ErrPolicy, Profile};
 pub use receiver::{Receiver, ReceiverConfig, ReceiverStats};
 pub use sender::{Sender, SenderConfig, SenderStats};
 pub use session::{Event, SessionError};

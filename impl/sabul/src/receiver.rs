@@ -9,6 +9,11 @@
 //! Call order: as [`crate::Sender`], plus [`handle_datagram`](Receiver::handle_datagram) for
 //! every UDP datagram; the application side is [`read`](Receiver::read).
 //!
+//! Under [`Profile::FRTP`] the same receiver is FRTP's (FRTP.md §5): its block carries the
+//! data-path address and the rate (§3.3), it takes DATA from any source, acknowledges every
+//! 100 ms or at once when the resequencing buffer is full, sends the whole loss list every
+//! 20 ms (split past `max_loss_length` words) and never a SYN.
+//!
 //! DATA that arrives before the echo is taken at once with the receiver's own packet size
 //! (the echo can only lower it): sans-IO, "it waits in the socket buffer" (§2 step 5) means
 //! it is not lost.
@@ -16,7 +21,6 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
-use transfer::cc::SYN;
 use transfer::loss_list::RcvLossList;
 use transfer::protocol::Protocol;
 use transfer::recv_buffer::{Insert, RecvBuffer};
@@ -25,11 +29,10 @@ use transfer::time::{Duration, Instant};
 use transfer::transmit::{Source, Transmit};
 
 use crate::control_stream::{ControlDecoder, Decoded};
+use crate::profile::{ErrPolicy, Profile};
 use crate::session::{ControlQueue, Event, SessionError};
-use crate::wire::{Control, DataPacket, LossWords, OptionBlock, DEFAULT_PKT_SIZE, DEFAULT_RECV_FLAG_SIZE};
+use crate::wire::{Circuit, Control, DataPacket, LossWords, OptionBlock, DEFAULT_PKT_SIZE, DEFAULT_RECV_FLAG_SIZE};
 
-/// The ERR timer's period (§6, §9).
-pub const ERR_PERIOD: Duration = Duration::from_millis(20);
 /// The echo must arrive this long after connecting (§10.3).
 pub const ECHO_TIMEOUT: Duration = Duration::from_secs(10);
 /// A frame (here: the echo) must be complete this long after its first byte (§10.3).
@@ -47,6 +50,11 @@ pub struct ReceiverConfig {
     pub pkt_size: u32,
     /// The reorder window = the sender's maximum flow window (§3.4 word 8).
     pub recv_flag_size: u32,
+    /// SABUL or FRTP (see [`crate::profile`]).
+    pub profile: Profile,
+    /// FRTP's data-path address and rate (FRTP.md §3.3): set exactly when
+    /// `profile.circuit` is.
+    pub circuit: Option<Circuit>,
 }
 
 impl Default for ReceiverConfig {
@@ -56,6 +64,8 @@ impl Default for ReceiverConfig {
             ctrl_port: 7000,
             pkt_size: DEFAULT_PKT_SIZE,
             recv_flag_size: DEFAULT_RECV_FLAG_SIZE,
+            profile: Profile::SABUL,
+            circuit: None,
         }
     }
 }
@@ -116,7 +126,7 @@ pub struct Receiver {
     syn_count: u32,
     next_ack: Instant,
     next_err: Instant,
-    next_syn: Instant,
+    next_syn: Option<Instant>,
     stats: ReceiverStats,
 }
 
@@ -124,8 +134,10 @@ impl Receiver {
     /// A receiver whose control connection to the sender at `peer` was just established at
     /// `now`; it queues its option block (§2 step 3).
     pub fn new(config: ReceiverConfig, peer: SocketAddr, now: Instant) -> Receiver {
+        debug_assert_eq!(config.circuit.is_some(), config.profile.circuit, "FRTP's block has the circuit words");
         let block = OptionBlock {
             recv_flag_size: config.recv_flag_size,
+            circuit: config.circuit,
             ..OptionBlock::new(config.data_port, config.ctrl_port, config.pkt_size)
         };
         let mut control = ControlQueue::default();
@@ -134,7 +146,7 @@ impl Receiver {
             peer,
             state: State::AwaitEcho,
             block,
-            decoder: ControlDecoder::receiver(),
+            decoder: ControlDecoder::receiver_for(&config.profile),
             frame_started: None,
             connected_at: now,
             control,
@@ -148,9 +160,9 @@ impl Receiver {
             last_ack: SeqNo::ZERO,
             next_expected: SeqNo::ZERO,
             syn_count: 0,
-            next_ack: now + SYN,
-            next_err: now + ERR_PERIOD,
-            next_syn: now + SYN,
+            next_ack: now + config.profile.ack_period,
+            next_err: now + config.profile.err.period(),
+            next_syn: config.profile.syn_period.map(|p| now + p),
             stats: ReceiverStats::default(),
             config,
         }
@@ -259,7 +271,7 @@ impl Receiver {
         if self.state == State::Ended {
             return;
         }
-        if from.ip() != self.peer.ip() {
+        if !self.config.profile.data_from_any_source && from.ip() != self.peer.ip() {
             self.stats.foreign += 1; // §2 step 7
             return;
         }
@@ -276,8 +288,7 @@ impl Receiver {
             return;
         }
         if off as u32 >= self.config.recv_flag_size {
-            self.send_ack(); // step 1: beyond the window, [C] acknowledges at once
-            return;
+            return self.ack_when_full(); // step 1: beyond the window, [C] acknowledges at once
         }
         let fresh = !s.is_before(self.next_expected);
         if !fresh && !self.loss.contains(s) {
@@ -290,7 +301,9 @@ impl Receiver {
                 self.stats.duplicates += 1;
                 return;
             }
-            // The application has not read: drop it; the next packet reports the gap.
+            // The application has not read: drop it; the next packet reports the gap. FRTP
+            // acknowledges a full buffer at once (FRTP.md §5).
+            Insert::OutOfWindow if self.config.profile.ack_when_full => return self.ack_when_full(),
             Insert::OutOfWindow => return,
         }
         if fresh {
@@ -299,7 +312,9 @@ impl Receiver {
                 let (first, last) = (self.next_expected, s.prev());
                 self.stats.losses += first.offset_to(s) as u64;
                 self.loss.append(first, last);
-                self.reports.push_back(Report { first, last, last_report: now, k: 2 });
+                if let ErrPolicy::Rereport { .. } = self.config.profile.err {
+                    self.reports.push_back(Report { first, last, last_report: now, k: 2 });
+                }
                 if let Some(words) = LossWords::encode([(first, last)], self.max_loss_length as usize) {
                     self.control.push(|out| Control::Err(words).emit(out));
                     self.stats.errs_sent += 1;
@@ -318,7 +333,7 @@ impl Receiver {
                 let t = self.connected_at + ECHO_TIMEOUT;
                 Some(self.frame_started.map_or(t, |s| t.min(s + FRAME_TIMEOUT)))
             }
-            State::Receiving => Some(self.next_ack.min(self.next_err).min(self.next_syn)),
+            State::Receiving => Some(self.next_syn.map_or(self.next_ack, |s| s.min(self.next_ack)).min(self.next_err)),
         }
     }
 
@@ -333,24 +348,61 @@ impl Receiver {
                 }
             }
             State::Receiving => {
+                let profile = self.config.profile;
                 if now >= self.next_ack {
                     if self.acknowledge() {
                         self.send_ack();
                     }
-                    self.next_ack = (self.next_ack + SYN).max(now);
+                    self.next_ack = (self.next_ack + profile.ack_period).max(now);
                 }
                 if now >= self.next_err {
-                    self.err_timer(now);
-                    self.next_err = (self.next_err + ERR_PERIOD).max(now);
+                    match profile.err {
+                        ErrPolicy::Rereport { .. } => self.err_timer(now),
+                        ErrPolicy::WholeList { .. } => self.report_whole_list(),
+                    }
+                    self.next_err = (self.next_err + profile.err.period()).max(now);
                 }
-                if now >= self.next_syn {
-                    let n = std::mem::take(&mut self.syn_count);
-                    self.stats.syns_sent += 1;
-                    self.control.push(|out| Control::Syn(n).emit(out));
-                    self.next_syn = (self.next_syn + SYN).max(now);
+                if let (Some(t), Some(period)) = (self.next_syn, profile.syn_period) {
+                    if now >= t {
+                        let n = std::mem::take(&mut self.syn_count);
+                        self.stats.syns_sent += 1;
+                        self.control.push(|out| Control::Syn(n).emit(out));
+                        self.next_syn = Some((t + period).max(now));
+                    }
                 }
             }
         }
+    }
+
+    /// FRTP's ERR timer (FRTP.md §5): the whole loss list, in consecutive ERRs of at most
+    /// `max_loss_length` words each (TC 6).
+    fn report_whole_list(&mut self) {
+        let max = self.max_loss_length as usize;
+        let mut ranges = self.loss.ranges().peekable();
+        while ranges.peek().is_some() {
+            let mut words = 0;
+            let part = std::iter::from_fn(|| {
+                let &(a, b) = ranges.peek()?;
+                let need = if a == b { 1 } else { 2 };
+                (words + need <= max).then(|| {
+                    words += need;
+                    ranges.next();
+                    (a, b)
+                })
+            });
+            let Some(list) = LossWords::encode(part, max) else { break };
+            self.control.push(|out| Control::Err(list).emit(out));
+            self.stats.errs_sent += 1;
+        }
+    }
+
+    /// FRTP's "buffer full" ACK, and SABUL's for a packet beyond the window: sent even when
+    /// the ACK point did not move (FRTP.md §5, TC 7; SABUL.md §6 step 1).
+    fn ack_when_full(&mut self) {
+        if self.config.profile.ack_when_full {
+            self.acknowledge();
+        }
+        self.send_ack();
     }
 
     /// The ERR timer (§6): the losses whose report is `k · RTT` old are reported again, up to

@@ -6,6 +6,11 @@
 //! (§5.1–§5.4). Rate and window come from a [`CongestionControl`] through the core's
 //! [`Controller`]; SABUL's is [`SabulRate`], clocked by the SYN packets.
 //!
+//! Under [`Profile::FRTP`] the same sender is FRTP's (FRTP.md §4): the 52-byte block names
+//! the data-path address DATA goes to and the rate, which the core's [`FixedRate`] turns into
+//! one constant inter-packet time for every packet, retransmissions included; a rate above
+//! [`SenderConfig::max_rate_bps`] is refused (§2 step 3) and SYN frames are ignored (§3.2).
+//!
 //! Call order: [`handle_control`](Sender::handle_control) with every chunk the control stream
 //! delivers and [`handle_control_closed`](Sender::handle_control_closed) at its end;
 //! [`handle_timeout`](Sender::handle_timeout) when [`poll_timeout`](Sender::poll_timeout) is
@@ -14,9 +19,10 @@
 //! [`send`](Sender::send) and [`finish`](Sender::finish).
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use transfer::cc::fixed_rate::FixedRate;
 use transfer::cc::{CcInput, Controller, ControllerFactory};
 use transfer::loss_list::SndLossList;
 use transfer::pacing::Pacer;
@@ -28,6 +34,7 @@ use transfer::transmit::{Source, Transmit};
 
 use crate::cc::SabulRate;
 use crate::control_stream::{ControlDecoder, Decoded};
+use crate::profile::Profile;
 use crate::session::{ControlQueue, Event, SessionError};
 use crate::wire::{emit_data, Control, OptionBlock, DEFAULT_PKT_SIZE};
 
@@ -48,8 +55,12 @@ pub struct SenderConfig {
     pub send_buf_pkts: usize,
     /// Packets the pacer may send back to back to catch up after a late wake-up.
     pub pacing_burst: u32,
-    /// The controller: [`SabulRate`] by default.
+    /// The controller: [`SabulRate`] by default. Unused when the block names a rate (FRTP).
     pub controller: Arc<dyn ControllerFactory>,
+    /// SABUL or FRTP (see [`crate::profile`]).
+    pub profile: Profile,
+    /// The highest rate, bit/s, an FRTP block may ask for (FRTP.md §2 step 3).
+    pub max_rate_bps: u64,
 }
 
 impl Default for SenderConfig {
@@ -59,6 +70,8 @@ impl Default for SenderConfig {
             send_buf_pkts: 27_904,
             pacing_burst: 16,
             controller: Arc::new(SabulRate::default()),
+            profile: Profile::SABUL,
+            max_rate_bps: u64::MAX,
         }
     }
 }
@@ -111,6 +124,9 @@ pub struct Sender {
     pacer: Pacer,
     exp_deadline: Instant,
     exp_count: u32,
+    /// The last poll found nothing to send: the pacer's schedule restarts when something
+    /// comes (idle time is no credit: §5 step 6 waits `t0 + I` from each iteration).
+    idle: bool,
     max_window: u32,
     loss_scratch: Vec<(SeqNo, SeqNo)>,
     /// Application bytes taken by [`send`](Sender::send).
@@ -126,11 +142,12 @@ impl Sender {
         let controller = Controller::new(&*config.controller);
         let period = controller.get().pacing_period_us();
         let burst = config.pacing_burst;
+        let decoder = ControlDecoder::sender_for(&config.profile);
         Sender {
             config,
             peer,
             state: State::AwaitOptions,
-            decoder: ControlDecoder::sender(),
+            decoder,
             frame_started: None,
             accepted: now,
             control: ControlQueue::default(),
@@ -147,6 +164,7 @@ impl Sender {
             pacer: Pacer::new(now, period, burst),
             exp_deadline: now + EXP_TIMEOUT,
             exp_count: 0,
+            idle: false,
             max_window: 0,
             loss_scratch: Vec::new(),
             bytes_taken: 0,
@@ -304,10 +322,23 @@ impl Sender {
     }
 
     fn on_options(&mut self, now: Instant, block: OptionBlock) {
+        let mut data_ip = self.peer.ip();
+        if let Some(c) = block.circuit {
+            if c.rate_bps > self.config.max_rate_bps {
+                let max_bps = self.config.max_rate_bps;
+                return self.abort(SessionError::RateRefused { rate_bps: c.rate_bps, max_bps });
+            }
+            if !c.data_ip.is_unspecified() {
+                data_ip = IpAddr::V4(c.data_ip);
+            }
+        }
         let echo = block.echo(self.config.pkt_size);
+        if let Some(c) = echo.circuit {
+            self.controller = Controller::new(&FixedRate::new(c.ipt_us(echo.pkt_size)));
+        }
         self.control.push(|out| echo.emit(out));
         self.decoder.set_max_loss_length(echo.max_loss_length);
-        self.data_dest = Some(SocketAddr::new(self.peer.ip(), block.data_port as u16));
+        self.data_dest = Some(SocketAddr::new(data_ip, block.data_port as u16));
         self.max_window = echo.recv_flag_size;
         self.buffer = Some(SendBuffer::new(self.config.send_buf_pkts, echo.payload_size as usize));
         self.flush_pending();
@@ -367,9 +398,12 @@ impl Sender {
                 }
             }
             // §5.4: the SYN clocks the rate-control event; its attribute is informational.
+            // FRTP has no SYN: one that arrives is counted and ignored (FRTP.md §3.2).
             Control::Syn(_) => {
                 self.stats.syns_recv += 1;
-                self.controller.on_tick(&input)
+                if self.config.profile.syn_period.is_some() {
+                    self.controller.on_tick(&input)
+                }
             }
         }
         self.controller.pace(&mut self.pacer, 0.0);
@@ -401,6 +435,11 @@ impl Sender {
         match self.state {
             State::AwaitOptions => at(self.accepted + CONTROL_TIMEOUT),
             State::Transferring => {
+                // Due at once when [`finish`](Self::finish) came with nothing outstanding:
+                // no feedback may ever come to wake the sender (FRTP sends no SYN).
+                if self.half_close_due() {
+                    at(self.accepted);
+                }
                 if self.can_send() {
                     at(self.pacer.next_time());
                 }
@@ -427,6 +466,7 @@ impl Sender {
             }
             return;
         }
+        self.maybe_half_close(now);
         match self.state {
             State::AwaitOptions if now >= self.accepted + CONTROL_TIMEOUT => {
                 self.abort(SessionError::Timeout("the option block"))
@@ -453,14 +493,18 @@ impl Sender {
         }
     }
 
-    fn maybe_half_close(&mut self, now: Instant) {
-        if self.state == State::Transferring
+    /// Everything is acknowledged and the application finished: half-close (§10.1 step 1).
+    fn half_close_due(&self) -> bool {
+        self.state == State::Transferring
             && self.finishing
             && self.pending.is_empty()
             && !self.outstanding()
             && !self.has_new_data()
             && self.control.is_empty()
-        {
+    }
+
+    fn maybe_half_close(&mut self, now: Instant) {
+        if self.half_close_due() {
             self.state = State::Draining(now + CONTROL_TIMEOUT);
             self.events.push_back(Event::ShutdownWrite);
         }
@@ -474,7 +518,14 @@ impl Sender {
             return Some(Transmit { destination: self.peer, size, source: Source::Control });
         }
         self.maybe_half_close(now);
-        if !self.can_send() || now < self.pacer.next_time() {
+        if !self.can_send() {
+            self.idle = true;
+            return None;
+        }
+        if std::mem::take(&mut self.idle) {
+            self.pacer.resume(now);
+        }
+        if now < self.pacer.next_time() {
             return None;
         }
         let dest = self.data_dest?;

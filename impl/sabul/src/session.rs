@@ -45,6 +45,8 @@ pub enum SessionError {
     /// Receiver: the stream ended (FIN) with losses outstanding; bytes before `ack` were
     /// delivered (§10.1).
     Incomplete { ack: SeqNo, missing: u32 },
+    /// FRTP sender: the block asks for a rate above the sender's maximum (FRTP.md §2 step 3).
+    RateRefused { rate_bps: u64, max_bps: u64 },
 }
 
 impl fmt::Display for SessionError {
@@ -67,6 +69,10 @@ impl fmt::Display for SessionError {
                 if *reset { "reset" } else { "closed" }
             ),
             SessionError::Timeout(what) => write!(f, "timed out waiting for {what} (SABUL.md §10.3)"),
+            SessionError::RateRefused { rate_bps, max_bps } => write!(
+                f,
+                "the receiver asks for {rate_bps} bit/s; this sender honours at most {max_bps} bit/s (FRTP.md §2 step 3); closing"
+            ),
             SessionError::Incomplete { ack, missing } => write!(
                 f,
                 "the sender closed with {missing} packets missing; delivered everything before {ack} (SABUL.md §10.1)"

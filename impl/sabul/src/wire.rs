@@ -1,5 +1,6 @@
 //! SABUL's wire (SABUL.md §3): the DATA datagram (UDP), the control frames ACK, ERR and SYN
-//! (TCP) and the option block with its echo (TCP).
+//! (TCP) and the option block with its echo (TCP). FRTP uses the same wire with three more
+//! option words, the data-path address and the rate ([`Circuit`], FRTP.md §3.3).
 //!
 //! Every integer on both channels is a 32-bit big-endian word (§1, TC 1). Field offsets live
 //! in [`field`]. Parsing is strict and checks lengths first: once a `parse` returned `Ok`,
@@ -7,6 +8,7 @@
 //! the session's limits (§3.2 "TC — strict framing").
 
 use core::fmt;
+use std::net::Ipv4Addr;
 
 use transfer::loss_list::{decode_loss, encode_loss, LossError};
 use transfer::seq::SeqNo;
@@ -31,6 +33,11 @@ pub const DATA_HEADER_LEN: usize = 4;
 pub const CTRL_HEADER_LEN: usize = 8;
 /// Bytes of the option block and of its echo (§3.4).
 pub const OPTION_BLOCK_LEN: usize = 40;
+/// Bytes of FRTP's option block: SABUL's and [`Circuit`]'s three words (FRTP.md §3.3).
+pub const CIRCUIT_OPTION_BLOCK_LEN: usize = 52;
+/// Bytes a full DATA packet has below its UDP payload (IPv4 + UDP headers): FRTP's IPT is
+/// taken from the IP-level size (FRTP.md §4).
+pub const IP_UDP_HEADER_LEN: u32 = 28;
 
 /// Control packet types (§3.2). Type 3 (EXP) is the sender's internal event, never on the wire.
 pub mod ctrl_type {
@@ -76,10 +83,11 @@ pub enum WireError {
     ErrList(LossError),
     /// An ACK whose attribute has bit 31 set: not a sequence number (§4).
     AckNotASequence(u32),
-    /// An option block or echo that breaks a rule of §3.4 "TC — validity".
-    BadOption { field: &'static str, value: u32 },
+    /// An option block or echo that breaks a rule of §3.4 "TC — validity" (or, for `data_ip`
+    /// and `rate_bps`, of FRTP.md §3.3).
+    BadOption { field: &'static str, value: u64 },
     /// An echo that differs from the block where it must not, or raises the packet size (§3.4).
-    EchoMismatch { field: &'static str, sent: u32, echoed: u32 },
+    EchoMismatch { field: &'static str, sent: u64, echoed: u64 },
 }
 
 impl fmt::Display for WireError {
@@ -112,16 +120,24 @@ impl fmt::Display for WireError {
                 write!(f, "ACK attribute {a:#x} is not a 31-bit sequence number (SABUL.md §4)")
             }
             WireError::BadOption { field, value } => {
-                write!(f, "option block field {field} = {value} breaks SABUL.md §3.4 validity; closing")
+                write!(f, "option block field {field} = {value} breaks {} validity; closing", section(field))
             }
             WireError::EchoMismatch { field, sent, echoed } => {
-                write!(f, "option echo changed {field} from {sent} to {echoed} (SABUL.md §3.4); closing")
+                write!(f, "option echo changed {field} from {sent} to {echoed} ({}); closing", section(field))
             }
         }
     }
 }
 
 impl std::error::Error for WireError {}
+
+/// Where an option field is specified.
+fn section(field: &str) -> &'static str {
+    match field {
+        "data_ip" | "rate_bps" => "FRTP.md §3.3",
+        _ => "SABUL.md §3.4",
+    }
+}
 
 /// A zero-copy view of a DATA datagram (§3.1). [`DataPacket::new_checked`] checks the length
 /// and the header; after it, no accessor panics.
@@ -286,6 +302,27 @@ pub struct OptionBlock {
     pub recv_buf_size: u32,
     pub recv_flag_size: u32,
     pub reserved: u32,
+    /// FRTP's words 10–12 (FRTP.md §3.3); `None` in SABUL's 40-byte block.
+    pub circuit: Option<Circuit>,
+}
+
+/// FRTP's additions to the option block (FRTP.md §3.3): where the sender sends DATA and at
+/// which fixed rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Circuit {
+    /// Word 10: the receiver's IPv4 address on the data path; `0.0.0.0` = the control
+    /// peer's address (FRTP.md §2 step 5).
+    pub data_ip: Ipv4Addr,
+    /// Words 11–12: the sending rate, bit/s, never changed after the exchange (FRTP.md §2).
+    pub rate_bps: u64,
+}
+
+impl Circuit {
+    /// FRTP's inter-packet time, µs, for packets of `pkt_size` UDP bytes: the IP-level
+    /// size of a full packet at the rate, constant for the session (FRTP.md §4, TC 3).
+    pub fn ipt_us(&self, pkt_size: u32) -> f64 {
+        f64::from(pkt_size + IP_UDP_HEADER_LEN) * 8.0 * 1e6 / self.rate_bps as f64
+    }
 }
 
 impl OptionBlock {
@@ -302,6 +339,16 @@ impl OptionBlock {
             recv_buf_size: DEFAULT_BUF_SIZE,
             recv_flag_size: DEFAULT_RECV_FLAG_SIZE,
             reserved: 0,
+            circuit: None,
+        }
+    }
+
+    /// Bytes of the block on the stream: 40, or 52 with FRTP's words (FRTP.md §3.3).
+    pub fn buffer_len(&self) -> usize {
+        if self.circuit.is_some() {
+            CIRCUIT_OPTION_BLOCK_LEN
+        } else {
+            OPTION_BLOCK_LEN
         }
     }
 
@@ -324,12 +371,23 @@ impl OptionBlock {
         for w in self.words() {
             out.extend_from_slice(&w.to_be_bytes());
         }
+        if let Some(c) = self.circuit {
+            out.extend_from_slice(&c.data_ip.octets());
+            out.extend_from_slice(&c.rate_bps.to_be_bytes());
+        }
     }
 
-    /// Parses and validates 40 bytes (§3.4 "TC — validity").
+    /// Parses and validates SABUL's 40 bytes (§3.4 "TC — validity").
     pub fn parse(b: &[u8]) -> Result<OptionBlock, WireError> {
-        if b.len() != OPTION_BLOCK_LEN {
-            return Err(WireError::Truncated { need: OPTION_BLOCK_LEN, have: b.len() });
+        OptionBlock::parse_as(b, false)
+    }
+
+    /// Parses and validates a block of the layout a profile expects: SABUL's 40 bytes, or
+    /// with `circuit` FRTP's 52 (FRTP.md §3.3).
+    pub fn parse_as(b: &[u8], circuit: bool) -> Result<OptionBlock, WireError> {
+        let need = if circuit { CIRCUIT_OPTION_BLOCK_LEN } else { OPTION_BLOCK_LEN };
+        if b.len() != need {
+            return Err(WireError::Truncated { need, have: b.len() });
         }
         let w = |i: usize| word(b, 4 * i);
         let o = OptionBlock {
@@ -343,14 +401,18 @@ impl OptionBlock {
             recv_buf_size: w(7),
             recv_flag_size: w(8),
             reserved: w(9),
+            circuit: circuit.then(|| Circuit {
+                data_ip: Ipv4Addr::from(w(10)),
+                rate_bps: u64::from(w(11)) << 32 | u64::from(w(12)),
+            }),
         };
         o.validate()?;
         Ok(o)
     }
 
-    /// The rules of §3.4 "TC — validity".
+    /// The rules of §3.4 "TC — validity", and FRTP.md §3.3's for the circuit words.
     pub fn validate(&self) -> Result<(), WireError> {
-        let bad = |field, value| Err(WireError::BadOption { field, value });
+        let bad = |field, value: u32| Err(WireError::BadOption { field, value: value.into() });
         if !(1..=65_535).contains(&self.data_port) {
             return bad("data_port", self.data_port);
         }
@@ -374,6 +436,16 @@ impl OptionBlock {
         }
         if self.reserved != 0 {
             return bad("reserved", self.reserved);
+        }
+        if let Some(c) = self.circuit {
+            // FRTP.md §3.3 TC: DATA is unicast, and at some rate. A rate above what the
+            // sender can honour is valid here; that sender refuses it (§2 step 3).
+            if c.data_ip.is_multicast() || c.data_ip.is_broadcast() {
+                return bad("data_ip", c.data_ip.into());
+            }
+            if c.rate_bps == 0 {
+                return Err(WireError::BadOption { field: "rate_bps", value: c.rate_bps });
+            }
         }
         Ok(())
     }
@@ -403,11 +475,23 @@ impl OptionBlock {
         ];
         for (i, (s, e)) in self.words().into_iter().zip(echo.words()).enumerate() {
             if !(2..=4).contains(&i) && s != e {
-                return Err(WireError::EchoMismatch { field: names[i], sent: s, echoed: e });
+                return Err(WireError::EchoMismatch { field: names[i], sent: s.into(), echoed: e.into() });
             }
         }
+        let circuit = |o: &OptionBlock| o.circuit.map_or((0, 0), |c| (u32::from(c.data_ip), c.rate_bps));
+        let ((sent_ip, sent_rate), (echoed_ip, echoed_rate)) = (circuit(self), circuit(echo));
+        if sent_ip != echoed_ip {
+            return Err(WireError::EchoMismatch { field: "data_ip", sent: sent_ip.into(), echoed: echoed_ip.into() });
+        }
+        if sent_rate != echoed_rate {
+            return Err(WireError::EchoMismatch { field: "rate_bps", sent: sent_rate, echoed: echoed_rate });
+        }
         if echo.pkt_size > self.pkt_size {
-            return Err(WireError::EchoMismatch { field: "pkt_size", sent: self.pkt_size, echoed: echo.pkt_size });
+            return Err(WireError::EchoMismatch {
+                field: "pkt_size",
+                sent: self.pkt_size.into(),
+                echoed: echo.pkt_size.into(),
+            });
         }
         Ok(())
     }

@@ -1,226 +1,20 @@
-//! SABUL sender and receiver over an in-memory pipe with a virtual clock (SABUL.md §2, §5,
-//! §6, §10): the control stream is a pair of byte queues with latency; the data path a
-//! datagram link with latency and seeded loss, reordering and duplication (the core's PRNG).
+//! SABUL sender and receiver over the in-memory pipe of `pair` with a virtual clock
+//! (SABUL.md §2, §5, §6, §10).
 
-use std::collections::VecDeque;
+mod pair;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use pair::{Impairment, Pair, StreamItem, CLEAN, R_ADDR, S_ADDR};
 use sabul::cc::SabulRate;
 use sabul::control_stream::{ControlDecoder, Decoded};
 use sabul::wire::{Control, DataPacket, OptionBlock};
 use sabul::{Event, Receiver, ReceiverConfig, Sender, SenderConfig, SessionError};
-use transfer::prng::{pattern, Xoshiro256};
+use transfer::prng::pattern;
 use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
 use transfer::transmit::Source;
-
-const S_ADDR: &str = "10.0.0.1:7000";
-const R_ADDR: &str = "10.0.0.2:7001";
-
-#[derive(Clone, Copy, Debug)]
-struct Impairment {
-    loss: f64,
-    reorder: f64,
-    duplicate: f64,
-}
-
-const CLEAN: Impairment = Impairment { loss: 0.0, reorder: 0.0, duplicate: 0.0 };
-
-enum StreamItem {
-    Bytes(Vec<u8>),
-    Fin,
-    Reset,
-}
-
-struct Pair {
-    now: Instant,
-    sender: Sender,
-    receiver: Receiver,
-    delay: Duration,
-    /// DATA in flight: (arrival, from, bytes).
-    data: Vec<(Instant, SocketAddr, Vec<u8>)>,
-    to_sender: VecDeque<(Instant, StreamItem)>,
-    to_receiver: VecDeque<(Instant, StreamItem)>,
-    rng: Xoshiro256,
-    imp: Impairment,
-    input: Vec<u8>,
-    offered: usize,
-    output: Vec<u8>,
-    sender_events: Vec<Event>,
-    receiver_events: Vec<Event>,
-    data_sent: u64,
-    duplicates_made: u64,
-    /// The receiver's frames as the sender reads them.
-    tap: ControlDecoder,
-    syn_total: u64,
-    steps: u64,
-}
-
-impl Pair {
-    fn new(input: Vec<u8>, imp: Impairment, seed: u64) -> Pair {
-        Pair::with(input, imp, seed, SenderConfig::default(), ReceiverConfig { data_port: 7001, ..Default::default() })
-    }
-
-    fn with(input: Vec<u8>, imp: Impairment, seed: u64, sc: SenderConfig, rc: ReceiverConfig) -> Pair {
-        let now = Instant::from_micros(1_000_000);
-        Pair {
-            now,
-            sender: Sender::new(sc, R_ADDR.parse().unwrap(), now),
-            receiver: Receiver::new(rc, S_ADDR.parse().unwrap(), now),
-            delay: Duration::from_millis(5),
-            data: Vec::new(),
-            to_sender: VecDeque::new(),
-            to_receiver: VecDeque::new(),
-            rng: Xoshiro256::seed_from_u64(seed),
-            imp,
-            input,
-            offered: 0,
-            output: Vec::new(),
-            sender_events: Vec::new(),
-            receiver_events: Vec::new(),
-            data_sent: 0,
-            duplicates_made: 0,
-            tap: ControlDecoder::sender(),
-            syn_total: 0,
-            steps: 0,
-        }
-    }
-
-    fn next_wakeup(&self) -> Option<Instant> {
-        if self.steps == 0 {
-            return Some(self.now); // the receiver's option block is queued from the start
-        }
-        [
-            self.sender.poll_timeout(),
-            self.receiver.poll_timeout(),
-            self.data.iter().map(|d| d.0).min(),
-            self.to_sender.front().map(|x| x.0),
-            self.to_receiver.front().map(|x| x.0),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-
-    fn step(&mut self) -> bool {
-        let Some(t) = self.next_wakeup() else { return false };
-        self.now = self.now.max(t);
-        let now = self.now;
-        self.steps += 1;
-        // deliver
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.data).into_iter().partition(|d| d.0 <= now);
-        self.data = later;
-        for (_, from, bytes) in due {
-            self.receiver.handle_datagram(now, from, &bytes);
-        }
-        while self.to_sender.front().is_some_and(|x| x.0 <= now) {
-            match self.to_sender.pop_front().unwrap().1 {
-                StreamItem::Bytes(b) => {
-                    for c in b.chunks(7) {
-                        self.sender.handle_control(now, c);
-                    }
-                }
-                StreamItem::Fin => self.sender.handle_control_closed(now, false),
-                StreamItem::Reset => self.sender.handle_control_closed(now, true),
-            }
-        }
-        while self.to_receiver.front().is_some_and(|x| x.0 <= now) {
-            match self.to_receiver.pop_front().unwrap().1 {
-                StreamItem::Bytes(b) => self.receiver.handle_control(now, &b),
-                StreamItem::Fin => self.receiver.handle_control_closed(now, false),
-                StreamItem::Reset => self.receiver.handle_control_closed(now, true),
-            }
-        }
-        self.sender.handle_timeout(now);
-        self.receiver.handle_timeout(now);
-        // application
-        while self.offered < self.input.len() {
-            let n = self.sender.send(&self.input[self.offered..]);
-            if n == 0 {
-                break;
-            }
-            self.offered += n;
-        }
-        if self.offered == self.input.len() {
-            self.sender.finish();
-        }
-        let mut buf = vec![0u8; 65_536];
-        loop {
-            let n = self.receiver.read(&mut buf);
-            if n == 0 {
-                break;
-            }
-            self.output.extend_from_slice(&buf[..n]);
-        }
-        // transmit
-        while let Some(t) = self.sender.poll_transmit(now, &mut buf) {
-            let bytes = buf[..t.size].to_vec();
-            match t.source {
-                Source::Control => self.to_receiver.push_back((now + self.delay, StreamItem::Bytes(bytes))),
-                Source::Data => {
-                    assert_eq!(t.destination, R_ADDR.parse().unwrap());
-                    self.data_sent += 1;
-                    self.send_datagram(now, bytes);
-                }
-            }
-        }
-        while let Some(t) = self.receiver.poll_transmit(now, &mut buf) {
-            assert_eq!(t.source, Source::Control);
-            let bytes = buf[..t.size].to_vec();
-            let mut c: &[u8] = &bytes;
-            while let Ok(Some(item)) = self.tap.decode(&mut c) {
-                if let Decoded::Frame(Control::Syn(n)) = item {
-                    self.syn_total += u64::from(n);
-                }
-            }
-            self.to_sender.push_back((now + self.delay, StreamItem::Bytes(bytes)));
-        }
-        while let Some(e) = self.sender.poll_event() {
-            if e == Event::ShutdownWrite {
-                self.to_receiver.push_back((now + self.delay, StreamItem::Fin));
-            }
-            self.sender_events.push(e);
-        }
-        while let Some(e) = self.receiver.poll_event() {
-            if e == Event::Finished {
-                self.to_sender.push_back((now + self.delay, StreamItem::Fin));
-            }
-            self.receiver_events.push(e);
-        }
-        true
-    }
-
-    fn send_datagram(&mut self, now: Instant, bytes: Vec<u8>) {
-        if self.rng.chance(self.imp.loss) {
-            return;
-        }
-        let mut at = now + self.delay;
-        if self.rng.chance(self.imp.reorder) {
-            at += Duration::from_micros(self.rng.below(3_000));
-        }
-        if self.rng.chance(self.imp.duplicate) {
-            self.duplicates_made += 1;
-            self.data.push((at + Duration::from_micros(100), S_ADDR.parse().unwrap(), bytes.clone()));
-        }
-        self.data.push((at, S_ADDR.parse().unwrap(), bytes));
-    }
-
-    /// Runs until both sides ended or `limit` of virtual time passed.
-    fn run(&mut self, limit: Duration) {
-        let end = self.now + limit;
-        while self.now < end && self.step() {
-            let done = |ev: &[Event]| ev.iter().any(|e| matches!(e, Event::Finished | Event::Aborted(_)));
-            if done(&self.sender_events) && done(&self.receiver_events) && self.receiver.is_drained() {
-                break;
-            }
-        }
-    }
-
-    fn finished(&self) -> bool {
-        self.sender_events.last() == Some(&Event::Finished) && self.receiver_events.last() == Some(&Event::Finished)
-    }
-}
 
 fn transfer(len: usize, imp: Impairment, seed: u64) -> Pair {
     let mut p = Pair::new(pattern(len, seed), imp, seed);
@@ -428,4 +222,22 @@ fn an_echo_lowering_the_packet_size_sets_the_data_size_and_err_limit() {
     let o = p.sender.options().unwrap();
     assert_eq!((o.pkt_size, o.payload_size, o.max_loss_length), (1024, 1020, 254));
     assert_eq!(p.data_sent, 50_000u64.div_ceil(1020));
+}
+
+#[test]
+fn finishing_with_nothing_outstanding_half_closes_without_any_feedback() {
+    // The application ends an empty input after the set-up, and the receiver stays silent:
+    // the sender's own timer must bring the half-close (§10.1 step 1).
+    let now = Instant::from_micros(1_000_000);
+    let mut s = Sender::new(SenderConfig::default(), R_ADDR.parse().unwrap(), now);
+    let mut b = Vec::new();
+    OptionBlock::new(7001, 7000, 1472).emit(&mut b);
+    s.handle_control(now, &b);
+    while s.poll_transmit(now, &mut [0u8; 64]).is_some() {}
+    assert_eq!(s.poll_event(), Some(Event::Connected));
+    s.finish();
+    let t = s.poll_timeout().expect("a timer for the half-close").max(now);
+    assert_eq!(t, now, "due at once");
+    s.handle_timeout(t);
+    assert_eq!(s.poll_event(), Some(Event::ShutdownWrite));
 }

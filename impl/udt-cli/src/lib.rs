@@ -3,7 +3,10 @@
 //! exit with the same statuses and write the same JSON-lines statistics.
 //!
 //! * [`exit`]: failures with their exit status, and the input/output files both tools open;
-//! * [`stats`]: the `--stats` lines' schema and where they go.
+//! * [`stats`]: the `--stats` lines' schema and where they go;
+//! * [`session`]: one session of SABUL's family (`sabul`, `frtp`) from the options to the
+//!   exit status.
 
 pub mod exit;
+pub mod session;
 pub mod stats;

@@ -3,12 +3,12 @@
 //! exit status and message. Every child runs under a time guard; nothing asserts on time.
 
 use std::io::{Read, Write};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 mod common;
 
-use common::{finish, free_port, s, tmpdir};
+use common::{command, finish, free_port, s, stderr_of, tmpdir};
 use prng::pattern;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sabul");
@@ -16,21 +16,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_sabul");
 const PAYLOAD: usize = 1468;
 
 fn sabul(args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    c
+    command(BIN, args)
 }
 
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A sender listening on a fresh loopback port; returns it with the address.
 fn listening_sender(args: &[&str]) -> (Child, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut a = vec!["send", "--listen", &addr];
-    a.extend_from_slice(args);
-    (sabul(&a).spawn().unwrap(), addr)
+    common::listening_sender(BIN, args)
 }
 
 /// Sends `data` from a file into a file, with `extra` options on both sides and `send_only` on

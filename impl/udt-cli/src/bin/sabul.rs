@@ -3,28 +3,19 @@
 //!
 //! The sender listens on TCP and waits for one receiver; the receiver connects, announces its
 //! UDP data port in its option block, and the data flows over UDP while ACK, ERR and SYN come
-//! back over the TCP connection (§1, §2). One thread per process drives the sans-IO
-//! [`sabul::Sender`] or [`sabul::Receiver`] through the family's I/O engine
-//! ([`udt::driver::Io`]); a second thread reads the input or writes the output, so that a slow
-//! disk or pipe never holds up the protocol's timers.
+//! back over the TCP connection (§1, §2). The session itself runs in [`udt_cli::session`],
+//! shared with `frtp`.
 
-use std::io::{self, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver as Rx, SyncSender, TryRecvError, TrySendError};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant as StdInstant};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use sabul::cc::{interval_for_rate, SabulRate, INITIAL_INTERVAL_US, MAX_INTERVAL_US, MIN_INTERVAL_US};
-use sabul::wire::{MAX_PKT_SIZE, MIN_PKT_SIZE};
-use sabul::{Event, Receiver, ReceiverConfig, Sender, SenderConfig, SessionError};
-use udt::driver::{BufferSizes, Clock, Io, UdpSocket, Wakeup};
-use udt_cli::exit::{
-    self, local_io, open_input, open_output, read_full, usage, Failure, Outcome, BROKEN, LOCAL_IO, SETUP,
-};
-use udt_cli::stats::{self, Counters, Meter, Role, Sink};
+use sabul::{ReceiverConfig, SenderConfig};
+use udt::driver::BufferSizes;
+use udt_cli::exit::{self, open_input, open_output, usage, Outcome};
+use udt_cli::session::{self, parse_addr, Common, RecvSetup, Report, SendSetup};
+use udt_cli::stats::Role;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -38,17 +29,6 @@ Examples:
 
 Exit status: 0 success, 2 usage error or bad address, 3 connection setup failed,
 4 local I/O error (input/output file, address not bindable), 5 session broken during the transfer.";
-
-/// IP and UDP headers: `--mss` is the IP packet, the SABUL packet is the UDP payload (§3.1).
-const IP_UDP_HEADERS: u32 = 28;
-/// Bytes moved between the I/O thread and the input or output thread at a time.
-const CHUNK: usize = 1 << 20;
-/// A received chunk goes to the output thread once it holds this much, or after this long.
-const FLUSH_BYTES: usize = 256 << 10;
-const FLUSH_AFTER: Duration = Duration::from_millis(5);
-/// How long `recv` keeps trying a sender that is not listening yet (§10.3: the echo is due
-/// within 10 s of connecting).
-const CONNECT_RETRY: Duration = Duration::from_secs(10);
 
 #[derive(Parser, Debug)]
 #[command(name = "sabul", version, about = "Send or receive data over SABUL (UDP data, TCP control)", after_help = EXAMPLES)]
@@ -116,140 +96,6 @@ struct RecvArgs {
     common: Common,
 }
 
-/// Options both sides share.
-#[derive(Args, Debug)]
-struct Common {
-    /// IP packet size in bytes: the SABUL packet (UDP payload) is N − 28 (§3.1; 60..=65535).
-    #[arg(long, value_name = "N", default_value_t = 1500)]
-    mss: u32,
-    /// Write JSON-lines statistics to PATH (`-` = standard output, or standard error when the
-    /// received data goes to standard output).
-    #[arg(long, value_name = "PATH")]
-    stats: Option<String>,
-    /// Statistics interval in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
-    stats_interval: u64,
-}
-
-impl Common {
-    /// The SABUL packet size for `--mss`.
-    fn pkt_size(&self) -> Result<u32, Failure> {
-        let pkt = self.mss.checked_sub(IP_UDP_HEADERS).filter(|p| (MIN_PKT_SIZE..=MAX_PKT_SIZE).contains(p));
-        pkt.ok_or_else(|| {
-            usage(format!(
-                "--mss {}: the SABUL packet (MSS − 28) must be {MIN_PKT_SIZE}..={MAX_PKT_SIZE} bytes",
-                self.mss
-            ))
-        })
-    }
-
-    fn sink(&self, stdout_busy: bool) -> Result<Option<Sink>, Failure> {
-        match &self.stats {
-            None => Ok(None),
-            Some(p) => Sink::open(p, stdout_busy)
-                .map(Some)
-                .map_err(|e| local_io(format!("cannot write statistics to {p:?}: {e} (check the path)"))),
-        }
-    }
-}
-
-fn parse_addr(s: &str, what: &str) -> Result<SocketAddr, Failure> {
-    udt::resolve_addr(s).map_err(|e| usage(format!("{what}: {e}")))
-}
-
-/// Waits shorter than this are spun rather than slept (`SABUL_SPIN_US`, default 50).
-fn spin() -> Duration {
-    Duration::from_micros(std::env::var("SABUL_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50))
-}
-
-/// The statistics of one session: a line every interval from the session's start, then the
-/// summary (`docs/cli.md`).
-struct Report {
-    sink: Option<Sink>,
-    role: Role,
-    interval: Duration,
-    start: Option<StdInstant>,
-    next: StdInstant,
-    meter: Meter,
-}
-
-impl Report {
-    fn new(sink: Option<Sink>, role: Role, interval_ms: u64) -> Report {
-        let interval = Duration::from_millis(interval_ms);
-        Report { sink, role, interval, start: None, next: StdInstant::now(), meter: Meter::default() }
-    }
-
-    fn started(&mut self) {
-        let now = StdInstant::now();
-        self.start = Some(now);
-        self.next = now + self.interval;
-    }
-
-    fn elapsed(&self) -> f64 {
-        self.start.map_or(0.0, |s| s.elapsed().as_secs_f64())
-    }
-
-    /// Writes a periodic line if one is due; `sample` gives the bytes and counters.
-    fn tick(&mut self, sample: impl FnOnce() -> (u64, Counters)) -> io::Result<()> {
-        let (Some(sink), Some(_)) = (self.sink.as_mut(), self.start) else { return Ok(()) };
-        let now = StdInstant::now();
-        if now < self.next {
-            return Ok(());
-        }
-        self.next = (self.next + self.interval).max(now);
-        let t = self.start.map_or(0.0, |s| s.elapsed().as_secs_f64());
-        let (bytes, counters) = sample();
-        let (bytes, mbps) = self.meter.rate(t, bytes);
-        sink.write_line(&stats::line("sabul", self.role, t, bytes, mbps, &counters, ""))
-    }
-
-    fn finish(&mut self, bytes: u64, counters: &Counters) -> Result<(), Failure> {
-        let secs = self.elapsed();
-        let Some(sink) = self.sink.as_mut() else { return Ok(()) };
-        let (mbps, extra) = stats::summary(bytes, secs, "");
-        let written = sink.write_line(&stats::line("sabul", self.role, secs, bytes, mbps, counters, &extra));
-        written.and_then(|()| sink.flush()).map_err(|e| local_io(format!("cannot write statistics: {e}")))
-    }
-}
-
-/// The exit status of a session error: before the session was set up, 3; after, 5.
-fn session_failure(e: &SessionError, connected: bool) -> Failure {
-    Failure { code: if connected { BROKEN } else { SETUP }, msg: e.to_string() }
-}
-
-/// Whether the error came from the control connection itself (then there is nothing to reset).
-fn from_control(e: &SessionError) -> bool {
-    matches!(e, SessionError::PeerClosed { reset: true, .. })
-}
-
-// ---------------------------------------------------------------------------------------------
-// sabul send
-
-/// The input thread's chunks, and the thread.
-type Reader = (Rx<io::Result<Vec<u8>>>, JoinHandle<()>);
-
-/// The input thread: reads `input` in [`CHUNK`]s into a channel (an empty chunk at the end, an
-/// error instead of a chunk if reading fails) and wakes the I/O thread after each.
-fn spawn_reader(mut input: std::fs::File, wakeup: Arc<Wakeup>) -> io::Result<Reader> {
-    let (tx, rx) = mpsc::sync_channel(4);
-    let thread = std::thread::Builder::new().name("sabul-input".into()).spawn(move || loop {
-        let mut buf = vec![0u8; CHUNK];
-        let r = read_full(&mut input, &mut buf).map(|n| {
-            buf.truncate(n);
-            buf
-        });
-        let last = !matches!(&r, Ok(b) if !b.is_empty());
-        if tx.send(r).is_err() {
-            return;
-        }
-        wakeup.kick();
-        if last {
-            return;
-        }
-    })?;
-    Ok((rx, thread))
-}
-
 fn send(a: SendArgs) -> Outcome {
     let pkt_size = a.common.pkt_size()?;
     let interval = |what: &str, rate: Option<f64>, default: f64| match rate {
@@ -265,288 +111,42 @@ fn send(a: SendArgs) -> Outcome {
     }
     let listen = parse_addr(&a.listen, "--listen")?;
     let input = open_input(&a.input)?;
-    let mut report = Report::new(a.common.sink(false)?, Role::Send, a.common.stats_interval);
+    let report = Report::new("sabul", a.common.sink(false)?, Role::Send, a.common.stats_interval);
 
-    let listener = TcpListener::bind(listen).map_err(|e| {
-        local_io(format!("cannot listen on {listen}: {e} (is the port in use, or the address not this host's?)"))
-    })?;
-    if let Ok(addr) = listener.local_addr() {
-        eprintln!("sabul send: listening on {addr}");
-    }
-    // One receiver per session (§2 step 4): the listener closes once it is accepted.
-    let (tcp, peer) = listener.accept().map_err(|e| local_io(format!("accepting on {listen} failed: {e}")))?;
-    drop(listener);
-    eprintln!("sabul send: accepted {peer}");
-    let local_ip = tcp.local_addr().map_err(|e| local_io(format!("control connection: {e}")))?.ip();
-    let udp = UdpSocket::bind(SocketAddr::new(local_ip, 0), BufferSizes { send: 8 << 20, recv: 1 << 20 })
-        .map_err(|e| local_io(format!("cannot bind a UDP data socket on {local_ip}: {e}")))?;
-
-    let clock = Clock::default();
     let controller =
         Arc::new(SabulRate::new(interval_us, a.slow_start == OnOff::On).with_limits(min_interval_us, max_interval_us));
-    let mut sender = Sender::new(SenderConfig { pkt_size, controller, ..SenderConfig::default() }, peer, clock.now());
-    let wakeup = Arc::new(Wakeup::new().map_err(|e| local_io(format!("cannot create an eventfd: {e}")))?);
-    let (chunks, reader) =
-        spawn_reader(input, wakeup.clone()).map_err(|e| local_io(format!("cannot start the input thread: {e}")))?;
-    let mut io = Io::new(udp, Some(tcp), spin()).map_err(|e| local_io(format!("control connection: {e}")))?;
-
-    let mut current = Vec::new();
-    let mut offset = 0;
-    let mut input_done = false;
-    let mut connected = false;
-    let mut shutdown_pending = false;
-    let mut outcome: Option<Outcome> = None;
-    let counters = |s: &Sender| {
-        let st = s.stats();
-        let cc = s.controller().get();
-        Counters {
-            flow_window: s.options().map_or(0, |o| u64::from(o.recv_flag_size)),
-            cwnd: cc.window(),
-            period_us: cc.pacing_period_us(),
-            losses: st.losses,
-            retrans: st.retrans,
-            pkts_sent: st.pkts_sent,
-            acks_recv: st.acks_recv,
-            naks_recv: st.errs_recv,
-            ..Counters::default()
-        }
-    };
-    let run = io.run(&mut sender, &clock, &wakeup, |s, io| {
-        // The application's bytes, as far as the send buffer takes them.
-        while !input_done && s.has_room() {
-            if offset == current.len() {
-                match chunks.try_recv() {
-                    Ok(Ok(chunk)) if chunk.is_empty() => {
-                        input_done = true;
-                        s.finish();
-                        break;
-                    }
-                    Ok(Ok(chunk)) => (current, offset) = (chunk, 0),
-                    Ok(Err(e)) => {
-                        io.abort_control();
-                        outcome = Some(Err(local_io(format!("reading input {:?} failed: {e}", a.input))));
-                        return true;
-                    }
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        io.abort_control();
-                        outcome = Some(Err(local_io("internal error: the input thread ended early")));
-                        return true;
-                    }
-                }
-            }
-            let n = s.send(&current[offset..]);
-            offset += n;
-            if n == 0 {
-                break;
-            }
-        }
-        while let Some(event) = s.poll_event() {
-            match event {
-                Event::Connected => {
-                    connected = true;
-                    report.started();
-                    eprintln!("sabul send: session set up, sending to {peer}");
-                }
-                Event::ShutdownWrite => shutdown_pending = true,
-                Event::Finished => {
-                    outcome = Some(Ok(()));
-                    return true;
-                }
-                Event::Aborted(e) => {
-                    if !from_control(&e) {
-                        io.abort_control();
-                    }
-                    outcome = Some(Err(session_failure(&e, connected)));
-                    return true;
-                }
-            }
-        }
-        // §10.1: the FIN goes once everything queued for the receiver is written.
-        if shutdown_pending && io.shutdown_control().unwrap_or(true) {
-            shutdown_pending = false;
-        }
-        if let Err(e) = report.tick(|| (s.bytes_acked(), counters(s))) {
-            io.abort_control();
-            outcome = Some(Err(local_io(format!("cannot write statistics: {e}"))));
-            return true;
-        }
-        false
-    });
-    drop(chunks); // the input thread, blocked on a full channel, ends
-    drop(reader);
-    run.map_err(|e| Failure { code: BROKEN, msg: format!("socket error: {e}") })?;
-    outcome.unwrap_or(Ok(()))?;
-    report.finish(sender.bytes_acked(), &counters(&sender))?;
-    eprintln!("sabul send: sent {} bytes, all acknowledged", sender.bytes_acked());
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// sabul recv
-
-/// Where chunks go to the output thread, where its spent buffers come back, and the thread.
-type Writer = (SyncSender<Vec<u8>>, Rx<Vec<u8>>, JoinHandle<io::Result<()>>);
-
-/// The output thread: writes each chunk, counts the bytes written, hands the buffer back for
-/// reuse and wakes the I/O thread (which may be waiting for room). Returns the first error.
-fn spawn_writer(
-    mut output: Box<dyn Write + Send>,
-    delivered: Arc<AtomicU64>,
-    wakeup: Arc<Wakeup>,
-) -> io::Result<Writer> {
-    let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(4);
-    let (back_tx, back) = mpsc::channel();
-    let thread = std::thread::Builder::new().name("sabul-output".into()).spawn(move || {
-        let result = (|| {
-            for chunk in rx {
-                output.write_all(&chunk)?;
-                delivered.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                let _ = back_tx.send(chunk);
-                wakeup.kick();
-            }
-            output.flush()
-        })();
-        wakeup.kick();
-        result
-    })?;
-    Ok((tx, back, thread))
-}
-
-/// Connects to the sender, retrying for a while if it is not listening yet.
-fn connect(addr: SocketAddr) -> Result<TcpStream, Failure> {
-    let deadline = StdInstant::now() + CONNECT_RETRY;
-    loop {
-        match TcpStream::connect_timeout(&addr, CONNECT_RETRY) {
-            // Retrying a local port nobody listens on, the kernel may pick that very port as
-            // ours: a TCP self-connection (simultaneous open). That is not the sender.
-            Ok(s) if s.local_addr().ok() == Some(addr) => {
-                drop(s);
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Ok(s) => return Ok(s),
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && StdInstant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => {
-                return Err(Failure {
-                    code: SETUP,
-                    msg: format!("cannot connect to {addr}: {e} (is `sabul send --listen {addr}` running there?)"),
-                })
-            }
-        }
-    }
+    session::send(SendSetup {
+        stack: "sabul",
+        listen,
+        input,
+        input_path: a.input,
+        report,
+        config: SenderConfig { pkt_size, controller, ..SenderConfig::default() },
+        udp_buffers: BufferSizes { send: 8 << 20, recv: 1 << 20 },
+        data_on_control_ip: true,
+    })
 }
 
 fn recv(a: RecvArgs) -> Outcome {
     let pkt_size = a.common.pkt_size()?;
     let addr = parse_addr(&a.connect, "--connect")?;
     let output = open_output(&a.output)?;
-    let mut report = Report::new(a.common.sink(a.output == "-")?, Role::Recv, a.common.stats_interval);
-
-    let tcp = connect(addr)?;
-    let local_ip = tcp.local_addr().map_err(|e| local_io(format!("control connection: {e}")))?.ip();
-    let peer = tcp.peer_addr().map_err(|e| Failure { code: SETUP, msg: format!("control connection: {e}") })?;
-    let udp = UdpSocket::bind(SocketAddr::new(local_ip, a.data_port), BufferSizes { send: 1 << 20, recv: 32 << 20 })
-        .map_err(|e| {
-            local_io(format!(
-                "cannot bind the UDP data port {local_ip}:{}: {e} (pick another --data-port)",
-                a.data_port
-            ))
-        })?;
-    let data_port = udp.local_addr().port();
-    eprintln!("sabul recv: connected to {peer}, data port {data_port}");
-
-    let clock = Clock::default();
-    let config = ReceiverConfig { data_port, ctrl_port: addr.port(), pkt_size, ..ReceiverConfig::default() };
-    let mut receiver = Receiver::new(config, peer, clock.now());
-    let wakeup = Arc::new(Wakeup::new().map_err(|e| local_io(format!("cannot create an eventfd: {e}")))?);
-    let delivered = Arc::new(AtomicU64::new(0));
-    let (to_writer, spare, writer) = spawn_writer(output, delivered.clone(), wakeup.clone())
-        .map_err(|e| local_io(format!("cannot start the output thread: {e}")))?;
-    let mut io = Io::new(udp, Some(tcp), spin()).map_err(|e| local_io(format!("control connection: {e}")))?;
-
-    let mut chunk: Vec<u8> = vec![0; CHUNK];
-    let mut fill = 0;
-    let mut last_flush = StdInstant::now();
-    let mut connected = false;
-    let mut ended = false;
-    let mut outcome: Option<Outcome> = None;
-    let counters = |r: &Receiver| {
-        let st = r.stats();
-        Counters {
-            rtt_ms: r.rtt().as_secs_f64() * 1e3,
-            flow_window: u64::from(r.recv_flag_size()),
-            losses: st.losses,
-            pkts_recv: st.datagrams,
-            acks_sent: st.acks_sent,
-            naks_sent: st.errs_sent,
-            ..Counters::default()
-        }
-    };
-    let run = io.run(&mut receiver, &clock, &wakeup, |r, io| {
-        while let Some(event) = r.poll_event() {
-            match event {
-                Event::Connected => {
-                    connected = true;
-                    report.started();
-                }
-                Event::Finished => ended = true,
-                Event::Aborted(e) => {
-                    if !from_control(&e) {
-                        io.abort_control();
-                    }
-                    ended = true;
-                    outcome = Some(Err(session_failure(&e, connected)));
-                }
-                Event::ShutdownWrite => {}
-            }
-        }
-        // Everything delivered goes to the output thread, a chunk at a time; when it is
-        // behind, the receive buffer holds the rest (and fills, and drops: §6 step 2).
-        loop {
-            fill += r.read(&mut chunk[fill..]);
-            let due = fill >= FLUSH_BYTES || (fill > 0 && (ended || last_flush.elapsed() >= FLUSH_AFTER));
-            if !due {
-                break;
-            }
-            chunk.truncate(fill);
-            let next = spare.try_recv().unwrap_or_default();
-            match to_writer.try_send(std::mem::replace(&mut chunk, next)) {
-                Ok(()) => {}
-                Err(TrySendError::Full(back)) => {
-                    chunk = back;
-                    chunk.resize(CHUNK, 0);
-                    break;
-                }
-                Err(TrySendError::Disconnected(_)) => {
-                    io.abort_control();
-                    outcome.get_or_insert(Err(local_io("the output thread ended: writing the output failed")));
-                    return true;
-                }
-            }
-            chunk.resize(CHUNK, 0);
-            fill = 0;
-            last_flush = StdInstant::now();
-        }
-        if let Err(e) = report.tick(|| (delivered.load(Ordering::Relaxed), counters(r))) {
-            io.abort_control();
-            outcome = Some(Err(local_io(format!("cannot write statistics: {e}"))));
-            return true;
-        }
-        ended && fill == 0 && r.is_drained()
-    });
-    drop(to_writer);
-    let written = writer.join().map_err(|_| local_io("internal error: the output thread panicked"))?;
-    run.map_err(|e| Failure { code: BROKEN, msg: format!("socket error: {e}") })?;
-    written.map_err(|e| Failure { code: LOCAL_IO, msg: format!("writing output {:?} failed: {e}", a.output) })?;
-    let total = delivered.load(Ordering::Relaxed);
-    if let Some(Err(f)) = outcome {
-        return Err(Failure { msg: format!("{} ({total} bytes written)", f.msg), ..f });
-    }
-    report.finish(total, &counters(&receiver))?;
-    eprintln!("sabul recv: received {total} bytes");
-    Ok(())
+    let report = Report::new("sabul", a.common.sink(a.output == "-")?, Role::Recv, a.common.stats_interval);
+    session::recv(RecvSetup {
+        stack: "sabul",
+        connect: addr,
+        output,
+        output_path: a.output,
+        report,
+        udp_buffers: BufferSizes { send: 1 << 20, recv: 32 << 20 },
+        data_bind: SocketAddr::from(([0, 0, 0, 0], a.data_port)),
+        config: Box::new(move |data, ctrl_port| ReceiverConfig {
+            data_port: data.port(),
+            ctrl_port,
+            pkt_size,
+            ..ReceiverConfig::default()
+        }),
+    })
 }
 
 fn main() -> std::process::ExitCode {
@@ -560,6 +160,7 @@ fn main() -> std::process::ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sabul::wire::{MAX_PKT_SIZE, MIN_PKT_SIZE};
 
     #[test]
     fn mss_is_the_ip_packet_and_bounded_by_the_spec() {

@@ -5,7 +5,7 @@
 
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 pub fn free_port() -> u16 {
@@ -37,4 +37,23 @@ pub fn finish(child: Child, secs: u64) -> Output {
 
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+/// `bin` with `args`, no stdin, stdout and stderr captured.
+pub fn command(bin: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(bin);
+    c.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+pub fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A `bin send` (sabul, frtp) listening on a fresh loopback port; returns it with the address.
+pub fn listening_sender(bin: &str, args: &[&str]) -> (Child, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut a = vec!["send", "--listen", &addr];
+    a.extend_from_slice(args);
+    (command(bin, &a).spawn().unwrap(), addr)
 }

@@ -1,0 +1,482 @@
+//! One session of SABUL's family from the command line: what `sabul` and `frtp` share
+//! (`docs/cli.md`). A binary parses its options into a [`SendSetup`] or [`RecvSetup`]; [`send`]
+//! and [`recv`] then run the session: one thread drives the sans-IO [`sabul::Sender`] or
+//! [`sabul::Receiver`] through the family's I/O engine ([`udt::driver::Io`]), a second reads
+//! the input or writes the output, so that a slow disk or pipe never holds up the protocol's
+//! timers.
+
+use std::io::{self, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver as Rx, SyncSender, TryRecvError, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant as StdInstant};
+
+use clap::Args;
+use sabul::wire::{MAX_PKT_SIZE, MIN_PKT_SIZE};
+use sabul::{Event, Receiver, ReceiverConfig, Sender, SenderConfig, SessionError};
+use udt::driver::{BufferSizes, Clock, Io, UdpSocket, Wakeup};
+
+use crate::exit::{local_io, read_full, usage, Failure, Outcome, BROKEN, LOCAL_IO, SETUP};
+use crate::stats::{self, Counters, Meter, Role, Sink};
+
+/// IP and UDP headers: `--mss` is the IP packet, the SABUL packet is the UDP payload
+/// (SABUL.md §3.1).
+const IP_UDP_HEADERS: u32 = 28;
+/// Bytes moved between the I/O thread and the input or output thread at a time.
+const CHUNK: usize = 1 << 20;
+/// A received chunk goes to the output thread once it holds this much, or after this long.
+const FLUSH_BYTES: usize = 256 << 10;
+const FLUSH_AFTER: Duration = Duration::from_millis(5);
+/// How long `recv` keeps trying a sender that is not listening yet (§10.3: the echo is due
+/// within 10 s of connecting).
+const CONNECT_RETRY: Duration = Duration::from_secs(10);
+
+/// Options both sides share.
+#[derive(Args, Debug)]
+pub struct Common {
+    /// IP packet size in bytes: the SABUL packet (UDP payload) is N − 28 (SABUL.md §3.1;
+    /// 60..=65535).
+    #[arg(long, value_name = "N", default_value_t = 1500)]
+    pub mss: u32,
+    /// Write JSON-lines statistics to PATH (`-` = standard output, or standard error when the
+    /// received data goes to standard output).
+    #[arg(long, value_name = "PATH")]
+    pub stats: Option<String>,
+    /// Statistics interval in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stats_interval: u64,
+}
+
+impl Common {
+    /// The SABUL packet size for `--mss`.
+    pub fn pkt_size(&self) -> Result<u32, Failure> {
+        let pkt = self.mss.checked_sub(IP_UDP_HEADERS).filter(|p| (MIN_PKT_SIZE..=MAX_PKT_SIZE).contains(p));
+        pkt.ok_or_else(|| {
+            usage(format!(
+                "--mss {}: the SABUL packet (MSS − 28) must be {MIN_PKT_SIZE}..={MAX_PKT_SIZE} bytes",
+                self.mss
+            ))
+        })
+    }
+
+    pub fn sink(&self, stdout_busy: bool) -> Result<Option<Sink>, Failure> {
+        match &self.stats {
+            None => Ok(None),
+            Some(p) => Sink::open(p, stdout_busy)
+                .map(Some)
+                .map_err(|e| local_io(format!("cannot write statistics to {p:?}: {e} (check the path)"))),
+        }
+    }
+}
+
+/// `ADDR:PORT` (a name resolves) for option `what`.
+pub fn parse_addr(s: &str, what: &str) -> Result<SocketAddr, Failure> {
+    udt::resolve_addr(s).map_err(|e| usage(format!("{what}: {e}")))
+}
+
+/// Waits shorter than this are spun rather than slept (`SABUL_SPIN_US`, default 50).
+pub fn spin() -> Duration {
+    Duration::from_micros(std::env::var("SABUL_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(50))
+}
+
+/// The statistics of one session: a line every interval from the session's start, then the
+/// summary (`docs/cli.md`).
+pub struct Report {
+    stack: &'static str,
+    sink: Option<Sink>,
+    role: Role,
+    interval: Duration,
+    start: Option<StdInstant>,
+    next: StdInstant,
+    meter: Meter,
+}
+
+impl Report {
+    pub fn new(stack: &'static str, sink: Option<Sink>, role: Role, interval_ms: u64) -> Report {
+        let interval = Duration::from_millis(interval_ms);
+        Report { stack, sink, role, interval, start: None, next: StdInstant::now(), meter: Meter::default() }
+    }
+
+    fn started(&mut self) {
+        let now = StdInstant::now();
+        self.start = Some(now);
+        self.next = now + self.interval;
+    }
+
+    fn elapsed(&self) -> f64 {
+        self.start.map_or(0.0, |s| s.elapsed().as_secs_f64())
+    }
+
+    /// Writes a periodic line if one is due; `sample` gives the bytes and counters.
+    fn tick(&mut self, sample: impl FnOnce() -> (u64, Counters)) -> io::Result<()> {
+        let (Some(sink), Some(_)) = (self.sink.as_mut(), self.start) else { return Ok(()) };
+        let now = StdInstant::now();
+        if now < self.next {
+            return Ok(());
+        }
+        self.next = (self.next + self.interval).max(now);
+        let t = self.start.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        let (bytes, counters) = sample();
+        let (bytes, mbps) = self.meter.rate(t, bytes);
+        sink.write_line(&stats::line(self.stack, self.role, t, bytes, mbps, &counters, ""))
+    }
+
+    fn finish(&mut self, bytes: u64, counters: &Counters) -> Result<(), Failure> {
+        let secs = self.elapsed();
+        let Some(sink) = self.sink.as_mut() else { return Ok(()) };
+        let (mbps, extra) = stats::summary(bytes, secs, "");
+        let written = sink.write_line(&stats::line(self.stack, self.role, secs, bytes, mbps, counters, &extra));
+        written.and_then(|()| sink.flush()).map_err(|e| local_io(format!("cannot write statistics: {e}")))
+    }
+}
+
+/// The exit status of a session error: before the session was set up, 3; after, 5.
+fn session_failure(e: &SessionError, connected: bool) -> Failure {
+    Failure { code: if connected { BROKEN } else { SETUP }, msg: e.to_string() }
+}
+
+/// Whether the error came from the control connection itself (then there is nothing to reset).
+fn from_control(e: &SessionError) -> bool {
+    matches!(e, SessionError::PeerClosed { reset: true, .. })
+}
+
+/// The input thread's chunks, and the thread.
+type Reader = (Rx<io::Result<Vec<u8>>>, JoinHandle<()>);
+
+/// The input thread: reads `input` in [`CHUNK`]s into a channel (an empty chunk at the end, an
+/// error instead of a chunk if reading fails) and wakes the I/O thread after each.
+fn spawn_reader(stack: &str, mut input: std::fs::File, wakeup: Arc<Wakeup>) -> io::Result<Reader> {
+    let (tx, rx) = mpsc::sync_channel(4);
+    let thread = std::thread::Builder::new().name(format!("{stack}-input")).spawn(move || loop {
+        let mut buf = vec![0u8; CHUNK];
+        let r = read_full(&mut input, &mut buf).map(|n| {
+            buf.truncate(n);
+            buf
+        });
+        let last = !matches!(&r, Ok(b) if !b.is_empty());
+        if tx.send(r).is_err() {
+            return;
+        }
+        wakeup.kick();
+        if last {
+            return;
+        }
+    })?;
+    Ok((rx, thread))
+}
+
+/// What a binary decides for its sender; [`send`] does the rest.
+pub struct SendSetup {
+    /// `sabul` or `frtp`: in messages, thread names and the stats lines' `stack`.
+    pub stack: &'static str,
+    pub listen: SocketAddr,
+    pub input: std::fs::File,
+    /// `--input` as given, for messages.
+    pub input_path: String,
+    pub report: Report,
+    pub config: SenderConfig,
+    pub udp_buffers: BufferSizes,
+    /// Bind the data socket to the control connection's local address (SABUL: one
+    /// interface), or to any (FRTP: DATA leaves by the circuit, FRTP.md §1).
+    pub data_on_control_ip: bool,
+}
+
+/// Listens, accepts one receiver and sends the input (SABUL.md §2, §5, §10.1): one thread
+/// drives the sender through [`Io`], a second reads the input.
+pub fn send(s: SendSetup) -> Outcome {
+    let (stack, listen, input_path) = (s.stack, s.listen, s.input_path);
+    let mut report = s.report;
+    let listener = TcpListener::bind(listen).map_err(|e| {
+        local_io(format!("cannot listen on {listen}: {e} (is the port in use, or the address not this host's?)"))
+    })?;
+    if let Ok(addr) = listener.local_addr() {
+        eprintln!("{stack} send: listening on {addr}");
+    }
+    // One receiver per session (§2 step 4): the listener closes once it is accepted.
+    let (tcp, peer) = listener.accept().map_err(|e| local_io(format!("accepting on {listen} failed: {e}")))?;
+    drop(listener);
+    eprintln!("{stack} send: accepted {peer}");
+    let local_ip = tcp.local_addr().map_err(|e| local_io(format!("control connection: {e}")))?.ip();
+    let data_ip = if s.data_on_control_ip { local_ip } else { IpAddr::from(Ipv4Addr::UNSPECIFIED) };
+    let udp = UdpSocket::bind(SocketAddr::new(data_ip, 0), s.udp_buffers)
+        .map_err(|e| local_io(format!("cannot bind a UDP data socket on {data_ip}: {e}")))?;
+
+    let clock = Clock::default();
+    let mut sender = Sender::new(s.config, peer, clock.now());
+    let wakeup = Arc::new(Wakeup::new().map_err(|e| local_io(format!("cannot create an eventfd: {e}")))?);
+    let (chunks, reader) = spawn_reader(stack, s.input, wakeup.clone())
+        .map_err(|e| local_io(format!("cannot start the input thread: {e}")))?;
+    let mut io = Io::new(udp, Some(tcp), spin()).map_err(|e| local_io(format!("control connection: {e}")))?;
+
+    let mut current = Vec::new();
+    let mut offset = 0;
+    let mut input_done = false;
+    let mut connected = false;
+    let mut shutdown_pending = false;
+    let mut outcome: Option<Outcome> = None;
+    let counters = |s: &Sender| {
+        let st = s.stats();
+        let cc = s.controller().get();
+        Counters {
+            flow_window: s.options().map_or(0, |o| u64::from(o.recv_flag_size)),
+            cwnd: cc.window(),
+            period_us: cc.pacing_period_us(),
+            losses: st.losses,
+            retrans: st.retrans,
+            pkts_sent: st.pkts_sent,
+            acks_recv: st.acks_recv,
+            naks_recv: st.errs_recv,
+            ..Counters::default()
+        }
+    };
+    let run = io.run(&mut sender, &clock, &wakeup, |s, io| {
+        // The application's bytes, as far as the send buffer takes them.
+        while !input_done && s.has_room() {
+            if offset == current.len() {
+                match chunks.try_recv() {
+                    Ok(Ok(chunk)) if chunk.is_empty() => {
+                        input_done = true;
+                        s.finish();
+                        break;
+                    }
+                    Ok(Ok(chunk)) => (current, offset) = (chunk, 0),
+                    Ok(Err(e)) => {
+                        io.abort_control();
+                        outcome = Some(Err(local_io(format!("reading input {input_path:?} failed: {e}"))));
+                        return true;
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        io.abort_control();
+                        outcome = Some(Err(local_io("internal error: the input thread ended early")));
+                        return true;
+                    }
+                }
+            }
+            let n = s.send(&current[offset..]);
+            offset += n;
+            if n == 0 {
+                break;
+            }
+        }
+        while let Some(event) = s.poll_event() {
+            match event {
+                Event::Connected => {
+                    connected = true;
+                    report.started();
+                    eprintln!("{stack} send: session set up, sending to {peer}");
+                }
+                Event::ShutdownWrite => shutdown_pending = true,
+                Event::Finished => {
+                    outcome = Some(Ok(()));
+                    return true;
+                }
+                Event::Aborted(e) => {
+                    if !from_control(&e) {
+                        io.abort_control();
+                    }
+                    outcome = Some(Err(session_failure(&e, connected)));
+                    return true;
+                }
+            }
+        }
+        // §10.1: the FIN goes once everything queued for the receiver is written.
+        if shutdown_pending && io.shutdown_control().unwrap_or(true) {
+            shutdown_pending = false;
+        }
+        if let Err(e) = report.tick(|| (s.bytes_acked(), counters(s))) {
+            io.abort_control();
+            outcome = Some(Err(local_io(format!("cannot write statistics: {e}"))));
+            return true;
+        }
+        false
+    });
+    drop(chunks); // the input thread, blocked on a full channel, ends
+    drop(reader);
+    run.map_err(|e| Failure { code: BROKEN, msg: format!("socket error: {e}") })?;
+    outcome.unwrap_or(Ok(()))?;
+    report.finish(sender.bytes_acked(), &counters(&sender))?;
+    eprintln!("{stack} send: sent {} bytes, all acknowledged", sender.bytes_acked());
+    Ok(())
+}
+
+/// Where chunks go to the output thread, where its spent buffers come back, and the thread.
+type Writer = (SyncSender<Vec<u8>>, Rx<Vec<u8>>, JoinHandle<io::Result<()>>);
+
+/// The output thread: writes each chunk, counts the bytes written, hands the buffer back for
+/// reuse and wakes the I/O thread (which may be waiting for room). Returns the first error.
+fn spawn_writer(
+    stack: &str,
+    mut output: Box<dyn Write + Send>,
+    delivered: Arc<AtomicU64>,
+    wakeup: Arc<Wakeup>,
+) -> io::Result<Writer> {
+    let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(4);
+    let (back_tx, back) = mpsc::channel();
+    let thread = std::thread::Builder::new().name(format!("{stack}-output")).spawn(move || {
+        let result = (|| {
+            for chunk in rx {
+                output.write_all(&chunk)?;
+                delivered.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                let _ = back_tx.send(chunk);
+                wakeup.kick();
+            }
+            output.flush()
+        })();
+        wakeup.kick();
+        result
+    })?;
+    Ok((tx, back, thread))
+}
+
+/// Connects to the sender, retrying for a while if it is not listening yet.
+fn connect(stack: &str, addr: SocketAddr) -> Result<TcpStream, Failure> {
+    let deadline = StdInstant::now() + CONNECT_RETRY;
+    loop {
+        match TcpStream::connect_timeout(&addr, CONNECT_RETRY) {
+            // Retrying a local port nobody listens on, the kernel may pick that very port as
+            // ours: a TCP self-connection (simultaneous open). That is not the sender.
+            Ok(s) if s.local_addr().ok() == Some(addr) => {
+                drop(s);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && StdInstant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => {
+                return Err(Failure {
+                    code: SETUP,
+                    msg: format!("cannot connect to {addr}: {e} (is `{stack} send --listen {addr}` running there?)"),
+                })
+            }
+        }
+    }
+}
+
+/// What a binary decides for its receiver; [`recv`] does the rest.
+pub struct RecvSetup {
+    pub stack: &'static str,
+    /// The sender's control address.
+    pub connect: SocketAddr,
+    pub output: Box<dyn Write + Send>,
+    /// `--output` as given, for messages.
+    pub output_path: String,
+    pub report: Report,
+    pub udp_buffers: BufferSizes,
+    /// The data socket's address; an unspecified IP is the control connection's local one.
+    pub data_bind: SocketAddr,
+    /// The receiver's settings, from the bound data address and the sender's control port.
+    pub config: Box<dyn FnOnce(SocketAddr, u16) -> ReceiverConfig>,
+}
+
+/// Connects to the sender and writes what arrives to the output (SABUL.md §2, §6, §10): one
+/// thread drives the receiver through [`Io`], a second writes the output.
+pub fn recv(r: RecvSetup) -> Outcome {
+    let (stack, addr) = (r.stack, r.connect);
+    let mut report = r.report;
+    let tcp = connect(stack, addr)?;
+    let local_ip = tcp.local_addr().map_err(|e| local_io(format!("control connection: {e}")))?.ip();
+    let peer = tcp.peer_addr().map_err(|e| Failure { code: SETUP, msg: format!("control connection: {e}") })?;
+    let mut bind = r.data_bind;
+    if bind.ip().is_unspecified() {
+        bind.set_ip(local_ip);
+    }
+    let udp = UdpSocket::bind(bind, r.udp_buffers).map_err(|e| {
+        local_io(format!("cannot bind the UDP data socket {bind}: {e} (is the address this host's, the port free?)"))
+    })?;
+    let data = udp.local_addr();
+    eprintln!("{stack} recv: connected to {peer}, data on {data}");
+
+    let clock = Clock::default();
+    let mut receiver = Receiver::new((r.config)(data, addr.port()), peer, clock.now());
+    let wakeup = Arc::new(Wakeup::new().map_err(|e| local_io(format!("cannot create an eventfd: {e}")))?);
+    let delivered = Arc::new(AtomicU64::new(0));
+    let (to_writer, spare, writer) = spawn_writer(stack, r.output, delivered.clone(), wakeup.clone())
+        .map_err(|e| local_io(format!("cannot start the output thread: {e}")))?;
+    let mut io = Io::new(udp, Some(tcp), spin()).map_err(|e| local_io(format!("control connection: {e}")))?;
+
+    let mut chunk: Vec<u8> = vec![0; CHUNK];
+    let mut fill = 0;
+    let mut last_flush = StdInstant::now();
+    let mut connected = false;
+    let mut ended = false;
+    let mut outcome: Option<Outcome> = None;
+    let counters = |r: &Receiver| {
+        let st = r.stats();
+        Counters {
+            rtt_ms: r.rtt().as_secs_f64() * 1e3,
+            flow_window: u64::from(r.recv_flag_size()),
+            losses: st.losses,
+            pkts_recv: st.datagrams,
+            acks_sent: st.acks_sent,
+            naks_sent: st.errs_sent,
+            ..Counters::default()
+        }
+    };
+    let run = io.run(&mut receiver, &clock, &wakeup, |r, io| {
+        while let Some(event) = r.poll_event() {
+            match event {
+                Event::Connected => {
+                    connected = true;
+                    report.started();
+                }
+                Event::Finished => ended = true,
+                Event::Aborted(e) => {
+                    if !from_control(&e) {
+                        io.abort_control();
+                    }
+                    ended = true;
+                    outcome = Some(Err(session_failure(&e, connected)));
+                }
+                Event::ShutdownWrite => {}
+            }
+        }
+        // Everything delivered goes to the output thread, a chunk at a time; when it is
+        // behind, the receive buffer holds the rest (and fills, and drops: §6 step 2).
+        loop {
+            fill += r.read(&mut chunk[fill..]);
+            let due = fill >= FLUSH_BYTES || (fill > 0 && (ended || last_flush.elapsed() >= FLUSH_AFTER));
+            if !due {
+                break;
+            }
+            chunk.truncate(fill);
+            let next = spare.try_recv().unwrap_or_default();
+            match to_writer.try_send(std::mem::replace(&mut chunk, next)) {
+                Ok(()) => {}
+                Err(TrySendError::Full(back)) => {
+                    chunk = back;
+                    chunk.resize(CHUNK, 0);
+                    break;
+                }
+                Err(TrySendError::Disconnected(_)) => {
+                    io.abort_control();
+                    outcome.get_or_insert(Err(local_io("the output thread ended: writing the output failed")));
+                    return true;
+                }
+            }
+            chunk.resize(CHUNK, 0);
+            fill = 0;
+            last_flush = StdInstant::now();
+        }
+        if let Err(e) = report.tick(|| (delivered.load(Ordering::Relaxed), counters(r))) {
+            io.abort_control();
+            outcome = Some(Err(local_io(format!("cannot write statistics: {e}"))));
+            return true;
+        }
+        ended && fill == 0 && r.is_drained()
+    });
+    drop(to_writer);
+    let written = writer.join().map_err(|_| local_io("internal error: the output thread panicked"))?;
+    run.map_err(|e| Failure { code: BROKEN, msg: format!("socket error: {e}") })?;
+    written.map_err(|e| Failure { code: LOCAL_IO, msg: format!("writing output {:?} failed: {e}", r.output_path) })?;
+    let total = delivered.load(Ordering::Relaxed);
+    if let Some(Err(f)) = outcome {
+        return Err(Failure { msg: format!("{} ({total} bytes written)", f.msg), ..f });
+    }
+    report.finish(total, &counters(&receiver))?;
+    eprintln!("{stack} recv: received {total} bytes");
+    Ok(())
+}
