@@ -226,9 +226,22 @@ impl Sender {
         let payload = b.payload_size();
         let room = (b.free_packets() * payload + payload - 1).saturating_sub(self.pending.len());
         let take = data.len().min(room);
-        self.pending.extend_from_slice(&data[..take]);
-        self.flush_pending();
         self.bytes_taken += take as u64;
+        let mut rest = &data[..take];
+        if !self.pending.is_empty() {
+            // Complete what waits to whole packets first, so that the stream stays in order.
+            let need = ((payload - self.pending.len() % payload) % payload).min(rest.len());
+            self.pending.extend_from_slice(&rest[..need]);
+            rest = &rest[need..];
+            self.flush_pending();
+            if !self.pending.is_empty() {
+                self.pending.extend_from_slice(rest);
+                return take;
+            }
+        }
+        // Whole packets go into the buffer straight from the caller's bytes; only a tail waits.
+        let pushed = self.push_data(rest, false);
+        self.pending.extend_from_slice(&rest[pushed..]);
         take
     }
 
