@@ -303,7 +303,7 @@ pub fn send(s: SendSetup) -> Outcome {
 }
 
 /// Where chunks go to the output thread, where its spent buffers come back, and the thread.
-type Writer = (SyncSender<Vec<u8>>, Rx<Vec<u8>>, JoinHandle<io::Result<()>>);
+type Writer = (SyncSender<(Vec<u8>, usize)>, Rx<Vec<u8>>, JoinHandle<io::Result<()>>);
 
 /// The output thread: writes each chunk, counts the bytes written, hands the buffer back for
 /// reuse and wakes the I/O thread (which may be waiting for room). Returns the first error.
@@ -313,13 +313,14 @@ fn spawn_writer(
     delivered: Arc<AtomicU64>,
     wakeup: Arc<Wakeup>,
 ) -> io::Result<Writer> {
-    let (tx, rx) = mpsc::sync_channel::<Vec<u8>>(4);
+    // (buffer, bytes filled): buffers keep their full length, so reuse needs no zeroing.
+    let (tx, rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(4);
     let (back_tx, back) = mpsc::channel();
     let thread = std::thread::Builder::new().name(format!("{stack}-output")).spawn(move || {
         let result = (|| {
-            for chunk in rx {
-                output.write_all(&chunk)?;
-                delivered.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            for (chunk, len) in rx {
+                output.write_all(&chunk[..len])?;
+                delivered.fetch_add(len as u64, Ordering::Relaxed);
                 let _ = back_tx.send(chunk);
                 wakeup.kick();
             }
@@ -442,13 +443,10 @@ pub fn recv(r: RecvSetup) -> Outcome {
             if !due {
                 break;
             }
-            chunk.truncate(fill);
-            let next = spare.try_recv().unwrap_or_default();
-            match to_writer.try_send(std::mem::replace(&mut chunk, next)) {
-                Ok(()) => {}
-                Err(TrySendError::Full(back)) => {
+            match to_writer.try_send((std::mem::take(&mut chunk), fill)) {
+                Ok(()) => chunk = spare.try_recv().unwrap_or_else(|_| vec![0; CHUNK]),
+                Err(TrySendError::Full((back, _))) => {
                     chunk = back;
-                    chunk.resize(CHUNK, 0);
                     break;
                 }
                 Err(TrySendError::Disconnected(_)) => {
@@ -457,7 +455,6 @@ pub fn recv(r: RecvSetup) -> Outcome {
                     return true;
                 }
             }
-            chunk.resize(CHUNK, 0);
             fill = 0;
             last_flush = StdInstant::now();
         }
