@@ -61,7 +61,8 @@ impl fmt::Display for SessionError {
             }
             SessionError::ExpGaveUp { last_ack, next_seq } => write!(
                 f,
-                "no ACK or ERR for 10 s at ACK {last_ack} of {next_seq} packets: the receiver is gone (SABUL.md §5.5)"
+                "no ACK or ERR for 10 s at ACK {last_ack} of {next_seq} packets: the receiver is gone, or the data or \
+                 control path to it is down (SABUL.md §5.5)"
             ),
             SessionError::PeerClosed { reset, ack, next_seq } => write!(
                 f,

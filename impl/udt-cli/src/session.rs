@@ -16,17 +16,19 @@ use std::time::{Duration, Instant as StdInstant};
 use clap::Args;
 use sabul::wire::{MAX_PKT_SIZE, MIN_PKT_SIZE};
 use sabul::{Event, Receiver, ReceiverConfig, Sender, SenderConfig, SessionError};
-use udt::driver::{BufferSizes, Clock, Io, UdpSocket, Wakeup};
+use udt::driver::{BufferSizes, Clock, Io, UdpSocket, Wakeup, CONTROL_USER_TIMEOUT};
 
 use crate::exit::{local_io, read_full, usage, Failure, Outcome, BROKEN, LOCAL_IO, SETUP};
-use crate::stats::{self, Counters, Meter, Role, Sink};
+use crate::stats::{self, Counters, GapMeter, Meter, Role, Sink};
 
 /// IP and UDP headers: `--mss` is the IP packet, the SABUL packet is the UDP payload
 /// (SABUL.md §3.1).
 const IP_UDP_HEADERS: u32 = 28;
-/// Bytes moved between the I/O thread and the input or output thread at a time.
-const CHUNK: usize = 1 << 20;
-/// A received chunk goes to the output thread once it holds this much, or after this long.
+/// Bytes moved between the I/O thread and the input or output thread at a time, unless the
+/// binary says otherwise (`frtp --block`): the application side's block (FRTP.md §1).
+pub const BLOCK: usize = 1 << 20;
+/// A received block goes to the output thread once it holds this much (or the whole block if
+/// smaller), or after [`FLUSH_AFTER`].
 const FLUSH_BYTES: usize = 256 << 10;
 const FLUSH_AFTER: Duration = Duration::from_millis(5);
 /// How long `recv` keeps trying a sender that is not listening yet (§10.3: the echo is due
@@ -91,12 +93,37 @@ pub struct Report {
     start: Option<StdInstant>,
     next: StdInstant,
     meter: Meter,
+    /// Lines carry the measured inter-packet time (`frtp`).
+    gaps: Option<GapMeter>,
 }
 
 impl Report {
     pub fn new(stack: &'static str, sink: Option<Sink>, role: Role, interval_ms: u64) -> Report {
         let interval = Duration::from_millis(interval_ms);
-        Report { stack, sink, role, interval, start: None, next: StdInstant::now(), meter: Meter::default() }
+        Report {
+            stack,
+            sink,
+            role,
+            interval,
+            start: None,
+            next: StdInstant::now(),
+            meter: Meter::default(),
+            gaps: None,
+        }
+    }
+
+    /// Every line also carries `ipt_us`, the mean time between the DATA packets sent or
+    /// received over its interval (the summary: over the session).
+    pub fn with_ipt(self) -> Report {
+        Report { gaps: Some(GapMeter::default()), ..self }
+    }
+
+    /// The packets this side sent or received.
+    fn packets(&self, c: &Counters) -> u64 {
+        match self.role {
+            Role::Send => c.pkts_sent,
+            Role::Recv => c.pkts_recv,
+        }
     }
 
     fn started(&mut self) {
@@ -111,7 +138,9 @@ impl Report {
 
     /// Writes a periodic line if one is due; `sample` gives the bytes and counters.
     fn tick(&mut self, sample: impl FnOnce() -> (u64, Counters)) -> io::Result<()> {
-        let (Some(sink), Some(_)) = (self.sink.as_mut(), self.start) else { return Ok(()) };
+        if self.sink.is_none() || self.start.is_none() {
+            return Ok(());
+        }
         let now = StdInstant::now();
         if now < self.next {
             return Ok(());
@@ -120,21 +149,38 @@ impl Report {
         let t = self.start.map_or(0.0, |s| s.elapsed().as_secs_f64());
         let (bytes, counters) = sample();
         let (bytes, mbps) = self.meter.rate(t, bytes);
-        sink.write_line(&stats::line(self.stack, self.role, t, bytes, mbps, &counters, ""))
+        let pkts = self.packets(&counters);
+        let extra = self.gaps.as_mut().map(|g| stats::ipt_field(g.ipt_us(t, pkts))).unwrap_or_default();
+        let Some(sink) = self.sink.as_mut() else { return Ok(()) };
+        sink.write_line(&stats::line(self.stack, self.role, t, bytes, mbps, &counters, &extra))
     }
 
     fn finish(&mut self, bytes: u64, counters: &Counters) -> Result<(), Failure> {
         let secs = self.elapsed();
+        let tag = match self.gaps {
+            Some(_) => stats::ipt_field(GapMeter::default().ipt_us(secs, self.packets(counters))),
+            None => String::new(),
+        };
         let Some(sink) = self.sink.as_mut() else { return Ok(()) };
-        let (mbps, extra) = stats::summary(bytes, secs, "");
+        let (mbps, extra) = stats::summary(bytes, secs, &tag);
         let written = sink.write_line(&stats::line(self.stack, self.role, secs, bytes, mbps, counters, &extra));
         written.and_then(|()| sink.flush()).map_err(|e| local_io(format!("cannot write statistics: {e}")))
     }
 }
 
-/// The exit status of a session error: before the session was set up, 3; after, 5.
-fn session_failure(e: &SessionError, connected: bool) -> Failure {
-    Failure { code: if connected { BROKEN } else { SETUP }, msg: e.to_string() }
+/// The exit status of a session error: before the session was set up, 3; after, 5. The
+/// message says why the control stream broke when a read or write on it failed.
+fn session_failure(e: &SessionError, connected: bool, io: &Io) -> Failure {
+    let mut msg = e.to_string();
+    match io.control_error() {
+        Some(err) if err.kind() == io::ErrorKind::TimedOut => msg.push_str(&format!(
+            ": {err}, control bytes unacknowledged for {} s: the control path is down or the peer host is gone",
+            CONTROL_USER_TIMEOUT.as_secs()
+        )),
+        Some(err) => msg.push_str(&format!(": {err}")),
+        None => {}
+    }
+    Failure { code: if connected { BROKEN } else { SETUP }, msg }
 }
 
 /// Whether the error came from the control connection itself (then there is nothing to reset).
@@ -142,20 +188,22 @@ fn from_control(e: &SessionError) -> bool {
     matches!(e, SessionError::PeerClosed { reset: true, .. })
 }
 
-/// The input thread's chunks, and the thread.
-type Reader = (Rx<io::Result<Vec<u8>>>, JoinHandle<()>);
+/// A block and how many of its bytes are filled: blocks keep their full length, so reuse
+/// needs no zeroing.
+type Block = (Vec<u8>, usize);
+/// The input thread's blocks, where spent blocks go back to it, and the thread.
+type Reader = (Rx<io::Result<Block>>, mpsc::Sender<Vec<u8>>, JoinHandle<()>);
 
-/// The input thread: reads `input` in [`CHUNK`]s into a channel (an empty chunk at the end, an
-/// error instead of a chunk if reading fails) and wakes the I/O thread after each.
-fn spawn_reader(stack: &str, mut input: std::fs::File, wakeup: Arc<Wakeup>) -> io::Result<Reader> {
+/// The input thread: reads `input` a block of `block` bytes at a time into a channel (a block
+/// with nothing filled at the end, an error instead of a block if reading fails) and wakes the
+/// I/O thread after each. Blocks the I/O thread has sent come back for reuse.
+fn spawn_reader(stack: &str, mut input: std::fs::File, block: usize, wakeup: Arc<Wakeup>) -> io::Result<Reader> {
     let (tx, rx) = mpsc::sync_channel(4);
+    let (back_tx, back) = mpsc::channel::<Vec<u8>>();
     let thread = std::thread::Builder::new().name(format!("{stack}-input")).spawn(move || loop {
-        let mut buf = vec![0u8; CHUNK];
-        let r = read_full(&mut input, &mut buf).map(|n| {
-            buf.truncate(n);
-            buf
-        });
-        let last = !matches!(&r, Ok(b) if !b.is_empty());
+        let mut buf = back.try_recv().unwrap_or_else(|_| vec![0u8; block]);
+        let r = read_full(&mut input, &mut buf).map(|n| (buf, n));
+        let last = !matches!(&r, Ok((_, n)) if *n > 0);
         if tx.send(r).is_err() {
             return;
         }
@@ -164,7 +212,7 @@ fn spawn_reader(stack: &str, mut input: std::fs::File, wakeup: Arc<Wakeup>) -> i
             return;
         }
     })?;
-    Ok((rx, thread))
+    Ok((rx, back_tx, thread))
 }
 
 /// What a binary decides for its sender; [`send`] does the rest.
@@ -175,6 +223,8 @@ pub struct SendSetup {
     pub input: std::fs::File,
     /// `--input` as given, for messages.
     pub input_path: String,
+    /// Bytes read from the input at a time ([`BLOCK`] unless the binary says otherwise).
+    pub block: usize,
     pub report: Report,
     pub config: SenderConfig,
     pub udp_buffers: BufferSizes,
@@ -206,12 +256,11 @@ pub fn send(s: SendSetup) -> Outcome {
     let clock = Clock::default();
     let mut sender = Sender::new(s.config, peer, clock.now());
     let wakeup = Arc::new(Wakeup::new().map_err(|e| local_io(format!("cannot create an eventfd: {e}")))?);
-    let (chunks, reader) = spawn_reader(stack, s.input, wakeup.clone())
+    let (chunks, spent, reader) = spawn_reader(stack, s.input, s.block, wakeup.clone())
         .map_err(|e| local_io(format!("cannot start the input thread: {e}")))?;
     let mut io = Io::new(udp, Some(tcp), spin()).map_err(|e| local_io(format!("control connection: {e}")))?;
 
-    let mut current = Vec::new();
-    let mut offset = 0;
+    let (mut current, mut fill, mut offset) = (Vec::new(), 0, 0);
     let mut input_done = false;
     let mut connected = false;
     let mut shutdown_pending = false;
@@ -234,14 +283,20 @@ pub fn send(s: SendSetup) -> Outcome {
     let run = io.run(&mut sender, &clock, &wakeup, |s, io| {
         // The application's bytes, as far as the send buffer takes them.
         while !input_done && s.has_room() {
-            if offset == current.len() {
+            if offset == fill {
                 match chunks.try_recv() {
-                    Ok(Ok(chunk)) if chunk.is_empty() => {
+                    Ok(Ok((_, 0))) => {
                         input_done = true;
                         s.finish();
                         break;
                     }
-                    Ok(Ok(chunk)) => (current, offset) = (chunk, 0),
+                    Ok(Ok((block, n))) => {
+                        let done = std::mem::replace(&mut current, block);
+                        if !done.is_empty() {
+                            let _ = spent.send(done);
+                        }
+                        (fill, offset) = (n, 0);
+                    }
                     Ok(Err(e)) => {
                         io.abort_control();
                         outcome = Some(Err(local_io(format!("reading input {input_path:?} failed: {e}"))));
@@ -255,7 +310,7 @@ pub fn send(s: SendSetup) -> Outcome {
                     }
                 }
             }
-            let n = s.send(&current[offset..]);
+            let n = s.send(&current[offset..fill]);
             offset += n;
             if n == 0 {
                 break;
@@ -277,7 +332,7 @@ pub fn send(s: SendSetup) -> Outcome {
                     if !from_control(&e) {
                         io.abort_control();
                     }
-                    outcome = Some(Err(session_failure(&e, connected)));
+                    outcome = Some(Err(session_failure(&e, connected, io)));
                     return true;
                 }
             }
@@ -293,7 +348,7 @@ pub fn send(s: SendSetup) -> Outcome {
         }
         false
     });
-    drop(chunks); // the input thread, blocked on a full channel, ends
+    drop((chunks, spent)); // the input thread, blocked on a full channel, ends
     drop(reader);
     run.map_err(|e| Failure { code: BROKEN, msg: format!("socket error: {e}") })?;
     outcome.unwrap_or(Ok(()))?;
@@ -303,7 +358,7 @@ pub fn send(s: SendSetup) -> Outcome {
 }
 
 /// Where chunks go to the output thread, where its spent buffers come back, and the thread.
-type Writer = (SyncSender<(Vec<u8>, usize)>, Rx<Vec<u8>>, JoinHandle<io::Result<()>>);
+type Writer = (SyncSender<Block>, Rx<Vec<u8>>, JoinHandle<io::Result<()>>);
 
 /// The output thread: writes each chunk, counts the bytes written, hands the buffer back for
 /// reuse and wakes the I/O thread (which may be waiting for room). Returns the first error.
@@ -313,8 +368,7 @@ fn spawn_writer(
     delivered: Arc<AtomicU64>,
     wakeup: Arc<Wakeup>,
 ) -> io::Result<Writer> {
-    // (buffer, bytes filled): buffers keep their full length, so reuse needs no zeroing.
-    let (tx, rx) = mpsc::sync_channel::<(Vec<u8>, usize)>(4);
+    let (tx, rx) = mpsc::sync_channel::<Block>(4);
     let (back_tx, back) = mpsc::channel();
     let thread = std::thread::Builder::new().name(format!("{stack}-output")).spawn(move || {
         let result = (|| {
@@ -365,6 +419,9 @@ pub struct RecvSetup {
     pub output: Box<dyn Write + Send>,
     /// `--output` as given, for messages.
     pub output_path: String,
+    /// Bytes written to the output at a time at most ([`BLOCK`] unless the binary says
+    /// otherwise).
+    pub block: usize,
     pub report: Report,
     pub udp_buffers: BufferSizes,
     /// The data socket's address; an unspecified IP is the control connection's local one.
@@ -399,7 +456,9 @@ pub fn recv(r: RecvSetup) -> Outcome {
         .map_err(|e| local_io(format!("cannot start the output thread: {e}")))?;
     let mut io = Io::new(udp, Some(tcp), spin()).map_err(|e| local_io(format!("control connection: {e}")))?;
 
-    let mut chunk: Vec<u8> = vec![0; CHUNK];
+    let block = r.block;
+    let flush_bytes = FLUSH_BYTES.min(block);
+    let mut chunk: Vec<u8> = vec![0; block];
     let mut fill = 0;
     let mut last_flush = StdInstant::now();
     let mut connected = false;
@@ -430,7 +489,7 @@ pub fn recv(r: RecvSetup) -> Outcome {
                         io.abort_control();
                     }
                     ended = true;
-                    outcome = Some(Err(session_failure(&e, connected)));
+                    outcome = Some(Err(session_failure(&e, connected, io)));
                 }
                 Event::ShutdownWrite => {}
             }
@@ -439,12 +498,12 @@ pub fn recv(r: RecvSetup) -> Outcome {
         // behind, the receive buffer holds the rest (and fills, and drops: §6 step 2).
         loop {
             fill += r.read(&mut chunk[fill..]);
-            let due = fill >= FLUSH_BYTES || (fill > 0 && (ended || last_flush.elapsed() >= FLUSH_AFTER));
+            let due = fill >= flush_bytes || (fill > 0 && (ended || last_flush.elapsed() >= FLUSH_AFTER));
             if !due {
                 break;
             }
             match to_writer.try_send((std::mem::take(&mut chunk), fill)) {
-                Ok(()) => chunk = spare.try_recv().unwrap_or_else(|_| vec![0; CHUNK]),
+                Ok(()) => chunk = spare.try_recv().unwrap_or_else(|_| vec![0; block]),
                 Err(TrySendError::Full((back, _))) => {
                     chunk = back;
                     break;

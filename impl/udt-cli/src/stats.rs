@@ -134,6 +134,28 @@ impl Meter {
     }
 }
 
+/// The mean time between packets, µs, since the previous sample (0 when none passed): FRTP's
+/// inter-packet time as measured, beside the pacing period it aims at (`docs/cli.md`).
+#[derive(Debug, Default)]
+pub struct GapMeter {
+    last_t: f64,
+    last_pkts: u64,
+}
+
+impl GapMeter {
+    pub fn ipt_us(&mut self, t: f64, pkts: u64) -> f64 {
+        let n = pkts.saturating_sub(self.last_pkts);
+        let ipt = if n > 0 { (t - self.last_t) * 1e6 / n as f64 } else { 0.0 };
+        (self.last_t, self.last_pkts) = (t, pkts.max(self.last_pkts));
+        ipt
+    }
+}
+
+/// The `ipt_us` field of a line.
+pub fn ipt_field(ipt_us: f64) -> String {
+    format!(",\"ipt_us\":{:.3}", num(ipt_us))
+}
+
 /// The summary line's average rate and its extra fields (`tag` first, e.g. `,"conn":2`).
 pub fn summary(bytes: u64, secs: f64, tag: &str) -> (f64, String) {
     let mbps = if secs > 0.0 { bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 };
@@ -179,5 +201,14 @@ mod tests {
         let (mbps, extra) = summary(1_000_000, 2.0, "");
         assert_eq!(mbps, 4.0);
         assert_eq!(extra, ",\"summary\":true,\"seconds\":2.000000");
+    }
+
+    #[test]
+    fn gap_meter_gives_the_mean_time_between_packets_of_each_interval() {
+        let mut g = GapMeter::default();
+        assert_eq!(g.ipt_us(1.0, 1000), 1000.0);
+        assert_eq!(g.ipt_us(1.5, 1000), 0.0);
+        assert_eq!(g.ipt_us(2.0, 1250), 2000.0);
+        assert_eq!(ipt_field(24.0), ",\"ipt_us\":24.000");
     }
 }

@@ -46,6 +46,10 @@ pub const STREAM_POLL: Duration = Duration::from_micros(100);
 const TX_BATCH: usize = 128;
 /// Control-stream bytes read per pass at most.
 const STREAM_CHUNK: usize = 64 << 10;
+/// How long control bytes may stay unacknowledged before the stream counts as broken
+/// (`TCP_USER_TIMEOUT`): a control path that drops mid-transfer ends the session with an
+/// error instead of TCP's many minutes of retransmissions (SABUL.md §10.3).
+pub const CONTROL_USER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The core's clock: µs since the driver started, plus one second so that no timer of the
 /// core ever sits at 0.
@@ -107,6 +111,36 @@ struct Stream {
     /// Set once: `Some(reset)` when the stream ended.
     closed: Option<bool>,
     closed_reported: bool,
+    /// Why the stream broke, when a read or a write failed.
+    error: Option<io::Error>,
+}
+
+impl Stream {
+    /// A read or write failed: the stream ended with a reset (as the protocol sees it).
+    fn broke(&mut self, e: io::Error) {
+        self.closed = Some(true);
+        self.error.get_or_insert(e);
+    }
+}
+
+/// `TCP_USER_TIMEOUT` on `tcp`.
+fn set_user_timeout(tcp: &TcpStream, timeout: Duration) -> io::Result<()> {
+    let ms = libc::c_uint::try_from(timeout.as_millis()).unwrap_or(libc::c_uint::MAX);
+    // SAFETY: setsockopt on the stream's own fd with a valid `c_uint`.
+    let rc = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_USER_TIMEOUT,
+            &ms as *const libc::c_uint as *const libc::c_void,
+            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// A protocol's sockets and the batches and timing state of its I/O thread.
@@ -130,14 +164,24 @@ pub struct Io {
 
 impl Io {
     /// An engine for `udp` and, for protocols with a control connection, `control` (made
-    /// non-blocking, with TCP_NODELAY). Waits shorter than `spin` are spun.
+    /// non-blocking, with TCP_NODELAY and [`CONTROL_USER_TIMEOUT`]). Waits shorter than
+    /// `spin` are spun.
     pub fn new(udp: UdpSocket, control: Option<TcpStream>, spin: Duration) -> io::Result<Io> {
         let stream = match control {
             Some(tcp) => {
                 tcp.set_nonblocking(true)?;
                 tcp.set_nodelay(true)?;
+                set_user_timeout(&tcp, CONTROL_USER_TIMEOUT)?;
                 let input = vec![0; STREAM_CHUNK];
-                Some(Stream { tcp, out: Vec::new(), input, input_len: 0, closed: None, closed_reported: false })
+                Some(Stream {
+                    tcp,
+                    out: Vec::new(),
+                    input,
+                    input_len: 0,
+                    closed: None,
+                    closed_reported: false,
+                    error: None,
+                })
             }
             None => None,
         };
@@ -179,7 +223,7 @@ impl Io {
                     Ok(0) => s.closed = Some(false),
                     Ok(n) => s.input_len = n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => s.closed = Some(true),
+                    Err(e) => s.broke(e),
                 }
                 if s.input_len > 0 || s.closed.is_some() {
                     self.received += 1;
@@ -269,10 +313,16 @@ impl Io {
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => s.closed = Some(true),
+                    Err(e) => s.broke(e),
                 }
             }
         }
+    }
+
+    /// Why the control stream broke, if a read or write on it failed (a reset, or
+    /// [`CONTROL_USER_TIMEOUT`] with control bytes unacknowledged: the control path is down).
+    pub fn control_error(&self) -> Option<&io::Error> {
+        self.stream.as_ref().and_then(|s| s.error.as_ref())
     }
 
     /// Closes the write side of the control stream once its queue is written (SABUL's

@@ -101,6 +101,11 @@ struct Buffers {
     /// The sender's retransmission buffer or the receiver's resequencing buffer, bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_FRTP_BUFFER)]
     frtp_buffer: usize,
+    /// The application side's block, bytes: the sender reads its input, the receiver writes
+    /// its output this much at a time, in a thread of its own beside the one that paces the
+    /// network (FRTP.md §1, the paper's two-thread design).
+    #[arg(long, value_name = "BYTES", default_value_t = session::BLOCK as u64, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    block: u64,
 }
 
 impl Buffers {
@@ -132,12 +137,13 @@ fn send(a: SendArgs) -> Outcome {
     let send_buf_pkts = a.buffers.packets(pkt_size)?;
     let listen = parse_addr(&a.listen, "--listen")?;
     let input = open_input(&a.input)?;
-    let report = Report::new("frtp", a.common.sink(false)?, Role::Send, a.common.stats_interval);
+    let report = Report::new("frtp", a.common.sink(false)?, Role::Send, a.common.stats_interval).with_ipt();
     session::send(SendSetup {
         stack: "frtp",
         listen,
         input,
         input_path: a.input,
+        block: a.buffers.block as usize,
         report,
         config: frtp::SenderConfig { pkt_size, send_buf_pkts, ..frtp::sender_config(max_rate_bps) },
         udp_buffers: a.buffers.udp(),
@@ -155,13 +161,14 @@ fn recv(a: RecvArgs) -> Outcome {
         return Err(usage(format!("--data-bind {data_bind}: the option block carries an IPv4 address (FRTP.md §3.3)")));
     }
     let output = open_output(&a.output)?;
-    let report = Report::new("frtp", a.common.sink(a.output == "-")?, Role::Recv, a.common.stats_interval);
+    let report = Report::new("frtp", a.common.sink(a.output == "-")?, Role::Recv, a.common.stats_interval).with_ipt();
     let announce_unspecified = data_bind.ip().is_unspecified();
     session::recv(RecvSetup {
         stack: "frtp",
         connect,
         output,
         output_path: a.output,
+        block: a.buffers.block as usize,
         report,
         udp_buffers: a.buffers.udp(),
         data_bind,
@@ -196,7 +203,7 @@ mod tests {
         assert_eq!(bits_per_s("--rate", 500.0).unwrap(), 500_000_000);
         assert_eq!(bits_per_s("--rate", 0.0).unwrap_err().code, exit::USAGE);
         assert_eq!(bits_per_s("--rate", f64::NAN).unwrap_err().code, exit::USAGE);
-        let b = |frtp_buffer| Buffers { udp_buffer: 1, frtp_buffer };
+        let b = |frtp_buffer| Buffers { udp_buffer: 1, frtp_buffer, block: 1 };
         assert_eq!(b(DEFAULT_FRTP_BUFFER).packets(1472).unwrap(), 27_901);
         assert_eq!(b(100).packets(1472).unwrap_err().code, exit::USAGE);
     }
