@@ -24,6 +24,9 @@ class Net:
     addr_b: str
     ns_a: str | None = None
     ns_b: str | None = None
+    # FRTP's second path (FRTP.md §1): the control addresses, when not addr_a / addr_b.
+    ctrl_a: str | None = None
+    ctrl_b: str | None = None
 
     def wrap(self, ns: str | None, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", ns, *argv] if ns else argv
@@ -78,13 +81,23 @@ LINKEM = Path(os.environ.get("UDT_LINKEM", REPO / "impl/target/release/udt-linke
 
 
 @contextmanager
-def linkem_namespaces(ns_prefix: str, addr_a: str, addr_b: str, a_to_b: str, b_to_a: str) -> Iterator[Net]:
+def linkem_namespaces(
+    ns_prefix: str,
+    addr_a: str,
+    addr_b: str,
+    a_to_b: str,
+    b_to_a: str,
+    control: tuple[str, str] | None = None,
+    stats: Path | None = None,
+) -> Iterator[Net]:
     """Namespaces ``<ns_prefix><pid>-a`` and ``-b``, each with a veth to ``-m``, where
     ``udt-linkem`` forwards frames between the two with the link specs ``a_to_b`` and
     ``b_to_a`` (docs/testbed.md, the link spec). Offloads are off on every interface: linkem
     forwards frames up to the MTU, and copies checksums as they are (a veth's checksum offload
-    would leave them for a NIC that is not there). The forwarder is stopped and the namespaces deleted on
-    exit, even after a failure."""
+    would leave them for a NIC that is not there). With ``control`` (two addresses), a and b
+    also share a direct veth pair ``ctl0``, FRTP's control path beside the emulated circuit.
+    With ``stats``, linkem appends its counters there (docs/link-emulation.md, `--stats`).
+    The forwarder is stopped and the namespaces deleted on exit, even after a failure."""
     if not LINKEM.exists():
         raise FileNotFoundError(f"{LINKEM} is not built: run `make build` (or set UDT_LINKEM)")
     pid = os.getpid()
@@ -118,7 +131,18 @@ def linkem_namespaces(ns_prefix: str, addr_a: str, addr_b: str, a_to_b: str, b_t
                     "gro",
                     "off",
                 )
+        # Static neighbour entries across the emulated link: ARP through its delay would hold
+        # the first packets of a paced flow in the neighbour queue and release them in a burst
+        # that a packet sent meanwhile can overtake (a reordering no link spec asked for).
+        _link_neighbours(ns_a, addr_a, ns_b, addr_b, "veth0")
+        if control is not None:
+            _run("ip", "link", "add", "ctl0", "netns", ns_a, "type", "veth", "peer", "name", "ctl0", "netns", ns_b)
+            for ns, addr in zip((ns_a, ns_b), control, strict=True):
+                _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "ctl0")
+                _run("ip", "-n", ns, "link", "set", "ctl0", "up")
         argv = [str(LINKEM), "--a", "la", "--b", "lb", "--a-to-b", a_to_b, "--b-to-a", b_to_a]
+        if stats is not None:
+            argv += ["--stats", str(stats)]
         log = tempfile.TemporaryFile()
         linkem = subprocess.Popen(["ip", "netns", "exec", ns_m, *argv], stdout=log, stderr=log)
         time.sleep(0.2)  # its sockets are bound before it forwards; a start-up error ends it at once
@@ -126,7 +150,8 @@ def linkem_namespaces(ns_prefix: str, addr_a: str, addr_b: str, a_to_b: str, b_t
             log.seek(0)
             err = log.read().decode(errors="replace")
             raise RuntimeError(f"udt-linkem exited at start ({linkem.returncode}): {err.strip()}")
-        yield Net("linkem", addr_a, addr_b, ns_a, ns_b)
+        ctrl_a, ctrl_b = control or (None, None)
+        yield Net("linkem", addr_a, addr_b, ns_a, ns_b, ctrl_a, ctrl_b)
     finally:
         if linkem is not None and linkem.poll() is None:
             linkem.terminate()
@@ -136,6 +161,19 @@ def linkem_namespaces(ns_prefix: str, addr_a: str, addr_b: str, a_to_b: str, b_t
                 linkem.kill()
                 linkem.wait()
         delete_namespaces(made)
+
+
+def _mac(ns: str, dev: str) -> str:
+    out = subprocess.run(["ip", "-n", ns, "-o", "link", "show", dev], check=True, capture_output=True, text=True)
+    words = out.stdout.split()
+    return words[words.index("link/ether") + 1]
+
+
+def _link_neighbours(ns_a: str, addr_a: str, ns_b: str, addr_b: str, dev: str) -> None:
+    """Each of a and b knows the other's MAC on ``dev`` for good (no ARP on that link)."""
+    for ns, peer_ns, peer_addr in ((ns_a, ns_b, addr_b), (ns_b, ns_a, addr_a)):
+        mac = _mac(peer_ns, dev)
+        _run("ip", "-n", ns, "neigh", "replace", peer_addr, "lladdr", mac, "dev", dev, "nud", "permanent")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -168,19 +168,31 @@ impl Report {
     }
 }
 
-/// The exit status of a session error: before the session was set up, 3; after, 5. The
-/// message says why the control stream broke when a read or write on it failed.
+/// The exit status of a session error: before the session was set up, 3; after, 5. When a
+/// read or write on the control connection failed other than by the peer's reset, the
+/// message says how.
 fn session_failure(e: &SessionError, connected: bool, io: &Io) -> Failure {
-    let mut msg = e.to_string();
-    match io.control_error() {
-        Some(err) if err.kind() == io::ErrorKind::TimedOut => msg.push_str(&format!(
-            ": {err}, control bytes unacknowledged for {} s: the control path is down or the peer host is gone",
-            CONTROL_USER_TIMEOUT.as_secs()
-        )),
-        Some(err) => msg.push_str(&format!(": {err}")),
-        None => {}
-    }
-    Failure { code: if connected { BROKEN } else { SETUP }, msg }
+    let code = if connected { BROKEN } else { SETUP };
+    let msg = match (e, io.control_error()) {
+        (SessionError::PeerClosed { reset: true, ack, next_seq }, Some(err))
+            if err.raw_os_error() != Some(libc::ECONNRESET) =>
+        {
+            // ETIMEDOUT: our bytes went unacknowledged for CONTROL_USER_TIMEOUT;
+            // EHOSTUNREACH / ENETUNREACH: the route or the link is gone.
+            let down = matches!(err.raw_os_error(), Some(libc::ETIMEDOUT | libc::EHOSTUNREACH | libc::ENETUNREACH));
+            let why = if down {
+                format!(
+                    " (control bytes unacknowledged up to {} s): the control path is down or the peer host is gone",
+                    CONTROL_USER_TIMEOUT.as_secs()
+                )
+            } else {
+                String::new()
+            };
+            format!("the control connection failed at ACK {ack} of {next_seq} packets: {err}{why}")
+        }
+        _ => e.to_string(),
+    };
+    Failure { code, msg }
 }
 
 /// Whether the error came from the control connection itself (then there is nothing to reset).
