@@ -82,7 +82,7 @@ test-rust:
 	cd impl && $(CARGO) test --release --no-fail-fast
 
 test-interop:
-	@echo "==> test: interop, our udt <-> libudt, our sabul <-> the suite's SABUL peer (impl/interop)"
+	@echo "==> test: interop, our udt <-> libudt, our sabul <-> the suite's SABUL peer, frtp on a circuit (impl/interop)"
 	$(PYTHON) -m pytest impl/interop --maxfail=$(INTEROP_MAXFAIL)
 
 test-conformance:
