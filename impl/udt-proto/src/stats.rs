@@ -33,6 +33,9 @@ pub struct Stats {
     pub exp_timeouts: u64,
     /// Packets from the peer that could not be parsed or broke a protocol rule.
     pub malformed: u64,
+    /// Message drop requests received on a STREAM connection, where they have no meaning
+    /// (§5.8) and are ignored.
+    pub drop_requests_ignored: u64,
     pub rtt_us: u32,
     pub rtt_var_us: u32,
     /// Flow window (packets) last advertised by the peer.

@@ -11,6 +11,7 @@ use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
 use udt_proto::config::ConnectionConfig;
 use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK};
+use udt_proto::seq::MsgNo;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
 use udt_proto::wire::{self, req_type, Ack, Control, NakList, Repr};
 
@@ -390,6 +391,39 @@ fn garbage_datagrams_never_panic_or_corrupt_delivery() {
     let got = p.transfer_to_b(s, data.len(), secs(20));
     assert!(got.len() == data.len() && got == data, "delivery intact after garbage");
     assert!(p.a.connection(c).unwrap().stats().malformed >= 3);
+}
+
+#[test]
+fn a_message_drop_request_on_a_stream_is_ignored_and_counted() {
+    // §5.8: a drop request means something only for DGRAM messages with a TTL. On a STREAM one
+    // would open a hole the receiver then delivers past; one naming numbers not yet sent would
+    // make their real packets look like duplicates. Both are ignored; the stream arrives whole.
+    let mut p = Pair::new(17, LinkConfig { delay: ms(5), loss: 0.01, ..Default::default() });
+    let (c, s) = p.connect(ConnectionConfig::default());
+    let data = pattern(4_000_000, 17);
+    let mut sent = p.a.connection_mut(c).unwrap().send(p.now, &data);
+    for _ in 0..200 {
+        p.step();
+    }
+    let last = data_seqs(&p, Dir::AtoB).iter().map(|&(_, seq, _)| seq).max_by(|a, b| a.cmp_seq(*b)).unwrap();
+    for (first, end) in [(last.sub(200), last.add(50)), (last.add(3000), last.add(9000))] {
+        let drop = Control::MsgDropRequest { msg: MsgNo::new(1), first, last: end };
+        let pkt = Repr::Control { dst_socket_id: s, timestamp: 0, control: drop }.to_vec();
+        p.b.handle_datagram(p.now, p.a_addr, &pkt);
+    }
+    let mut got = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let deadline = p.now + secs(60);
+    while got.len() < data.len() && p.now < deadline {
+        if sent < data.len() {
+            sent += p.a.connection_mut(c).unwrap().send(p.now, &data[sent..]);
+        }
+        p.step();
+        let n = p.b.connection_mut(s).unwrap().recv(&mut chunk);
+        got.extend_from_slice(&chunk[..n]);
+    }
+    assert!(got.len() == data.len() && got == data, "{} of {} bytes, or differing", got.len(), data.len());
+    assert_eq!(p.b.connection(s).unwrap().stats().drop_requests_ignored, 2);
 }
 
 #[test]

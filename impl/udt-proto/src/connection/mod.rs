@@ -458,6 +458,12 @@ impl Connection {
                     s.on_congestion_warning();
                 }
             }
+            // §5.8: only a DGRAM sender drops messages (those whose TTL expired). In a STREAM a
+            // drop request would punch a hole in the byte stream and let the receiver deliver
+            // past it as if nothing were missing: it is ignored and counted.
+            Control::MsgDropRequest { .. } if self.config.socket_type == SocketType::Stream => {
+                self.stats.drop_requests_ignored += 1;
+            }
             Control::MsgDropRequest { msg, first, last } => {
                 if let Some(rcv) = self.rcv.as_mut() {
                     if !rcv.on_msg_drop(msg, first, last) {
