@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use udt::{SocketType, UdtError, UdtSocket};
+use std::net::SocketAddr;
+use udt::{Builder, SocketType, UdtError, UdtSocket};
 
 use report::{Reporter, Role, Sink};
 use udt_cli::exit::{self, local_io, open_input, open_output, read_full, usage, Failure, Outcome};
@@ -98,6 +99,8 @@ struct RecvArgs {
     /// and every byte was written, non-zero naming the connection if one fails. N > 1 is
     /// STREAM only (not with --dgram or --rendezvous). With --stats, every line carries
     /// "conn":K (1-based accept order), one series and one summary line per connection.
+    /// The listener's backlog is N: handshakes beyond the connections not yet accepted are
+    /// rejected, as 4.11's listen(backlog) does.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10000))]
     connections: u32,
     #[command(flatten)]
@@ -249,6 +252,14 @@ fn send(a: SendArgs) -> Outcome {
     Ok(())
 }
 
+/// A listener on `local` whose backlog is the `connections` it will accept: a flood of
+/// completed handshakes holds at most that many connections (and their memory) besides.
+fn listen(b: &Builder, local: SocketAddr, connections: usize) -> Result<UdtSocket, Failure> {
+    let mut s = b.bind(local).map_err(|e| net(e, true))?;
+    s.listen(connections).map_err(|e| net(e, true))?;
+    Ok(s)
+}
+
 fn recv(a: RecvArgs) -> Outcome {
     if a.connections > 1 {
         return recv_many(a);
@@ -269,7 +280,7 @@ fn recv(a: RecvArgs) -> Outcome {
             s
         }
         None => {
-            let listener = b.listen(local).map_err(|e| net(e, true))?;
+            let listener = listen(&b, local, 1)?;
             if let Ok(addr) = listener.local_addr() {
                 eprintln!("udt recv: listening on {addr}");
             }
@@ -356,7 +367,7 @@ fn recv_many(a: RecvArgs) -> Outcome {
     let sink = stats_sink(&a.common, false)?.map(|s| Arc::new(std::sync::Mutex::new(s)));
     let interval = Duration::from_millis(a.common.stats_interval);
 
-    let listener = b.listen(local).map_err(|e| net(e, true))?;
+    let listener = listen(&b, local, n as usize)?;
     if let Ok(addr) = listener.local_addr() {
         eprintln!("udt recv: listening on {addr}, accepting {n} connections");
     }

@@ -43,6 +43,8 @@ pub struct EndpointStats {
     pub cookies_sent: u64,
     pub bad_cookies: u64,
     pub rejections_sent: u64,
+    /// Connections that ended while waiting to be accepted, forgotten.
+    pub unaccepted_reaped: u64,
 }
 
 /// A UDP port's worth of UDT sockets.
@@ -130,9 +132,16 @@ impl Endpoint {
         self.insert(Connection::rendezvous(config, id, isn, peer, now))
     }
 
-    /// The next connection accepted by the listener, if any.
+    /// The next connection accepted by the listener, if any. Until the application takes it
+    /// here it counts against the listener's backlog: a handshake beyond the backlog is
+    /// rejected (§6.1, 4.11's `listen(backlog)`).
     pub fn accept(&mut self) -> Option<u32> {
         self.accept_queue.pop_front()
+    }
+
+    /// Connections accepted by the listener and not yet taken by [`accept`](Self::accept).
+    pub fn pending_accepts(&self) -> usize {
+        self.accept_queue.len()
     }
 
     pub fn connection(&self, id: u32) -> Option<&Connection> {
@@ -273,6 +282,19 @@ impl Endpoint {
     pub fn handle_timeout(&mut self, now: Instant) {
         for c in self.conns.values_mut() {
             c.handle_timeout(now);
+        }
+        self.reap_unaccepted();
+    }
+
+    /// Forgets connections that ended (their client went silent, broke or closed) while
+    /// waiting in the accept queue: no application holds them, so nobody would ever read
+    /// their events or free them, and they would hold a backlog place.
+    fn reap_unaccepted(&mut self) {
+        let done: Vec<u32> =
+            self.accept_queue.iter().copied().filter(|id| self.conns.get(id).is_none_or(|c| c.is_done())).collect();
+        for id in done {
+            self.stats.unaccepted_reaped += 1;
+            self.remove(id);
         }
     }
 

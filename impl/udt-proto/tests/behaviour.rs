@@ -525,6 +525,31 @@ fn accepted_connection_whose_client_goes_silent_expires_without_busy_timers() {
 }
 
 #[test]
+fn the_listener_backlog_rejects_the_excess_and_unaccepted_connections_of_silent_clients_are_reaped() {
+    // §6.1 / 4.11's listen(backlog): connections not yet accepted count against the backlog;
+    // a handshake beyond it is rejected. Nobody holds an unaccepted connection, so when its
+    // client goes silent the endpoint forgets it once the dead-peer rule ends it (§9.4).
+    let mut p = Pair::new(18, LinkConfig { delay: ms(5), ..Default::default() });
+    p.b.listen(ConnectionConfig::default(), 2, p.now);
+    let clients: Vec<u32> = (0..5).map(|_| p.a.connect(ConnectionConfig::default(), p.b_addr, p.now)).collect();
+    let start = p.now;
+    while p.now < start + secs(1) {
+        p.step();
+    }
+    assert_eq!(p.b.pending_accepts(), 2);
+    assert_eq!(p.b.stats().rejections_sent, 3, "one rejection per client beyond the backlog");
+    let connected = clients.iter().filter(|&&c| p.a.connection(c).is_some_and(|c| c.is_connected())).count();
+    assert_eq!(connected, 2);
+    p.drop_filter = Some(Box::new(|dir, _| dir == Dir::AtoB));
+    while p.now < start + secs(120) && p.b.connection_ids().count() > 0 {
+        p.step();
+    }
+    assert_eq!(p.b.pending_accepts(), 0);
+    assert_eq!(p.b.connection_ids().count(), 0, "silent, never-accepted connections are forgotten");
+    assert_eq!(p.b.stats().unaccepted_reaped, 2);
+}
+
+#[test]
 fn draft_mode_resends_the_whole_loss_list_when_a_nak_is_lost() {
     // §8.4: 4.11 sends one immediate NAK per gap; draft mode (`periodic_nak`) also re-sends the
     // whole receiver loss list every NAK interval, so a lost NAK is repaired before EXP.

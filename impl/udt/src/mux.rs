@@ -16,7 +16,7 @@
 //!
 //! Time handed to the core is the driver's [`Clock`], never going back.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -76,8 +76,6 @@ pub(crate) struct SockInfo {
 pub(crate) struct Inner {
     pub ep: Endpoint,
     pub socks: HashMap<u32, SockInfo>,
-    /// Connections accepted by the endpoint, not yet by the application.
-    pub accepted: VecDeque<u32>,
     pub listening: bool,
     pub want_accept: bool,
     /// Application handles (sockets) on this port.
@@ -93,15 +91,16 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// Moves accepted connections and connection events into the application-visible state.
-    /// Returns whether anything changed.
+    /// Moves connection events into the application-visible state, and closes connections
+    /// accepted after the listener closed. Returns whether anything changed. Connections the
+    /// listener accepted wait in the endpoint until `accept()` takes them, so that they
+    /// count against its backlog (a handshake beyond it is rejected).
     pub fn pump(&mut self, now: CoreTime) -> bool {
         let mut changed = false;
-        while let Some(id) = self.ep.accept() {
+        while !self.listening {
+            let Some(id) = self.ep.accept() else { break };
             changed = true;
-            if self.listening {
-                self.accepted.push_back(id);
-            } else if let Some(c) = self.ep.connection_mut(id) {
+            if let Some(c) = self.ep.connection_mut(id) {
                 c.close(now);
                 self.socks.entry(id).or_default().released = true;
             }
@@ -142,7 +141,7 @@ impl Inner {
     /// Clears the wishes of waiting threads that can now proceed; true if any could.
     fn take_ready(&mut self, events: bool) -> bool {
         let mut ready = false;
-        if self.want_accept && !self.accepted.is_empty() {
+        if self.want_accept && self.ep.pending_accepts() > 0 {
             self.want_accept = false;
             ready = true;
         }
@@ -229,7 +228,6 @@ impl Mux {
             inner: Mutex::new(Inner {
                 ep: Endpoint::new(random_seed()),
                 socks: HashMap::new(),
-                accepted: VecDeque::new(),
                 listening: false,
                 want_accept: false,
                 // The caller's handle: the thread must not see an unused port and quit.

@@ -375,7 +375,7 @@ impl UdtSocket {
         let mux = &h.0;
         let mut g = mux.lock();
         loop {
-            if let Some(id) = g.accepted.pop_front() {
+            if let Some(id) = g.ep.accept() {
                 g.socks.entry(id).or_default();
                 let peer = g.ep.peer_addr(id).expect("accepted connection exists");
                 drop(g);
@@ -822,7 +822,7 @@ impl UdtSocket {
         let mut g = mux.lock();
         let now = mux.clock(&mut g);
         g.listening = false;
-        while let Some(id) = g.accepted.pop_front() {
+        while let Some(id) = g.ep.accept() {
             if let Some(c) = g.ep.connection_mut(id) {
                 c.close(now);
             }
