@@ -47,6 +47,7 @@ from .wire import (
     OptionBlock,
     SabulWireError,
     Syn,
+    OPTION_BLOCK_LEN,
     decode_data,
     decode_option_block,
 )
@@ -113,6 +114,11 @@ class SenderStats(Counters):
 
 
 class SabulSender:
+    block_len = OPTION_BLOCK_LEN  # what the receiver sends first and the sender echoes (§3.4)
+    stack = "sabul-py"  # the stats line's name
+    burst_slack = BURST_SLACK
+    restart_after_idle = False  # FRTP.md §9 TC 11: after idle, the next-but-one packet waits a full gap
+
     def __init__(self, read: Callable[[int], bytes], config: SenderConfig | None = None) -> None:
         self.config = config or SenderConfig()
         self._read = read  # read(n): up to n bytes of input, b"" at its end
@@ -129,6 +135,7 @@ class SabulSender:
         self._next_send = 0.0
         self._exp_deadline: float | None = None
         self._exp_count = 0
+        self._idle = False
         self.stats = SenderStats()
         self.bytes_acked = 0
 
@@ -156,6 +163,11 @@ class SabulSender:
     def payload_size(self) -> int:
         assert self.block is not None, "handle_block first"
         return self.block.payload_size
+
+    def data_dest(self, control_peer_ip: str) -> tuple[str, int]:
+        """Where DATA goes: the receiver's IP on the control connection, the block's port (§2)."""
+        assert self.block is not None, "handle_block first"
+        return (control_peer_ip, self.block.data_port)
 
     # --- feedback (§5.1–5.5) -----------------------------------------------------------------
 
@@ -242,6 +254,7 @@ class SabulSender:
         while self.block is not None and now >= self._next_send:
             seq, payload = self._next_packet()
             if payload is None:
+                self._idle = True
                 return None
             n = self._transmissions.get(seq, 0)
             self._transmissions[seq] = n + 1
@@ -249,10 +262,12 @@ class SabulSender:
             self.stats.pkts_sent += 1
             self.stats.retrans += n > 0
             gap = self.rc.interval / 1e6
+            base = now if self._idle and self.restart_after_idle else self._next_send
+            self._idle = False
             if self.rc.take_freeze():
                 self._next_send = now + SYN + gap
             else:
-                self._next_send = max(self._next_send + gap, now - BURST_SLACK)
+                self._next_send = max(base + gap, now - self.burst_slack)
             if self.config.drop is not None and self.config.drop(seq & MAX, n):
                 self.stats.dropped_by_hook += 1  # lost on the way: it counts as sent (§7.2)
                 continue
@@ -323,6 +338,9 @@ class _Loss:
 
 @dataclass
 class SabulReceiver:
+    block_len = OPTION_BLOCK_LEN
+    stack = "sabul-py"
+
     data_port: int
     ctrl_port: int
     config: ReceiverConfig = field(default_factory=ReceiverConfig)
@@ -383,7 +401,7 @@ class SabulReceiver:
         off = seqoff(self.last_ack & MAX, pkt.seq)
         if off >= self.config.flag_size:
             self.stats.out_of_window += 1
-            self._ack()
+            self._window_full()
             return
         if off < 0:
             self.stats.duplicates += 1
@@ -410,6 +428,14 @@ class SabulReceiver:
 
     def _ack_number(self) -> int:
         return min(self._loss) if self._loss else self.lrsn + 1
+
+    def _window_full(self) -> None:
+        """A packet beyond the reorder window: an ACK now, if the ACK point advanced (§6)."""
+        self._ack()
+
+    def data_source_ok(self, src_ip: str, control_peer_ip: str) -> bool:
+        """Whether a datagram from ``src_ip`` is taken: only the sender's IP (§2 step 7)."""
+        return src_ip == control_peer_ip
 
     def _ack(self) -> None:
         a = self._ack_number()
