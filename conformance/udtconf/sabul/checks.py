@@ -115,8 +115,8 @@ def _control_decodable(s: SabulSession, ctx: SabulContext) -> Iterable[Violation
 )
 def _after_echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     if s.after_echo:
-        extra = len(s.to_receiver.data) - 40
-        yield _v("sender", s.after_echo, f"{extra} bytes written after the 40-byte echo")
+        extra = len(s.to_receiver.data) - s.head_len
+        yield _v("sender", s.after_echo, f"{extra} bytes written after the {s.head_len}-byte echo")
 
 
 @rule(
