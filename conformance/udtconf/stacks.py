@@ -14,7 +14,8 @@ command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) make
 (:func:`build`).
 
 * A stack speaks one ``protocol``: ``udt`` (UDT4, the default), ``sabul`` (SABUL,
-  docs/spec/SABUL.md), ``frtp`` (FRTP, docs/spec/FRTP.md) or ``tcp`` (kernel TCP, a testbed baseline with no conformance cases).
+  docs/spec/SABUL.md), ``frtp`` (FRTP, docs/spec/FRTP.md) or ``tcp`` (kernel TCP, a testbed
+  baseline with no conformance cases).
   Each conformance protocol has its own test cases (:data:`PROTOCOL_TESTCASES`), and the suite
   pairs a stack only with stacks of its own protocol.
 * A stack with conformance test cases (non-empty ``testcases``) also has an executable

@@ -14,11 +14,11 @@ so they use robust statistics and state their tolerances (:data:`IPT_TOLERANCE` 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..checks import Inconclusive, Rules, Violation
 from ..sabul import checks as sabul
-from ..sabul.checks import SabulContext, SabulRule
+from ..sabul.checks import RuleFn, SabulContext, SabulRule
 from ..sabul.trace import Mark, SabulSession
 from ..sabul.wire import Ack, Err, Syn, describe
 from .wire import ip_text
@@ -74,7 +74,9 @@ def rules_for(testcase: str) -> list[SabulRule]:
     return [r for r in inherited + list(RULES) if testcase in r.cases and testcase in ALL_CASES]
 
 
-def rule(id: str, section: str, grade: str, side: str, requirement: str, cases: frozenset[str] = ALL_CASES):  # type: ignore[no-untyped-def]
+def rule(
+    id: str, section: str, grade: str, side: str, requirement: str, cases: frozenset[str] = ALL_CASES
+) -> Callable[[RuleFn], RuleFn]:
     return RULES.declare(lambda fn: SabulRule(id, section, grade, requirement, fn, cases, side))
 
 

@@ -30,7 +30,7 @@ class FrtpWireError(SabulWireError):
         self.message = message
         self.section = section
 
-    def __reduce__(self) -> tuple[type[FrtpWireError], tuple[str, str]]:  # type: ignore[override]
+    def __reduce__(self) -> tuple[type[FrtpWireError], tuple[str, str]]:
         return (FrtpWireError, (self.message, self.section))
 
 

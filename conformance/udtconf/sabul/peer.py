@@ -40,6 +40,7 @@ from . import rate
 from .wire import (
     DEFAULT_FLAG_SIZE,
     DEFAULT_PKT_SIZE,
+    OPTION_BLOCK_LEN,
     Ack,
     Control,
     Data,
@@ -47,7 +48,6 @@ from .wire import (
     OptionBlock,
     SabulWireError,
     Syn,
-    OPTION_BLOCK_LEN,
     decode_data,
     decode_option_block,
 )

@@ -21,8 +21,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..relay import Relay
 from ..frtp.wire import FRTP_BLOCK_LEN, ip_text, ip_word
+from ..relay import Relay
 from .wire import OPTION_BLOCK_LEN
 
 _W = struct.Struct("!I")
