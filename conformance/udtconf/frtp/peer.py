@@ -94,6 +94,7 @@ class FrtpSender(SabulSender):
             window = min(window, self.config.max_window)
         self.rc = FixedRate(interval=echo.ipt() * 1e6, window=window, max_window=window)  # type: ignore[assignment]
         self._next_send = now
+        self._idle = True  # the schedule starts at the first packet (§9 TC 11)
         self._exp_deadline = now + 1.0
         return echo.encode()
 
