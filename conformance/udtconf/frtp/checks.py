@@ -93,36 +93,23 @@ def _need_frtp(s: SabulSession) -> None:
 # §2, §3 set-up and formats
 
 
-@rule(
+# The block and echo rules are SABUL's, which read FRTP's 52-byte block when the session has one.
+rule(
     "frtp/3.3/option-block",
     "3.3, 9",
     "MUST",
     "receiver",
     "The receiver's 52-byte block is valid: words 0–9 as SABUL.md §3.4, data_ip neither multicast nor "
     "255.255.255.255, rate_bps ≠ 0.",
-)
-def _block(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    if s.frtp_block is None:
-        raise Inconclusive("no 52-byte option block in the capture")
-    for problem in s.frtp_block.problems():
-        yield _v("receiver", s.block_mark, problem)
-
-
-@rule(
+)(sabul._block)
+rule(
     "frtp/3.3/echo",
     "2, 3.3, 9",
     "MUST",
     "sender",
     "A sender that accepts echoes the block: words 0, 1, 5–9, data_ip and rate_bps unchanged, words 2–4 "
     "possibly lowered to its packet size (SABUL.md §3.4).",
-)
-def _echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    _need_frtp(s)
-    assert s.frtp_block is not None and s.frtp_echo is not None
-    if s.frtp_block.problems():
-        raise Inconclusive("the block itself is invalid")
-    for problem in s.frtp_block.echo_problems(s.frtp_echo):
-        yield _v("sender", s.echo_mark, problem)
+)(sabul._echo)
 
 
 @rule(
@@ -177,9 +164,15 @@ def _control_apart(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
 # §4 sender
 
 
-def _gaps(s: SabulSession) -> list[float]:
+def _paced(s: SabulSession) -> tuple[list[float], float, int]:
+    """The DATA gaps, the negotiated IPT and rate; Inconclusive with fewer than MIN_GAPS gaps."""
+    _need_frtp(s)
+    assert s.frtp_echo is not None
     t = [d.mark.time for d in s.data]
-    return [b - a for a, b in zip(t, t[1:], strict=False)]
+    gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
+    if len(gaps) < MIN_GAPS:
+        raise Inconclusive(f"{len(gaps)} DATA gaps, fewer than {MIN_GAPS}")
+    return gaps, s.frtp_echo.ipt(), s.frtp_echo.rate_bps
 
 
 @rule(
@@ -192,18 +185,13 @@ def _gaps(s: SabulSession) -> list[float]:
     cases=TRANSFER_CASES,
 )
 def _fixed_ipt(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    _need_frtp(s)
-    assert s.frtp_echo is not None
-    gaps = _gaps(s)
-    if len(gaps) < MIN_GAPS:
-        raise Inconclusive(f"{len(gaps)} DATA gaps, fewer than {MIN_GAPS}")
-    ipt = s.frtp_echo.ipt()
+    gaps, ipt, rate = _paced(s)
     med = statistics.median(gaps)
     if abs(med - ipt) > IPT_TOLERANCE * ipt:
         yield _v(
             "sender",
             s.data[0].mark,
-            f"median DATA gap {med * 1e6:.0f} µs; the negotiated {s.frtp_echo.rate_bps} bit/s fixes "
+            f"median DATA gap {med * 1e6:.0f} µs; the negotiated {rate} bit/s fixes "
             f"IPT {ipt * 1e6:.0f} µs (±{IPT_TOLERANCE:.0%})",
         )
 
@@ -218,20 +206,15 @@ def _fixed_ipt(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     cases=TRANSFER_CASES,
 )
 def _rate(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    _need_frtp(s)
-    assert s.frtp_echo is not None
-    gaps = _gaps(s)
-    if len(gaps) < MIN_GAPS:
-        raise Inconclusive(f"{len(gaps)} DATA gaps, fewer than {MIN_GAPS}")
+    gaps, ipt, rate = _paced(s)
     span = s.data[-1].mark.time - s.data[0].mark.time
-    ipt = s.frtp_echo.ipt()
     if span * (1 + RATE_TOLERANCE) < len(gaps) * ipt:
-        rate = len(gaps) * ipt / span * s.frtp_echo.rate_bps if span > 0 else float("inf")
+        seen = len(gaps) * ipt / span * rate if span > 0 else float("inf")
         yield _v(
             "sender",
             s.data[-1].mark,
-            f"{len(gaps) + 1} DATA datagrams in {span * 1000:.1f} ms: {rate / 1e6:.1f} Mbit/s, "
-            f"negotiated {s.frtp_echo.rate_bps / 1e6:.1f}",
+            f"{len(gaps) + 1} DATA datagrams in {span * 1000:.1f} ms: {seen / 1e6:.1f} Mbit/s, "
+            f"negotiated {rate / 1e6:.1f}",
         )
 
 

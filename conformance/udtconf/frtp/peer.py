@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..sabul.peer import ProtocolError, ReceiverConfig, SabulReceiver, SabulSender, SenderConfig
+from ..sabul.peer import ProtocolError, ReceiverConfig, SabulReceiver, SabulSender, SenderConfig, split_by_words
 from ..sabul.wire import DEFAULT_BUF_SIZE, Ack, Err, SabulWireError
 from ..seq import MAX
 from .wire import FRTP_BLOCK_LEN, FrtpOptionBlock, decode_frtp_block, ip_word
@@ -160,26 +160,8 @@ class FrtpReceiver(SabulReceiver):
     def whole_list_errs(self) -> list[Err]:
         """The whole loss list as ERR messages of at most max_loss_length words each (§5)."""
         assert self.echo is not None
-        limit = self.echo.max_loss_length
-        runs: list[tuple[int, int]] = []
-        for s in sorted(self._loss):
-            if runs and s == runs[-1][1] + 1:
-                runs[-1] = (runs[-1][0], s)
-            else:
-                runs.append((s, s))
-        out: list[Err] = []
-        chosen: list[int] = []
-        words = 0
-        for lo, hi in runs:
-            cost = 1 if lo == hi else 2
-            if chosen and words + cost > limit:
-                out.append(Err.from_losses(chosen))
-                chosen, words = [], 0
-            chosen += [n & MAX for n in range(lo, hi + 1)]
-            words += cost
-        if chosen:
-            out.append(Err.from_losses(chosen))
-        return out
+        groups = split_by_words(sorted(self._loss), self.echo.max_loss_length)
+        return [Err.from_losses([n & MAX for n in g]) for g in groups]
 
 
 def make_receiver(

@@ -22,14 +22,14 @@ from pathlib import Path
 
 from .. import active
 from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
-from ..ports import free_tcp_port, tcp_port_listening
-from ..sabul.tester import _abort_verdict, _exit, _Session, _Tcp, _wait_for_ack
+from ..sabul import tester as sabul_tester
+from ..sabul.tester import _abort_verdict, _exit, _Tcp, _wait_for_ack
 from ..sabul.wire import Ack, Data, OptionBlock, encode_raw_control
-from ..stacks import Stack, stop
+from ..stacks import Stack
 from .wire import FRTP_BLOCK_LEN, FrtpOptionBlock, decode_frtp_block, ip_word
 
-PAYLOAD = 1468
-PACKETS = 300
+PAYLOAD = sabul_tester.PAYLOAD
+PACKETS = sabul_tester.INPUT_BYTES // PAYLOAD  # 300 full packets
 RATE_BPS = 20_000_000  # IPT 600 µs: 300 packets in 0.18 s
 DATA_IP = "127.0.0.2"
 RATE_TOLERANCE = 0.05  # as the capture rule frtp/4/rate-not-exceeded
@@ -51,29 +51,17 @@ def _data_socket(env: ProbeEnv) -> socket.socket:
 # The stack as the sender: the tester is its receiver
 
 
-class _AsSender(_Session):
+class _AsSender(sabul_tester._AsSender):
+    """SABUL's (the stack started as the sender with 300 full packets), taking DATA on 127.0.0.2."""
+
     def __init__(self, env: ProbeEnv) -> None:
-        self.env = env
-        self.input = env.workdir / "input.bin"
-        self.data = os.urandom(PACKETS * PAYLOAD)
-        self.input.write_bytes(self.data)
-        self.port = free_tcp_port()
-        self.proc = env.stack.start(
-            "server", "transfer", env.workdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=self.port, INPUT=self.input
-        )
-        deadline = time.monotonic() + 5
-        while not tcp_port_listening(self.port) and time.monotonic() < deadline and self.proc.poll() is None:
-            time.sleep(0.02)
+        super().__init__(env)
+        self.data = self.input.read_bytes()
+        self.udp.close()
         self.udp = _data_socket(env)
 
     def block(self, rate_bps: int = RATE_BPS) -> FrtpOptionBlock:
         return FrtpOptionBlock(OptionBlock(self.udp.getsockname()[1], self.port), ip_word(DATA_IP), rate_bps)
-
-    def connect(self, block: bytes) -> _Tcp:
-        tcp = _Tcp(socket.create_connection(("127.0.0.1", self.port), timeout=5), self.env.recorder)
-        tcp.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        tcp.send(block)
-        return tcp
 
     def refused(self, block: bytes, what: str) -> ProbeResult:
         """Sends ``block``; the verdict for a sender that must refuse it: no echo, an abort."""
@@ -87,7 +75,7 @@ class _AsSender(_Session):
             return self.env.result("fail", f"echoed {what} ({len(echo)} bytes): the sender must refuse it")
         return _abort_verdict(self.env, ended(self.proc, 10), closed, what, [])
 
-    def set_up(self) -> _Tcp:
+    def set_up_frtp(self) -> _Tcp:
         tcp = self.connect(self.block().encode())
         echo = tcp.recv_exact(FRTP_BLOCK_LEN, 5)
         if len(echo) != FRTP_BLOCK_LEN:
@@ -131,9 +119,10 @@ class _AsSender(_Session):
                 next_ack = now + 0.05
         return got, times, injected
 
-    def close(self) -> None:
-        stop(self.proc)
-        self.udp.close()
+
+def _not_an_abort(rc: int | None) -> bool:
+    """Exit 0, a hang (None) or a crash: not the non-zero exit an abort owes."""
+    return rc is None or rc < 0 or rc >= 128 or rc == 0
 
 
 def _rate_note(times: list[float]) -> tuple[bool, str]:
@@ -151,7 +140,7 @@ def _survives(env: ProbeEnv, what: str, inject: Callable[[int, int], bytes | Non
     """Set-up, then ``inject`` written on the control connection during the transfer: the
     session must complete (every byte, FIN, exit 0) at the negotiated rate."""
     with _AsSender(env) as s:
-        tcp = s.set_up()
+        tcp = s.set_up_frtp()
         got, times, injected = s.receive(tcp, inject)
         closed = tcp.how_closed(5)
         tcp.close()
@@ -217,14 +206,14 @@ def _syn_ignored(env: ProbeEnv) -> ProbeResult:
 )
 def _sender_cut(env: ProbeEnv) -> ProbeResult:
     with _AsSender(env) as s:
-        tcp = s.set_up()
+        tcp = s.set_up_frtp()
         s.udp.settimeout(5)
         s.udp.recvfrom(65536)
         tcp.reset()
         t0 = time.monotonic()
         rc = ended(s.proc, 10)
         notes = [f"ended {time.monotonic() - t0:.1f} s after the reset"]
-        if rc is None or rc < 0 or rc >= 128 or rc == 0:
+        if _not_an_abort(rc):
             return env.result("fail", f"{_exit(rc)} after the control connection was cut", notes)
         return env.result("pass", f"exit {rc} after the control connection was cut", notes)
 
@@ -233,45 +222,23 @@ def _sender_cut(env: ProbeEnv) -> ProbeResult:
 # The stack as the receiver: the tester is its sender
 
 
-class _AsReceiver(_Session):
-    def __init__(self, env: ProbeEnv) -> None:
-        self.env = env
-        self.lsock = socket.socket()
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(1)
-        self.port = self.lsock.getsockname()[1]
-        self.output = env.workdir / "output.bin"
-        self.proc = env.stack.start(
-            "client",
-            "transfer",
-            env.workdir,
-            SERVER_ADDR="127.0.0.1",
-            SERVER_PORT=self.port,
-            OUTPUT=self.output,
-            DATA_ADDR=DATA_IP,
-        )
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.udp.bind(("127.0.0.1", 0))
+class _AsReceiver(sabul_tester._AsReceiver):
+    """SABUL's (the stack started as the receiver), told to take DATA on 127.0.0.2."""
 
-    def accept(self) -> tuple[_Tcp, FrtpOptionBlock]:
+    def __init__(self, env: ProbeEnv) -> None:
+        super().__init__(env, DATA_ADDR=DATA_IP)
+
+    def accept_frtp(self) -> tuple[_Tcp, FrtpOptionBlock]:
         self.lsock.settimeout(10)
         conn, _ = self.lsock.accept()
         tcp = _Tcp(conn, self.env.recorder)
         return tcp, decode_frtp_block(tcp.recv_exact(FRTP_BLOCK_LEN, 5))
 
-    def send_data(self, tcp: _Tcp, block: FrtpOptionBlock, seq: int, payload: bytes) -> None:
+    def send_to_data_path(self, tcp: _Tcp, block: FrtpOptionBlock, seq: int, payload: bytes) -> None:
         raw = Data(seq, payload).encode()
         dest = block.data_address(tcp.peer[0])
         self.udp.sendto(raw, dest)
         self.env.recorder.write(time.time(), self.udp.getsockname(), dest, raw)
-
-    def written(self) -> bytes:
-        return self.output.read_bytes() if self.output.exists() else b""
-
-    def close(self) -> None:
-        stop(self.proc)
-        self.udp.close()
-        self.lsock.close()
 
 
 @probe(
@@ -282,10 +249,10 @@ class _AsReceiver(_Session):
 )
 def _rate_refused(env: ProbeEnv) -> ProbeResult:
     with _AsReceiver(env) as r:
-        tcp, _ = r.accept()
+        tcp, _ = r.accept_frtp()
         tcp.reset()
         rc = ended(r.proc, 10)
-        if rc is None or rc < 0 or rc >= 128 or rc == 0:
+        if _not_an_abort(rc):
             return env.result("fail", f"{_exit(rc)} after its block was refused")
         if r.written():
             return env.result("fail", "wrote data although the session never started")
@@ -301,11 +268,11 @@ def _rate_refused(env: ProbeEnv) -> ProbeResult:
 )
 def _receiver_cut(env: ProbeEnv) -> ProbeResult:
     with _AsReceiver(env) as r:
-        tcp, block = r.accept()
+        tcp, block = r.accept_frtp()
         tcp.send(block.encode())
         chunks = [os.urandom(PAYLOAD) for _ in range(50)]
         for seq, c in enumerate(chunks):
-            r.send_data(tcp, block, seq, c)
+            r.send_to_data_path(tcp, block, seq, c)
             time.sleep(block.ipt())
         if not _wait_for_ack(tcp, 50, 5):
             return env.result("fail", "no ACK 50 for 50 contiguous packets within 5 s (FRTP.md §5: every 100 ms)")
@@ -313,7 +280,7 @@ def _receiver_cut(env: ProbeEnv) -> ProbeResult:
         rc = ended(r.proc, 10)
         got, want = r.written(), b"".join(chunks)
         notes = [f"OUTPUT {len(got)} bytes, {len(want)} delivered before the reset"]
-        if rc is None or rc < 0 or rc >= 128 or rc == 0:
+        if _not_an_abort(rc):
             return env.result("fail", f"{_exit(rc)} after the control connection was cut", notes)
         if got != want:
             return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the cut", notes)

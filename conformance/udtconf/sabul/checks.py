@@ -128,9 +128,10 @@ def _after_echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     "max_loss_length = ⌊pkt_size/4⌋ − 2, blockable 0/1, recv_flag_size 1…2^30−1, reserved 0.",
 )
 def _block(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    if s.block is None:
+    block = s.frtp_block or s.block  # FRTP's 52-byte block (frtp/3.3/option-block) or SABUL's
+    if block is None:
         raise Inconclusive("no option block in the capture")
-    for problem in s.block.problems():
+    for problem in block.problems():
         yield _v("receiver", s.block_mark, problem)
 
 
@@ -146,9 +147,15 @@ def _block(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
 def _echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     _need_setup(s)
     assert s.block is not None and s.echo is not None
-    if s.block.problems():
+    if s.frtp_block is not None and s.frtp_echo is not None:  # frtp/3.3/echo
+        bad = s.frtp_block.problems() or None
+        problems = s.frtp_block.echo_problems(s.frtp_echo)
+    else:
+        bad = s.block.problems() or None
+        problems = s.block.echo_problems(s.echo)
+    if bad:
         raise Inconclusive("the block itself is invalid")
-    for problem in s.block.echo_problems(s.echo):
+    for problem in problems:
         yield _v("sender", s.echo_mark, problem)
 
 

@@ -65,6 +65,26 @@ class ProtocolError(Exception):
     """The session must be aborted (§10.2); the message says why, citing SABUL.md."""
 
 
+def split_by_words(numbers: list[int], limit: int) -> list[list[int]]:
+    """Increasing numbers cut, in order, into groups whose compressed loss lists (§3.3) take at
+    most ``limit`` words each."""
+    out: list[list[int]] = []
+    chosen: list[int] = []
+    words = 0
+    for s in numbers:
+        extends = bool(chosen) and s == chosen[-1] + 1
+        # a lone number is 1 word; extending a lone number into a range costs 1 more, a range 0
+        cost = 0 if extends and len(chosen) >= 2 and chosen[-2] == chosen[-1] - 1 else 1
+        if words + cost > limit:
+            out.append(chosen)
+            chosen, words, cost = [], 0, 1
+        words += cost
+        chosen.append(s)
+    if chosen:
+        out.append(chosen)
+    return out
+
+
 def _unwrap(base: int, wire_seq: int) -> int:
     """The unwrapped number nearest to ``base`` whose low 31 bits are ``wire_seq`` (§4)."""
     return base + seqoff(base & MAX, wire_seq)
@@ -466,18 +486,9 @@ class SabulReceiver:
         max_loss_length words."""
         assert self.echo is not None
         due = sorted(s for s, e in self._loss.items() if now - e.last_report >= e.k * self.rtt)
-        chosen: list[int] = []
-        words = 0
-        for s in due:
-            extends = bool(chosen) and s == chosen[-1] + 1
-            # a lone number is 1 word; extending a lone number into a range costs 1 more, a range 0
-            cost = 0 if extends and len(chosen) >= 2 and chosen[-2] == chosen[-1] - 1 else 1
-            if words + cost > self.echo.max_loss_length:
-                break
-            words += cost
-            chosen.append(s)
-        if not chosen:
+        if not due:
             return
+        chosen = split_by_words(due, self.echo.max_loss_length)[0]
         for s in chosen:
             e = self._loss[s]
             e.last_report, e.k = now, e.k + 1

@@ -226,26 +226,24 @@ def _data_record(frame: int, dg: UdpDatagram, pkt_size: int | None) -> DataRecor
         return DataRecord(Mark(frame, dg.time), dg.payload, None, e)
 
 
+def _decode_head(raw: bytes) -> tuple[OptionBlock, FrtpOptionBlock | None]:
+    """A block or echo, unvalidated: SABUL's 40 bytes, or FRTP's 52 (and its SABUL words)."""
+    if len(raw) == FRTP_BLOCK_LEN:
+        frtp = decode_frtp_block(raw, validate=False)
+        return frtp.sabul, frtp
+    return decode_option_block(raw, validate=False), None
+
+
 def _decode_streams(s: SabulSession) -> None:
     up, down, head = s.to_sender, s.to_receiver, s.head_len
     if len(up.data) >= head:
         s.block_mark = up.mark_of(head - 1)
-        raw = bytes(up.data[:head])
-        if head == FRTP_BLOCK_LEN:
-            s.frtp_block = decode_frtp_block(raw, validate=False)
-            s.block = s.frtp_block.sabul
-        else:
-            s.block = decode_option_block(raw, validate=False)
+        s.block, s.frtp_block = _decode_head(bytes(up.data[:head]))
         if s.block.problems():
             s.block_error = SabulWireError("invalid option block: " + "; ".join(s.block.problems()), "3.4")
     if len(down.data) >= head:
         s.echo_mark = down.mark_of(head - 1)
-        raw = bytes(down.data[:head])
-        if head == FRTP_BLOCK_LEN:
-            s.frtp_echo = decode_frtp_block(raw, validate=False)
-            s.echo = s.frtp_echo.sabul
-        else:
-            s.echo = decode_option_block(raw, validate=False)
+        s.echo, s.frtp_echo = _decode_head(bytes(down.data[:head]))
         if s.echo.problems():
             s.echo_error = SabulWireError("invalid echo: " + "; ".join(s.echo.problems()), "3.4")
         if len(down.data) > head:
