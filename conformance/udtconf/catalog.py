@@ -7,11 +7,15 @@ the file in sync with the code.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from .active import Probe, ProbeEnv
 from .checks import ALL_CASES, RULES
 from .frtp import checks as frtp
 from .frtp import tester as frtp_tester
 from .sabul import checks as sabul
 from .sabul import tester as sabul_tester
+from .sabul.checks import SabulRule
 from .tester import PROBES
 
 
@@ -51,22 +55,11 @@ def render() -> str:
         "receiver (the client role). Behind the `loss` case's relay a rule is judged on the leg that shows",
         "its side unaltered.",
         "",
-        "| case id | SABUL.md § | grade | constrains | applies to | requirement |",
-        "|---|---|---|---|---|---|",
-    ]
-    for s in sabul.RULES:
-        cases = "all" if s.cases == sabul.ALL_CASES else ", ".join(sorted(s.cases))
-        out.append(f"| `{s.id}` | {s.section} | {s.grade} | {s.side} | {cases} | {s.requirement} |")
-    out += [
+        *_sided_rules(sabul.RULES, sabul.ALL_CASES, "SABUL.md"),
         "",
         "## SABUL active tester probes (per SABUL stack)",
         "",
-        "| probe | SABUL.md § | stack role | what the tester does / expects |",
-        "|---|---|---|---|",
-    ]
-    for sp in sabul_tester.PROBES:
-        out.append(f"| `{sp.id}` | {sp.section} | {sp.role} | {sp.summary} |")
-    out += [
+        *_probes(sabul_tester.PROBES, "SABUL.md"),
         "",
         "## FRTP wire rules (on both paths of every FRTP run: UDP data path, TCP control path)",
         "",
@@ -75,22 +68,27 @@ def render() -> str:
         "and by FRTP's own rules below. Sides and legs as SABUL's. Timing rules state their tolerances",
         "(`conformance/udtconf/frtp/checks.py`).",
         "",
-        "| case id | FRTP.md § | grade | constrains | applies to | requirement |",
-        "|---|---|---|---|---|---|",
-    ]
-    for f in frtp.RULES:
-        cases = "all" if f.cases == frtp.ALL_CASES else ", ".join(sorted(f.cases))
-        out.append(f"| `{f.id}` | {f.section} | {f.grade} | {f.side} | {cases} | {f.requirement} |")
-    out += [
+        *_sided_rules(frtp.RULES, frtp.ALL_CASES, "FRTP.md"),
         "",
         "## FRTP active tester probes (per FRTP stack)",
         "",
-        "| probe | FRTP.md § | stack role | what the tester does / expects |",
-        "|---|---|---|---|",
+        *_probes(frtp_tester.PROBES, "FRTP.md"),
     ]
-    for fp in frtp_tester.PROBES:
-        out.append(f"| `{fp.id}` | {fp.section} | {fp.role} | {fp.summary} |")
     return "\n".join(out) + "\n"
+
+
+def _sided_rules(rules: Iterable[SabulRule], all_cases: frozenset[str], spec: str) -> list[str]:
+    """The table of SABUL-style rules (each constrains one side)."""
+    out = [f"| case id | {spec} § | grade | constrains | applies to | requirement |", "|---|---|---|---|---|---|"]
+    for r in rules:
+        cases = "all" if r.cases == all_cases else ", ".join(sorted(r.cases))
+        out.append(f"| `{r.id}` | {r.section} | {r.grade} | {r.side} | {cases} | {r.requirement} |")
+    return out
+
+
+def _probes(probes: Iterable[Probe[ProbeEnv]], spec: str) -> list[str]:
+    out = [f"| probe | {spec} § | stack role | what the tester does / expects |", "|---|---|---|---|"]
+    return out + [f"| `{p.id}` | {p.section} | {p.role} | {p.summary} |" for p in probes]
 
 
 if __name__ == "__main__":

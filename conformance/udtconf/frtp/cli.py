@@ -15,16 +15,15 @@ the driver keeps its own socket buffers.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import BinaryIO, TextIO
+from typing import TextIO
 
-from ..sabul.driver import EXIT_IO, SessionError, parse_address, receive, send
+from ..sabul.cli import add_common, open_input, open_output, packet_size, run_session
+from ..sabul.driver import parse_address, receive, send
 from ..sabul.peer import ReceiverConfig, SenderConfig
-from ..sabul.wire import DEFAULT_BUF_SIZE, MAX_PKT_SIZE, MIN_PKT_SIZE
+from ..sabul.wire import DEFAULT_BUF_SIZE
 from .peer import FrtpSender, make_receiver
-from .wire import IP_UDP_HEADERS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,18 +41,14 @@ def parser() -> argparse.ArgumentParser:
     for p in (s, r):
         p.add_argument("--udp-buffer", type=int, default=262144, metavar="BYTES")
         p.add_argument("--frtp-buffer", type=int, default=DEFAULT_BUF_SIZE, metavar="BYTES")
-        p.add_argument("--mss", type=int, default=1500, metavar="N", help="IP packet size; packet = N − 28")
-        p.add_argument("--stats", metavar="PATH", help="JSON lines (docs/cli.md), - for stdout")
-        p.add_argument("--stats-interval", type=float, default=100.0, metavar="MS")
+        add_common(p)
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
-    pkt_size = args.mss - IP_UDP_HEADERS
-    if not MIN_PKT_SIZE <= pkt_size <= MAX_PKT_SIZE:
-        ap.error(f"--mss {args.mss}: the packet (MSS − 28) must be {MIN_PKT_SIZE}…{MAX_PKT_SIZE} bytes")
+    pkt_size = packet_size(ap, args.mss)
     rate = args.max_rate if args.command == "send" else args.rate
     if not rate > 0:
         ap.error("the rate must be a positive number of Mbit/s")
@@ -62,51 +57,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = parse_address(args.data_bind) if args.command == "recv" else ("", 0)
     except ValueError as e:
         ap.error(str(e))
-    with ExitStack() as files:
-        try:
-            stats: TextIO | None = None
-            if args.stats == "-":
-                stats = sys.stdout if args.output != "-" else sys.stderr
-            elif args.stats:
-                stats = files.enter_context(open(args.stats, "w"))
-            interval = args.stats_interval / 1000
-            bps = round(rate * 1e6)
-            if args.command == "send":
-                source: BinaryIO = (
-                    sys.stdin.buffer if args.input == "-" else files.enter_context(open(args.input, "rb"))
-                )
-                config = SenderConfig(pkt_size=pkt_size, slow_start=False)
-                send(
-                    address,
-                    source,
-                    config,
-                    stats,
-                    interval,
-                    make_sender=lambda read, cfg: FrtpSender(read, cfg, bps, args.frtp_buffer),
-                )
-            else:
-                sink: BinaryIO = (
-                    sys.stdout.buffer if args.output == "-" else files.enter_context(open(args.output, "wb"))
-                )
-                receive(
-                    address,
-                    sink,
-                    ReceiverConfig(pkt_size=pkt_size),
-                    stats,
-                    interval,
-                    data_port=data[1],
-                    data_ip=None if data[0] in ("0.0.0.0", "") else data[0],
-                    make_receiver=make_receiver(bps),
-                )
-        except OSError as e:
-            print(f"frtp {args.command}: {e}", file=sys.stderr)
-            return EXIT_IO
-        except SessionError as e:
-            print(f"frtp {args.command}: {e}", file=sys.stderr)
-            return e.code
-        except KeyboardInterrupt:
-            return 130
-    return 0
+    bps = round(rate * 1e6)
+
+    def body(files: ExitStack, stats: TextIO | None, interval: float) -> None:
+        if args.command == "send":
+            config = SenderConfig(pkt_size=pkt_size, slow_start=False)
+            source = open_input(files, args.input)
+            send(
+                address,
+                source,
+                config,
+                stats,
+                interval,
+                make_sender=lambda read, cfg: FrtpSender(read, cfg, bps, args.frtp_buffer),
+            )
+        else:
+            receive(
+                address,
+                open_output(files, args.output),
+                ReceiverConfig(pkt_size=pkt_size),
+                stats,
+                interval,
+                data_port=data[1],
+                data_ip=None if data[0] in ("0.0.0.0", "") else data[0],
+                make_receiver=make_receiver(bps),
+            )
+
+    return run_session("frtp", args, body)
 
 
 __all__ = ["main"]

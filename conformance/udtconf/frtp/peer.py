@@ -117,18 +117,15 @@ class FrtpReceiver(SabulReceiver):
         self.frtp = FrtpOptionBlock(self.block, ip_word(self.data_ip), self.rate_bps)
         self.full_acks = 0
 
-    def option_block(self, now: float) -> bytes:
-        self._block_sent = now
-        return self.frtp.encode()
+    echo_rule = "FRTP.md §9 TC 10"
 
-    def handle_echo(self, raw: bytes, now: float) -> None:
-        try:
-            echo = decode_frtp_block(raw, validate=False)
-        except SabulWireError as e:
-            raise ProtocolError(f"echo rejected: {e}") from e
-        bad = self.frtp.echo_problems(echo)
-        if bad:
-            raise ProtocolError("echo rejected: " + "; ".join(bad) + " (FRTP.md §9 TC 10)")
+    def _own_block(self) -> FrtpOptionBlock:
+        return self.frtp
+
+    def _decode_echo(self, raw: bytes) -> FrtpOptionBlock:
+        return decode_frtp_block(raw, validate=False)
+
+    def _start(self, echo: FrtpOptionBlock, now: float) -> None:
         self.echo = echo.sabul
         self._next_ack = now + ACK_INTERVAL
         self._next_err = now + ERR_INTERVAL

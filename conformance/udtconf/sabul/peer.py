@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from ..seq import MAX, seqlen, seqoff
 from . import rate
@@ -389,16 +390,31 @@ class SabulReceiver:
 
     def option_block(self, now: float) -> bytes:
         self._block_sent = now
-        return self.block.encode()
+        raw: bytes = self._own_block().encode()
+        return raw
 
     def handle_echo(self, raw: bytes, now: float) -> None:
         try:
-            echo = decode_option_block(raw, validate=False)
+            echo = self._decode_echo(raw)
         except SabulWireError as e:
             raise ProtocolError(f"echo rejected: {e}") from e
-        bad = self.block.echo_problems(echo)
+        bad = self._own_block().echo_problems(echo)
         if bad:
-            raise ProtocolError("echo rejected: " + "; ".join(bad) + " (SABUL.md §3.4)")
+            raise ProtocolError("echo rejected: " + "; ".join(bad) + f" ({self.echo_rule})")
+        self._start(echo, now)
+
+    # The profile's block (FRTP's receiver overrides these three: udtconf.frtp.peer).
+    echo_rule = "SABUL.md §3.4"
+
+    def _own_block(self) -> Any:
+        """What the receiver sends first: ``encode()`` and ``echo_problems(echo)``."""
+        return self.block
+
+    def _decode_echo(self, raw: bytes) -> Any:
+        return decode_option_block(raw, validate=False)
+
+    def _start(self, echo: Any, now: float) -> None:
+        """The echo was accepted: R0 and the timers (§2 step 5, §6)."""
         self.echo = echo
         r0 = now - (self._block_sent if self._block_sent is not None else now)
         self.rtt = 1.5 * r0 if r0 > MIN_RTT else MIN_RTT
