@@ -24,7 +24,17 @@ from .. import active
 from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
 from ..sabul import tester as sabul_tester
 from ..sabul.tester import _abort_verdict, _exit, _Tcp, _wait_for_ack
-from ..sabul.wire import Ack, Data, OptionBlock, encode_raw_control
+from ..sabul.wire import (
+    Ack,
+    Control,
+    ControlReader,
+    Data,
+    Err,
+    OptionBlock,
+    SabulWireError,
+    describe,
+    encode_raw_control,
+)
 from ..stacks import Stack
 from .wire import FRTP_BLOCK_LEN, FrtpOptionBlock, decode_frtp_block, ip_word
 
@@ -285,6 +295,102 @@ def _receiver_cut(env: ProbeEnv) -> ProbeResult:
         if got != want:
             return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the cut", notes)
         return env.result("pass", f"exit {rc}, kept the 50 delivered packets", notes)
+
+
+def _frames(tcp: _Tcp, reader: ControlReader, seconds: float) -> list[tuple[float, Control]]:
+    """The control frames the receiver writes within ``seconds`` (monotonic arrival times)."""
+    out: list[tuple[float, Control]] = []
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            chunk = tcp.recv(65536, left)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        now = time.monotonic()
+        out += [(now, f) for f in reader.feed(chunk)]
+    return out
+
+
+def _finish(env: ProbeEnv, r: _AsReceiver, tcp: _Tcp, want: bytes, notes: list[str]) -> ProbeResult | None:
+    """The tester's FIN after everything was acknowledged: None if the receiver then exits 0 with
+    exactly ``want`` in OUTPUT, else the failure."""
+    tcp.sock.shutdown(socket.SHUT_WR)
+    closed = tcp.how_closed(5)
+    rc = ended(r.proc, 10)
+    got = r.written()
+    notes.append(f"receiver's close: {closed}; OUTPUT {len(got)} of {len(want)} bytes")
+    if rc != 0:
+        return env.result("fail", f"{_exit(rc)} after a complete session", notes)
+    if got != want:
+        return env.result("fail", "OUTPUT is not the data sent", notes)
+    return None
+
+
+@probe(
+    "receiver/whole-loss-list-split",
+    "5, 9",
+    "receiver",
+    "every other packet of 0…1599 missing (799 single losses, 799 words): the periodic ERRs list the whole "
+    "list in messages of at most max_loss_length (366) words; then the rest, its ACK, a FIN: exit 0",
+)
+def _split(env: ProbeEnv) -> ProbeResult:
+    with _AsReceiver(env) as r:
+        tcp, block = r.accept_frtp()
+        tcp.send(block.encode())
+        chunks = [os.urandom(64) for _ in range(1600)]
+        for seq in range(0, 1600, 2):
+            r.send_to_data_path(tcp, block, seq, chunks[seq])
+        missing = set(range(1, 1599, 2))
+        reader = ControlReader(block.sabul.max_loss_length)
+        try:
+            frames = _frames(tcp, reader, 0.15)
+        except SabulWireError as e:
+            return env.result("fail", f"an invalid control frame: {e}")
+        errs = [f for _, f in frames if isinstance(f, Err)]
+        listed = {n for e in errs for a, b in e.ranges() for n in range(a, b + 1)}
+        biggest = max((len(e.words) for e in errs), default=0)
+        whole = sum(len(e.words) > 1 for e in errs)
+        notes = [f"{len(errs)} ERRs in 150 ms ({whole} of more than one word), the largest {biggest} words"]
+        if not missing <= listed:
+            return env.result("fail", f"the ERRs of 150 ms do not list {len(missing - listed)} missing numbers", notes)
+        for seq in range(1, 1600, 2):
+            r.send_to_data_path(tcp, block, seq, chunks[seq])
+        if not _wait_for_ack(tcp, 1600, 5):
+            return env.result("fail", "no ACK 1600 within 5 s of the retransmissions", notes)
+        failed = _finish(env, r, tcp, b"".join(chunks), notes)
+        return failed or env.result("pass", "the whole loss list, split within max_loss_length; exit 0", notes)
+
+
+@probe(
+    "receiver/beyond-window-acked",
+    "5, 9",
+    "receiver",
+    "10 packets and their ACK, then one packet recv_flag_size + 5 beyond the ACK point: an ACK at once "
+    "(within 80 ms, though the ACK point did not move), the packet dropped; the rest, a FIN: exit 0",
+)
+def _beyond_window(env: ProbeEnv) -> ProbeResult:
+    with _AsReceiver(env) as r:
+        tcp, block = r.accept_frtp()
+        tcp.send(block.encode())
+        chunks = [os.urandom(PAYLOAD) for _ in range(20)]
+        for seq in range(10):
+            r.send_to_data_path(tcp, block, seq, chunks[seq])
+        if not _wait_for_ack(tcp, 10, 5):
+            return env.result("fail", "no ACK 10 for 10 contiguous packets within 5 s")
+        r.send_to_data_path(tcp, block, 10 + block.sabul.recv_flag_size + 5, os.urandom(PAYLOAD))
+        frames = _frames(tcp, ControlReader(block.sabul.max_loss_length), 0.08)
+        acks = [f for _, f in frames if isinstance(f, Ack)]
+        notes = [f"within 80 ms: {', '.join(describe(f) for _, f in frames) or 'nothing'}"]
+        if not acks:
+            return env.result("fail", "no ACK within 80 ms of a packet beyond the resequencing window", notes)
+        for seq in range(10, 20):
+            r.send_to_data_path(tcp, block, seq, chunks[seq])
+        if not _wait_for_ack(tcp, 20, 5):
+            return env.result("fail", "no ACK 20 after the beyond-window packet", notes)
+        failed = _finish(env, r, tcp, b"".join(chunks), notes)
+        return failed or env.result("pass", "ACKed the overflow at once and dropped the packet; exit 0", notes)
 
 
 def run_probe(stack: Stack, p: FrtpProbe, workdir: Path) -> ProbeResult:
