@@ -18,6 +18,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from .. import active
@@ -295,6 +296,23 @@ def _receiver_cut(env: ProbeEnv) -> ProbeResult:
         if got != want:
             return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the cut", notes)
         return env.result("pass", f"exit {rc}, kept the 50 delivered packets", notes)
+
+
+@probe(
+    "receiver/echo-changes-the-rate",
+    "9",
+    "receiver",
+    "an echo with half the rate the block asked for: an abort (reset, exit ≠ 0), nothing written",
+)
+def _echo_rate(env: ProbeEnv) -> ProbeResult:
+    with _AsReceiver(env) as r:
+        tcp, block = r.accept_frtp()
+        tcp.send(replace(block, rate_bps=block.rate_bps // 2).encode())
+        closed = tcp.how_closed(5)
+        res = _abort_verdict(env, ended(r.proc, 10), closed, "an echo with another rate", [])
+        if not res.failed and r.written():
+            return env.result("fail", "wrote data although the session never started")
+        return res
 
 
 def _frames(tcp: _Tcp, reader: ControlReader, seconds: float) -> list[tuple[float, Control]]:
