@@ -117,3 +117,12 @@ def test_the_receiver_announces_its_data_address_and_rejects_a_changed_echo() ->
     assert block.data_address("192.168.0.2") == ("10.1.0.2", 5000) and block.rate_bps == RATE
     with pytest.raises(ProtocolError, match="rate_bps"):
         r.handle_echo(FrtpOptionBlock(block.sabul, block.data_ip, RATE * 2).encode(), 0.01)
+
+
+def test_after_idle_the_schedule_restarts_so_a_resend_burst_keeps_the_ipt() -> None:
+    data = os.urandom(20 * 1468)
+    pair = frtp_pair(data, lose=lambda seq, n: seq >= 15 and n == 0)  # a lost tail: only EXP finds it
+    assert pair.run() == data
+    again = [e.time for e in pair.data_sent() if e.seq >= 15][5:]
+    gaps = [b - a for a, b in zip(again, again[1:], strict=False)]
+    assert len(again) == 5 and min(gaps) == pytest.approx(IPT, abs=1e-6)

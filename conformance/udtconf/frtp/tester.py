@@ -229,6 +229,55 @@ def _sender_cut(env: ProbeEnv) -> ProbeResult:
         return env.result("pass", f"exit {rc} after the control connection was cut", notes)
 
 
+@probe(
+    "sender/ipt-after-idle",
+    "4, 9",
+    "sender",
+    "all 300 packets received, no ACK, 50 ms of quiet, then an ERR listing 40 of them: the 40 "
+    "retransmissions keep the IPT (span ≥ 80 % of 39 IPTs, no catch-up burst); then ACK, FIN, exit 0",
+)
+def _after_idle(env: ProbeEnv) -> ProbeResult:
+    with _AsSender(env) as s:
+        tcp = s.set_up_frtp()
+        got: dict[int, bytes] = {}
+        deadline = time.monotonic() + 5
+        s.udp.settimeout(0.05)
+        while len(got) < PACKETS and time.monotonic() < deadline:
+            try:
+                raw, _ = s.udp.recvfrom(65536)
+            except TimeoutError:
+                continue
+            got.setdefault(struct.unpack_from("!I", raw)[0], raw[4:])
+        if len(got) < PACKETS:
+            return env.result("fail", f"only {len(got)} of {PACKETS} packets within 5 s at {RATE_BPS / 1e6:g} Mbit/s")
+        time.sleep(0.05)
+        tcp.send(Err.from_losses(range(100, 140)).encode())
+        times: list[float] = []
+        while len(times) < 40 and time.monotonic() < deadline + 1:
+            try:
+                raw, src = s.udp.recvfrom(65536)
+            except TimeoutError:
+                continue
+            times.append(time.monotonic())
+            s.env.recorder.write(time.time(), src, s.udp.getsockname(), raw)
+        tcp.send(Ack(PACKETS).encode())
+        ipt = (PAYLOAD + 4 + 28) * 8 / RATE_BPS
+        span = times[-1] - times[0] if len(times) > 1 else 0.0
+        notes = [f"{len(times)} retransmissions in {span * 1000:.1f} ms (39 IPTs = {39 * ipt * 1000:.1f} ms)"]
+        closed = tcp.how_closed(5)
+        rc = ended(s.proc, 10)
+        notes.append(f"sender's close: {closed}, {_exit(rc)}")
+        if len(times) < 40:
+            return env.result("fail", "the ERR's 40 numbers were not all sent again within 1 s", notes)
+        if span < 0.8 * 39 * ipt:
+            return env.result(
+                "fail", "the retransmissions after idle left faster than the IPT (a catch-up burst)", notes
+            )
+        if rc != 0 or closed != "fin":
+            return env.result("fail", "the session did not end with a FIN and exit 0", notes)
+        return env.result("pass", "the schedule restarted after idle: retransmissions one IPT apart", notes)
+
+
 # ---------------------------------------------------------------------------------------------
 # The stack as the receiver: the tester is its sender
 
