@@ -21,7 +21,7 @@ CASES  ?=
 FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
-.PHONY: help setup build build-rust build-udt build-sabul check test test-rust test-interop test-conformance \
+.PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-interop test-conformance \
         testbed testbed-image test-testbed testbed-cleanup dashboards bench fuzz conformance clean
 
 help:
@@ -59,6 +59,11 @@ build-udt:
 build-sabul:
 	@echo "==> build: $(SABUL) (cargo build --release -p udt-cli --bin sabul)"
 	cd impl && $(CARGO) build --release -p udt-cli --bin sabul
+
+# Only the frtp binary (the frtp stack's `build` in its meta.toml).
+build-frtp:
+	@echo "==> build: impl/target/release/frtp (cargo build --release -p udt-cli --bin frtp)"
+	cd impl && $(CARGO) build --release -p udt-cli --bin frtp
 
 $(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
 	@echo "==> build: $@ (C++ against Debian libudt-dev)"

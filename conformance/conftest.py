@@ -13,6 +13,7 @@ import pytest
 from udtconf import expectations, gate, report
 from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
+from udtconf.frtp.checks import rules_for as frtp_rules_for
 from udtconf.interop import RESULTS_DIR, InteropRunner, RunResult
 from udtconf.report import SKIPPED_AFTER_HANDSHAKE
 from udtconf.sabul.checks import rules_for as sabul_rules_for
@@ -78,6 +79,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     elif "sabul_rule" in names:
         sabul = [(s, c, case, r) for s, c, case in cells if s.protocol == "sabul" for r in sabul_rules_for(case)]
         metafunc.parametrize("sabul_rule", sabul, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in sabul])
+    elif "frtp_rule" in names:
+        frtp = [(s, c, case, r) for s, c, case in cells if s.protocol == "frtp" for r in frtp_rules_for(case)]
+        metafunc.parametrize("frtp_rule", frtp, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in frtp])
     elif "stack" in names:
         stacks = [s for s in sel.tested_stacks if wanted is None or s.protocol in wanted]
         metafunc.parametrize("stack", stacks, ids=[s.name for s in stacks])
@@ -95,7 +99,7 @@ def item_key(item: pytest.Item) -> str | None:
         s, c, case = p["matrix_cell"]
         kind = "interop" if test == "test_matrix" else "codec"
         return f"{kind}/{s.name}/{c.name}/{case}"
-    for name in ("matrix_rule", "sabul_rule"):
+    for name in ("matrix_rule", "sabul_rule", "frtp_rule"):
         if name in p:
             s, c, case, r = p[name]
             return f"wire/{s.name}/{c.name}/{case}/{r.id}"
@@ -106,7 +110,7 @@ def item_key(item: pytest.Item) -> str | None:
     return None
 
 
-_MATRIX_PARAMS = {"matrix_cell": tuple, "matrix_rule": tuple, "sabul_rule": tuple, "stack": Stack}
+_MATRIX_PARAMS = {"matrix_cell": tuple, "matrix_rule": tuple, "sabul_rule": tuple, "frtp_rule": tuple, "stack": Stack}
 
 
 def _empty_matrix(item: pytest.Item) -> bool:

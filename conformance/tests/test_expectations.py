@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from udtconf.checks import RULES
 from udtconf.expectations import ExpectationsError, for_stacks, key_case, key_stacks, load
+from udtconf.frtp import checks as frtp
 from udtconf.sabul import checks as sabul
 from udtconf.stacks import STACKS_DIR
 from udtconf.stacks import load as load_stack
@@ -40,7 +41,7 @@ def test_shipped_file_loads_and_every_waiver_is_scoped_and_dated() -> None:
 
 def test_required_is_every_must_rule_and_no_should_rule() -> None:
     exp = load()
-    for rule in [*RULES, *sabul.RULES]:
+    for rule in [*RULES, *sabul.RULES, *frtp.RULES]:
         key = f"wire/a/b/transfer/{rule.id}"
         assert exp.is_required(key) == (rule.grade == "MUST"), f"{rule.grade} {rule.id}"
     assert exp.is_required("wire/a/b/close/udt4/5.6/shutdown-on-close")

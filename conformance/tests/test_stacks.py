@@ -41,9 +41,11 @@ def _tcp(root: Path, name: str = "tcp-x", bulk: str = IPERF3_BULK) -> Path:
 
 def test_shipped_registry_names_every_stack_once() -> None:
     stacks = registry(STACKS_DIR)
-    assert list(stacks) == ["libudt", "sabul", "sabul-py", "tcp-bbr", "tcp-cubic", "udt-rs"]
-    assert [s.name for s in discover(None, STACKS_DIR)] == ["libudt", "sabul", "sabul-py", "udt-rs"]
+    assert list(stacks) == ["frtp", "frtp-py", "libudt", "sabul", "sabul-py", "tcp-bbr", "tcp-cubic", "udt-rs"]
+    assert [s.name for s in discover(None, STACKS_DIR)] == ["frtp", "frtp-py", "libudt", "sabul", "sabul-py", "udt-rs"]
     assert stacks["sabul-py"].protocol == "sabul" and stacks["sabul-py"].bulk is None
+    for name in ("frtp", "frtp-py"):
+        assert stacks[name].protocol == "frtp" and stacks[name].testcases == ("handshake", "transfer", "loss", "empty")
     sabul = stacks["sabul"]
     assert sabul.protocol == "sabul" and sabul.bulk and sabul.bulk.contract == "sabul-cli" and sabul.bulk.build
     for name in ("udt-rs", "libudt"):

@@ -160,7 +160,7 @@ class InteropRunner:
         key = f"{server.name}__{client.name}__{case}"
         if key not in self._memo:
             logdir = self.results_dir / "runs" / key
-            if server.protocol == "sabul":
+            if server.protocol in ("sabul", "frtp"):
                 from .sabul import interop as sabul_interop  # it builds on this module
 
                 self._memo[key] = sabul_interop.run(self, server, client, case, logdir)

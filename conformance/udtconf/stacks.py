@@ -14,7 +14,8 @@ command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) make
 (:func:`build`).
 
 * A stack speaks one ``protocol``: ``udt`` (UDT4, the default), ``sabul`` (SABUL,
-  docs/spec/SABUL.md) or ``tcp`` (kernel TCP, a testbed baseline with no conformance cases).
+  docs/spec/SABUL.md), ``frtp`` (FRTP, docs/spec/FRTP.md) or ``tcp`` (kernel TCP, a testbed
+  baseline with no conformance cases).
   Each conformance protocol has its own test cases (:data:`PROTOCOL_TESTCASES`), and the suite
   pairs a stack only with stacks of its own protocol.
 * A stack with conformance test cases (non-empty ``testcases``) also has an executable
@@ -49,13 +50,20 @@ REPO_ROOT_VAR = "${REPO_ROOT}"
 # What `run --stack` pairs a UDT stack under test with when --against is not given.
 REFERENCE_STACKS = ("libudt", "udt-rs")
 # ... and a stack of each protocol (those of these names that are in the registry): the SABUL
-# partners are the Rust `sabul` (once its directory exists) and the suite's own `sabul-py`.
-PARTNERS = {"udt": REFERENCE_STACKS, "sabul": ("sabul", "sabul-py")}
+# partners are the Rust `sabul` (once its directory exists) and the suite's own `sabul-py`; the
+# FRTP ones the Rust `frtp` and the suite's `frtp-py`.
+PARTNERS = {"udt": REFERENCE_STACKS, "sabul": ("sabul", "sabul-py"), "frtp": ("frtp", "frtp-py")}
 
 UDT_TESTCASES = ("handshake", "mss", "transfer", "dgram", "rendezvous", "loss", "wrap", "multiconnect", "close")
 SABUL_TESTCASES = ("handshake", "mss", "transfer", "loss", "empty")
+FRTP_TESTCASES = ("handshake", "transfer", "loss", "empty")
 # The wire protocol a stack speaks and its conformance test cases (docs/conformance/adapter-contract.md).
-PROTOCOL_TESTCASES: dict[str, tuple[str, ...]] = {"udt": UDT_TESTCASES, "sabul": SABUL_TESTCASES, "tcp": ()}
+PROTOCOL_TESTCASES: dict[str, tuple[str, ...]] = {
+    "udt": UDT_TESTCASES,
+    "sabul": SABUL_TESTCASES,
+    "frtp": FRTP_TESTCASES,
+    "tcp": (),
+}
 PROTOCOLS = tuple(PROTOCOL_TESTCASES)
 # Every test case name some protocol defines (a case name means the same step in each protocol).
 TESTCASES = tuple(dict.fromkeys(c for cases in PROTOCOL_TESTCASES.values() for c in cases))

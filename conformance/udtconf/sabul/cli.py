@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import BinaryIO, TextIO
 
@@ -43,18 +43,62 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--output", required=True, metavar="PATH", help="file to write, - for stdout")
     r.add_argument("--data-port", type=int, default=0, metavar="N", help="UDP data port (default: any free)")
     for p in (s, r):
-        p.add_argument("--mss", type=int, default=1500, metavar="N", help="IP packet size; packet = N − 28")
-        p.add_argument("--stats", metavar="PATH", help="JSON lines (docs/cli.md), - for stdout")
-        p.add_argument("--stats-interval", type=float, default=100.0, metavar="MS")
+        add_common(p)
     return ap
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    """--mss, --stats, --stats-interval (the sabul and frtp command lines, docs/cli.md)."""
+    p.add_argument("--mss", type=int, default=1500, metavar="N", help="IP packet size; packet = N − 28")
+    p.add_argument("--stats", metavar="PATH", help="JSON lines (docs/cli.md), - for stdout")
+    p.add_argument("--stats-interval", type=float, default=100.0, metavar="MS")
+
+
+def packet_size(ap: argparse.ArgumentParser, mss: int) -> int:
+    """The SABUL packet for ``--mss`` (MSS − 28), or a usage error."""
+    pkt_size = mss - IP_UDP_HEADERS
+    if not MIN_PKT_SIZE <= pkt_size <= MAX_PKT_SIZE:
+        ap.error(f"--mss {mss}: the packet (MSS − 28) must be {MIN_PKT_SIZE}…{MAX_PKT_SIZE} bytes")
+    return pkt_size
+
+
+Body = Callable[[ExitStack, TextIO | None, float], None]
+
+
+def run_session(prog: str, args: argparse.Namespace, body: Body) -> int:
+    """Opens ``--stats`` (``-``: standard output, standard error when the data goes there), runs
+    ``body(files, stats, interval)`` and maps its failure to docs/cli.md's exit status."""
+    with ExitStack() as files:
+        try:
+            stats: TextIO | None = None
+            if args.stats == "-":
+                stats = sys.stderr if getattr(args, "output", None) == "-" else sys.stdout
+            elif args.stats:
+                stats = files.enter_context(open(args.stats, "w"))
+            body(files, stats, args.stats_interval / 1000)
+        except OSError as e:
+            print(f"{prog} {args.command}: {e}", file=sys.stderr)
+            return EXIT_IO
+        except SessionError as e:
+            print(f"{prog} {args.command}: {e}", file=sys.stderr)
+            return e.code
+        except KeyboardInterrupt:
+            return 130
+    return 0
+
+
+def open_input(files: ExitStack, path: str) -> BinaryIO:
+    return sys.stdin.buffer if path == "-" else files.enter_context(open(path, "rb"))
+
+
+def open_output(files: ExitStack, path: str) -> BinaryIO:
+    return sys.stdout.buffer if path == "-" else files.enter_context(open(path, "wb"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
-    pkt_size = args.mss - IP_UDP_HEADERS
-    if not MIN_PKT_SIZE <= pkt_size <= MAX_PKT_SIZE:
-        ap.error(f"--mss {args.mss}: the packet (MSS − 28) must be {MIN_PKT_SIZE}…{MAX_PKT_SIZE} bytes")
+    pkt_size = packet_size(ap, args.mss)
     if args.command == "recv" and args.output == "-" and args.stats == "-":
         ap.error("--stats - and --output - both want stdout")
     if args.command == "send":
@@ -67,40 +111,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         address = parse_address(args.listen if args.command == "send" else args.connect)
     except ValueError as e:
         ap.error(str(e))
-    with ExitStack() as files:
-        try:
-            stats: TextIO | None = None
-            if args.stats == "-":
-                stats = sys.stdout
-            elif args.stats:
-                stats = files.enter_context(open(args.stats, "w"))
-            interval = args.stats_interval / 1000
-            if args.command == "send":
-                source: BinaryIO = (
-                    sys.stdin.buffer if args.input == "-" else files.enter_context(open(args.input, "rb"))
-                )
-                config = SenderConfig(
-                    pkt_size=pkt_size,
-                    interval_us=rate.interval_for_rate(args.rate) if args.rate else rate.DEFAULT_INTERVAL,
-                    slow_start=args.slow_start == "on",
-                    i_min=rate.interval_for_rate(args.max_rate) if args.max_rate else rate.I_MIN,
-                    i_max=rate.interval_for_rate(args.min_rate) if args.min_rate else rate.I_MAX,
-                )
-                send(address, source, config, stats, interval)
-            else:
-                sink: BinaryIO = (
-                    sys.stdout.buffer if args.output == "-" else files.enter_context(open(args.output, "wb"))
-                )
-                receive(address, sink, ReceiverConfig(pkt_size=pkt_size), stats, interval, data_port=args.data_port)
-        except OSError as e:
-            print(f"sabul {args.command}: {e}", file=sys.stderr)
-            return EXIT_IO
-        except SessionError as e:
-            print(f"sabul {args.command}: {e}", file=sys.stderr)
-            return e.code
-        except KeyboardInterrupt:
-            return 130
-    return 0
+
+    def body(files: ExitStack, stats: TextIO | None, interval: float) -> None:
+        if args.command == "send":
+            config = SenderConfig(
+                pkt_size=pkt_size,
+                interval_us=rate.interval_for_rate(args.rate) if args.rate else rate.DEFAULT_INTERVAL,
+                slow_start=args.slow_start == "on",
+                i_min=rate.interval_for_rate(args.max_rate) if args.max_rate else rate.I_MIN,
+                i_max=rate.interval_for_rate(args.min_rate) if args.min_rate else rate.I_MAX,
+            )
+            send(address, open_input(files, args.input), config, stats, interval)
+        else:
+            sink = open_output(files, args.output)
+            receive(address, sink, ReceiverConfig(pkt_size=pkt_size), stats, interval, data_port=args.data_port)
+
+    return run_session("sabul", args, body)
 
 
 __all__ = ["main", "EXIT_USAGE"]

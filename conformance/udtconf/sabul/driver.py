@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
 from .peer import ProtocolError, ReceiverConfig, SabulReceiver, SabulSender, SenderConfig
-from .wire import OPTION_BLOCK_LEN, ControlReader, SabulWireError
+from .wire import ControlReader, SabulWireError
 
 EXIT_OK, EXIT_USAGE, EXIT_SETUP, EXIT_IO, EXIT_BROKEN = 0, 2, 3, 4, 5
 FRAME_TIMEOUT = 1.0  # §10.3: a started frame (or block, or echo) completes within 1 s
@@ -94,8 +94,15 @@ def _recv_exact(sock: socket.socket, n: int, first_byte_timeout: float, what: st
 class Stats:
     """The ``--stats`` JSON lines of docs/cli.md."""
 
-    def __init__(self, out: TextIO | None, role: str, interval: float, sample: Callable[[], dict[str, float]]) -> None:
-        self.out, self.role, self.interval, self.sample = out, role, interval, sample
+    def __init__(
+        self,
+        out: TextIO | None,
+        role: str,
+        interval: float,
+        sample: Callable[[], dict[str, float]],
+        stack: str = STACK,
+    ) -> None:
+        self.out, self.role, self.interval, self.sample, self.stack = out, role, interval, sample, stack
         self.t0 = time.monotonic()
         self._next = self.t0 + interval
         self._last_t, self._last_bytes = self.t0, 0.0
@@ -117,7 +124,7 @@ class Stats:
         span = max(now - self._last_t, 1e-9)
         mbps = (s["bytes"] - self._last_bytes) * 8 / span / 1e6
         self._last_t, self._last_bytes = now, s["bytes"]
-        line = {"stack": STACK, "role": self.role, "t": round(now - self.t0, 6), **s, "mbps": round(mbps, 3)}
+        line = {"stack": self.stack, "role": self.role, "t": round(now - self.t0, 6), **s, "mbps": round(mbps, 3)}
         self.out.write(json.dumps({**line, **extra}) + "\n")
         self.out.flush()
 
@@ -141,8 +148,10 @@ def send(
     stats_interval: float = 0.1,
     log: TextIO = sys.stderr,
     on_listening: Callable[[tuple[str, int]], None] | None = None,
+    make_sender: Callable[[Callable[[int], bytes], SenderConfig | None], SabulSender] = SabulSender,
 ) -> SendResult:
-    """Serves one receiver; raises :class:`SessionError` when the session fails."""
+    """Serves one receiver; raises :class:`SessionError` when the session fails. ``make_sender``
+    picks the profile (SABUL's sender, or FRTP's: :mod:`udtconf.frtp.peer`)."""
     family, addr = _resolve(*listen, socket.SOCK_STREAM)
     lsock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -159,9 +168,9 @@ def send(
     with lsock:
         conn, peer = lsock.accept()  # one receiver per session (§2 step 4)
     print(f"accepted {peer[0]}:{peer[1]}", file=log, flush=True)
-    sender = SabulSender(source.read, config)
+    sender = make_sender(source.read, config)
     try:
-        raw = _recv_exact(conn, OPTION_BLOCK_LEN, BLOCK_TIMEOUT, "option block")
+        raw = _recv_exact(conn, sender.block_len, BLOCK_TIMEOUT, "option block")
         echo = sender.handle_block(raw, time.monotonic())
         conn.sendall(echo)
     except ProtocolError as e:
@@ -174,7 +183,7 @@ def send(
     udp = socket.socket(family, socket.SOCK_DGRAM)
     udp.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, UDP_SNDBUF)
     udp.bind((addr[0], 0))
-    dest = (str(peer[0]), sender.block.data_port)
+    dest = sender.data_dest(str(peer[0]))
     reader = ControlReader(sender.block.max_loss_length)
 
     def sample() -> dict[str, float]:
@@ -187,7 +196,7 @@ def send(
             **sender.stats.line(),
         }
 
-    meter = Stats(stats, "send", stats_interval, sample)
+    meter = Stats(stats, "send", stats_interval, sample, sender.stack)
     t0 = time.monotonic()
     try:
         _send_loop(sender, conn, udp, dest, reader, meter)
@@ -291,9 +300,13 @@ def receive(
     stats_interval: float = 0.1,
     log: TextIO = sys.stderr,
     data_port: int = 0,
+    data_ip: str | None = None,
+    make_receiver: Callable[[int, int, ReceiverConfig, str], SabulReceiver] | None = None,
 ) -> RecvResult:
     """Receives one session into ``sink``; raises :class:`SessionError` when it fails (every byte
-    before the hole or the abort is written first)."""
+    before the hole or the abort is written first). DATA is taken on ``data_ip`` (default: the
+    control connection's local address); ``make_receiver(data_port, ctrl_port, config,
+    data_ip)`` picks the profile (SABUL's receiver, or FRTP's: :mod:`udtconf.frtp.peer`)."""
     family, addr = _resolve(*connect, socket.SOCK_STREAM)
     try:
         tcp = socket.create_connection(addr, timeout=ECHO_TIMEOUT)
@@ -303,16 +316,20 @@ def receive(
     udp = socket.socket(family, socket.SOCK_DGRAM)
     udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RCVBUF)
     try:
-        udp.bind((tcp.getsockname()[0], data_port))
+        udp.bind((data_ip or tcp.getsockname()[0], data_port))
     except OSError as e:
         _reset(tcp)
         udp.close()
-        raise SessionError(f"cannot bind the UDP data port {data_port}: {e}", EXIT_IO) from e
-    receiver = SabulReceiver(udp.getsockname()[1], addr[1], config or ReceiverConfig())
+        raise SessionError(f"cannot bind the UDP data address {data_ip or ''}:{data_port}: {e}", EXIT_IO) from e
+    bound_ip, bound_port = udp.getsockname()[:2]
+    if make_receiver is None:
+        receiver = SabulReceiver(bound_port, addr[1], config or ReceiverConfig())
+    else:
+        receiver = make_receiver(bound_port, addr[1], config or ReceiverConfig(), str(bound_ip))
     peer_ip = tcp.getpeername()[0]
     try:
         tcp.sendall(receiver.option_block(time.monotonic()))
-        echo = _recv_exact(tcp, OPTION_BLOCK_LEN, ECHO_TIMEOUT, "echo")
+        echo = _recv_exact(tcp, receiver.block_len, ECHO_TIMEOUT, "echo")
         receiver.handle_echo(echo, time.monotonic())
     except (SessionError, ProtocolError, OSError) as e:
         _reset(tcp)
@@ -330,7 +347,7 @@ def receive(
             **receiver.stats.line(),
         }
 
-    meter = Stats(stats, "recv", stats_interval, sample)
+    meter = Stats(stats, "recv", stats_interval, sample, receiver.stack)
     t0 = time.monotonic()
     try:
         _recv_loop(receiver, tcp, udp, peer_ip, sink, meter)
@@ -382,7 +399,7 @@ def _recv_loop(
                 data, src = udp.recvfrom(65536)
             except BlockingIOError:
                 break
-            if src[0] != peer_ip:
+            if not receiver.data_source_ok(src[0], peer_ip):
                 foreign += 1  # §2 step 7: not from the sender's IP
                 continue
             receiver.handle_data(data, now)

@@ -12,7 +12,14 @@ loss        1 MiB through :class:`~udtconf.sabul.relay.SabulRelay`, which drops 
 empty       0 bytes: the echo, then the sender's FIN (SABUL.md §10.1)
 ==========  ====================================================================================
 
-Called by :meth:`udtconf.interop.InteropRunner.run` for stacks whose protocol is ``sabul``.
+FRTP (docs/spec/FRTP.md) runs the same cases (but ``mss``) under its profile: the client gets
+``DATA_ADDR`` (127.0.0.2), the data-path address it announces in its 52-byte block, so DATA and
+control are told apart in the capture (control stays on 127.0.0.1); the relay rewrites the
+block's data address too, and drops some DATA more than once (:data:`FRTP_LOSS_DROPS`) so that
+losses stay outstanding across the receiver's 20 ms ERR ticks (FRTP.md §5).
+
+Called by :meth:`udtconf.interop.InteropRunner.run` for stacks whose protocol is ``sabul`` or
+``frtp``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ CASE_BYTES = {"handshake": 1024, "mss": 16 * 1024, "transfer": 2 * 1024 * 1024, 
 CASE_TIMEOUT = {"loss": 60.0}
 CASE_MSS = {"mss": {"server": 1052, "client": 1280}}
 LOSS_DROPS = [5, 20, 21, *range(40, 60), 99, 100, 101, 300, 714]
+# FRTP: sequence number → transmissions dropped; 20–21 and 99–101 lose their first
+# retransmissions too, so the whole-list ERR every 20 ms must repeat them (FRTP.md §5)
+FRTP_LOSS_DROPS = {n: 1 for n in LOSS_DROPS} | {20: 3, 21: 3, 99: 2, 100: 2, 101: 2}
+FRTP_DATA_ADDR = "127.0.0.2"  # the receiver's data-path address (control: 127.0.0.1)
 ROLE = {"server": "sender", "client": "receiver"}
 
 
@@ -42,8 +53,9 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
     res = InteropRunner._new_run(server, client, case, logdir)
     if res.reason:
         return res
+    frtp = server.protocol == "frtp"
     source = logdir / "input-0.bin"
-    random_file(source, CASE_BYTES[case], seed=f"sabul-{case}")
+    random_file(source, CASE_BYTES[case], seed=f"{server.protocol}-{case}")
     output = logdir / "output.bin"
     port = free_tcp_port()
     mss = CASE_MSS.get(case, {})
@@ -54,7 +66,8 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
     t0 = time.monotonic()
     try:
         if case == "loss":
-            relay = SabulRelay(("127.0.0.1", port), drop=LOSS_DROPS).__enter__()
+            drops = FRTP_LOSS_DROPS if frtp else LOSS_DROPS
+            relay = SabulRelay(("127.0.0.1", port), drop=drops, frtp=frtp).__enter__()
         if runner.capture:
             res.pcap = logdir / "capture.pcap"
             tcp_ports = [port] + ([relay.address[1]] if relay else [])
@@ -78,6 +91,8 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
                 res.reason += f"; {res.diagnosis.headline(2)}"
             return res
         cli_env = dict(common, OUTPUT=output, **({"MSS": mss["client"]} if mss else {}))
+        if frtp:
+            cli_env["DATA_ADDR"] = FRTP_DATA_ADDR
         if relay:
             cli_env["SERVER_PORT"] = relay.address[1]
         procs.append(InteropRunner._start(client, "client", case, logdir / "client", cli_env))
@@ -94,10 +109,10 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
     if res.pcap:
         frames = read_frames(res.pcap)
         if relay:  # two legs: each judges the rules of the side it shows unaltered
-            res.sabul = trace.sessions(frames, port, frozenset({"sender"}))
-            res.sabul += trace.sessions(frames, relay.address[1], frozenset({"receiver"}))
+            res.sabul = trace.sessions(frames, port, frozenset({"sender"}), frtp)
+            res.sabul += trace.sessions(frames, relay.address[1], frozenset({"receiver"}), frtp)
         else:
-            res.sabul = trace.sessions(frames, port)
+            res.sabul = trace.sessions(frames, port, frtp=frtp)
     res.status = "fail" if problems else "pass"
     res.reason = "; ".join(problems) or f"{CASE_BYTES[case]} bytes delivered intact"
     if problems:

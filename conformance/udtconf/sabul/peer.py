@@ -34,12 +34,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from ..seq import MAX, seqlen, seqoff
 from . import rate
 from .wire import (
     DEFAULT_FLAG_SIZE,
     DEFAULT_PKT_SIZE,
+    OPTION_BLOCK_LEN,
     Ack,
     Control,
     Data,
@@ -62,6 +64,26 @@ BURST_SLACK = 0.002  # how far the pacer may fall behind and catch up (s): bound
 
 class ProtocolError(Exception):
     """The session must be aborted (§10.2); the message says why, citing SABUL.md."""
+
+
+def split_by_words(numbers: list[int], limit: int) -> list[list[int]]:
+    """Increasing numbers cut, in order, into groups whose compressed loss lists (§3.3) take at
+    most ``limit`` words each."""
+    out: list[list[int]] = []
+    chosen: list[int] = []
+    words = 0
+    for s in numbers:
+        extends = bool(chosen) and s == chosen[-1] + 1
+        # a lone number is 1 word; extending a lone number into a range costs 1 more, a range 0
+        cost = 0 if extends and len(chosen) >= 2 and chosen[-2] == chosen[-1] - 1 else 1
+        if words + cost > limit:
+            out.append(chosen)
+            chosen, words, cost = [], 0, 1
+        words += cost
+        chosen.append(s)
+    if chosen:
+        out.append(chosen)
+    return out
 
 
 def _unwrap(base: int, wire_seq: int) -> int:
@@ -113,6 +135,11 @@ class SenderStats(Counters):
 
 
 class SabulSender:
+    block_len = OPTION_BLOCK_LEN  # what the receiver sends first and the sender echoes (§3.4)
+    stack = "sabul-py"  # the stats line's name
+    burst_slack = BURST_SLACK
+    restart_after_idle = False  # FRTP.md §9 TC 11: after idle, the next-but-one packet waits a full gap
+
     def __init__(self, read: Callable[[int], bytes], config: SenderConfig | None = None) -> None:
         self.config = config or SenderConfig()
         self._read = read  # read(n): up to n bytes of input, b"" at its end
@@ -129,6 +156,7 @@ class SabulSender:
         self._next_send = 0.0
         self._exp_deadline: float | None = None
         self._exp_count = 0
+        self._idle = False
         self.stats = SenderStats()
         self.bytes_acked = 0
 
@@ -156,6 +184,11 @@ class SabulSender:
     def payload_size(self) -> int:
         assert self.block is not None, "handle_block first"
         return self.block.payload_size
+
+    def data_dest(self, control_peer_ip: str) -> tuple[str, int]:
+        """Where DATA goes: the receiver's IP on the control connection, the block's port (§2)."""
+        assert self.block is not None, "handle_block first"
+        return (control_peer_ip, self.block.data_port)
 
     # --- feedback (§5.1–5.5) -----------------------------------------------------------------
 
@@ -242,6 +275,7 @@ class SabulSender:
         while self.block is not None and now >= self._next_send:
             seq, payload = self._next_packet()
             if payload is None:
+                self._idle = True
                 return None
             n = self._transmissions.get(seq, 0)
             self._transmissions[seq] = n + 1
@@ -249,10 +283,12 @@ class SabulSender:
             self.stats.pkts_sent += 1
             self.stats.retrans += n > 0
             gap = self.rc.interval / 1e6
+            base = now if self._idle and self.restart_after_idle else self._next_send
+            self._idle = False
             if self.rc.take_freeze():
                 self._next_send = now + SYN + gap
             else:
-                self._next_send = max(self._next_send + gap, now - BURST_SLACK)
+                self._next_send = max(base + gap, now - self.burst_slack)
             if self.config.drop is not None and self.config.drop(seq & MAX, n):
                 self.stats.dropped_by_hook += 1  # lost on the way: it counts as sent (§7.2)
                 continue
@@ -323,6 +359,9 @@ class _Loss:
 
 @dataclass
 class SabulReceiver:
+    block_len = OPTION_BLOCK_LEN
+    stack = "sabul-py"
+
     data_port: int
     ctrl_port: int
     config: ReceiverConfig = field(default_factory=ReceiverConfig)
@@ -351,16 +390,31 @@ class SabulReceiver:
 
     def option_block(self, now: float) -> bytes:
         self._block_sent = now
-        return self.block.encode()
+        raw: bytes = self._own_block().encode()
+        return raw
 
     def handle_echo(self, raw: bytes, now: float) -> None:
         try:
-            echo = decode_option_block(raw, validate=False)
+            echo = self._decode_echo(raw)
         except SabulWireError as e:
             raise ProtocolError(f"echo rejected: {e}") from e
-        bad = self.block.echo_problems(echo)
+        bad = self._own_block().echo_problems(echo)
         if bad:
-            raise ProtocolError("echo rejected: " + "; ".join(bad) + " (SABUL.md §3.4)")
+            raise ProtocolError("echo rejected: " + "; ".join(bad) + f" ({self.echo_rule})")
+        self._start(echo, now)
+
+    # The profile's block (FRTP's receiver overrides these three: udtconf.frtp.peer).
+    echo_rule = "SABUL.md §3.4"
+
+    def _own_block(self) -> Any:
+        """What the receiver sends first: ``encode()`` and ``echo_problems(echo)``."""
+        return self.block
+
+    def _decode_echo(self, raw: bytes) -> Any:
+        return decode_option_block(raw, validate=False)
+
+    def _start(self, echo: Any, now: float) -> None:
+        """The echo was accepted: R0 and the timers (§2 step 5, §6)."""
         self.echo = echo
         r0 = now - (self._block_sent if self._block_sent is not None else now)
         self.rtt = 1.5 * r0 if r0 > MIN_RTT else MIN_RTT
@@ -383,7 +437,7 @@ class SabulReceiver:
         off = seqoff(self.last_ack & MAX, pkt.seq)
         if off >= self.config.flag_size:
             self.stats.out_of_window += 1
-            self._ack()
+            self._window_full()
             return
         if off < 0:
             self.stats.duplicates += 1
@@ -410,6 +464,14 @@ class SabulReceiver:
 
     def _ack_number(self) -> int:
         return min(self._loss) if self._loss else self.lrsn + 1
+
+    def _window_full(self) -> None:
+        """A packet beyond the reorder window: an ACK now, if the ACK point advanced (§6)."""
+        self._ack()
+
+    def data_source_ok(self, src_ip: str, control_peer_ip: str) -> bool:
+        """Whether a datagram from ``src_ip`` is taken: only the sender's IP (§2 step 7)."""
+        return src_ip == control_peer_ip
 
     def _ack(self) -> None:
         a = self._ack_number()
@@ -440,18 +502,9 @@ class SabulReceiver:
         max_loss_length words."""
         assert self.echo is not None
         due = sorted(s for s, e in self._loss.items() if now - e.last_report >= e.k * self.rtt)
-        chosen: list[int] = []
-        words = 0
-        for s in due:
-            extends = bool(chosen) and s == chosen[-1] + 1
-            # a lone number is 1 word; extending a lone number into a range costs 1 more, a range 0
-            cost = 0 if extends and len(chosen) >= 2 and chosen[-2] == chosen[-1] - 1 else 1
-            if words + cost > self.echo.max_loss_length:
-                break
-            words += cost
-            chosen.append(s)
-        if not chosen:
+        if not due:
             return
+        chosen = split_by_words(due, self.echo.max_loss_length)[0]
         for s in chosen:
             e = self._loss[s]
             e.last_report, e.k = now, e.k + 1

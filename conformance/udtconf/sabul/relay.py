@@ -18,9 +18,10 @@ from __future__ import annotations
 import selectors
 import socket
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ..frtp.wire import FRTP_BLOCK_LEN, ip_text, ip_word
 from ..relay import Relay
 from .wire import OPTION_BLOCK_LEN
 
@@ -37,6 +38,8 @@ class _Session:
     block: bytearray = field(default_factory=bytearray)  # the receiver's first 40 bytes, held back
     echo: bytearray = field(default_factory=bytearray)
     data_port: int | None = None  # the receiver's real data port
+    data_ip: str | None = None  # FRTP: the receiver's announced data address
+    data_ip_word: int = 0  # ... as word 10 said it (0 = the control peer)
     eof: set[str] = field(default_factory=set)
     closed: bool = False
 
@@ -45,14 +48,18 @@ class SabulRelay(Relay):
     def __init__(
         self,
         sender: tuple[str, int],
-        drop: Iterable[int] = (),
+        drop: Iterable[int] | Mapping[int, int] = (),
         drop_times: int = 1,
         listen: tuple[str, int] = ("127.0.0.1", 0),
         lifetime: float = 120.0,
+        frtp: bool = False,
     ) -> None:
         super().__init__("udtc-sabul-relay", drop_times, lifetime)
         self.sender = sender
-        self.drop = set(drop)
+        # sequence number → how many of its transmissions to drop (a mapping sets each its own)
+        self.drop = dict(drop) if isinstance(drop, Mapping) else dict.fromkeys(drop, drop_times)
+        # FRTP (FRTP.md §3.3): a 52-byte block whose word 10, the data address, is rewritten too
+        self.head_len = FRTP_BLOCK_LEN if frtp else OPTION_BLOCK_LEN
         self._seen: dict[int, int] = {}
         self._lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -129,20 +136,29 @@ class SabulRelay(Relay):
             self._reset(s)
 
     def _rewrite(self, s: _Session, side: str, chunk: bytes) -> bytes:
-        """Holds back the first 40 bytes of each direction and rewrites their word 0."""
+        """Holds back the block and the echo (40 bytes, FRTP's 52) and rewrites their word 0
+        (and FRTP's word 10, the data address)."""
+        n = self.head_len
         head = s.block if side == "down" else s.echo
-        if len(head) >= OPTION_BLOCK_LEN:
+        if len(head) >= n:
             return chunk
-        take = OPTION_BLOCK_LEN - len(head)
+        take = n - len(head)
         head += chunk[:take]
         rest = chunk[take:]
-        if len(head) < OPTION_BLOCK_LEN:
+        if len(head) < n:
             return b""
+        frtp = n == FRTP_BLOCK_LEN
         if side == "down":
             s.data_port = _W.unpack_from(head, 0)[0]
             _W.pack_into(head, 0, s.udp.getsockname()[1])
+            if frtp:
+                word = _W.unpack_from(head, OPTION_BLOCK_LEN)[0]
+                s.data_ip, s.data_ip_word = (ip_text(word) if word else s.receiver_ip), word
+                _W.pack_into(head, OPTION_BLOCK_LEN, ip_word(s.udp.getsockname()[0]))
         elif s.data_port is not None:
             _W.pack_into(head, 0, s.data_port)
+            if frtp and s.data_ip is not None:
+                _W.pack_into(head, OPTION_BLOCK_LEN, s.data_ip_word)
         return bytes(head) + rest
 
     def _datagrams(self, s: _Session) -> None:
@@ -157,10 +173,10 @@ class SabulRelay(Relay):
                 seq = _W.unpack_from(data, 0)[0]
                 n = self._seen.get(seq, 0)
                 self._seen[seq] = n + 1
-                if seq in self.drop and n < self.drop_times:
+                if n < self.drop.get(seq, 0):
                     self.dropped.append(seq)
                     continue
-            s.udp.sendto(data, (s.receiver_ip, s.data_port))
+            s.udp.sendto(data, (s.data_ip or s.receiver_ip, s.data_port))
             self.forwarded += 1
 
     def _reset(self, s: _Session) -> None:

@@ -277,7 +277,8 @@ def _vanishes(env: ProbeEnv) -> ProbeResult:
 
 
 class _AsReceiver(_Session):
-    def __init__(self, env: ProbeEnv) -> None:
+    def __init__(self, env: ProbeEnv, **extra: str) -> None:
+        """``extra``: more adapter environment (FRTP's tester passes ``DATA_ADDR``)."""
         self.env = env
         self.lsock = socket.socket()
         self.lsock.bind(("127.0.0.1", 0))
@@ -285,7 +286,13 @@ class _AsReceiver(_Session):
         self.port = self.lsock.getsockname()[1]
         self.output = env.workdir / "output.bin"
         self.proc = env.stack.start(
-            "client", "transfer", env.workdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=self.port, OUTPUT=self.output
+            "client",
+            "transfer",
+            env.workdir,
+            SERVER_ADDR="127.0.0.1",
+            SERVER_PORT=self.port,
+            OUTPUT=self.output,
+            **extra,
         )
         self.udp = _udp(env.recorder)
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..capture import SENTINEL
+from ..frtp.wire import FRTP_BLOCK_LEN, FrtpOptionBlock, decode_frtp_block
 from ..pcap import TCP_FIN, TCP_RST, TCP_SYN, TcpSegment, UdpDatagram
 from .wire import (
     DEFAULT_MAX_LOSS_LENGTH,
@@ -98,6 +99,12 @@ class SabulSession:
     control_error: tuple[Mark | None, SabulWireError] | None = None
     after_echo: Mark | None = None  # the sender wrote more than the echo
     data: list[DataRecord] = field(default_factory=list)
+    # FRTP (docs/spec/FRTP.md §3.3): a 52-byte block whose SABUL words are ``block`` / ``echo``
+    head_len: int = OPTION_BLOCK_LEN
+    frtp_block: FrtpOptionBlock | None = None
+    frtp_echo: FrtpOptionBlock | None = None
+    data_addr: Endpoint | None = None  # where DATA is addressed (FRTP: the announced data address)
+    misaddressed: list[DataRecord] = field(default_factory=list)  # FRTP: DATA to the control address instead
 
     @property
     def max_loss_length(self) -> int:
@@ -173,9 +180,14 @@ def _reassemble(segments: list[tuple[int, TcpSegment]]) -> Stream:
 
 
 def sessions(
-    frames: Iterable[tuple[int, UdpDatagram | TcpSegment]], sender_port: int, judges: frozenset[str] = BOTH
+    frames: Iterable[tuple[int, UdpDatagram | TcpSegment]],
+    sender_port: int,
+    judges: frozenset[str] = BOTH,
+    frtp: bool = False,
 ) -> list[SabulSession]:
-    """Every session whose control connection goes to TCP port ``sender_port``."""
+    """Every session whose control connection goes to TCP port ``sender_port``; ``frtp``: the
+    streams begin with FRTP's 52-byte block and echo, and DATA goes to the data address the block
+    announces (FRTP.md §2 step 5, §3.3)."""
     frames = list(frames)
     conns: dict[tuple[Endpoint, Endpoint], dict[str, list[tuple[int, TcpSegment]]]] = {}
     for n, pkt in frames:
@@ -191,12 +203,18 @@ def sessions(
     out = []
     for (sender, receiver), ways in conns.items():
         s = SabulSession(sender, receiver, _reassemble(ways["to_sender"]), _reassemble(ways["to_receiver"]), judges)
+        s.head_len = FRTP_BLOCK_LEN if frtp else OPTION_BLOCK_LEN
         _decode_streams(s)
         if s.block is not None:
-            port = s.block.data_port
+            s.data_addr = s.frtp_block.data_address(receiver[0]) if s.frtp_block else (receiver[0], s.block.data_port)
+            wrong = (receiver[0], s.block.data_port)
             for n, pkt in frames:
-                if isinstance(pkt, UdpDatagram) and pkt.dst == (receiver[0], port) and pkt.payload != SENTINEL:
+                if not isinstance(pkt, UdpDatagram) or pkt.payload == SENTINEL:
+                    continue
+                if pkt.dst == s.data_addr:
                     s.data.append(_data_record(n, pkt, s.pkt_size))
+                elif frtp and pkt.dst == wrong:
+                    s.misaddressed.append(_data_record(n, pkt, s.pkt_size))
         out.append(s)
     return out
 
@@ -208,25 +226,32 @@ def _data_record(frame: int, dg: UdpDatagram, pkt_size: int | None) -> DataRecor
         return DataRecord(Mark(frame, dg.time), dg.payload, None, e)
 
 
+def _decode_head(raw: bytes) -> tuple[OptionBlock, FrtpOptionBlock | None]:
+    """A block or echo, unvalidated: SABUL's 40 bytes, or FRTP's 52 (and its SABUL words)."""
+    if len(raw) == FRTP_BLOCK_LEN:
+        frtp = decode_frtp_block(raw, validate=False)
+        return frtp.sabul, frtp
+    return decode_option_block(raw, validate=False), None
+
+
 def _decode_streams(s: SabulSession) -> None:
-    up, down = s.to_sender, s.to_receiver
-    if len(up.data) >= OPTION_BLOCK_LEN:
-        s.block_mark = up.mark_of(OPTION_BLOCK_LEN - 1)
-        raw = bytes(up.data[:OPTION_BLOCK_LEN])
-        s.block = decode_option_block(raw, validate=False)
+    up, down, head = s.to_sender, s.to_receiver, s.head_len
+    if len(up.data) >= head:
+        s.block_mark = up.mark_of(head - 1)
+        s.block, s.frtp_block = _decode_head(bytes(up.data[:head]))
         if s.block.problems():
             s.block_error = SabulWireError("invalid option block: " + "; ".join(s.block.problems()), "3.4")
-    if len(down.data) >= OPTION_BLOCK_LEN:
-        s.echo_mark = down.mark_of(OPTION_BLOCK_LEN - 1)
-        s.echo = decode_option_block(bytes(down.data[:OPTION_BLOCK_LEN]), validate=False)
+    if len(down.data) >= head:
+        s.echo_mark = down.mark_of(head - 1)
+        s.echo, s.frtp_echo = _decode_head(bytes(down.data[:head]))
         if s.echo.problems():
             s.echo_error = SabulWireError("invalid echo: " + "; ".join(s.echo.problems()), "3.4")
-        if len(down.data) > OPTION_BLOCK_LEN:
-            s.after_echo = down.mark_of(OPTION_BLOCK_LEN)
+        if len(down.data) > head:
+            s.after_echo = down.mark_of(head)
     reader = ControlReader(s.max_loss_length)
     for i, (start, mark) in enumerate(up.segments):
         end = up.segments[i + 1][0] if i + 1 < len(up.segments) else len(up.data)
-        lo = max(start, OPTION_BLOCK_LEN)
+        lo = max(start, head)
         if end <= lo:
             continue
         try:
