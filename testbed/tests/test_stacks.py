@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from udtbed import runner
 from udtbed.experiment import Flow, Part
-from udtbed.stacks import Iperf3Tcp, SabulCli, Stack, UdtCli, all_stacks, parse_stats_line
+from udtbed.stacks import FrtpCli, Iperf3Tcp, SabulCli, Stack, Transfer, UdtCli, all_stacks, parse_stats_line
 
 STATS = Path("/tmp/x.stats")
 
@@ -71,10 +71,10 @@ class FakeStack(Stack):
     def available(self):
         return self.ok, "fake"
 
-    def receiver(self, addr, port, stats):
-        return [self.name, "recv", f"{addr}:{port}"], None
+    def receiver(self, addr, port, stats, transfer=Transfer()):
+        return [self.name, "recv", f"{addr}:{port}"] + ([transfer.data_addr] if transfer.data_addr else []), None
 
-    def sender(self, addr, port, seconds, stats=None, scale=1.0):
+    def sender(self, addr, port, seconds, stats=None, scale=1.0, transfer=Transfer()):
         return [self.name, "send", f"{addr}:{port}"]
 
 
@@ -88,7 +88,7 @@ class FakeRuntime:
 
 class FakeNet:
     def address(self, host, net="data"):
-        return {"a": "10.0.0.1", "b": "10.0.0.2"}[host]
+        return {"a": "10.0.0.1", "b": "10.0.0.2"}[host].replace("10.0", "10.9" if net == "control" else "10.0")
 
 
 def test_the_runner_starts_each_listener_first_and_connects_the_other_end_to_its_host(tmp_path):
@@ -131,3 +131,35 @@ def test_a_part_whose_flows_all_name_their_stack_is_a_baseline_run_once():
     (only,) = runner.lineups(base, [FakeStack("sabul", "sabul"), tcp], {"tcp-cubic": tcp})  # type: ignore[arg-type]
     assert (only.name, only.protocol, only.under_test) == ("tcp-cubic", "tcp", None)
     assert runner.part_runs(base, []) == 1  # whatever the run's stacks
+
+
+def test_frtp_s_sender_listens_on_its_control_address_and_the_receiver_binds_data_on_its_circuit_address():
+    s = FrtpCli("frtp", Path("/bin/frtp"))
+    assert (s.listener, s.control_net, s.protocol) == ("sender", "control", "frtp")
+    t = Transfer(data_addr="10.100.0.2", rate_mbps=95, udp_buffer=6554, frtp_buffer=4096000)
+    argv, _ = s.receiver("10.101.0.1", 7000, STATS, t)
+    assert argv[:12] == [
+        "/bin/frtp", "recv", "--connect", "10.101.0.1:7000", "--data-bind", "10.100.0.2:0",
+        "--rate", "95", "--output", "/dev/null", "--udp-buffer", "6554",
+    ]  # fmt: skip
+    assert s.sender("10.101.0.1", 7000, 20, STATS, 0.1, t)[:6] == [
+        "/bin/frtp", "send", "--listen", "10.101.0.1:7000", "--input", "/dev/zero",
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="fixed rate"):
+        s.receiver("10.101.0.1", 7000, STATS)  # the receiver chooses the rate: there is no default
+    # UDT takes a fixed rate as its `fixed` controller; TCP takes none of the settings.
+    assert UdtCli("u", Path("/bin/udt")).sender("a", 1, 20, transfer=Transfer(rate_mbps=5))[-2:] == ["--cc", "fixed:5"]
+    assert not Iperf3Tcp("t", "cubic").takes("rate_mbps") and s.takes("frtp_buffer")
+
+
+def test_the_runner_meets_a_stack_with_a_control_path_on_that_net_and_gives_its_receiver_the_data_address(tmp_path):
+    frtp = FakeStack("frtp", "frtp", listener="sender")
+    frtp.control_net = "control"
+    rt = FakeRuntime()
+    flows = [Flow("f", "a", "b")]
+    transfers = {"f": Transfer(data_addr="10.0.0.2")}
+    runner._start_bulk(rt, FakeNet(), {"f": frtp}, flows, tmp_path, 10, 7000, "t", 1.0, transfers)  # type: ignore[arg-type]
+    assert rt.spawned == [
+        ("a", ["frtp", "send", "10.9.0.1:7000"]),  # the sender listens on a's control address
+        ("b", ["frtp", "recv", "10.9.0.1:7000", "10.0.0.2"]),  # data on b's own data address
+    ]

@@ -80,6 +80,8 @@ class Stack:
     control_net: str | None = None
     # The :class:`Transfer` settings the contract has options for.
     settings: frozenset[str] = frozenset({"input", "output"})
+    # Goodput over the IP packets' rate at the default MSS: a fixed rate's goodput ceiling.
+    goodput_share: float = 1.0
 
     def takes(self, setting: str) -> bool:
         """Whether this stack can run a flow with ``setting`` (a :class:`Transfer` field) set."""
@@ -169,6 +171,7 @@ class UdtCli(CliStack):
     sender_stats = True
     # A fixed rate is `--cc fixed:<Mbit/s>` (no congestion control), for FRTP's comparisons.
     settings = frozenset({"input", "output", "rate_mbps"})
+    goodput_share = 1456 / 1500  # UDT4.md §3: 16-byte header, 28 of IP and UDP
 
     def receiver(
         self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
@@ -214,6 +217,7 @@ class SabulCli(CliStack):
     contract = "sabul"
     listener: Role = "sender"
     sender_stats = True
+    goodput_share = 1468 / 1500  # SABUL.md §3.1: a 4-byte header
     # SABUL.md §7.1: the initial interval is 10 µs, 1500 · 8 / 10 = 1200 Mb/s, a little above the
     # paper's 1 Gb/s links. A scaled run starts at that rate times the scale, as the links are, so
     # that the start-up meets the link as it does at full scale (from 12x the link instead, it
@@ -258,6 +262,7 @@ class FrtpCli(CliStack):
     listener: Role = "sender"
     sender_stats = True
     control_net = "control"
+    goodput_share = 1468 / 1500  # FRTP.md §3.1: 1472 = 4 + 1468 bytes in a 1500-byte packet
     settings = frozenset({"input", "output", "rate_mbps", "udp_buffer", "frtp_buffer"})
 
     def _buffers(self, transfer: Transfer) -> list[str]:
