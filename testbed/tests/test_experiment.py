@@ -187,7 +187,7 @@ def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size
     ("change", "message"),
     [
         (('stack = "tcp-cubic" }]', 'stack = "tcp-vegas" }]'), "stack 'tcp-vegas' is not a registry stack"),
-        (('protocols = ["sabul"]', 'protocols = ["quic"]'), "protocols = [one or more of sabul, tcp, udt]"),
+        (('protocols = ["sabul"]', 'protocols = ["quic"]'), "protocols = [one or more of frtp, sabul, tcp, udt]"),
         (("size = 500000", "size = -1"), "short_tcp size must be a whole number > 0"),
         (("size = 500000", "colour = 1"), "unknown short_tcp key(s) ['colour']"),
         (('metric = "mean_mbps"', 'metric = "short_tcp_ratio"'), "does not apply to a part of bulk flows"),

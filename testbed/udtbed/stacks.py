@@ -169,9 +169,15 @@ class UdtCli(CliStack):
     protocol = "udt"
     contract = "udt"
     sender_stats = True
-    # A fixed rate is `--cc fixed:<Mbit/s>` (no congestion control), for FRTP's comparisons.
-    settings = frozenset({"input", "output", "rate_mbps"})
     goodput_share = 1456 / 1500  # UDT4.md §3: 16-byte header, 28 of IP and UDP
+
+    def takes(self, setting: str) -> bool:
+        # A fixed rate is our udt's `--cc fixed:<Mbit/s>` (no congestion control), for FRTP's
+        # comparisons; a binary whose `send --help` has no such controller (libudt) takes none.
+        if setting == "rate_mbps":
+            p = subprocess.run([str(self.binary), "send", "--help"], capture_output=True, text=True)
+            return "fixed:" in p.stdout + p.stderr
+        return super().takes(setting)
 
     def receiver(
         self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
