@@ -11,6 +11,7 @@ from udtbed.experiment import Flow, Part
 from udtbed.stacks import FrtpCli, Iperf3Tcp, SabulCli, Stack, Transfer, UdtCli, all_stacks, parse_stats_line
 
 STATS = Path("/tmp/x.stats")
+NO_TRANSFER = Transfer()
 
 
 def test_the_registry_s_sabul_stack_is_driven_by_the_sabul_cli(monkeypatch, tmp_path):
@@ -71,10 +72,10 @@ class FakeStack(Stack):
     def available(self):
         return self.ok, "fake"
 
-    def receiver(self, addr, port, stats, transfer=Transfer()):
+    def receiver(self, addr, port, stats, transfer=NO_TRANSFER):
         return [self.name, "recv", f"{addr}:{port}"] + ([transfer.data_addr] if transfer.data_addr else []), None
 
-    def sender(self, addr, port, seconds, stats=None, scale=1.0, transfer=Transfer()):
+    def sender(self, addr, port, seconds, stats=None, scale=1.0, transfer=NO_TRANSFER):
         return [self.name, "send", f"{addr}:{port}"]
 
 
@@ -163,3 +164,32 @@ def test_the_runner_meets_a_stack_with_a_control_path_on_that_net_and_gives_its_
         ("a", ["frtp", "send", "10.9.0.1:7000"]),  # the sender listens on a's control address
         ("b", ["frtp", "recv", "10.9.0.1:7000", "10.0.0.2"]),  # data on b's own data address
     ]
+
+
+def test_a_capture_tells_which_net_carried_the_data_and_which_the_control(tmp_path):
+    from udtbed import capture
+    from udtconf.pcap import TCP_ACK, PcapWriter
+
+    class Topo:
+        hosts = ["a", "b"]
+
+    class Net(FakeNet):
+        topo = Topo()
+
+    files = {}
+    for host, ifname in (("a", "data"), ("a", "control")):
+        files[f"{host}/{ifname}"] = tmp_path / f"{host}-{ifname}.pcap"
+    w = PcapWriter(files["a/data"])
+    for i in range(5):  # DATA: first word a sequence number, top bit 0; 240 µs apart
+        w.write(i * 240e-6, ("10.0.0.1", 5000), ("10.0.0.2", 6000), i.to_bytes(4, "big") + b"x" * 8)
+    w.close()
+    w = PcapWriter(files["a/control"])
+    w.write_tcp(0.1, ("10.9.0.2", 40000), ("10.9.0.1", 7000), 1, TCP_ACK, b"\x00\x00\x00\x02")
+    w.close()
+    c = capture.summarize(files, Net(), {"f": "a"}, "control")  # type: ignore[arg-type]
+    assert c["interfaces"]["a/data"] == {"udp_data": 5, "udp_other": 0, "tcp": 0}
+    assert c["separated"] and c["ipt"]["f"]["n"] == 4 and c["ipt"]["f"]["mean_us"] == pytest.approx(240, abs=1)
+    w = PcapWriter(files["a/control"])  # now a DATA packet strays onto the control net
+    w.write(0.2, ("10.9.0.1", 5000), ("10.9.0.2", 6000), b"\x00\x00\x00\x09")
+    w.close()
+    assert not capture.summarize(files, Net(), {"f": "a"}, "control")["separated"]  # type: ignore[arg-type]

@@ -224,6 +224,8 @@ class PartResult:
     paper: dict[str, dict[str, float]]
     stacks: dict[str, StackResult] = field(default_factory=dict)
     link_stats: dict[str, Any] = field(default_factory=dict)
+    # A sweep part's option, values (as the experiment gives them) and the paper's points.
+    sweep: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PartResult:
@@ -238,6 +240,7 @@ class PartResult:
             paper=d.get("paper", {}),
             stacks={k: StackResult.from_dict(v) for k, v in d.get("stacks", {}).items()},
             link_stats=d.get("link_stats", {}),
+            sweep=d.get("sweep"),
         )
 
 

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -244,6 +244,7 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             calibration=as_json(cals),
             calibration_ok=all(c.ok for c in cals),
             paper=part.paper,
+            sweep=asdict(part.sweep) if part.sweep else None,
         )
         if not pres.calibration_ok:
             msg = (
