@@ -345,15 +345,19 @@ def _capture(part: PartResult) -> str:
         fig, ax = plt.subplots(figsize=(6, 3))
         rows = [
             "<tr><th>stack / flow</th><th>gaps</th><th>mean µs</th><th>std dev µs</th><th>variance ms²</th>"
-            "<th>variance s²</th><th>p1</th><th>p50</th><th>p99 µs</th></tr>"
+            "<th>variance s²</th><th>IQR / 1.349 µs</th><th>p1</th><th>p50</th><th>p99</th><th>max µs</th></tr>"
         ]
         for (n, fl), st in ipts.items():
-            q = st["quantiles_us"]
-            rows.append(
-                f"<tr><td>{_e(n)} / {_e(fl)}</td><td>{st['n']}</td><td>{st['mean_us']:.1f}</td>"
-                f"<td>{st['std_us']:.2f}</td><td>{st['var_ms2']:.2e}</td><td>{st['var_s2']:.2e}</td>"
-                f"<td>{q['p1']:.1f}</td><td>{q['p50']:.1f}</td><td>{q['p99']:.1f}</td></tr>"
-            )
+            for what, x in (("", st), (" (after 1 s)", st.get("steady"))):
+                if not x or x.get("n", 0) < 2:
+                    continue
+                q = x["quantiles_us"]
+                rows.append(
+                    f"<tr><td>{_e(n)} / {_e(fl)}{what}</td><td>{x['n']}</td><td>{x['mean_us']:.1f}</td>"
+                    f"<td>{x['std_us']:.2f}</td><td>{x['var_ms2']:.2e}</td><td>{x['var_s2']:.2e}</td>"
+                    f"<td>{x.get('sigma_iqr_us', float('nan')):.2f}</td><td>{q['p1']:.1f}</td>"
+                    f"<td>{q['p50']:.1f}</td><td>{q['p99']:.1f}</td><td>{x['max_us']:.0f}</td></tr>"
+                )
             x, y = zip(*st["cdf_us"], strict=True)
             ax.plot(x, y, label=f"{n}")
         ax.set_xlabel("inter-packet time at the sender's data interface, µs")
