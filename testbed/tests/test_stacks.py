@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from udtbed import runner
-from udtbed.experiment import Flow, Part
+from udtbed.experiment import Flow, FlowOptions, Part
 from udtbed.stacks import FrtpCli, Iperf3Tcp, SabulCli, Stack, Transfer, UdtCli, all_stacks, parse_stats_line
 
 STATS = Path("/tmp/x.stats")
@@ -193,3 +193,18 @@ def test_a_capture_tells_which_net_carried_the_data_and_which_the_control(tmp_pa
     w.write(0.2, ("10.9.0.1", 5000), ("10.9.0.2", 6000), b"\x00\x00\x00\x09")
     w.close()
     assert not capture.summarize(files, Net(), {"f": "a"}, "control")["separated"]  # type: ignore[arg-type]
+
+
+def test_a_part_runs_only_the_stacks_that_take_its_flows_settings():
+    frtp = FrtpCli("frtp", Path("/bin/frtp"))
+    tcp = Iperf3Tcp("tcp-cubic", "cubic")
+    circuit = Path(__file__).resolve().parents[2] / "topologies" / "frtp-circuit.toml"
+    plain = Part("p", circuit, (Flow("f", "sender", "receiver"),))
+    fixed = Part("p", circuit, (Flow("f", "sender", "receiver", options=FlowOptions(rate=500)),))
+    assert [x.name for x in runner.lineups(plain, [frtp, tcp], {})] == ["tcp-cubic"]  # FRTP needs a rate
+    assert [x.name for x in runner.lineups(fixed, [frtp, tcp], {})] == ["frtp"]  # TCP takes none
+    elsewhere = Part(
+        "p", circuit.with_name("chicago-local.toml"), (Flow("f", "chicago", "local", options=fixed.flows[0].options),)
+    )
+    with pytest.raises(runner.PartSkipped):  # no control net there for FRTP's control path
+        runner.lineups(elsewhere, [frtp], {})

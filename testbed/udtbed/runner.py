@@ -167,16 +167,22 @@ def lineups(part: Part, stacks: list[Stack], registry: Mapping[str, Stack] | Non
         ]
     # The settings the part's flows of the stack under test need (a fixed rate, buffers): a
     # stack without an option for one of them does not run the part.
-    needs = {x for f in part.flows if not f.stack for x in f.options.settings()}
+    own = [f for f in part.flows if not f.stack]
+    needs = {x for f in own for x in f.options.settings()}
     if part.sweep:
         needs.add(FlowOptions().with_option(part.sweep.option, 1).settings().pop())
+    # ... and what every one of them must have for a stack to run it (FRTP: a rate).
+    given = set.intersection(*(f.options.settings() for f in own)) if own else set()
+    if part.sweep:
+        given |= FlowOptions().with_option(part.sweep.option, 1).settings()
     nets: set[str] | None = None
     if any(s.control_net for s in stacks):  # such a stack needs its control net in the topology
         nets = {link.net for link in load_topology(part.topology).links}
 
     def fits(s: Stack) -> bool:
         has_net = s.control_net is None or (nets is not None and s.control_net in nets)
-        return part.runs(s.protocol) and has_net and all(s.takes(x) for x in needs)
+        takes = all(s.takes(x) for x in needs) and s.required <= given
+        return part.runs(s.protocol) and has_net and takes
 
     out = [
         Lineup(s.name, s.protocol, {f.name: pinned[f.stack] if f.stack else s for f in part.flows}, s)

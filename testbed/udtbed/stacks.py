@@ -83,6 +83,9 @@ class Stack:
     # Goodput over the IP packets' rate at the default MSS: a fixed rate's goodput ceiling.
     goodput_share: float = 1.0
 
+    # The :class:`Transfer` settings a flow of this stack must have (FRTP: its fixed rate).
+    required: frozenset[str] = frozenset()
+
     def takes(self, setting: str) -> bool:
         """Whether this stack can run a flow with ``setting`` (a :class:`Transfer` field) set."""
         return setting in self.settings
@@ -270,6 +273,7 @@ class FrtpCli(CliStack):
     control_net = "control"
     goodput_share = 1468 / 1500  # FRTP.md §3.1: 1472 = 4 + 1468 bytes in a 1500-byte packet
     settings = frozenset({"input", "output", "rate_mbps", "udp_buffer", "frtp_buffer"})
+    required = frozenset({"rate_mbps"})
 
     def _buffers(self, transfer: Transfer) -> list[str]:
         argv = ["--udp-buffer", str(transfer.udp_buffer)] if transfer.udp_buffer is not None else []
