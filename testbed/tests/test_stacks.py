@@ -83,7 +83,7 @@ class FakeRuntime:
     def __init__(self):
         self.spawned: list[tuple[str, list[str]]] = []
 
-    def spawn(self, host, argv, stdout=None, stderr=None):
+    def spawn(self, host, argv, stdout=None, stderr=None, env=None):
         self.spawned.append((host, argv))
 
 

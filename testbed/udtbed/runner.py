@@ -349,6 +349,7 @@ def _start_bulk(
     tag: str,
     scale: float = 1.0,
     transfers: Mapping[str, Transfer] | None = None,
+    env: dict[str, str] | None = None,
 ) -> list[Started]:
     """Every flow's listening end first (:attr:`Stack.listener`: the receiver, or SABUL's
     sender), then each flow's other end at its ``start`` (seconds after the listeners had half a
@@ -370,9 +371,9 @@ def _start_bulk(
         t = transfers.get(f.name, Transfer())
         if role == "receiver":
             argv, stdout = stack.receiver(addr, ports[f.name], Path(files(f) + ".stats"), t)
-            return rt.spawn(f.dst, argv, stdout=stdout, stderr=Path(files(f) + ".recv.log"))
+            return rt.spawn(f.dst, argv, stdout=stdout, stderr=Path(files(f) + ".recv.log"), env=env)
         argv = stack.sender(addr, ports[f.name], seconds, Path(files(f) + ".send.stats"), scale, t)
-        return rt.spawn(f.src, argv, stderr=Path(files(f) + ".send.log"))
+        return rt.spawn(f.src, argv, stderr=Path(files(f) + ".send.log"), env=env)
 
     listeners = {f.name: spawn(f, stacks[f.name].listener) for f in flows}
     time.sleep(0.5)
@@ -569,7 +570,10 @@ def _bulk(
     t_wall0, t_mono0 = time.time(), time.monotonic()
     finite = all(f.options.size is not None for f in flows)
     try:
-        started = _start_bulk(rt, net, lineup.flow_stacks, flows, work, seconds, 7000, tag, run.scale, transfers)
+        # A captured part's stacks send without UDP GSO (docs/cli.md, UDT_OFFLOAD): the sending
+        # host's capture then holds the packets the wire carries, not super-datagrams.
+        env = {"UDT_OFFLOAD": "0"} if pcaps else None
+        started = _start_bulk(rt, net, lineup.flow_stacks, flows, work, seconds, 7000, tag, run.scale, transfers, env)
         live = _live(run, exp, part, lineup.name, net, started, t_wall0, extra_tags)
 
         def done() -> bool:
