@@ -22,6 +22,9 @@ def metric_value(band: Band, res: StackResult, warmup_s: float) -> float | None:
         return res.flow(band.flow or "").time_to_90pct_s
     if band.metric == "loss_pct":
         return res.flow(band.flow or "").loss_pct
+    if band.metric == "rcvbuf_drops":
+        drops = res.flow(band.flow or "").rcvbuf_drops
+        return None if drops is None else float(drops)
     if band.metric == "bytes_exact":
         exact = res.flow(band.flow or "").exact
         return None if exact is None else float(exact)

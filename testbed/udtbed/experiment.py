@@ -60,10 +60,11 @@ METRICS = {
     "flow_ratio": "a flow's mean over another's (`flow` / `over`)",
     "short_tcp_ratio": "the short TCP flows' aggregate beside the most bulk flows over that beside the fewest",
     "loss_pct": "a flow's packet-loss rate: the sender's retransmissions over the packets it sent, in %",
+    "rcvbuf_drops": "UDP datagrams the flow's receiving host dropped for a full socket buffer during the run",
     "bytes_exact": "1 when a finite flow's receiver wrote exactly the sender's input, else 0",
     "paths_separated": "1 when the part's capture saw DATA only on the data net and control only on the control net",
 }
-PER_FLOW = {"mean_mbps", "time_to_90pct_s", "flow_ratio", "loss_pct", "bytes_exact"}
+PER_FLOW = {"mean_mbps", "time_to_90pct_s", "flow_ratio", "loss_pct", "bytes_exact", "rcvbuf_drops"}
 # How `min` / `max` are expressed.
 UNITS = {
     "absolute": "the metric's own unit (s, Mb/s at the run's scale, an index, a ratio)",

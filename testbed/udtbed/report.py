@@ -261,7 +261,7 @@ def _part_sweep(part: PartResult, scale: float) -> str:
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
     rows = [
         f"<tr><th>stack</th><th>{_e(what)} ({unit}, paper scale)</th><th>at this scale</th><th>goodput Mb/s</th>"
-        "<th>paper ×scale</th><th>loss %</th><th>paper loss %</th><th>receiver gaps</th>"
+        "<th>paper ×scale</th><th>loss %</th><th>paper loss %</th><th>receiver gaps</th><th>socket drops</th>"
         "<th>sender CPU %</th><th>receiver CPU %</th></tr>"
     ]
     for name, s in part.stacks.items():
@@ -279,6 +279,7 @@ def _part_sweep(part: PartResult, scale: float) -> str:
                 f"<tr><td>{_e(name)}</td><td>{p.value / div:g}</td><td>{here:.3g}</td><td>{_fmt(f.mean_mbps)}</td>"
                 f"<td>{_fmt(_times(pp.get('mbps'), scale))}</td><td>{_fmt(f.loss_pct, 3)}</td>"
                 f"<td>{_fmt(pp.get('loss_pct'), 2)}</td><td>{f.losses_recv if f.losses_recv is not None else '–'}</td>"
+                f"<td>{f.rcvbuf_drops if f.rcvbuf_drops is not None else '–'}</td>"
                 f"<td>{_fmt(f.cpu_send_pct, 0)}</td><td>{_fmt(f.cpu_recv_pct, 0)}</td></tr>"
             )
         ax.plot(xs, good, "o-", label=f"{name} goodput")
@@ -305,13 +306,14 @@ def _flow_details(part: PartResult) -> str:
                 continue
             rows.append(
                 f"<tr><td>{_e(name)} / {_e(f.name)}</td><td>{_fmt(f.rate_mbps)}</td><td>{_fmt(f.mean_mbps)}</td>"
-                f"<td>{_fmt(f.loss_pct, 3)}</td><td>{_fmt(f.cpu_send_pct, 0)}</td><td>{_fmt(f.cpu_recv_pct, 0)}</td>"
+                f"<td>{_fmt(f.loss_pct, 3)}</td><td>{'–' if f.rcvbuf_drops is None else f.rcvbuf_drops}</td>"
+                f"<td>{_fmt(f.cpu_send_pct, 0)}</td><td>{_fmt(f.cpu_recv_pct, 0)}</td>"
                 f"<td>{'–' if f.exact is None else ('yes' if f.exact else 'NO')}</td></tr>"
             )
     if not rows:
         return ""
     head = (
-        "<tr><th>stack / flow</th><th>rate's goodput Mb/s</th><th>goodput Mb/s</th><th>loss %</th>"
+        "<tr><th>stack / flow</th><th>rate's goodput Mb/s</th><th>goodput Mb/s</th><th>loss %</th><th>socket drops</th>"
         "<th>sender CPU %</th><th>receiver CPU %</th><th>bytes exact</th></tr>"
     )
     return "<table>" + head + "".join(rows) + "</table>"

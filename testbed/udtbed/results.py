@@ -43,6 +43,8 @@ class FlowResult:
     pkts_sent: int | None = None
     retrans: int | None = None
     losses_recv: int | None = None  # the gaps the receiver found (its stats' losses)
+    # UDP datagrams the receiving host dropped for a full socket buffer during the run (all its flows')
+    rcvbuf_drops: int | None = None
     cpu_send_pct: float | None = None  # the sender's / receiver's CPU over the run, % of one core
     cpu_recv_pct: float | None = None
     exact: bool | None = None  # a finite flow: the receiver wrote exactly the input (None: not finite)
@@ -75,6 +77,7 @@ class FlowResult:
             pkts_sent=d.get("pkts_sent"),
             retrans=d.get("retrans"),
             losses_recv=d.get("losses_recv"),
+            rcvbuf_drops=d.get("rcvbuf_drops"),
             cpu_send_pct=d.get("cpu_send_pct"),
             cpu_recv_pct=d.get("cpu_recv_pct"),
             exact=d.get("exact"),

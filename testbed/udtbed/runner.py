@@ -16,6 +16,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -516,6 +517,16 @@ def _sender_counters(path: Path) -> dict[str, object]:
     return last
 
 
+def udp_rcvbuf_errors(net: Network, host: str) -> int | None:
+    """The host's UDP datagrams dropped for a full socket receive buffer so far (``/proc/net/snmp``
+    of its namespace, ``Udp: RcvbufErrors``), or None where that cannot be read."""
+    p = subprocess.run(["ip", "netns", "exec", net.ns(host), "cat", "/proc/net/snmp"], capture_output=True, text=True)
+    rows = [line.split()[1:] for line in p.stdout.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2 or "RcvbufErrors" not in rows[0]:
+        return None
+    return int(rows[1][rows[0].index("RcvbufErrors")])
+
+
 def _flow_extras(res: StackResult, started: list[Started], host: hostwatch.HostReport | None) -> None:
     """Per flow: the sender's retransmissions and packets sent, each end's CPU (over the
     measured window, % of one core, by process id), and for a finite transfer whether the
@@ -567,6 +578,7 @@ def _bulk(
     pcaps = capture.start(rt, net, work, tag) if part.capture else {}
     if pcaps:
         time.sleep(0.5)  # tcpdump is listening before the first packet
+    rcvbuf0 = {f.dst: udp_rcvbuf_errors(net, f.dst) for f in flows}
     t_wall0, t_mono0 = time.time(), time.monotonic()
     finite = all(f.options.size is not None for f in flows)
     try:
@@ -588,6 +600,9 @@ def _bulk(
     flow_results = _flow_results(run, live, started, seconds, run.warmup_of(seconds))
     res = StackResult(stack=lineup.name, protocol=lineup.protocol, flows=flow_results)
     _flow_extras(res, started, host)
+    for f in flow_results:  # what the receiving host's sockets dropped (all of its flows')
+        before, after = rcvbuf0.get(f.dst), udp_rcvbuf_errors(net, f.dst)
+        f.rcvbuf_drops = after - before if before is not None and after is not None else None
     if pcaps:
         control = lineup.under_test.control_net if lineup.under_test else None
         res.capture = capture.summarize(pcaps, net, {s.flow.name: s.flow.src for s in started}, control)
