@@ -624,6 +624,7 @@ def _bulk(
         + (f"; Jain {m['jain_index']:.3f}" if m.get("jain_index") is not None else "")
         + (f"; stability {m['stability_index']:.3f}" if m.get("stability_index") is not None else "")
         + "".join(f"; {f.name} loss {f.loss_pct:.3f} %" for f in flow_results if f.loss_pct is not None)
+        + "".join(f"; {f.name} socket drops {f.rcvbuf_drops}" for f in flow_results if f.rcvbuf_drops)
         + "".join(f"; {f.name} exact: {f.exact}" for f in flow_results if f.exact is not None)
     )
     return res
