@@ -41,8 +41,10 @@ def _tcp(root: Path, name: str = "tcp-x", bulk: str = IPERF3_BULK) -> Path:
 
 def test_shipped_registry_names_every_stack_once() -> None:
     stacks = registry(STACKS_DIR)
-    assert list(stacks) == ["libudt", "sabul", "sabul-py", "tcp-bbr", "tcp-cubic", "udt-rs"]
+    assert list(stacks) == ["frtp", "libudt", "sabul", "sabul-py", "tcp-bbr", "tcp-cubic", "udt-rs"]
     assert [s.name for s in discover(None, STACKS_DIR)] == ["libudt", "sabul", "sabul-py", "udt-rs"]
+    frtp = stacks["frtp"]  # a testbed entry for now: no conformance cases yet
+    assert frtp.protocol == "frtp" and not frtp.conformance and frtp.bulk and frtp.bulk.contract == "frtp-cli"
     assert stacks["sabul-py"].protocol == "sabul" and stacks["sabul-py"].bulk is None
     sabul = stacks["sabul"]
     assert sabul.protocol == "sabul" and sabul.bulk and sabul.bulk.contract == "sabul-cli" and sabul.bulk.build
