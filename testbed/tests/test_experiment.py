@@ -333,3 +333,16 @@ def test_report_plots_a_sweep_beside_the_paper_s_points_and_shows_the_capture(tm
     assert "<td>17.000</td>" in html  # 170 retransmissions of 1000 packets sent
     assert "paths separated: yes" in html and "variance ms²" in html
     assert ExperimentResult.from_dict(json.loads(res.to_json())).parts[0].stacks["frtp"].sweep[1].flows[0].retrans == 0
+
+
+def test_the_summary_puts_a_sweep_s_paper_points_beside_ours():
+    from udtbed.results import SweepPoint
+
+    f = FlowResult("f", "s", "r", 0, [(1.0, 38.6)], [], 38.6, 1, pkts_sent=1000, retrans=0)
+    st = StackResult("frtp", "frtp", sweep=[SweepPoint(2097152, [f])])
+    sweep = {"option": "udp_buffer", "values": [2097152], "paper": [{"value": 2097152, "mbps": 386, "loss_pct": 0.03}]}
+    part = PartResult("fig7", "frtp-circuit", "frtp-circuit.toml", "", {}, [], True, {}, {"frtp": st}, sweep=sweep)
+    html = render({"run_id": "x"}, [ExperimentResult("fr", "FRTP", "Fig. 7", "", 0.1, 8, 3.2, "linkem", [part])])
+    summary = html[: html.index("<h2>FRTP")]
+    assert "goodput Mb/s at UDP buffer 2048 KB</td><td class=l>38.6 (386 × 0.1)</td><td>–</td><td>38.6</td>" in summary
+    assert "loss % at UDP buffer 2048 KB</td><td class=l>0.03</td><td>–</td><td>0.00</td>" in summary

@@ -115,6 +115,27 @@ def _paper_rows(exp: ExperimentResult, part: PartResult, stacks: list[str]) -> l
     """The paper's numbers that no band judges: each beside every stack's figure, unjudged (the
     cells of a summary row after the experiment and part)."""
     rows = []
+    if part.sweep:
+        # A sweep's paper points: goodput (and loss) at each value the paper gives, beside each
+        # stack's at the same value.
+        what, div, unit = SWEEP_UNITS.get(part.sweep["option"], (part.sweep["option"], 1.0, ""))
+        for q in part.sweep.get("paper", []):
+            for key, label, nd in (("mbps", "goodput Mb/s", 1), ("loss_pct", "loss %", 2)):
+                if key not in q:
+                    continue
+                cells = []
+                for st in stacks:
+                    r = part.stacks.get(st)
+                    pt = next((p for p in r.sweep if p.value == q["value"]), None) if r else None
+                    f = pt.flows[0] if pt and pt.flows else None
+                    val = (f.mean_mbps if key == "mbps" else f.loss_pct) if f else None
+                    cells.append(f"<td>{_fmt(val, nd)}</td>")
+                paper = f"{q[key] * exp.scale:.1f} ({q[key]:g} × {exp.scale:g})" if key == "mbps" else f"{q[key]:g}"
+                rows.append(
+                    f"<td class=l>{label} at {_e(what)} {q['value'] / div:g} {unit}</td>"
+                    f"<td class=l>{paper}</td><td>–</td>{''.join(cells)}"
+                )
+        return rows
     if "short_tcp" in part.paper:
         base = part.paper["short_tcp"]
         counts = sorted(int(k) for k in base)
