@@ -369,7 +369,8 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
     capture = p.get("capture", False)
     if not isinstance(capture, bool):
         raise fail("capture = true or false", "part", i, "capture")
-    bands = tuple(_band(b, i, j, set(names), short is not None, fail) for j, b in enumerate(p.get("band", [])))
+    rated = {f.name for f in flows if f.options.rate is not None}
+    bands = tuple(_band(b, i, j, set(names), short is not None, fail, rated) for j, b in enumerate(p.get("band", [])))
     if any(b.metric == "paths_separated" for b in bands) and not capture:
         raise fail("a paths_separated band needs capture = true", "part", i, "band")
     return Part(
@@ -436,7 +437,7 @@ def _sweep(s: Any, i: int, fail: _Fail) -> Sweep:
     )
 
 
-def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail) -> Band:
+def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail, rated: set[str]) -> Band:
     where = ("part", i, "band")
     if not isinstance(b, dict):
         raise fail("[[part.band]] must be a table", *where)
@@ -449,6 +450,8 @@ def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail)
     if (metric in SHORT_TCP_METRICS) != short_tcp:
         kind = "a short_tcp part" if short_tcp else "a part of bulk flows"
         raise fail(f"band {j + 1}: metric {metric!r} does not apply to {kind}", *where)
+    if b.get("of") == "rate" and (metric != "mean_mbps" or b.get("flow") not in rated):
+        raise fail(f'band {j + 1}: of = "rate" bounds mean_mbps of a flow with a rate ({sorted(rated)})', *where)
     if metric == "paths_separated" and b.get("of", "absolute") != "absolute":
         raise fail(f'band {j + 1}: paths_separated is 0 or 1 (of = "absolute")', *where)
     if metric in PER_FLOW and b.get("flow") not in flows:
