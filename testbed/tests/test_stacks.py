@@ -208,3 +208,15 @@ def test_a_part_runs_only_the_stacks_that_take_its_flows_settings():
     )
     with pytest.raises(runner.PartSkipped):  # no control net there for FRTP's control path
         runner.lineups(elsewhere, [frtp], {})
+
+
+def test_a_flow_s_settings_scale_as_the_links_do_and_disk_flows_get_files(tmp_path):
+    frtp, udt = FrtpCli("frtp", Path("/bin/frtp")), UdtCli("u", Path("/bin/udt"))
+    opts = FlowOptions(rate=500, udp_buffer=65536, frtp_buffer=9_000_000)
+    t = runner.transfer_for(Flow("f", "a", "b", options=opts), frtp, FakeNet(), 0.1, 8, tmp_path / "f")  # type: ignore[arg-type]
+    assert (t.rate_mbps, t.udp_buffer, t.frtp_buffer, t.data_addr) == (50, 6554, 900_000, "10.0.0.2")
+    assert (t.input, t.output) == ("/dev/zero", "/dev/null")  # memory to memory
+    small = FlowOptions(udp_buffer=8192, io="disk", size=1_000_000)
+    t = runner.transfer_for(Flow("f", "a", "b", options=small), udt, FakeNet(), 0.1, 8, tmp_path / "g")  # type: ignore[arg-type]
+    assert t.udp_buffer == 4096 and t.data_addr is None  # a floor; UDT has one path
+    assert Path(t.input).stat().st_size == 100_000 and t.output == str(tmp_path / "g.out")
