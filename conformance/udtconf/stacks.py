@@ -68,7 +68,7 @@ PROTOCOLS = tuple(PROTOCOL_TESTCASES)
 # Every test case name some protocol defines (a case name means the same step in each protocol).
 TESTCASES = tuple(dict.fromkeys(c for cases in PROTOCOL_TESTCASES.values() for c in cases))
 # For each bulk-transfer contract the protocol it implies.
-BULK_CONTRACTS = {"udt-cli": "udt", "sabul-cli": "sabul", "iperf3": "tcp"}
+BULK_CONTRACTS = {"udt-cli": "udt", "sabul-cli": "sabul", "frtp-cli": "frtp", "iperf3": "tcp"}
 _BULK_KEYS = ("contract", "binary", "binary_env", "build", "congestion_control")
 
 
@@ -81,7 +81,7 @@ class StackError(RuntimeError):
 class Bulk:
     """How the testbed and the benchmark run a bulk transfer with a stack (``[bulk]`` in meta.toml).
 
-    ``contract`` is ``"udt-cli"`` (the ``recv``/``send`` command line of docs/cli.md, run from
+    ``contract`` is ``"udt-cli"``, ``"sabul-cli"`` or ``"frtp-cli"`` (the command lines of docs/cli.md, run from
     ``binary``) or ``"iperf3"`` (kernel TCP with ``congestion_control``, e.g. ``"cubic"``).
     ``binary`` is resolved when the registry is read: the value of the environment variable
     ``binary_env`` when that is set, else the meta.toml path made absolute against the repo root.
@@ -265,7 +265,7 @@ def _bulk(meta_path: Path, protocol: str, table: object) -> Bulk:
         raise StackError(
             f"{meta_path}: [bulk] contract '{contract}' runs {BULK_CONTRACTS[contract]}, but protocol is '{protocol}'"
         )
-    if contract in ("udt-cli", "sabul-cli") and not binary:
+    if contract in ("udt-cli", "sabul-cli", "frtp-cli") and not binary:
         raise StackError(f"{meta_path}: [bulk] contract '{contract}' needs 'binary' (path relative to the repo root)")
     if contract == "iperf3" and not cc:
         raise StackError(f"{meta_path}: [bulk] contract 'iperf3' needs 'congestion_control' (e.g. \"cubic\")")

@@ -17,8 +17,8 @@ SCALE = 0.1
 
 
 def profiled_stacks() -> list[str]:
-    """Stacks to profile: PROFILE_STACKS, else every available one of udt-rs / libudt / sabul."""
-    want = os.environ.get("PROFILE_STACKS", "udt-rs,libudt,sabul").split(",")
+    """Stacks to profile: PROFILE_STACKS, else every available one of udt-rs / libudt / sabul / frtp."""
+    want = os.environ.get("PROFILE_STACKS", "udt-rs,libudt,sabul,frtp").split(",")
     stacks = all_stacks()
     return [s for s in want if s in stacks and stacks[s].available()[0]]
 

@@ -2,6 +2,8 @@
 file:line and what is wrong, and bands judge a result the way the report and the profiles read
 it."""
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -187,7 +189,7 @@ def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size
     ("change", "message"),
     [
         (('stack = "tcp-cubic" }]', 'stack = "tcp-vegas" }]'), "stack 'tcp-vegas' is not a registry stack"),
-        (('protocols = ["sabul"]', 'protocols = ["quic"]'), "protocols = [one or more of sabul, tcp, udt]"),
+        (('protocols = ["sabul"]', 'protocols = ["quic"]'), "protocols = [one or more of frtp, sabul, tcp, udt]"),
         (("size = 500000", "size = -1"), "short_tcp size must be a whole number > 0"),
         (("size = 500000", "colour = 1"), "unknown short_tcp key(s) ['colour']"),
         (('metric = "mean_mbps"', 'metric = "short_tcp_ratio"'), "does not apply to a part of bulk flows"),
@@ -246,3 +248,102 @@ def test_shipped_sabul_experiments_carry_the_paper_s_tables():
     assert short.parts[0].short_tcp is not None and short.parts[0].short_tcp.bulk_flows == tuple(range(10))
     table2 = [82, 98, 78, 40, 65, 37, 37, 40, 36, 32]
     assert short.parts[0].paper["short_tcp"] == {str(n): x for n, x in enumerate(table2)}
+
+
+FRTP = """
+name = "fr"
+title = "FRTP"
+figure = "test"
+[[part]]
+label = "sweep"
+topology = "frtp-circuit"
+protocols = ["frtp"]
+flows = [{ name = "f", src = "sender", dst = "receiver", rate = 500, io = "disk" }]
+sweep = { option = "udp_buffer", values = [65536, 2097152], seconds = 8, paper = [
+  { value = 65536, mbps = 320, loss_pct = 16.96 },
+] }
+[[part]]
+label = "exact"
+topology = "frtp-circuit"
+capture = true
+flows = [{ name = "f", src = "sender", dst = "receiver", rate = 1200, io = "disk", size = 1000000 }]
+[[part.band]]
+metric = "bytes_exact"
+protocol = "frtp"
+flow = "f"
+min = 1
+paper = "reliable"
+why = "because"
+[[part.band]]
+metric = "paths_separated"
+protocol = "frtp"
+min = 1
+paper = "two paths"
+why = "because"
+"""
+
+
+def test_flows_carry_rates_buffers_and_files_and_a_sweep_runs_one_option_over_values(tmp_path):
+    from udtbed.experiment import FlowOptions
+
+    e = load(write(tmp_path, FRTP, "fr"))
+    sweep, exact = e.parts
+    assert sweep.flows[0].options == FlowOptions(rate=500, io="disk")
+    assert sweep.sweep is not None and sweep.sweep.option == "udp_buffer" and sweep.sweep.values == (65536, 2097152)
+    assert sweep.sweep.paper[0] == {"value": 65536, "mbps": 320, "loss_pct": 16.96}
+    assert sweep.flows[0].options.with_option("udp_buffer", 65536).settings() == {"rate_mbps", "udp_buffer"}
+    assert exact.capture and exact.flows[0].options.size == 1000000
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ((', io = "disk", size', ", size"), "a finite transfer (size) reads and writes files"),
+        (("rate = 500", "rate = -5"), "rate must be Mb/s > 0"),
+        (('option = "udp_buffer"', 'option = "mss"'), "sweep option 'mss' is not one of"),
+        (("capture = true\n", ""), "a paths_separated band needs capture = true"),
+        (("seconds = 8,", "seconds = 8, step = 2,"), "unknown sweep key(s) ['step']"),
+        (('metric = "bytes_exact"', 'metric = "loss_pct"\nof = "rate"'), 'of = "rate" bounds mean_mbps of a flow'),
+    ],
+)
+def test_a_bad_flow_option_or_sweep_is_refused(tmp_path, change, message):
+    with pytest.raises(ExperimentError, match=re.escape(message)):
+        load(write(tmp_path, FRTP.replace(*change), "fr"))
+
+
+def test_report_plots_a_sweep_beside_the_paper_s_points_and_shows_the_capture(tmp_path):
+    from udtbed.capture import ipt_stats
+    from udtbed.results import SweepPoint
+
+    def flow(mbps: float, retrans: int) -> FlowResult:
+        return FlowResult("f", "sender", "receiver", 0, [(1.0, mbps)], [], mbps, 1, pkts_sent=1000, retrans=retrans)
+
+    st = StackResult("frtp", "frtp", sweep=[SweepPoint(65536, [flow(31.0, 170)]), SweepPoint(2097152, [flow(38, 0)])])
+    st.capture = {
+        "interfaces": {"sender/data": {"udp_data": 9, "udp_other": 0, "tcp": 0}},
+        "separated": True,
+        "udp_on_control": 0,
+        "tcp_on_data": 0,
+        "ipt": {"f": ipt_stats([0.0, 0.00024, 0.00048, 0.00073])},
+    }
+    sweep = {"option": "udp_buffer", "values": [65536, 2097152], "paper": [{"value": 65536, "mbps": 320}]}
+    part = PartResult("sweep", "frtp-circuit", "frtp-circuit.toml", "", {}, [], True, {}, {"frtp": st}, sweep=sweep)
+    res = ExperimentResult("fr", "FRTP", "Figs. 4-8", "", 0.1, 8, 3.2, "linkem", [part])
+    html = render({"run_id": "x"}, [res])
+    assert "UDP buffer (KB, paper scale)" in html and "<td>64</td><td>6.4</td><td>31.0</td><td>32.0</td>" in html
+    assert "<td>17.000</td>" in html  # 170 retransmissions of 1000 packets sent
+    assert "paths separated: yes" in html and "variance ms²" in html
+    assert ExperimentResult.from_dict(json.loads(res.to_json())).parts[0].stacks["frtp"].sweep[1].flows[0].retrans == 0
+
+
+def test_the_summary_puts_a_sweep_s_paper_points_beside_ours():
+    from udtbed.results import SweepPoint
+
+    f = FlowResult("f", "s", "r", 0, [(1.0, 38.6)], [], 38.6, 1, pkts_sent=1000, retrans=0)
+    st = StackResult("frtp", "frtp", sweep=[SweepPoint(2097152, [f])])
+    sweep = {"option": "udp_buffer", "values": [2097152], "paper": [{"value": 2097152, "mbps": 386, "loss_pct": 0.03}]}
+    part = PartResult("fig7", "frtp-circuit", "frtp-circuit.toml", "", {}, [], True, {}, {"frtp": st}, sweep=sweep)
+    html = render({"run_id": "x"}, [ExperimentResult("fr", "FRTP", "Fig. 7", "", 0.1, 8, 3.2, "linkem", [part])])
+    summary = html[: html.index("<h2>FRTP")]
+    assert "goodput Mb/s at UDP buffer 2048 KB</td><td class=l>38.6 (386 × 0.1)</td><td>–</td><td>38.6</td>" in summary
+    assert "loss % at UDP buffer 2048 KB</td><td class=l>0.03</td><td>–</td><td>0.00</td>" in summary

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 from udtbed import runner
-from udtbed.experiment import Flow, Part
-from udtbed.stacks import Iperf3Tcp, SabulCli, Stack, UdtCli, all_stacks, parse_stats_line
+from udtbed.experiment import Flow, FlowOptions, Part
+from udtbed.stacks import FrtpCli, Iperf3Tcp, SabulCli, Stack, Transfer, UdtCli, all_stacks, parse_stats_line
 
 STATS = Path("/tmp/x.stats")
+NO_TRANSFER = Transfer()
 
 
 def test_the_registry_s_sabul_stack_is_driven_by_the_sabul_cli(monkeypatch, tmp_path):
@@ -71,10 +72,10 @@ class FakeStack(Stack):
     def available(self):
         return self.ok, "fake"
 
-    def receiver(self, addr, port, stats):
-        return [self.name, "recv", f"{addr}:{port}"], None
+    def receiver(self, addr, port, stats, transfer=NO_TRANSFER):
+        return [self.name, "recv", f"{addr}:{port}"] + ([transfer.data_addr] if transfer.data_addr else []), None
 
-    def sender(self, addr, port, seconds, stats=None, scale=1.0):
+    def sender(self, addr, port, seconds, stats=None, scale=1.0, transfer=NO_TRANSFER):
         return [self.name, "send", f"{addr}:{port}"]
 
 
@@ -82,13 +83,13 @@ class FakeRuntime:
     def __init__(self):
         self.spawned: list[tuple[str, list[str]]] = []
 
-    def spawn(self, host, argv, stdout=None, stderr=None):
+    def spawn(self, host, argv, stdout=None, stderr=None, env=None):
         self.spawned.append((host, argv))
 
 
 class FakeNet:
     def address(self, host, net="data"):
-        return {"a": "10.0.0.1", "b": "10.0.0.2"}[host]
+        return {"a": "10.0.0.1", "b": "10.0.0.2"}[host].replace("10.0", "10.9" if net == "control" else "10.0")
 
 
 def test_the_runner_starts_each_listener_first_and_connects_the_other_end_to_its_host(tmp_path):
@@ -131,3 +132,91 @@ def test_a_part_whose_flows_all_name_their_stack_is_a_baseline_run_once():
     (only,) = runner.lineups(base, [FakeStack("sabul", "sabul"), tcp], {"tcp-cubic": tcp})  # type: ignore[arg-type]
     assert (only.name, only.protocol, only.under_test) == ("tcp-cubic", "tcp", None)
     assert runner.part_runs(base, []) == 1  # whatever the run's stacks
+
+
+def test_frtp_s_sender_listens_on_its_control_address_and_the_receiver_binds_data_on_its_circuit_address():
+    s = FrtpCli("frtp", Path("/bin/frtp"))
+    assert (s.listener, s.control_net, s.protocol) == ("sender", "control", "frtp")
+    t = Transfer(data_addr="10.100.0.2", rate_mbps=95, udp_buffer=6554, frtp_buffer=4096000)
+    argv, _ = s.receiver("10.101.0.1", 7000, STATS, t)
+    assert argv[:12] == [
+        "/bin/frtp", "recv", "--connect", "10.101.0.1:7000", "--data-bind", "10.100.0.2:0",
+        "--rate", "95", "--output", "/dev/null", "--udp-buffer", "6554",
+    ]  # fmt: skip
+    assert s.sender("10.101.0.1", 7000, 20, STATS, 0.1, t)[:6] == [
+        "/bin/frtp", "send", "--listen", "10.101.0.1:7000", "--input", "/dev/zero",
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="fixed rate"):
+        s.receiver("10.101.0.1", 7000, STATS)  # the receiver chooses the rate: there is no default
+    # UDT takes a fixed rate as its `fixed` controller; TCP takes none of the settings.
+    assert UdtCli("u", Path("/bin/udt")).sender("a", 1, 20, transfer=Transfer(rate_mbps=5))[-2:] == ["--cc", "fixed:5"]
+    assert not Iperf3Tcp("t", "cubic").takes("rate_mbps") and s.takes("frtp_buffer")
+
+
+def test_the_runner_meets_a_stack_with_a_control_path_on_that_net_and_gives_its_receiver_the_data_address(tmp_path):
+    frtp = FakeStack("frtp", "frtp", listener="sender")
+    frtp.control_net = "control"
+    rt = FakeRuntime()
+    flows = [Flow("f", "a", "b")]
+    transfers = {"f": Transfer(data_addr="10.0.0.2")}
+    runner._start_bulk(rt, FakeNet(), {"f": frtp}, flows, tmp_path, 10, 7000, "t", 1.0, transfers)  # type: ignore[arg-type]
+    assert rt.spawned == [
+        ("a", ["frtp", "send", "10.9.0.1:7000"]),  # the sender listens on a's control address
+        ("b", ["frtp", "recv", "10.9.0.1:7000", "10.0.0.2"]),  # data on b's own data address
+    ]
+
+
+def test_a_capture_tells_which_net_carried_the_data_and_which_the_control(tmp_path):
+    from udtbed import capture
+    from udtconf.pcap import TCP_ACK, PcapWriter
+
+    class Topo:
+        hosts = ["a", "b"]
+
+    class Net(FakeNet):
+        topo = Topo()
+
+    files = {}
+    for host, ifname in (("a", "data"), ("a", "control")):
+        files[f"{host}/{ifname}"] = tmp_path / f"{host}-{ifname}.pcap"
+    w = PcapWriter(files["a/data"])
+    for i in range(5):  # DATA: first word a sequence number, top bit 0; 240 µs apart
+        w.write(i * 240e-6, ("10.0.0.1", 5000), ("10.0.0.2", 6000), i.to_bytes(4, "big") + b"x" * 8)
+    w.close()
+    w = PcapWriter(files["a/control"])
+    w.write_tcp(0.1, ("10.9.0.2", 40000), ("10.9.0.1", 7000), 1, TCP_ACK, b"\x00\x00\x00\x02")
+    w.close()
+    c = capture.summarize(files, Net(), {"f": "a"}, "control")  # type: ignore[arg-type]
+    assert c["interfaces"]["a/data"] == {"udp_data": 5, "udp_other": 0, "tcp": 0}
+    assert c["separated"] and c["ipt"]["f"]["n"] == 4 and c["ipt"]["f"]["mean_us"] == pytest.approx(240, abs=1)
+    w = PcapWriter(files["a/control"])  # now a DATA packet strays onto the control net
+    w.write(0.2, ("10.9.0.1", 5000), ("10.9.0.2", 6000), b"\x00\x00\x00\x09")
+    w.close()
+    assert not capture.summarize(files, Net(), {"f": "a"}, "control")["separated"]  # type: ignore[arg-type]
+
+
+def test_a_part_runs_only_the_stacks_that_take_its_flows_settings():
+    frtp = FrtpCli("frtp", Path("/bin/frtp"))
+    tcp = Iperf3Tcp("tcp-cubic", "cubic")
+    circuit = Path(__file__).resolve().parents[2] / "topologies" / "frtp-circuit.toml"
+    plain = Part("p", circuit, (Flow("f", "sender", "receiver"),))
+    fixed = Part("p", circuit, (Flow("f", "sender", "receiver", options=FlowOptions(rate=500)),))
+    assert [x.name for x in runner.lineups(plain, [frtp, tcp], {})] == ["tcp-cubic"]  # FRTP needs a rate
+    assert [x.name for x in runner.lineups(fixed, [frtp, tcp], {})] == ["frtp"]  # TCP takes none
+    elsewhere = Part(
+        "p", circuit.with_name("chicago-local.toml"), (Flow("f", "chicago", "local", options=fixed.flows[0].options),)
+    )
+    with pytest.raises(runner.PartSkipped):  # no control net there for FRTP's control path
+        runner.lineups(elsewhere, [frtp], {})
+
+
+def test_a_flow_s_settings_scale_as_the_links_do_and_disk_flows_get_files(tmp_path):
+    frtp, udt = FrtpCli("frtp", Path("/bin/frtp")), UdtCli("u", Path("/bin/udt"))
+    opts = FlowOptions(rate=500, udp_buffer=65536, frtp_buffer=9_000_000)
+    t = runner.transfer_for(Flow("f", "a", "b", options=opts), frtp, FakeNet(), 0.1, 8, tmp_path / "f")  # type: ignore[arg-type]
+    assert (t.rate_mbps, t.udp_buffer, t.frtp_buffer, t.data_addr) == (50, 6554, 900_000, "10.0.0.2")
+    assert (t.input, t.output) == ("/dev/zero", "/dev/null")  # memory to memory
+    small = FlowOptions(udp_buffer=8192, io="disk", size=1_000_000)
+    t = runner.transfer_for(Flow("f", "a", "b", options=small), udt, FakeNet(), 0.1, 8, tmp_path / "g")  # type: ignore[arg-type]
+    assert t.udp_buffer == 4096 and t.data_addr is None  # a floor; UDT has one path
+    assert Path(t.input).stat().st_size == 100_000 and t.output == str(tmp_path / "g.out")

@@ -20,6 +20,14 @@ def metric_value(band: Band, res: StackResult, warmup_s: float) -> float | None:
         return f.mean_after(band.after_s if band.after_s is not None else warmup_s)
     if band.metric == "time_to_90pct_s":
         return res.flow(band.flow or "").time_to_90pct_s
+    if band.metric == "loss_pct":
+        return res.flow(band.flow or "").loss_pct
+    if band.metric == "rcvbuf_drops":
+        drops = res.flow(band.flow or "").rcvbuf_drops
+        return None if drops is None else float(drops)
+    if band.metric == "bytes_exact":
+        exact = res.flow(band.flow or "").exact
+        return None if exact is None else float(exact)
     if band.metric == "flow_ratio":
         num, den = res.flow(band.flow or "").mean_mbps, res.flow(band.over or "").mean_mbps
         return num / den if den > 0 else None
@@ -32,6 +40,8 @@ def unit_value(band: Band, res: StackResult, scale: float) -> float | None:
         return 1.0
     if band.of == "paper_mbps":
         return scale
+    if band.of == "rate":
+        return res.flow(band.flow).rate_mbps if band.flow else None
     # A flow's mean against that flow's bottleneck; a part's metric against the part's.
     flows = [res.flow(band.flow)] if band.flow and band.metric == "mean_mbps" else res.flows
     caps = [f.capacity_mbps for f in flows]

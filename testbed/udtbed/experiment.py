@@ -36,7 +36,7 @@ Every error names the file, the line and what is wrong, as for topology files::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,18 +59,28 @@ METRICS = {
     "join_mbps": "the join throughput: the number of flows times the slowest flow's mean",
     "flow_ratio": "a flow's mean over another's (`flow` / `over`)",
     "short_tcp_ratio": "the short TCP flows' aggregate beside the most bulk flows over that beside the fewest",
+    "loss_pct": "a flow's packet-loss rate: the sender's retransmissions over the packets it sent, in %",
+    "rcvbuf_drops": "UDP datagrams the flow's receiving host dropped for a full socket buffer during the run",
+    "bytes_exact": "1 when a finite flow's receiver wrote exactly the sender's input, else 0",
+    "paths_separated": "1 when the part's capture saw DATA only on the data net and control only on the control net",
 }
-PER_FLOW = {"mean_mbps", "time_to_90pct_s", "flow_ratio"}
+PER_FLOW = {"mean_mbps", "time_to_90pct_s", "flow_ratio", "loss_pct", "bytes_exact", "rcvbuf_drops"}
 # How `min` / `max` are expressed.
 UNITS = {
     "absolute": "the metric's own unit (s, Mb/s at the run's scale, an index, a ratio)",
     "capacity": "a fraction of the bottleneck rate (the flow's, or the part's largest for part metrics)",
     "fair_share": "a fraction of the part's bottleneck rate divided by the number of flows",
     "paper_mbps": "Mb/s at the paper's rates, multiplied by the run's scale",
+    "rate": "a fraction of the flow's fixed rate in goodput terms (the rate times payload / packet size)",
 }
 SHORT_TCP_METRICS = {"short_tcp_ratio"}  # a short_tcp part's; every other metric is a bulk part's
-PART_KEYS = {"label", "topology", "flows", "short_tcp", "paper", "profile", "band", "protocols"}
-FLOW_KEYS = {"name", "src", "dst", "start", "stack"}
+PART_KEYS = {"label", "topology", "flows", "short_tcp", "paper", "profile", "band", "protocols", "sweep", "capture"}
+# A flow's settings (FlowOptions): rates and buffers at the paper's scale, as the links are.
+OPTION_KEYS = {"rate", "udp_buffer", "frtp_buffer", "io", "size"}
+FLOW_KEYS = {"name", "src", "dst", "start", "stack"} | OPTION_KEYS
+SWEEP_KEYS = {"option", "values", "seconds", "paper"}
+SWEEPABLE = {"rate", "udp_buffer", "frtp_buffer"}
+IO_MODES = ("memory", "disk")
 SHORT_TCP_KEYS = {"src", "dst", "bulk_flows", "count", "workers", "size"}
 BAND_KEYS = {"metric", "flow", "over", "after_s", "min", "max", "of", "paper", "why", "protocol"}
 TOP_KEYS = {"name", "title", "figure", "note", "default", "part"}
@@ -87,12 +97,53 @@ class _Fail(Protocol):
 
 
 @dataclass(frozen=True)
+class FlowOptions:
+    """A flow's settings, as the paper gives them: rates in Mb/s and sizes in bytes at the
+    paper's link rates, scaled by the run as the links are (:meth:`scaled`), so that a buffer
+    covers the same time at any scale. None: the stack's default."""
+
+    rate: float | None = None  # a fixed sending rate (FRTP's; UDT's --cc fixed)
+    udp_buffer: int | None = None  # the data socket's buffers
+    frtp_buffer: int | None = None  # FRTP's retransmission / resequencing buffer
+    io: str = "memory"  # "disk": the sender reads a file, the receiver writes one
+    size: int | None = None  # a finite transfer of this many bytes (a file), checked byte for byte
+
+    def with_option(self, option: str, value: float) -> FlowOptions:
+        """These options with ``option`` (one of SWEEPABLE) set to ``value``."""
+        if option == "rate":
+            return replace(self, rate=value)
+        if option == "udp_buffer":
+            return replace(self, udp_buffer=int(value))
+        if option == "frtp_buffer":
+            return replace(self, frtp_buffer=int(value))
+        raise ValueError(f"{option!r} is not a sweepable option ({', '.join(sorted(SWEEPABLE))})")
+
+    def settings(self) -> set[str]:
+        """The :class:`udtbed.stacks.Transfer` settings these options need from a stack."""
+        fields = {"rate": "rate_mbps", "udp_buffer": "udp_buffer", "frtp_buffer": "frtp_buffer"}
+        return {t for k, t in fields.items() if getattr(self, k) is not None}
+
+
+@dataclass(frozen=True)
 class Flow:
     name: str
     src: str
     dst: str
     start: float = 0.0
     stack: str | None = None  # a registry stack this flow always runs; None: the stack under test
+    options: FlowOptions = FlowOptions()
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One part run once per value of a flow option (every flow's), on the same built network:
+    ``seconds`` each (default: the run's duration). ``paper``: the paper's points, each
+    ``{ value, mbps, loss_pct }`` (goodput at the paper's rates), for the report."""
+
+    option: str
+    values: tuple[float, ...]
+    seconds: float | None = None
+    paper: tuple[dict[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,6 +208,8 @@ class Part:
     bands: tuple[Band, ...] = ()
     profile: Profile | None = None
     protocols: tuple[str, ...] | None = None  # the stacks under test it runs, by protocol (None: all)
+    sweep: Sweep | None = None
+    capture: bool = False  # tcpdump on every host interface: which net carried what (and when)
 
     @property
     def topology_name(self) -> str:
@@ -265,7 +318,7 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
             have = ", ".join(bulk_stacks())
             raise fail(f"flow {f['name']}: stack {stack!r} is not a registry stack with [bulk] ({have})", "part", i)
         src, dst = host(f.get("src"), "src"), host(f.get("dst"), "dst")
-        flows.append(Flow(f["name"], src, dst, float(start), stack))
+        flows.append(Flow(f["name"], src, dst, float(start), stack, _options(f, i, fail)))
     names = [f.name for f in flows]
     if len(set(names)) != len(names):
         raise fail("flow names must be unique within a part", "part", i, "flows")
@@ -310,7 +363,16 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
             raise fail("profile = { duration = seconds > 0 [, stacks = [...]] }", "part", i, "profile")
         st = pr.get("stacks")
         profile = Profile(float(pr["duration"]), tuple(st) if st is not None else None)
-    bands = tuple(_band(b, i, j, set(names), short is not None, fail) for j, b in enumerate(p.get("band", [])))
+    sweep = _sweep(p["sweep"], i, fail) if "sweep" in p else None
+    if sweep is not None and (short is not None or "band" in p or profile is not None):
+        raise fail("a sweep part has bulk flows and no bands or profile (its points are plotted)", "part", i, "sweep")
+    capture = p.get("capture", False)
+    if not isinstance(capture, bool):
+        raise fail("capture = true or false", "part", i, "capture")
+    rated = {f.name for f in flows if f.options.rate is not None}
+    bands = tuple(_band(b, i, j, set(names), short is not None, fail, rated) for j, b in enumerate(p.get("band", [])))
+    if any(b.metric == "paths_separated" for b in bands) and not capture:
+        raise fail("a paths_separated band needs capture = true", "part", i, "band")
     return Part(
         label,
         topo_path,
@@ -320,10 +382,62 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
         bands,
         profile,
         tuple(protocols) if protocols is not None else None,
+        sweep,
+        capture,
     )
 
 
-def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail) -> Band:
+def _options(f: dict[str, Any], i: int, fail: _Fail) -> FlowOptions:
+    where = ("part", i, "flows")
+    for k in ("rate",):
+        if k in f and not (_num(f[k]) and f[k] > 0):
+            raise fail(f"flow {f['name']}: {k} must be Mb/s > 0", *where)
+    for k in ("udp_buffer", "frtp_buffer", "size"):
+        if k in f and not (isinstance(f[k], int) and f[k] > 0):
+            raise fail(f"flow {f['name']}: {k} must be a whole number of bytes > 0", *where)
+    io = f.get("io", "memory")
+    if io not in IO_MODES:
+        raise fail(f"flow {f['name']}: io = {io!r} is not one of {', '.join(IO_MODES)}", *where)
+    if "size" in f and io != "disk":
+        raise fail(f'flow {f["name"]}: a finite transfer (size) reads and writes files: io = "disk"', *where)
+    return FlowOptions(
+        float(f["rate"]) if "rate" in f else None, f.get("udp_buffer"), f.get("frtp_buffer"), io, f.get("size")
+    )
+
+
+def _sweep(s: Any, i: int, fail: _Fail) -> Sweep:
+    where = ("part", i, "sweep")
+    if not isinstance(s, dict):
+        raise fail("sweep = { option, values = [...] [, seconds, paper = [{ value, mbps, loss_pct }]] }", *where)
+    unknown = set(s) - SWEEP_KEYS
+    if unknown:
+        raise fail(f"unknown sweep key(s) {sorted(unknown)} (known: {', '.join(sorted(SWEEP_KEYS))})", *where)
+    if s.get("option") not in SWEEPABLE:
+        raise fail(f"sweep option {s.get('option')!r} is not one of {', '.join(sorted(SWEEPABLE))}", *where)
+    values = s.get("values")
+    if not isinstance(values, list) or not values or not all(_num(v) and v > 0 for v in values):
+        raise fail("sweep values = [numbers > 0]", *where)
+    seconds = s.get("seconds")
+    if seconds is not None and not (_num(seconds) and seconds > 0):
+        raise fail("sweep seconds must be > 0", *where)
+    paper = s.get("paper", [])
+    if not isinstance(paper, list) or not all(
+        isinstance(x, dict)
+        and _num(x.get("value"))
+        and set(x) <= {"value", "mbps", "loss_pct"}
+        and all(_num(v) for v in x.values())
+        for x in paper
+    ):
+        raise fail("sweep paper = [{ value, mbps, loss_pct }, ...]", *where)
+    return Sweep(
+        s["option"],
+        tuple(float(v) for v in values),
+        float(seconds) if seconds is not None else None,
+        tuple({k: float(v) for k, v in x.items()} for x in paper),
+    )
+
+
+def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail, rated: set[str]) -> Band:
     where = ("part", i, "band")
     if not isinstance(b, dict):
         raise fail("[[part.band]] must be a table", *where)
@@ -336,6 +450,10 @@ def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail)
     if (metric in SHORT_TCP_METRICS) != short_tcp:
         kind = "a short_tcp part" if short_tcp else "a part of bulk flows"
         raise fail(f"band {j + 1}: metric {metric!r} does not apply to {kind}", *where)
+    if b.get("of") == "rate" and (metric != "mean_mbps" or b.get("flow") not in rated):
+        raise fail(f'band {j + 1}: of = "rate" bounds mean_mbps of a flow with a rate ({sorted(rated)})', *where)
+    if metric == "paths_separated" and b.get("of", "absolute") != "absolute":
+        raise fail(f'band {j + 1}: paths_separated is 0 or 1 (of = "absolute")', *where)
     if metric in PER_FLOW and b.get("flow") not in flows:
         raise fail(f"band {j + 1}: {metric} needs flow = one of {sorted(flows)}", *where)
     if metric == "flow_ratio" and b.get("over") not in flows:

@@ -115,6 +115,27 @@ def _paper_rows(exp: ExperimentResult, part: PartResult, stacks: list[str]) -> l
     """The paper's numbers that no band judges: each beside every stack's figure, unjudged (the
     cells of a summary row after the experiment and part)."""
     rows = []
+    if part.sweep:
+        # A sweep's paper points: goodput (and loss) at each value the paper gives, beside each
+        # stack's at the same value.
+        what, div, unit = SWEEP_UNITS.get(part.sweep["option"], (part.sweep["option"], 1.0, ""))
+        for q in part.sweep.get("paper", []):
+            for key, label, nd in (("mbps", "goodput Mb/s", 1), ("loss_pct", "loss %", 2)):
+                if key not in q:
+                    continue
+                cells = []
+                for st in stacks:
+                    r = part.stacks.get(st)
+                    pt = next((p for p in r.sweep if p.value == q["value"]), None) if r else None
+                    f = pt.flows[0] if pt and pt.flows else None
+                    val = (f.mean_mbps if key == "mbps" else f.loss_pct) if f else None
+                    cells.append(f"<td>{_fmt(val, nd)}</td>")
+                paper = f"{q[key] * exp.scale:.1f} ({q[key]:g} × {exp.scale:g})" if key == "mbps" else f"{q[key]:g}"
+                rows.append(
+                    f"<td class=l>{label} at {_e(what)} {q['value'] / div:g} {unit}</td>"
+                    f"<td class=l>{paper}</td><td>–</td>{''.join(cells)}"
+                )
+        return rows
     if "short_tcp" in part.paper:
         base = part.paper["short_tcp"]
         counts = sorted(int(k) for k in base)
@@ -244,6 +265,136 @@ def _part_bulk(part: PartResult, scale: float) -> str:
     return "\n".join(out)
 
 
+SWEEP_UNITS = {
+    "rate": ("sending rate", 1.0, "Mb/s"),
+    "udp_buffer": ("UDP buffer", 1024, "KB"),
+    "frtp_buffer": ("FRTP buffer", 1e6, "MB"),
+}
+
+
+def _part_sweep(part: PartResult, scale: float) -> str:
+    """A sweep (the FRTP paper's Figs. 4, 6, 7, 8): goodput and loss against the option's value
+    as the paper gives it (the run scaled it), the paper's points beside ours (x scale), and each
+    end's CPU (Fig. 6)."""
+    sw = part.sweep or {}
+    what, div, unit = SWEEP_UNITS.get(sw.get("option", ""), (sw.get("option", "value"), 1.0, ""))
+    paper = sw.get("paper", [])
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
+    rows = [
+        f"<tr><th>stack</th><th>{_e(what)} ({unit}, paper scale)</th><th>at this scale</th><th>goodput Mb/s</th>"
+        "<th>paper ×scale</th><th>loss %</th><th>paper loss %</th><th>receiver gaps</th><th>socket drops</th>"
+        "<th>sender CPU %</th><th>receiver CPU %</th></tr>"
+    ]
+    for name, s in part.stacks.items():
+        xs, good, loss = [], [], []
+        for p in s.sweep:
+            f = p.flows[0] if p.flows else None
+            if f is None:
+                continue
+            xs.append(p.value / div)
+            good.append(f.mean_mbps)
+            loss.append(f.loss_pct)
+            pp: dict[str, float] = next((q for q in paper if q["value"] == p.value), {})
+            here = p.value * scale / div
+            rows.append(
+                f"<tr><td>{_e(name)}</td><td>{p.value / div:g}</td><td>{here:.3g}</td><td>{_fmt(f.mean_mbps)}</td>"
+                f"<td>{_fmt(_times(pp.get('mbps'), scale))}</td><td>{_fmt(f.loss_pct, 3)}</td>"
+                f"<td>{_fmt(pp.get('loss_pct'), 2)}</td><td>{f.losses_recv if f.losses_recv is not None else '–'}</td>"
+                f"<td>{f.rcvbuf_drops if f.rcvbuf_drops is not None else '–'}</td>"
+                f"<td>{_fmt(f.cpu_send_pct, 0)}</td><td>{_fmt(f.cpu_recv_pct, 0)}</td></tr>"
+            )
+        ax.plot(xs, good, "o-", label=f"{name} goodput")
+        ax2.plot(xs, [x if x is not None else float("nan") for x in loss], "o-", label=f"{name} loss")
+    if paper:
+        px = [q["value"] / div for q in paper if "mbps" in q]
+        ax.plot(px, [q["mbps"] * scale for q in paper if "mbps" in q], "k^", label="paper × scale")
+        lx = [q["value"] / div for q in paper if "loss_pct" in q]
+        ax2.plot(lx, [q["loss_pct"] for q in paper if "loss_pct" in q], "k^", label="paper")
+    for a, ylab in ((ax, "goodput Mb/s (after warm-up)"), (ax2, "loss % (retransmitted / sent)")):
+        a.set_xlabel(f"{what} ({unit}, at the paper's scale; the run × {scale:g})")
+        a.set_ylabel(ylab)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=8)
+    return _png(fig) + "<table>" + "".join(rows) + "</table>"
+
+
+def _flow_details(part: PartResult) -> str:
+    """Loss, CPU and exactness of the flows that have them (fixed-rate and finite flows)."""
+    rows = []
+    for name, s in part.stacks.items():
+        for f in s.flows:
+            if f.loss_pct is None and f.exact is None and f.rate_mbps is None:
+                continue
+            rows.append(
+                f"<tr><td>{_e(name)} / {_e(f.name)}</td><td>{_fmt(f.rate_mbps)}</td><td>{_fmt(f.mean_mbps)}</td>"
+                f"<td>{_fmt(f.loss_pct, 3)}</td><td>{'–' if f.rcvbuf_drops is None else f.rcvbuf_drops}</td>"
+                f"<td>{_fmt(f.cpu_send_pct, 0)}</td><td>{_fmt(f.cpu_recv_pct, 0)}</td>"
+                f"<td>{'–' if f.exact is None else ('yes' if f.exact else 'NO')}</td></tr>"
+            )
+    if not rows:
+        return ""
+    head = (
+        "<tr><th>stack / flow</th><th>rate's goodput Mb/s</th><th>goodput Mb/s</th><th>loss %</th><th>socket drops</th>"
+        "<th>sender CPU %</th><th>receiver CPU %</th><th>bytes exact</th></tr>"
+    )
+    return "<table>" + head + "".join(rows) + "</table>"
+
+
+def _capture(part: PartResult) -> str:
+    """What each host interface carried (the paths' separation) and the data packets' spacing
+    at the sender (the FRTP paper's Fig. 5: variance 0.00005 at 50 Mb/s, unit not given)."""
+    caps = {n: s.capture for n, s in part.stacks.items() if s.capture}
+    if not caps:
+        return ""
+    out = []
+    for name, c in caps.items():
+        cells = "".join(
+            f"<tr><td>{_e(k)}</td><td>{v['udp_data']}</td><td>{v['udp_other']}</td><td>{v['tcp']}</td></tr>"
+            for k, v in c["interfaces"].items()
+        )
+        sep = c.get("separated")
+        verdict = (
+            ""
+            if sep is None
+            else f"<p class={'ok' if sep else 'bad'}>paths separated: {'yes' if sep else 'NO'} "
+            f"(UDP on the control net: {c['udp_on_control']}, TCP on the data net: {c['tcp_on_data']})</p>"
+        )
+        out.append(
+            f"<p><b>{_e(name)}</b>: capture on every host interface</p><table><tr><th>host/interface</th>"
+            f"<th>UDP DATA</th><th>UDP control</th><th>TCP</th></tr>{cells}</table>{verdict}"
+        )
+    ipts = {(n, fl): st for n, c in caps.items() for fl, st in c.get("ipt", {}).items() if st.get("n", 0) > 1}
+    if ipts:
+        fig, ax = plt.subplots(figsize=(6, 3))
+        rows = [
+            "<tr><th>stack / flow</th><th>gaps</th><th>mean µs</th><th>std dev µs</th><th>variance ms²</th>"
+            "<th>variance s²</th><th>IQR / 1.349 µs</th><th>p1</th><th>p50</th><th>p99</th><th>max µs</th></tr>"
+        ]
+        for (n, fl), st in ipts.items():
+            for what, x in (("", st), (" (after 1 s)", st.get("steady"))):
+                if not x or x.get("n", 0) < 2:
+                    continue
+                q = x["quantiles_us"]
+                rows.append(
+                    f"<tr><td>{_e(n)} / {_e(fl)}{what}</td><td>{x['n']}</td><td>{x['mean_us']:.1f}</td>"
+                    f"<td>{x['std_us']:.2f}</td><td>{x['var_ms2']:.2e}</td><td>{x['var_s2']:.2e}</td>"
+                    f"<td>{x.get('sigma_iqr_us', float('nan')):.2f}</td><td>{q['p1']:.1f}</td>"
+                    f"<td>{q['p50']:.1f}</td><td>{q['p99']:.1f}</td><td>{x['max_us']:.0f}</td></tr>"
+                )
+            x, y = zip(*st["cdf_us"], strict=True)
+            ax.plot(x, y, label=f"{n}")
+        ax.set_xlabel("inter-packet time at the sender's data interface, µs")
+        ax.set_ylabel("CDF")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        out.append(_png(fig) + "<table>" + "".join(rows) + "</table>")
+        out.append(
+            "<p class=note>Paper Fig. 5: at 50 Mb/s the variance of the inter-packet times is 0.00005 "
+            "(no unit; as ms² a standard deviation of 7.1 µs, as s² 7.1 ms).</p>"
+        )
+    return "\n".join(out)
+
+
 def _times(mbps: float | None, scale: float) -> float | None:
     return None if mbps is None else mbps * scale
 
@@ -352,7 +503,14 @@ def render(meta: dict[str, Any], results: list[ExperimentResult]) -> str:
             first = next(iter(part.stacks.values()), None)
             if first is None:
                 continue
-            body.append(_part_short_tcp(part) if first.points else _part_bulk(part, res.scale))
+            if first.points:
+                body.append(_part_short_tcp(part))
+            elif part.sweep:
+                body.append(_part_sweep(part, res.scale))
+            else:
+                body.append(_part_bulk(part, res.scale))
+                body.append(_flow_details(part))
+            body.append(_capture(part))
             body.append(_verdicts(part))
     title = f"udtbed {_e(meta['run_id'])}"
     return f"<!doctype html><meta charset=utf-8><title>{title}</title><style>{CSS}</style>" + "\n".join(head + body)

@@ -38,6 +38,21 @@ class FlowResult:
     time_to_90pct_s: float | None = None
     stack: str = ""  # the stack the flow ran: the stack under test, or the one the flow names
     protocol: str = ""
+    rate_mbps: float | None = None  # a fixed rate's goodput ceiling (rate x payload / packet), at the run's scale
+    # The sender's last stats line: packets sent (retransmissions included) and retransmitted.
+    pkts_sent: int | None = None
+    retrans: int | None = None
+    losses_recv: int | None = None  # the gaps the receiver found (its stats' losses)
+    # UDP datagrams the receiving host dropped for a full socket buffer during the run (all its flows')
+    rcvbuf_drops: int | None = None
+    cpu_send_pct: float | None = None  # the sender's / receiver's CPU over the run, % of one core
+    cpu_recv_pct: float | None = None
+    exact: bool | None = None  # a finite flow: the receiver wrote exactly the input (None: not finite)
+
+    @property
+    def loss_pct(self) -> float | None:
+        """Packet-loss rate as the FRTP paper counts it: retransmissions over packets sent, %."""
+        return 100.0 * self.retrans / self.pkts_sent if self.pkts_sent and self.retrans is not None else None
 
     def mean_after(self, t0: float) -> float | None:
         xs = [x for t, x in self.series_1s if t > t0]
@@ -58,7 +73,29 @@ class FlowResult:
             time_to_90pct_s=d.get("time_to_90pct_s"),
             stack=d.get("stack", ""),
             protocol=d.get("protocol", ""),
+            rate_mbps=d.get("rate_mbps"),
+            pkts_sent=d.get("pkts_sent"),
+            retrans=d.get("retrans"),
+            losses_recv=d.get("losses_recv"),
+            rcvbuf_drops=d.get("rcvbuf_drops"),
+            cpu_send_pct=d.get("cpu_send_pct"),
+            cpu_recv_pct=d.get("cpu_recv_pct"),
+            exact=d.get("exact"),
         )
+
+
+@dataclass
+class SweepPoint:
+    """One value of a part's sweep (:class:`udtbed.experiment.Sweep`): the option's value as the
+    experiment gives it (at the paper's scale) and the flows it ran."""
+
+    value: float
+    flows: list[FlowResult]
+    host: HostReport | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepPoint:
+        return cls(float(d["value"]), [FlowResult.from_dict(f) for f in d["flows"]], d.get("host"))
 
 
 @dataclass
@@ -140,6 +177,9 @@ class StackResult:
     metrics: dict[str, float | None] = field(default_factory=dict)
     host: HostReport | None = None  # udtbed.hostwatch: CPU, emulator timing, flags
     verdicts: list[Verdict] = field(default_factory=list)
+    sweep: list[SweepPoint] = field(default_factory=list)
+    # udtbed.capture: per host interface what it carried, the paths' separation, inter-packet times
+    capture: dict[str, Any] | None = None
 
     def flow(self, name: str) -> FlowResult:
         for f in self.flows:
@@ -149,7 +189,7 @@ class StackResult:
 
     @property
     def timing_flags(self) -> list[str]:
-        hosts = [p.host for p in self.points] if self.points else [self.host]
+        hosts = [p.host for p in self.points or self.sweep] if self.points or self.sweep else [self.host]
         return [fl for h in hosts if h for fl in h.get("flags", [])]
 
     @property
@@ -170,6 +210,8 @@ class StackResult:
             metrics=dict(d.get("metrics", {})),
             host=d.get("host"),
             verdicts=[Verdict.from_dict(v) for v in d.get("verdicts", [])],
+            sweep=[SweepPoint.from_dict(p) for p in d.get("sweep", [])],
+            capture=d.get("capture"),
         )
 
 
@@ -185,6 +227,8 @@ class PartResult:
     paper: dict[str, dict[str, float]]
     stacks: dict[str, StackResult] = field(default_factory=dict)
     link_stats: dict[str, Any] = field(default_factory=dict)
+    # A sweep part's option, values (as the experiment gives them) and the paper's points.
+    sweep: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PartResult:
@@ -199,6 +243,7 @@ class PartResult:
             paper=d.get("paper", {}),
             stacks={k: StackResult.from_dict(v) for k, v in d.get("stacks", {}).items()},
             link_stats=d.get("link_stats", {}),
+            sweep=d.get("sweep"),
         )
 
 

@@ -13,27 +13,30 @@ the papers' rates; the results show them × scale.
 
 from __future__ import annotations
 
+import filecmp
 import json
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 from udtconf import metrics
 
-from . import hostwatch
+from . import capture, hostwatch
 from .bands import judge_all
 from .calibrate import as_json, calibrate
-from .experiment import Experiment, Flow, Part
+from .experiment import Experiment, Flow, FlowOptions, Part
 from .hostwatch import HostReport
 from .influx import InfluxWriter
 from .live import LiveWatch, WatchedFlow, write_calibration
 from .network import Network
-from .results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
-from .runtime import HostRuntime, NamespaceRuntime
-from .stacks import Role, Stack, all_stacks, resample
+from .results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult, SweepPoint
+from .runtime import HostRuntime, NamespaceRuntime, Process
+from .stacks import Role, Stack, Transfer, all_stacks, resample
 from .topology import Topology
 from .topology import load as load_topology
 
@@ -101,7 +104,11 @@ class Run:
     @property
     def warmup(self) -> float:
         """Seconds left out of the summaries: the paper's 7.5 s to 90 %, at most 40 % of the run."""
-        return min(8.0, 0.4 * self.duration)
+        return self.warmup_of(self.duration)
+
+    @staticmethod
+    def warmup_of(seconds: float) -> float:
+        return min(8.0, 0.4 * seconds)
 
     def short_warmup(self) -> float:
         """Seconds the bulk flows of a short-TCP point run before the short flows start."""
@@ -110,6 +117,8 @@ class Run:
     def planned_seconds(self, part: Part, n_stacks: int) -> float:
         """The part's planned wall time (calibration and every stack), for the progress's ETA."""
         per_stack = self.duration + STACK_OVERHEAD_S
+        if part.sweep:
+            per_stack = len(part.sweep.values) * ((part.sweep.seconds or self.duration) + STACK_OVERHEAD_S)
         if part.short_tcp:
             per_stack = len(part.short_tcp.bulk_flows) * (self.duration + self.short_warmup() + STACK_OVERHEAD_S)
         return CALIBRATION_S + n_stacks * per_stack
@@ -157,10 +166,29 @@ def lineups(part: Part, stacks: list[Stack], registry: Mapping[str, Stack] | Non
                 {f.name: pinned[f.stack] for f in part.flows if f.stack},
             )
         ]
+    # The settings the part's flows of the stack under test need (a fixed rate, buffers): a
+    # stack without an option for one of them does not run the part.
+    own = [f for f in part.flows if not f.stack]
+    needs = {x for f in own for x in f.options.settings()}
+    if part.sweep:
+        needs.add(FlowOptions().with_option(part.sweep.option, 1).settings().pop())
+    # ... and what every one of them must have for a stack to run it (FRTP: a rate).
+    given = set.intersection(*(f.options.settings() for f in own)) if own else set()
+    if part.sweep:
+        given |= FlowOptions().with_option(part.sweep.option, 1).settings()
+    nets: set[str] | None = None
+    if any(s.control_net for s in stacks):  # such a stack needs its control net in the topology
+        nets = {link.net for link in load_topology(part.topology).links}
+
+    def fits(s: Stack) -> bool:
+        has_net = s.control_net is None or (nets is not None and s.control_net in nets)
+        takes = all(s.takes(x) for x in needs) and s.required <= given
+        return part.runs(s.protocol) and has_net and takes
+
     out = [
         Lineup(s.name, s.protocol, {f.name: pinned[f.stack] if f.stack else s for f in part.flows}, s)
         for s in stacks
-        if part.runs(s.protocol)
+        if fits(s)
     ]
     if not out:
         want = ", ".join(part.protocols or ())
@@ -223,6 +251,7 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             calibration=as_json(cals),
             calibration_ok=all(c.ok for c in cals),
             paper=part.paper,
+            sweep=asdict(part.sweep) if part.sweep else None,
         )
         if not pres.calibration_ok:
             msg = (
@@ -240,6 +269,8 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             if part.short_tcp:
                 assert lineup.under_test is not None
                 res = _short_tcp(run, exp, part, net, lineup.under_test, work)
+            elif part.sweep:
+                res = _sweep(run, exp, part, net, lineup, work, topo)
             else:
                 res = _bulk(run, exp, part, net, lineup, work, topo)
             res.verdicts = judge_all(part, res, run.scale, run.warmup, run.duration)
@@ -272,6 +303,40 @@ class Started:
     recv_stats: Path
     send_stats: Path
     offset_s: float
+    transfer: Transfer = Transfer()
+    procs: tuple[Process | None, ...] = ()  # (listener, connector)
+
+
+def transfer_for(flow: Flow, stack: Stack, net: Network, scale: float, seconds: float, base: Path) -> Transfer:
+    """``flow``'s settings at the run's scale (rates and buffers scale as the links do); with
+    ``io = "disk"`` the sender's input is a file of ``size`` bytes (scaled; default: enough for
+    ``seconds`` at the flow's rate or bottleneck), written now, and the receiver writes a file."""
+    o = flow.options
+    data_addr = net.address(flow.dst) if stack.control_net else None
+
+    def scaled(n: int | None) -> int | None:
+        return max(4096, round(n * scale)) if n is not None else None
+
+    t = Transfer(
+        data_addr=data_addr,
+        rate_mbps=round(o.rate * scale, 6) if o.rate is not None else None,
+        udp_buffer=scaled(o.udp_buffer),
+        frtp_buffer=scaled(o.frtp_buffer),
+    )
+    if o.io != "disk":
+        return t
+    size = scaled(o.size)
+    if size is None:
+        rate = t.rate_mbps or (net.topo.bottleneck_bps(flow.src, flow.dst, scale=scale) or 1e9) / 1e6
+        size = int(rate * 1e6 / 8 * (seconds + 5))
+    src = Path(str(base) + ".in")
+    with open(src, "wb") as f:
+        left = size
+        while left > 0:
+            n = min(left, 1 << 22)
+            f.write(os.urandom(n))
+            left -= n
+    return replace(t, input=str(src), output=str(base) + ".out")
 
 
 def _start_bulk(
@@ -284,38 +349,52 @@ def _start_bulk(
     port0: int,
     tag: str,
     scale: float = 1.0,
+    transfers: Mapping[str, Transfer] | None = None,
+    env: dict[str, str] | None = None,
 ) -> list[Started]:
     """Every flow's listening end first (:attr:`Stack.listener`: the receiver, or SABUL's
     sender), then each flow's other end at its ``start`` (seconds after the listeners had half a
     second to bind), connecting to the listener's host; ``offset_s`` is when that was, on that
-    clock. ``stacks``: each flow's stack, by flow name."""
+    clock. ``stacks``: each flow's stack, by flow name; ``transfers``: each flow's settings at
+    the run's scale (:func:`transfer_for`; default: memory to memory, the stack's own). A stack
+    with a control path (:attr:`Stack.control_net`) is met at the listener's address on that net,
+    and its receiver is given its own data-net address (FRTP.md §1-2)."""
     ports = {f.name: port0 + i for i, f in enumerate(flows)}
+    transfers = transfers or {}
 
     def files(f: Flow) -> str:
         return str(work / f"{tag}-{f.name}")
 
-    def spawn(f: Flow, role: Role) -> None:
+    def spawn(f: Flow, role: Role) -> Process | None:
         stack = stacks[f.name]
-        addr = net.address(f.dst if stack.listener == "receiver" else f.src)
+        host = f.dst if stack.listener == "receiver" else f.src
+        addr = net.address(host, stack.control_net) if stack.control_net else net.address(host)
+        t = transfers.get(f.name, Transfer())
         if role == "receiver":
-            argv, stdout = stack.receiver(addr, ports[f.name], Path(files(f) + ".stats"))
-            rt.spawn(f.dst, argv, stdout=stdout, stderr=Path(files(f) + ".recv.log"))
-        else:
-            argv = stack.sender(addr, ports[f.name], seconds, stats=Path(files(f) + ".send.stats"), scale=scale)
-            rt.spawn(f.src, argv, stderr=Path(files(f) + ".send.log"))
+            argv, stdout = stack.receiver(addr, ports[f.name], Path(files(f) + ".stats"), t)
+            return rt.spawn(f.dst, argv, stdout=stdout, stderr=Path(files(f) + ".recv.log"), env=env)
+        argv = stack.sender(addr, ports[f.name], seconds, Path(files(f) + ".send.stats"), scale, t)
+        return rt.spawn(f.src, argv, stderr=Path(files(f) + ".send.log"), env=env)
 
-    for f in flows:
-        spawn(f, stacks[f.name].listener)
+    listeners = {f.name: spawn(f, stacks[f.name].listener) for f in flows}
     time.sleep(0.5)
     t0 = time.monotonic()
     started = []
     for f in sorted(flows, key=lambda f: f.start):
         while time.monotonic() - t0 < f.start:
             time.sleep(0.05)
-        spawn(f, stacks[f.name].connector())
+        other = spawn(f, stacks[f.name].connector())
         base = files(f)
         started.append(
-            Started(f, stacks[f.name], Path(base + ".stats"), Path(base + ".send.stats"), time.monotonic() - t0)
+            Started(
+                f,
+                stacks[f.name],
+                Path(base + ".stats"),
+                Path(base + ".send.stats"),
+                time.monotonic() - t0,
+                transfers.get(f.name, Transfer()),
+                (listeners[f.name], other),
+            )
         )
     return started
 
@@ -348,8 +427,8 @@ def _host_check(
     return host
 
 
-def _watch(run: Run, live: LiveWatch, seconds: float, t_mono0: float) -> None:
-    """Wait until ``seconds`` after ``t_mono0``, streaming every file's new lines."""
+def _watch(run: Run, live: LiveWatch, seconds: float, t_mono0: float, done: Callable[[], bool] = lambda: False) -> None:
+    """Wait until ``seconds`` after ``t_mono0`` or until ``done()``, streaming every file's new lines."""
     end = t_mono0 + seconds
     last = time.monotonic()
     while True:
@@ -357,7 +436,7 @@ def _watch(run: Run, live: LiveWatch, seconds: float, t_mono0: float) -> None:
         now = time.monotonic()
         run.progress.advance(now - last)
         last = now
-        if now >= end:
+        if now >= end or done():
             break
         time.sleep(min(0.5, max(0.0, end - now)))
 
@@ -387,12 +466,15 @@ def _live(
     return LiveWatch(run.influx, lambda fl: _tags(run, exp, part, name, fl) | (extra_tags or {}), net, flows, t_wall0)
 
 
-def _flow_results(run: Run, live: LiveWatch, started: list[Started], seconds: float) -> list[FlowResult]:
+def _flow_results(
+    run: Run, live: LiveWatch, started: list[Started], seconds: float, warmup: float | None = None
+) -> list[FlowResult]:
     out = []
+    warmup = run.warmup if warmup is None else warmup
     for s in started:
         samples = live.samples(s.flow.name)
         series = resample(samples, s.offset_s, 1.0, seconds)
-        steady = [x for t, x in series if t > run.warmup]
+        steady = [x for t, x in series if t > warmup]
         out.append(
             FlowResult(
                 name=s.flow.name,
@@ -405,30 +487,128 @@ def _flow_results(run: Run, live: LiveWatch, started: list[Started], seconds: fl
                 series_raw=[(round(s.offset_s + x.t, 3), float(x.bytes)) for x in samples],
                 mean_mbps=sum(steady) / len(steady) if steady else 0.0,
                 bytes=samples[-1].bytes if samples else 0,
+                rate_mbps=s.transfer.rate_mbps * s.stack.goodput_share if s.transfer.rate_mbps else None,
+                losses_recv=_last_int(samples[-1].stats, "losses") if samples else None,
             )
         )
     return out
 
 
+def _last_int(d: Mapping[str, object] | None, key: str) -> int | None:
+    v = (d or {}).get(key)
+    return v if isinstance(v, int) else None
+
+
+def _sender_counters(path: Path) -> dict[str, object]:
+    """The last stats line a sender wrote (its ``pkts_sent`` and ``retrans``), {} if none."""
+    last: dict[str, object] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return last
+    for line in lines:
+        if line.startswith("{"):
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(d, dict) and isinstance(d.get("pkts_sent"), int):
+                last = d
+    return last
+
+
+def udp_rcvbuf_errors(net: Network, host: str) -> int | None:
+    """The host's UDP datagrams dropped for a full socket receive buffer so far (``/proc/net/snmp``
+    of its namespace, ``Udp: RcvbufErrors``), or None where that cannot be read."""
+    p = subprocess.run(["ip", "netns", "exec", net.ns(host), "cat", "/proc/net/snmp"], capture_output=True, text=True)
+    rows = [line.split()[1:] for line in p.stdout.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2 or "RcvbufErrors" not in rows[0]:
+        return None
+    return int(rows[1][rows[0].index("RcvbufErrors")])
+
+
+def _flow_extras(res: StackResult, started: list[Started], host: hostwatch.HostReport | None) -> None:
+    """Per flow: the sender's retransmissions and packets sent, each end's CPU (over the
+    measured window, % of one core, by process id), and for a finite transfer whether the
+    receiver wrote exactly the input. The files of a disk transfer are removed."""
+    cpu = {p["pid"]: p["cpu_pct"] for p in host["processes"]} if host else {}
+    for s, f in zip(started, res.flows, strict=True):
+        d = _sender_counters(s.send_stats)
+        f.pkts_sent, f.retrans = _last_int(d, "pkts_sent"), _last_int(d, "retrans")
+        ends = dict(zip((s.stack.listener, s.stack.connector()), s.procs, strict=False))
+        for role, proc in ends.items():
+            pid = getattr(proc, "pid", None)
+            value = cpu.get(pid) if pid is not None else None
+            if role == "sender":
+                f.cpu_send_pct = value
+            else:
+                f.cpu_recv_pct = value
+        if s.flow.options.size is not None:
+            out = Path(s.transfer.output)
+            f.exact = out.exists() and filecmp.cmp(s.transfer.input, out, shallow=False)
+        for p in (s.transfer.input, s.transfer.output):
+            if p.startswith(str(s.recv_stats.parent)):
+                Path(p).unlink(missing_ok=True)
+
+
 def _bulk(
-    run: Run, exp: Experiment, part: Part, net: Network, lineup: Lineup, work: Path, topo: Topology
+    run: Run,
+    exp: Experiment,
+    part: Part,
+    net: Network,
+    lineup: Lineup,
+    work: Path,
+    topo: Topology,
+    flows: list[Flow] | None = None,
+    seconds: float | None = None,
+    tag: str | None = None,
+    extra_tags: dict[str, str] | None = None,
 ) -> StackResult:
+    """One run of ``part``'s flows (or ``flows``) for ``seconds`` (default: the run's duration),
+    or until every finite transfer ended."""
     host = None
     rt = run.runtime(net)
+    flows = list(part.flows) if flows is None else flows
+    seconds = run.duration if seconds is None else seconds
+    tag = tag or f"{lineup.name}-bulk"
+    transfers = {
+        f.name: transfer_for(f, lineup.flow_stacks[f.name], net, run.scale, seconds, work / f"{tag}-{f.name}")
+        for f in flows
+    }
+    pcaps = capture.start(rt, net, work, tag) if part.capture else {}
+    if pcaps:
+        time.sleep(0.5)  # tcpdump is listening before the first packet
+    rcvbuf0 = {f.dst: udp_rcvbuf_errors(net, f.dst) for f in flows}
     t_wall0, t_mono0 = time.time(), time.monotonic()
+    finite = all(f.options.size is not None for f in flows)
     try:
-        flows = list(part.flows)
-        tag = f"{lineup.name}-bulk"
-        started = _start_bulk(rt, net, lineup.flow_stacks, flows, work, run.duration, 7000, tag, run.scale)
-        live = _live(run, exp, part, lineup.name, net, started, t_wall0)
+        # A captured part's stacks send without UDP GSO (docs/cli.md, UDT_OFFLOAD): the sending
+        # host's capture then holds the packets the wire carries, not super-datagrams.
+        env = {"UDT_OFFLOAD": "0"} if pcaps else None
+        started = _start_bulk(rt, net, lineup.flow_stacks, flows, work, seconds, 7000, tag, run.scale, transfers, env)
+        live = _live(run, exp, part, lineup.name, net, started, t_wall0, extra_tags)
+
+        def done() -> bool:
+            return finite and all(p is not None and p.poll() is not None for s in started for p in s.procs)
+
         watch = hostwatch.HostWatch(net)
-        _watch(run, live, run.duration, t_mono0)
+        _watch(run, live, seconds, t_mono0, done)
         host = watch.finish()
     finally:
         rt.stop_all()
     live.close()
-    flow_results = _flow_results(run, live, started, run.duration)
+    flow_results = _flow_results(run, live, started, seconds, run.warmup_of(seconds))
     res = StackResult(stack=lineup.name, protocol=lineup.protocol, flows=flow_results)
+    _flow_extras(res, started, host)
+    for f in flow_results:  # what the receiving host's sockets dropped (all of its flows')
+        before, after = rcvbuf0.get(f.dst), udp_rcvbuf_errors(net, f.dst)
+        f.rcvbuf_drops = after - before if before is not None and after is not None else None
+    if pcaps:
+        control = lineup.under_test.control_net if lineup.under_test else None
+        res.capture = capture.summarize(pcaps, net, {s.flow.name: s.flow.src for s in started}, control)
+        if "separated" in res.capture:
+            res.metrics["paths_separated"] = float(res.capture["separated"])
+        run.log(f"     capture: {_capture_line(res.capture)}")
     res.host = _host_check(run, net, lineup.name, host, started)
     for f in flow_results:
         cap = topo.bottleneck_bps(f.src, f.dst, scale=run.scale)
@@ -436,18 +616,48 @@ def _bulk(
         if cap and f.series_1s:
             ts, xs = zip(*f.series_1s, strict=True)
             f.time_to_90pct_s = metrics.convergence_time(list(ts), list(xs), cap / 1e6)
-    res.metrics = _metrics(run, flow_results)
+    res.metrics = _metrics(run, flow_results, run.warmup_of(seconds)) | res.metrics
     m = res.metrics
     run.log(
         "     "
         + ", ".join(f"{f.name} {f.mean_mbps:.1f} Mb/s" for f in flow_results)
         + (f"; Jain {m['jain_index']:.3f}" if m.get("jain_index") is not None else "")
         + (f"; stability {m['stability_index']:.3f}" if m.get("stability_index") is not None else "")
+        + "".join(f"; {f.name} loss {f.loss_pct:.3f} %" for f in flow_results if f.loss_pct is not None)
+        + "".join(f"; {f.name} socket drops {f.rcvbuf_drops}" for f in flow_results if f.rcvbuf_drops)
+        + "".join(f"; {f.name} exact: {f.exact}" for f in flow_results if f.exact is not None)
     )
     return res
 
 
-def _metrics(run: Run, flows: list[FlowResult]) -> dict[str, float | None]:
+def _capture_line(c: dict[str, object]) -> str:
+    ifaces = c.get("interfaces", {})
+    assert isinstance(ifaces, dict)
+    line = ", ".join(f"{k}: {v['udp_data']} DATA, {v['udp_other']} UDP ctl, {v['tcp']} TCP" for k, v in ifaces.items())
+    if "separated" in c:
+        line += f"; paths separated: {c['separated']}"
+    return line
+
+
+def _sweep(
+    run: Run, exp: Experiment, part: Part, net: Network, lineup: Lineup, work: Path, topo: Topology
+) -> StackResult:
+    """The part once per value of its sweep, every flow's option set to it, on the same network."""
+    assert part.sweep is not None
+    sw = part.sweep
+    res = StackResult(stack=lineup.name, protocol=lineup.protocol)
+    for value in sw.values:
+        flows = [replace(f, options=f.options.with_option(sw.option, value)) for f in part.flows]
+        run.log(f"     {sw.option} = {value:g} (x scale {run.scale:g})")
+        tag = f"{lineup.name}-{sw.option}-{value:g}"
+        one = _bulk(run, exp, part, net, lineup, work, topo, flows, sw.seconds, tag, {sw.option: f"{value:g}"})
+        res.sweep.append(SweepPoint(value, one.flows, one.host))
+        if one.capture and res.capture is None:
+            res.capture = one.capture
+    return res
+
+
+def _metrics(run: Run, flows: list[FlowResult], warmup: float | None = None) -> dict[str, float | None]:
     """The part's metrics (udtconf.metrics: one definition for simulator, testbed and suite)."""
     means = [f.mean_mbps for f in flows]
     m: dict[str, float | None] = {"aggregate_mbps": sum(means)}
@@ -458,7 +668,8 @@ def _metrics(run: Run, flows: list[FlowResult]) -> dict[str, float | None]:
         # The throughput of a join of the streams: each advances at the slowest's pace.
         m["join_mbps"] = len(means) * min(means)
     try:
-        m["stability_index"] = metrics.stability_index([[x for t, x in f.series_1s if t > run.warmup] for f in flows])
+        w = run.warmup if warmup is None else warmup
+        m["stability_index"] = metrics.stability_index([[x for t, x in f.series_1s if t > w] for f in flows])
     except ValueError:
         m["stability_index"] = None
     return m

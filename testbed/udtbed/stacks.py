@@ -11,13 +11,19 @@ Which stacks exist is not decided here: the one registry is ``conformance/stacks
   our Rust ``sabul`` (``$SABUL_BIN`` overrides, e.g. the suite's Python peer for development):
   the *sender* listens (``send --listen --input /dev/zero``) and the receiver connects to it
   (``recv --connect --output /dev/null --stats``); data flows over UDP from sender to receiver.
+- ``contract = "frtp-cli"`` → :class:`FrtpCli`: the ``frtp`` command line (docs/cli.md): SABUL's
+  roles on two paths. The sender listens on its host's **control** address; the receiver
+  connects there and binds its data socket on its **data** (circuit) address, asking for a
+  fixed rate (FRTP.md §1-2). A stack whose :attr:`Stack.control_net` is set is given both.
 - ``contract = "iperf3"`` → :class:`Iperf3Tcp`: kernel TCP with a chosen congestion control
   (cubic, bbr) via iperf3; the server's per-interval report (``--forceflush``) is the
   receiver's series.
 
 Which end of a transfer listens is the stack's (:attr:`Stack.listener`): the runner starts the
 listening ends first and then the other ends, each connecting to the listener's host. Both ends
-are given the same meeting point, ``addr:port`` on the listener's host.
+are given the same meeting point, ``addr:port`` on the listener's host, and one :class:`Transfer`:
+the flow's settings at the run's scale (a fixed rate, buffers, a file instead of memory), which
+each contract maps to its options as far as it has them.
 """
 
 from __future__ import annotations
@@ -47,25 +53,63 @@ class Sample:
 Role = Literal["receiver", "sender"]
 
 
+@dataclass(frozen=True)
+class Transfer:
+    """One flow's settings at the run's scale (:class:`udtbed.experiment.FlowOptions` scaled),
+    given to both ends. The defaults are a memory-to-memory transfer with the stack's own
+    settings; a contract that has no option for a setting leaves it out (:meth:`Stack.takes`)."""
+
+    data_addr: str | None = None  # the receiver's data-path address (FRTP's circuit), if not addr
+    rate_mbps: float | None = None  # a fixed sending rate, Mb/s of IP packets
+    udp_buffer: int | None = None  # bytes, the data socket's buffers
+    frtp_buffer: int | None = None  # bytes, FRTP's retransmission / resequencing buffer
+    input: str = "/dev/zero"
+    output: str = "/dev/null"
+
+
 class Stack:
     name: str
-    protocol: str  # "udt", "sabul" or "tcp": which of the papers' numbers and bands apply
+    protocol: str  # "udt", "sabul", "frtp" or "tcp": which of the papers' numbers and bands apply
     # Which end waits for the other: it starts first, bound to ``addr:port`` on its own host, and
     # the other end connects there. UDT and TCP: the receiver; SABUL: the sender (SABUL.md §2).
     listener: Role = "receiver"
     # Whether the sender writes the stats JSON lines of docs/cli.md (its pacing, for hostwatch).
     sender_stats: bool = False
+    # The net whose address the listener is met at (FRTP: "control", FRTP.md §1); None: the
+    # data net, which then carries everything.
+    control_net: str | None = None
+    # The :class:`Transfer` settings the contract has options for.
+    settings: frozenset[str] = frozenset({"input", "output"})
+    # Goodput over the IP packets' rate at the default MSS: a fixed rate's goodput ceiling.
+    goodput_share: float = 1.0
+
+    # The :class:`Transfer` settings a flow of this stack must have (FRTP: its fixed rate).
+    required: frozenset[str] = frozenset()
+
+    def takes(self, setting: str) -> bool:
+        """Whether this stack can run a flow with ``setting`` (a :class:`Transfer` field) set."""
+        return setting in self.settings
 
     def available(self) -> tuple[bool, str]:
         raise NotImplementedError
 
-    def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
+    def receiver(
+        self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
+    ) -> tuple[list[str], Path | None]:
         """(argv, path the process's stdout goes to, or None). ``addr:port`` is the listener's:
         the receiver binds it when it listens (it may bind the wildcard address instead) and
         connects to it otherwise."""
         raise NotImplementedError
 
-    def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
+    def sender(
+        self,
+        addr: str,
+        port: int,
+        seconds: float,
+        stats: Path | None = None,
+        scale: float = 1.0,
+        transfer: Transfer = Transfer(),
+    ) -> list[str]:
         """argv of a bulk sender, meeting the receiver at the listener's ``addr:port`` as above;
         ``stats``: where a stack that has them (:attr:`sender_stats`) writes its sender stats;
         ``scale``: the run's rate multiplier, for a stack whose defaults are absolute rates."""
@@ -128,25 +172,46 @@ class UdtCli(CliStack):
     protocol = "udt"
     contract = "udt"
     sender_stats = True
+    goodput_share = 1456 / 1500  # UDT4.md §3: 16-byte header, 28 of IP and UDP
 
-    def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
+    def takes(self, setting: str) -> bool:
+        # A fixed rate is our udt's `--cc fixed:<Mbit/s>` (no congestion control), for FRTP's
+        # comparisons; a binary whose `send --help` has no such controller (libudt) takes none.
+        if setting == "rate_mbps":
+            p = subprocess.run([str(self.binary), "send", "--help"], capture_output=True, text=True)
+            return "fixed:" in p.stdout + p.stderr
+        return super().takes(setting)
+
+    def receiver(
+        self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
+    ) -> tuple[list[str], Path | None]:
         return [
             str(self.binary),
             "recv",
             "--listen",
             f"0.0.0.0:{port}",
             "--output",
-            "/dev/null",
+            transfer.output,
             "--stats",
             str(stats),
             "--stats-interval",
             "200",
         ], None
 
-    def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
+    def sender(
+        self,
+        addr: str,
+        port: int,
+        seconds: float,
+        stats: Path | None = None,
+        scale: float = 1.0,
+        transfer: Transfer = Transfer(),
+    ) -> list[str]:
         # UDT's start-up follows the path (slow start, then the receiver's arrival speed): no
         # absolute rate to scale.
-        argv = [str(self.binary), "send", "--connect", f"{addr}:{port}", "--input", "/dev/zero"]
+        argv = [str(self.binary), "send", "--connect", f"{addr}:{port}", "--input", transfer.input]
+        if transfer.rate_mbps is not None:
+            argv += ["--cc", f"fixed:{transfer.rate_mbps:g}"]
         # The sender's pacing (period_us) shows whether timing artifacts made it faster than the path.
         return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
 
@@ -161,6 +226,7 @@ class SabulCli(CliStack):
     contract = "sabul"
     listener: Role = "sender"
     sender_stats = True
+    goodput_share = 1468 / 1500  # SABUL.md §3.1: a 4-byte header
     # SABUL.md §7.1: the initial interval is 10 µs, 1500 · 8 / 10 = 1200 Mb/s, a little above the
     # paper's 1 Gb/s links. A scaled run starts at that rate times the scale, as the links are, so
     # that the start-up meets the link as it does at full scale (from 12x the link instead, it
@@ -171,15 +237,69 @@ class SabulCli(CliStack):
     INITIAL_MBPS = 1200.0
     MIN_MBPS = 12.0
 
-    def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
-        argv = [str(self.binary), "recv", "--connect", f"{addr}:{port}", "--output", "/dev/null"]
+    def receiver(
+        self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
+    ) -> tuple[list[str], Path | None]:
+        argv = [str(self.binary), "recv", "--connect", f"{addr}:{port}", "--output", transfer.output]
         return argv + ["--stats", str(stats), "--stats-interval", "200"], None
 
-    def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
-        argv = [str(self.binary), "send", "--listen", f"{addr}:{port}", "--input", "/dev/zero"]
+    def sender(
+        self,
+        addr: str,
+        port: int,
+        seconds: float,
+        stats: Path | None = None,
+        scale: float = 1.0,
+        transfer: Transfer = Transfer(),
+    ) -> list[str]:
+        argv = [str(self.binary), "send", "--listen", f"{addr}:{port}", "--input", transfer.input]
         if scale != 1.0:
             top, floor = (f"{r * scale:g}" for r in (self.INITIAL_MBPS, self.MIN_MBPS))
             argv += ["--rate", top, "--max-rate", top, "--min-rate", floor]
+        return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
+
+
+class FrtpCli(CliStack):
+    """The ``frtp`` CLI contract (docs/cli.md): SABUL's roles (the sender listens on TCP, FRTP.md
+    §2) on two paths. The sender listens on its host's control address; the receiver connects
+    there over its own control interface, binds its data socket on its data (circuit) address,
+    ``transfer.data_addr``, and asks for the fixed rate, which every FRTP flow must have (the
+    receiver chooses it, normally the circuit rate, §2 step 4)."""
+
+    protocol = "frtp"
+    contract = "frtp"
+    listener: Role = "sender"
+    sender_stats = True
+    control_net = "control"
+    goodput_share = 1468 / 1500  # FRTP.md §3.1: 1472 = 4 + 1468 bytes in a 1500-byte packet
+    settings = frozenset({"input", "output", "rate_mbps", "udp_buffer", "frtp_buffer"})
+    required = frozenset({"rate_mbps"})
+
+    def _buffers(self, transfer: Transfer) -> list[str]:
+        argv = ["--udp-buffer", str(transfer.udp_buffer)] if transfer.udp_buffer is not None else []
+        return argv + (["--frtp-buffer", str(transfer.frtp_buffer)] if transfer.frtp_buffer is not None else [])
+
+    def receiver(
+        self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
+    ) -> tuple[list[str], Path | None]:
+        if transfer.rate_mbps is None:
+            raise ValueError("an FRTP flow needs a fixed rate (rate = Mb/s in the experiment's flow)")
+        data = transfer.data_addr or "0.0.0.0"  # 0.0.0.0: the control connection's address
+        argv = [str(self.binary), "recv", "--connect", f"{addr}:{port}", "--data-bind", f"{data}:0"]
+        argv += ["--rate", f"{transfer.rate_mbps:g}", "--output", transfer.output, *self._buffers(transfer)]
+        return argv + ["--stats", str(stats), "--stats-interval", "200"], None
+
+    def sender(
+        self,
+        addr: str,
+        port: int,
+        seconds: float,
+        stats: Path | None = None,
+        scale: float = 1.0,
+        transfer: Transfer = Transfer(),
+    ) -> list[str]:
+        argv = [str(self.binary), "send", "--listen", f"{addr}:{port}", "--input", transfer.input]
+        argv += self._buffers(transfer)
         return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
 
 
@@ -206,10 +326,22 @@ class Iperf3Tcp(Stack):
             return False, f"congestion control {self.cc} is not available (have {' '.join(avail)})"
         return True, f"kernel TCP {self.cc} via iperf3"
 
-    def receiver(self, addr: str, port: int, stats: Path) -> tuple[list[str], Path | None]:
+    def receiver(
+        self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
+    ) -> tuple[list[str], Path | None]:
         return ["iperf3", "-s", "-1", "-p", str(port), "-i", "0.2", "--forceflush", "-f", "k"], stats
 
-    def sender(self, addr: str, port: int, seconds: float, stats: Path | None = None, scale: float = 1.0) -> list[str]:
+    settings: frozenset[str] = frozenset()  # memory to memory only
+
+    def sender(
+        self,
+        addr: str,
+        port: int,
+        seconds: float,
+        stats: Path | None = None,
+        scale: float = 1.0,
+        transfer: Transfer = Transfer(),
+    ) -> list[str]:
         return ["iperf3", "-c", addr, "-p", str(port), "-t", str(int(seconds) + 30), "-C", self.cc, "-i", "0"]
 
     def line_parser(self) -> Callable[[str], Sample | None]:
@@ -240,6 +372,9 @@ def from_registry(entry: registry.Stack) -> Stack | None:
     if bulk.contract == "sabul-cli":
         assert bulk.binary is not None
         return SabulCli(entry.name, bulk.binary, bulk.build)
+    if bulk.contract == "frtp-cli":
+        assert bulk.binary is not None
+        return FrtpCli(entry.name, bulk.binary, bulk.build)
     if bulk.contract == "iperf3":
         assert bulk.congestion_control is not None
         return Iperf3Tcp(entry.name, bulk.congestion_control)
