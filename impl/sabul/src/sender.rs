@@ -193,6 +193,12 @@ impl Sender {
     }
 
     /// The echoed option block, once the session is set up.
+    /// Where DATA goes once the session is set up: the control peer's address with the
+    /// block's data port, or FRTP's data address (FRTP.md §2 step 5).
+    pub fn data_destination(&self) -> Option<SocketAddr> {
+        self.data_dest
+    }
+
     pub fn options(&self) -> Option<&OptionBlock> {
         self.options.as_ref()
     }

@@ -27,6 +27,8 @@ const IP_UDP_HEADERS: u32 = 28;
 /// Bytes moved between the I/O thread and the input or output thread at a time, unless the
 /// binary says otherwise (`frtp --block`): the application side's block (FRTP.md §1).
 pub const BLOCK: usize = 1 << 20;
+/// Input bytes the I/O thread moves into the send buffer per pass at most (~20 µs of copying).
+const COPY_PER_PASS: usize = 256 << 10;
 /// A received block goes to the output thread once it holds this much (or the whole block if
 /// smaller), or after [`FLUSH_AFTER`].
 const FLUSH_BYTES: usize = 256 << 10;
@@ -293,8 +295,11 @@ pub fn send(s: SendSetup) -> Outcome {
         }
     };
     let run = io.run(&mut sender, &clock, &wakeup, |s, io| {
-        // The application's bytes, as far as the send buffer takes them.
-        while !input_done && s.has_room() {
+        // The application's bytes, as far as the send buffer takes them, at most
+        // COPY_PER_PASS a pass: an empty 40 MB buffer filled in one pass would hold the next
+        // packet back by milliseconds and release a catch-up burst (FRTP.md §4: one IPT).
+        let mut budget = COPY_PER_PASS;
+        while !input_done && budget > 0 && s.has_room() {
             if offset == fill {
                 match chunks.try_recv() {
                     Ok(Ok((_, 0))) => {
@@ -322,8 +327,9 @@ pub fn send(s: SendSetup) -> Outcome {
                     }
                 }
             }
-            let n = s.send(&current[offset..fill]);
+            let n = s.send(&current[offset..fill.min(offset + budget)]);
             offset += n;
+            budget -= n;
             if n == 0 {
                 break;
             }
@@ -333,7 +339,8 @@ pub fn send(s: SendSetup) -> Outcome {
                 Event::Connected => {
                     connected = true;
                     report.started();
-                    eprintln!("{stack} send: session set up, sending to {peer}");
+                    let to = s.data_destination().map_or_else(|| peer.to_string(), |d| d.to_string());
+                    eprintln!("{stack} send: session set up, sending DATA to {to}");
                 }
                 Event::ShutdownWrite => shutdown_pending = true,
                 Event::Finished => {
