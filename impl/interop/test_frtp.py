@@ -1,5 +1,6 @@
-"""FRTP on a circuit: our Rust `frtp`, each file checked byte for byte, with its data on one path
-and its control on another (FRTP.md §1).
+"""FRTP on a circuit: our Rust `frtp` against the suite's Python FRTP peer each way and against
+itself, each file checked byte for byte, with its data on one path and its control on another
+(FRTP.md §1).
 
 The sender listens on its control address in namespace a; the receiver connects from b over the
 control path and takes DATA on its circuit address (`--data-bind`). The circuit is `udt-linkem`
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +27,11 @@ from netns import Net, linkem_namespaces, sweep_stale_namespaces
 from udtconf.testdata import random_file
 
 # (sender, receiver)
-PAIRS = [pytest.param(("frtp", "frtp"), id="frtp_to_frtp")]
+PAIRS = [
+    pytest.param(("frtp", "frtp-py"), id="frtp_to_py"),
+    pytest.param(("frtp-py", "frtp"), id="py_to_frtp"),
+    pytest.param(("frtp", "frtp"), id="frtp_to_frtp"),
+]
 # At MSS 1500 the FRTP packet is 1472 bytes, its payload 1468 (FRTP.md §3.1).
 SMALL_SIZES = [0, 1, 1467, 1468, 1469]
 GIB = 1 << 30
@@ -40,8 +46,9 @@ CIRCUIT_MBIT = 100
 
 
 def frtp_cmd(stack: str) -> list[str]:
-    """The `frtp` contract's command of a stack."""
-    return [str(stack_binary(stack))]
+    """The `frtp` contract's command of either stack: our binary, or the suite's Python FRTP
+    peer (written from the spec, not from the Rust code)."""
+    return [str(stack_binary(stack))] if stack == "frtp" else [sys.executable, "-m", "udtconf.frtp"]
 
 
 def frtp_procs(
@@ -153,7 +160,11 @@ def test_frtp_transfer_is_byte_exact_with_data_and_control_apart(
         sender=sender, receiver=receiver, net=frtp_net, rate=rate, input_path=src, output_path=dst, workdir=tmp_path
     )
     check_transfer(result, src, dst, size)
-    assert f"data on {frtp_net.addr_b}:" in result.receiver.stderr(), result.receiver.stderr()
+    # Our side says where DATA went: the receiver's circuit address, not the control one.
+    if receiver == "frtp":
+        assert f"data on {frtp_net.addr_b}:" in result.receiver.stderr(), result.receiver.stderr()
+    if sender == "frtp":
+        assert f"sending DATA to {frtp_net.addr_b}:" in result.sender.stderr(), result.sender.stderr()
 
 
 @pytest.mark.slow
