@@ -217,31 +217,47 @@ def check_transfer(result: TransferResult, input_path: Path, output_path: Path, 
             pytest.fail(describe(procs, f"{role} stats summary: {'; '.join(problems)}: {s}"), pytrace=False)
 
 
+def start_processes(procs: list[Proc], listener: Proc | None) -> None:
+    """Starts ``procs`` in order, pausing after ``listener`` so that it can bind."""
+    for p in procs:
+        with open(p.stderr_path, "wb") as err:
+            p.popen = subprocess.Popen(p.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        if p is listener:
+            time.sleep(0.1)  # let the listener bind; the clients' handshake retries cover the rest
+
+
+def wait_processes(procs: list[Proc], timeout: float) -> bool:
+    """Waits up to ``timeout`` s in all for ``procs`` to exit, recording each exit status;
+    returns whether all did."""
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        assert p.popen is not None
+        try:
+            p.rc = p.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    return all(p.rc is not None for p in procs)
+
+
+def kill_processes(procs: list[Proc]) -> None:
+    """Kills whatever of ``procs`` still runs (a test's ``finally``)."""
+    for p in procs:
+        if p.popen is not None and p.popen.poll() is None:
+            p.popen.kill()
+            p.popen.wait()
+
+
 def run_processes(procs: list[Proc], listener: Proc | None, timeout: float, what: str = "transfer") -> float:
     """Starts `procs` in order (pausing after `listener` so that it can bind), waits for all of
     them within `timeout` s, kills what is left, and fails the test on a timeout or a non-zero
     exit. Returns the seconds it took."""
     started = time.monotonic()
     try:
-        for p in procs:
-            with open(p.stderr_path, "wb") as err:
-                p.popen = subprocess.Popen(p.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-            if p is listener:
-                time.sleep(0.1)  # let the listener bind; the clients' handshake retries cover the rest
-        deadline = started + timeout
-        for p in procs:
-            assert p.popen is not None
-            try:
-                p.rc = p.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        if any(p.rc is None for p in procs):
+        start_processes(procs, listener)
+        if not wait_processes(procs, timeout):
             pytest.fail(describe(procs, f"{what} did not finish within {timeout:.0f} s"), pytrace=False)
     finally:
-        for p in procs:
-            if p.popen is not None and p.popen.poll() is None:
-                p.popen.kill()
-                p.popen.wait()
+        kill_processes(procs)
     if any(p.rc != 0 for p in procs):
         pytest.fail(describe(procs, "a peer exited non-zero"), pytrace=False)
     return time.monotonic() - started

@@ -22,7 +22,18 @@ from pathlib import Path
 
 import pytest
 from cli import read_stats, sabul_send_argv
-from conftest import Proc, TransferResult, check_transfer, describe, pick_port, run_processes, stack_binary
+from conftest import (
+    Proc,
+    TransferResult,
+    check_transfer,
+    describe,
+    kill_processes,
+    pick_port,
+    run_processes,
+    stack_binary,
+    start_processes,
+    wait_processes,
+)
 from netns import Net, linkem_namespaces, sweep_stale_namespaces
 from udtconf.testdata import random_file
 
@@ -266,33 +277,18 @@ GIVE_UP_S = 40
 
 def run_until_both_fail(tx: Proc, rx: Proc, cut: list[str], after_s: float) -> None:
     """Starts the pair, runs ``cut`` once the transfer has run ``after_s``, and waits for both
-    to exit; fails the test if either hangs past :data:`GIVE_UP_S` or exits 0."""
+    to exit; fails the test if either hangs past :data:`GIVE_UP_S` or does not exit 5."""
     procs = [tx, rx]
     try:
-        for p in procs:
-            with open(p.stderr_path, "wb") as err:
-                p.popen = subprocess.Popen(p.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-            time.sleep(0.2)
+        start_processes(procs, listener=tx)
         time.sleep(after_s)
-        for p in procs:
-            assert p.popen is not None
-            if p.popen.poll() is not None:
-                pytest.fail(describe(procs, "a peer ended before the path was cut"), pytrace=False)
+        if any(p.popen is not None and p.popen.poll() is not None for p in procs):
+            pytest.fail(describe(procs, "a peer ended before the path was cut"), pytrace=False)
         subprocess.run(cut, check=True, capture_output=True)
-        deadline = time.monotonic() + GIVE_UP_S
-        for p in procs:
-            assert p.popen is not None
-            try:
-                p.rc = p.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-        if any(p.rc is None for p in procs):
+        if not wait_processes(procs, GIVE_UP_S):
             pytest.fail(describe(procs, f"a peer hung: still running {GIVE_UP_S} s after the cut"), pytrace=False)
     finally:
-        for p in procs:
-            if p.popen is not None and p.popen.poll() is None:
-                p.popen.kill()
-                p.popen.wait()
+        kill_processes(procs)
     if any(p.rc != 5 for p in procs):
         pytest.fail(describe(procs, "both sides must exit 5 (session broken)"), pytrace=False)
 
