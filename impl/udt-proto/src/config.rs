@@ -7,6 +7,10 @@ use crate::wire::SocketType;
 use transfer::cc::ControllerFactory;
 use transfer::time::Duration;
 
+/// The smallest MSS (IP packet) 4.11's `UDT_MSS` takes: 28 bytes of IP and UDP headers + 48
+/// (UDT4.md §13, `UDT_MSS`). A handshake asking for less is rejected.
+pub const MIN_MSS: u32 = 76;
+
 /// Per-connection configuration. `Default` gives UDT 4.11's defaults.
 #[derive(Debug, Clone)]
 pub struct ConnectionConfig {
@@ -64,7 +68,7 @@ impl ConnectionConfig {
 
     /// Checks option ranges (§13.4) and says what is wrong.
     pub fn validate(&self) -> Result<(), String> {
-        if self.mss < 76 || self.mss > 65_535 {
+        if self.mss < MIN_MSS || self.mss > 65_535 {
             return Err(format!(
                 "MSS {} out of range: UDT needs 76..=65535 bytes (IP+UDP+UDT headers included)",
                 self.mss

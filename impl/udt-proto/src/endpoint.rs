@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 
 use transfer::prng::Xoshiro256;
 
-use crate::config::ConnectionConfig;
+use crate::config::{ConnectionConfig, MIN_MSS};
 use crate::connection::{Connection, Event, Role};
 use crate::wire::{req_type, Control, Handshake, Packet, Repr};
 use transfer::protocol::Protocol;
@@ -248,7 +248,9 @@ impl Endpoint {
             self.stats.bad_cookies += 1;
             return;
         }
-        if h.version != 4 || h.socket_type != l.config.socket_type {
+        // An MSS below MIN_MSS cannot carry one byte of payload (4.11 aborts on MSS 0): rejected
+        // rather than raised to the minimum, so that the client learns it asked for nonsense.
+        if h.version != 4 || h.socket_type != l.config.socket_type || h.mss < MIN_MSS {
             self.reject(from, h);
             return;
         }

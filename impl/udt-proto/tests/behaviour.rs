@@ -549,6 +549,70 @@ fn the_listener_backlog_rejects_the_excess_and_unaccepted_connections_of_silent_
     assert_eq!(p.b.stats().unaccepted_reaped, 2);
 }
 
+/// A client's two handshake rounds against `ep` from `from` with `mss` and flow window `ffs`;
+/// returns the listener's answer to the second (its `req_type`: a response or a rejection)
+/// and the connection it made, if any.
+fn handshake_with(ep: &mut udt_proto::endpoint::Endpoint, now: Instant, mss: u32, ffs: u32) -> (i32, Option<u32>) {
+    let from: std::net::SocketAddr = "10.7.0.1:5000".parse().unwrap();
+    let mut hs = wire::Handshake {
+        version: 4,
+        socket_type: wire::SocketType::Stream,
+        isn: SeqNo::new(1000),
+        mss,
+        flight_flag_size: ffs,
+        req_type: req_type::CLIENT,
+        socket_id: 77,
+        cookie: 0,
+        peer_ip: [0; 4],
+    };
+    let mut buf = vec![0u8; 2048];
+    let mut answer = |ep: &mut udt_proto::endpoint::Endpoint, hs: wire::Handshake| {
+        let pkt = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs) }.to_vec();
+        ep.handle_datagram(now, from, &pkt);
+        let ids: Vec<u32> = ep.connection_ids().collect();
+        let t = ids
+            .iter()
+            .find_map(|&id| ep.poll_transmit_for(id, now, &mut buf))
+            .or_else(|| ep.poll_transmit(now, &mut buf));
+        let n = t.expect("an answer").size;
+        match Repr::parse(&wire::Packet::new_checked(&buf[..n]).unwrap()).unwrap() {
+            Repr::Control { control: Control::Handshake(h), .. } => h,
+            other => panic!("not a handshake: {other:?}"),
+        }
+    };
+    let first = answer(ep, hs);
+    hs.req_type = -1;
+    hs.cookie = first.cookie;
+    let second = answer(ep, hs);
+    (second.req_type, ep.accept())
+}
+
+#[test]
+fn a_handshake_asking_for_an_mss_below_76_is_rejected_and_an_absurd_flow_window_is_survived() {
+    // 4.11 aborts on MSS 0; we reject anything below the 76 bytes UDT_MSS allows (UDT4.md §13).
+    for mss in [0, 1, 75] {
+        let mut p = Pair::new(19, LinkConfig::default());
+        p.b.listen(ConnectionConfig::default(), 4, p.now);
+        let (answer, conn) = handshake_with(&mut p.b, p.now, mss, 8192);
+        assert_eq!((answer, conn), (req_type::REJECT, None), "MSS {mss}");
+    }
+    // A flow window of 0, 2^31 or 0xFFFFFFFF is accepted and bounded: the connection works.
+    for ffs in [0, 1 << 31, u32::MAX] {
+        let mut p = Pair::new(20, LinkConfig::default());
+        p.b.listen(ConnectionConfig::default(), 4, p.now);
+        let (answer, conn) = handshake_with(&mut p.b, p.now, 1500, ffs);
+        assert_eq!(answer, req_type::RESPONSE, "flow window {ffs}");
+        let s = conn.expect("accepted");
+        let window = p.b.connection(s).unwrap().stats().flow_window;
+        assert_eq!(window, ffs.clamp(2, transfer::seq::SEQ_TH), "flow window {ffs}");
+        let data = pattern(100_000, 20);
+        assert_eq!(p.b.connection_mut(s).unwrap().send(p.now, &data), data.len(), "flow window {ffs}");
+        for _ in 0..50 {
+            p.step();
+        }
+    }
+}
+
 #[test]
 fn draft_mode_resends_the_whole_loss_list_when_a_nak_is_lost() {
     // §8.4: 4.11 sends one immediate NAK per gap; draft mode (`periodic_nak`) also re-sends the

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use super::receiver::Receiver;
 use super::sender::Sender;
 use super::{ConnectError, Connection, CtrlOut, Event, Role, State};
-use crate::config::ConnectionConfig;
+use crate::config::{ConnectionConfig, MIN_MSS};
 use crate::wire::{self, req_type, Handshake, SocketType};
 use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
@@ -115,7 +115,7 @@ impl Connection {
         client: SocketAddr,
         now: Instant,
     ) -> Connection {
-        let mss = req.mss.min(config.mss).max(76);
+        let mss = req.mss.min(config.mss).max(MIN_MSS);
         let response = Handshake {
             version: 4,
             socket_type: config.socket_type,
@@ -178,7 +178,7 @@ impl Connection {
                 if h.isn != self.isn {
                     return self.fail(ConnectError::IsnMismatch);
                 }
-                self.mss = h.mss.clamp(76, self.config.mss.max(76));
+                self.mss = h.mss.clamp(MIN_MSS, self.config.mss.max(MIN_MSS));
                 self.peer_id = h.socket_id;
                 self.establish(now, h.isn, h.flight_flag_size);
                 // Let the listener know we are here so it may start sending (§16 pitfall 8).
@@ -240,7 +240,7 @@ impl Connection {
     fn rendezvous_connected(&mut self, now: Instant, peer: &Handshake) {
         // 4.11 adopts the peer's MSS without a min (§6.2); we take the min so that
         // mismatched options cannot produce oversized packets.
-        self.mss = peer.mss.clamp(76, self.config.mss.max(76));
+        self.mss = peer.mss.clamp(MIN_MSS, self.config.mss.max(MIN_MSS));
         self.peer_id = peer.socket_id;
         self.establish(now, peer.isn, peer.flight_flag_size);
         self.ctrl.push_back(CtrlOut::KeepAlive);

@@ -13,7 +13,7 @@ use crate::wire::{self, Ack, DataHeader};
 use transfer::cc::{CcInput, Controller};
 use transfer::loss_list::SndLossList;
 use transfer::pacing::Pacer;
-use transfer::seq::SeqNo;
+use transfer::seq::{SeqNo, SEQ_TH};
 use transfer::time::Instant;
 
 /// A report from the peer that breaks a protocol rule (counted in `Stats::malformed`).
@@ -49,9 +49,11 @@ pub(super) struct Sender {
 
 impl Sender {
     /// 4.11's initial state (§7, §12.1): the first packet will be `isn`; the peer's flight
-    /// flag size bounds the flow window.
+    /// flag size bounds the flow window. A peer's absurd window (2^31, 0xFFFFFFFF) is cut to
+    /// the largest one sequence numbers can order (`SEQ_TH`): beyond it a window and twice it
+    /// (the loss list's span) would not fit the 31-bit space.
     pub fn new(config: &ConnectionConfig, isn: SeqNo, peer_ffs: u32, payload: usize, now: Instant) -> Sender {
-        let window = peer_ffs.max(2);
+        let window = peer_ffs.clamp(2, SEQ_TH);
         Sender {
             buf: SendBuffer::new(config.snd_buf_pkts as usize, payload),
             last_ack: isn,
@@ -59,7 +61,7 @@ impl Sender {
             curr_seq: isn.prev(),
             flow_window: window,
             max_window: window,
-            loss: SndLossList::new(window * 2),
+            loss: SndLossList::new(window.saturating_mul(2)),
             pacer: Pacer::new(now, 1.0, config.pacing_burst),
             cwnd: 16.0,
             delivery_rate: 16,
