@@ -341,7 +341,8 @@ fn recv_stream(sock: &UdtSocket, output: &mut dyn Write, delivered: &AtomicU64, 
 }
 
 /// `recv --connections N` (N > 1): N connections on one listening port, a thread each, each
-/// into `<output>/conn-K.bin` (K = accept order from 1). The first failure ends the process.
+/// into `<output>/conn-K.bin` (K = accept order from 1). A connection that fails is reported
+/// at once and the others are served to completion; then the first failure is the exit status.
 fn recv_many(a: RecvArgs) -> Outcome {
     let n = a.connections;
     if a.common.dgram {
@@ -371,26 +372,35 @@ fn recv_many(a: RecvArgs) -> Outcome {
     if let Ok(addr) = listener.local_addr() {
         eprintln!("udt recv: listening on {addr}, accepting {n} connections");
     }
-    // Each worker reports (connection number, peer, outcome); the first failure wins.
+    // Each worker reports (connection number, peer, outcome); the first failure is kept.
     let (tx, rx) = std::sync::mpsc::channel::<(u32, String, Result<u64, Failure>)>();
     let failed = |k: u32, peer: &str, f: Failure| Failure {
         code: f.code,
         msg: format!("connection {k} of {n} (from {peer}): {}", f.msg),
     };
     let mut workers = Vec::new();
-    // (connections finished, bytes) so far.
+    // (connections finished, bytes) so far, and the failures.
     let tally = std::cell::Cell::new((0u32, 0u64));
-    let on_result = |(k, peer, r): (u32, String, Result<u64, Failure>)| -> Outcome {
-        let bytes = r.map_err(|f| failed(k, &peer, f))?;
-        eprintln!("udt recv: connection {k} (from {peer}): received {bytes} bytes");
+    let failures = std::cell::RefCell::new(Vec::<Failure>::new());
+    let on_result = |(k, peer, r): (u32, String, Result<u64, Failure>)| {
         let (d, t) = tally.get();
-        tally.set((d + 1, t + bytes));
-        Ok(())
+        match r {
+            Ok(bytes) => {
+                eprintln!("udt recv: connection {k} (from {peer}): received {bytes} bytes");
+                tally.set((d + 1, t + bytes));
+            }
+            Err(f) => {
+                let f = failed(k, &peer, f);
+                eprintln!("udt recv: {}; serving the others", f.msg);
+                failures.borrow_mut().push(f);
+                tally.set((d + 1, t));
+            }
+        }
     };
     for k in 1..=n {
         let sock = loop {
             while let Ok(r) = rx.try_recv() {
-                on_result(r)?;
+                on_result(r);
             }
             if let Some(s) = listener
                 .accept_timeout(Duration::from_millis(100))
@@ -403,8 +413,13 @@ fn recv_many(a: RecvArgs) -> Outcome {
         eprintln!("udt recv: accepted connection {k} of {n} from {peer}");
         let path = dir.join(format!("conn-{k}.bin"));
         let path_s = path.display().to_string();
-        let file = File::create(&path)
-            .map_err(|e| failed(k, &peer, local_io(format!("cannot write output {path_s:?}: {e}"))))?;
+        let file = match File::create(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                on_result((k, peer, Err(local_io(format!("cannot write output {path_s:?}: {e}")))));
+                continue;
+            }
+        };
         let sock = Arc::new(sock);
         let delivered = Arc::new(AtomicU64::new(0));
         let reporter = sink.clone().map(|s| {
@@ -433,7 +448,7 @@ fn recv_many(a: RecvArgs) -> Outcome {
     drop(tx);
     while tally.get().0 < n {
         match rx.recv() {
-            Ok(r) => on_result(r)?,
+            Ok(r) => on_result(r),
             Err(_) => return Err(local_io("internal error: a connection thread ended without a result")),
         }
     }
@@ -441,8 +456,13 @@ fn recv_many(a: RecvArgs) -> Outcome {
         let _ = w.join();
     }
     drop(listener);
-    eprintln!("udt recv: received {} bytes on {n} connections", tally.get().1);
-    Ok(())
+    let failures = failures.into_inner();
+    let ok = n - failures.len() as u32;
+    eprintln!("udt recv: received {} bytes on {ok} of {n} connections", tally.get().1);
+    match failures.into_iter().next() {
+        None => Ok(()),
+        Some(first) => Err(Failure { msg: format!("{ok} of {n} connections completed; {}", first.msg), ..first }),
+    }
 }
 
 fn main() -> ExitCode {

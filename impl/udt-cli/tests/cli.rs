@@ -288,6 +288,68 @@ fn recv_connections_serves_concurrent_senders_one_file_each() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A client built on the sans-IO endpoint that completes the handshake with `server` and then
+/// sends it an error signal (UDT4.md §5.9): a hostile connection.
+fn hostile_connection(server: std::net::SocketAddr) {
+    use transfer::time::Instant as CoreTime;
+    use udt_proto::config::ConnectionConfig;
+    use udt_proto::endpoint::Endpoint;
+    use udt_proto::wire::{Control, Repr};
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+    let start = std::time::Instant::now();
+    let now = || CoreTime::ZERO + start.elapsed() + Duration::from_secs(1);
+    let mut ep = Endpoint::new(7);
+    let id = ep.connect(ConnectionConfig::default(), server, now());
+    let (mut buf, mut rx) = (vec![0u8; 2048], vec![0u8; 2048]);
+    while !ep.connection(id).unwrap().is_connected() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the hostile client could not connect");
+        ep.handle_timeout(now());
+        while let Some(t) = ep.poll_transmit_for(id, now(), &mut buf) {
+            sock.send_to(&buf[..t.size], t.destination).unwrap();
+        }
+        if let Ok((n, from)) = sock.recv_from(&mut rx) {
+            ep.handle_datagram(now(), from, &rx[..n]);
+        }
+    }
+    let peer = ep.connection(id).unwrap().peer_id();
+    let err = Repr::Control { dst_socket_id: peer, timestamp: 0, control: Control::ErrorSignal { code: 1 } };
+    sock.send_to(&err.to_vec(), server).unwrap();
+}
+
+#[test]
+fn recv_connections_reports_a_hostile_connection_and_serves_the_others() {
+    let dir = tmpdir("connections-hostile");
+    let out = dir.join("out");
+    let data: Vec<Vec<u8>> = (0..2).map(|i| pattern(2_000_003 + i, 40 + i as u64)).collect();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let recv = udt(&["recv", "--listen", &addr, "--connections", "3", "--output", s(&out)]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    hostile_connection(addr.parse().unwrap());
+    let senders: Vec<Child> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let p = dir.join(format!("in-{i}"));
+            std::fs::write(&p, d).unwrap();
+            udt(&["send", "--connect", &addr, "--input", s(&p)]).spawn().unwrap()
+        })
+        .collect();
+    for c in senders {
+        let o = finish(c, 60);
+        assert!(o.status.success(), "a healthy sender failed: {}", stderr_of(&o));
+    }
+    let recv = finish(recv, 60);
+    let err = stderr_of(&recv);
+    assert_eq!(recv.status.code(), Some(5), "{err}");
+    assert!(err.contains("2 of 3 connections completed; connection 1 of 3"), "{err}");
+    let mut got: Vec<Vec<u8>> =
+        ["conn-2.bin", "conn-3.bin"].iter().map(|n| std::fs::read(out.join(n)).unwrap()).collect();
+    got.sort_by_key(|d| d.len());
+    assert!(got == data, "the healthy connections' files differ");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn recv_connections_rejects_dgram_rendezvous_and_stdout() {
     for extra in [&["--dgram"][..], &["--rendezvous", "127.0.0.1:9"][..]] {
