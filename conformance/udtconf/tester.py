@@ -1241,6 +1241,7 @@ def _completed_flood(env: ProbeEnv) -> ProbeResult:
         per = FLOOD_CLIENTS // len(wires)
         clients = [[(_new_id(), random.randint(0, MAX)) for _ in range(per)] for _ in wires]
         answers: dict[int, Handshake] = {}  # client socket ID → the listener's final answer
+        owner = {sid: w for w, cs in zip(wires, clients, strict=True) for sid, _ in cs}
 
         def drain(w: Wire, wait: float) -> None:
             while (got := w.recv(wait)) is not None:
@@ -1267,8 +1268,7 @@ def _completed_flood(env: ProbeEnv) -> ProbeResult:
         accepted = [h for h in answers.values() if h.req_type == -1]
         rejected = sum(1 for h in answers.values() if h.req_type == 1002)
         for h in accepted:  # close what was accepted, so that the receiver can end
-            for w in wires:
-                w.send(Shutdown(dst_id=h.socket_id), srv.addr)
+            owner[h.dst_id].send(Shutdown(dst_id=h.socket_id), srv.addr)
         rc = srv.finish(5.0) if alive else srv.proc.returncode
         grew = rss1 - rss0
         notes = [
