@@ -4,8 +4,9 @@
 allows ignoring it or dropping the connection (4.11 drops it): recorded, not failed; ``fail`` —
 crash, hang, corrupted or lost data, or a rule broken.
 
-Each probe starts a fresh process of the stack with the TESTCASE it needs (``transfer``, or
-``multiconnect`` for the probe with three connections; skipped when meta.toml does not list it)
+Each probe starts a fresh process of the stack with the TESTCASE it needs (``transfer``,
+``multiconnect`` for the probes with three connections, ``dgram`` for the DGRAM drop requests;
+skipped when meta.toml does not list it)
 and leaves ``probe.log`` and ``probe.pcap`` in its directory, which the report links.
 """
 

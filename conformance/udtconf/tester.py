@@ -1,6 +1,8 @@
 """Active tester: a small UDT4 endpoint in Python that plays either role against a live stack
 and misbehaves on purpose (crafted NAKs and ACKs, malformed packets, wrong socket IDs,
-replayed handshakes, a cookie-round flood, silence mid-transfer).
+replayed handshakes, a cookie-round flood, silence mid-transfer) or is hostile (message drop
+requests on a stream, a flood of completed handshakes, absurd MSS and flow windows, an error
+signal among several connections).
 
 The tester is deliberately simple — no congestion control, a fixed window, ACKs every 10 ms —
 but speaks the wire format of UDT4.md exactly (through :mod:`udtconf.wire`). Each probe returns
@@ -10,8 +12,9 @@ allows either ignoring the packet or dropping the connection (recorded, not fail
 
 Each probe starts a fresh process of the stack through its adapter, exactly as the interop
 matrix does (docs/conformance/adapter-contract.md, *Active tester*): ``TESTCASE=transfer`` — or
-the probe's own :attr:`Probe.testcase` (``multiconnect`` for the one that opens three
-connections) — in the role the probe needs, with the probe's directory as ``LOGDIR``. The
+the probe's own :attr:`Probe.testcase` (``multiconnect`` for the ones that open three
+connections, ``dgram`` for the DGRAM drop requests) — in the role the probe needs, with the
+probe's directory as ``LOGDIR`` (a subdirectory each for the probes that start several). The
 probe's directory also gets ``probe.pcap`` (every datagram the tester sent and received,
 written by the tester itself, so no root is needed) and ``probe.log`` (the verdict, the notes,
 and the end of the stack's own log with any crash line, :mod:`udtconf.diagnosis`).
