@@ -4,8 +4,9 @@
 allows ignoring it or dropping the connection (4.11 drops it): recorded, not failed; ``fail`` —
 crash, hang, corrupted or lost data, or a rule broken.
 
-Each probe starts a fresh process of the stack with the TESTCASE it needs (``transfer``, or
-``multiconnect`` for the probe with three connections; skipped when meta.toml does not list it)
+Each probe starts a fresh process of the stack with the TESTCASE it needs (``transfer``,
+``multiconnect`` for the probes with three connections, ``dgram`` for the DGRAM drop requests;
+skipped when meta.toml does not list it)
 and leaves ``probe.log`` and ``probe.pcap`` in its directory, which the report links.
 """
 
@@ -18,7 +19,8 @@ import pytest
 from script_stack import script_stack
 from udtconf.pcap import read_udp
 from udtconf.stacks import Stack
-from udtconf.tester import PROBES, Probe, run_probe
+from udtconf.tester import ABSURD_HANDSHAKES, PROBES, ClientSession, Probe, Wire, _whole_messages, run_probe
+from udtconf.wire import Ack, Handshake
 from verdicts import probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("udt")]
@@ -76,3 +78,113 @@ def test_the_many_connections_probe_asks_for_multiconnect(tmp_path: Path) -> Non
     assert res.failed
     env = json.loads((tmp_path / "probe/env-multiconnect.json").read_text())
     assert (env["TESTCASE"], env["CONNECTIONS"]) == ("multiconnect", "3")
+
+
+# ---------------------------------------------------------------------------------------------
+# The hostile-peer probes (issue 14) have teeth: a receiver that trusts its peer fails them
+
+NAIVE_RECEIVER = r"""
+import os, socket, time
+from dataclasses import replace
+from udtconf.seq import incseq
+from udtconf.wire import Ack, DataPacket, Handshake, MsgDropRequest, Shutdown, decode
+
+# A UDT listener with no backlog that honours a message drop request even on a STREAM: it
+# acknowledges past the dropped numbers and writes the stream without them.
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"])))
+s.settimeout(0.01)
+conns, by_peer = {}, {}  # own socket ID -> connection; (address, peer ID) -> own socket ID
+while True:
+    try:
+        raw, src = s.recvfrom(65535)
+        p = decode(raw)
+    except (OSError, ValueError):
+        p = None
+    if isinstance(p, Handshake) and p.req_type == 1:
+        s.sendto(replace(p, cookie=7, dst_id=p.socket_id).encode(), src)
+    elif isinstance(p, Handshake) and p.cookie == 7:
+        sid = by_peer.setdefault((src, p.socket_id), 1000 + len(by_peer))
+        conns.setdefault(sid, {"peer": src, "id": p.socket_id, "isn": p.isn, "got": {}, "dropped": set()})
+        s.sendto(replace(p, socket_id=sid, dst_id=p.socket_id, mss=min(p.mss, 1500)).encode(), src)
+    elif p is not None and p.dst_id in conns:
+        c = conns[p.dst_id]
+        if isinstance(p, DataPacket):
+            c["got"][p.seq] = p.payload
+        elif isinstance(p, MsgDropRequest):
+            q = p.first_seq
+            while q != incseq(p.last_seq):
+                c["dropped"].add(q)
+                q = incseq(q)
+        elif isinstance(p, Shutdown):
+            q, out = c["isn"], []
+            while q in c["got"] or q in c["dropped"]:
+                out.append(c["got"].get(q, b""))
+                q = incseq(q)
+            open(os.environ["OUTPUT"], "wb").write(b"".join(out))
+            raise SystemExit(0)
+    for c in conns.values():
+        q = c["isn"]
+        while q in c["got"] or q in c["dropped"]:
+            q = incseq(q)
+        if c["got"]:
+            ack = Ack(dst_id=c["id"], ack_seq_no=1, ack_no=q, rtt=10000, rtt_var=5000, avail_buffer=8192,
+                      arrival_speed=1000, link_capacity=1000)
+            s.sendto(ack.encode(), c["peer"])
+"""
+
+
+def _naive_stack(tmp_path: Path) -> Stack:
+    return script_stack(tmp_path, "naive", NAIVE_RECEIVER, ["transfer"])
+
+
+def test_a_stream_receiver_that_honours_a_drop_request_fails_on_the_hole(tmp_path: Path) -> None:
+    probe = next(p for p in PROBES if p.id == "server/msg-drop-stream-hole")
+    res = run_probe(_naive_stack(tmp_path), probe, tmp_path / "probe")
+    assert res.failed
+    assert f"stack wrote {(64 - 10) * 1456} bytes, expected {64 * 1456}" in res.details
+
+
+def test_a_listener_without_a_backlog_fails_the_completed_handshake_flood(tmp_path: Path) -> None:
+    probe = next(p for p in PROBES if p.id == "server/completed-handshake-flood")
+    res = run_probe(_naive_stack(tmp_path), probe, tmp_path / "probe")
+    assert res.failed
+    assert "connections accepted with backlog 1" in res.details
+    assert any("VmRSS" in n for n in res.notes)
+
+
+def test_absurd_handshakes_report_each_value_and_the_crash(tmp_path: Path) -> None:
+    probe = next(p for p in PROBES if p.id == "server/handshake-absurd-mss-ffs")
+    res = run_probe(_crashing_stack(tmp_path), probe, tmp_path / "probe")
+    assert res.failed
+    assert [n.split(":")[0] for n in res.notes] == [label for label, _, _ in ABSURD_HANDSHAKES]
+    assert "MSS 0: crashed" in res.details
+    assert "index out of bounds" in res.notes[0]  # each value's own stack log
+
+
+def test_the_error_signal_probe_asks_for_three_connections(tmp_path: Path) -> None:
+    probe = next(p for p in PROBES if p.id == "server/error-signal-among-three")
+    assert probe.testcase == "multiconnect"
+    res = run_probe(_crashing_stack(tmp_path), probe, tmp_path / "probe")
+    assert res.failed
+    env = json.loads((tmp_path / "probe/env-multiconnect.json").read_text())
+    assert (env["TESTCASE"], env["CONNECTIONS"]) == ("multiconnect", "3")
+
+
+def test_whole_messages_reject_a_partial_message() -> None:
+    msgs = [b"aa", b"bbbb", b"cc"]
+    assert _whole_messages(b"aacc", msgs) == [1, 3]
+    assert _whole_messages(b"aabbcc", msgs) is None
+
+
+def test_the_tester_ignores_an_ack_beyond_what_it_sent() -> None:
+    w = Wire()
+    try:
+        sess = ClientSession(w, ("127.0.0.1", 9), 1, 2, 100, 1500, Handshake(), Handshake())
+        sess.next_seq = 110
+        sess.handle(Ack(dst_id=1, ack_seq_no=1, ack_no=100 + (1 << 30), rtt=1, rtt_var=1, avail_buffer=2), {})
+        assert sess.last_ack == 100
+        sess.handle(Ack(dst_id=1, ack_seq_no=2, ack_no=105, rtt=1, rtt_var=1, avail_buffer=2), {})
+        assert sess.last_ack == 105
+    finally:
+        w.close()

@@ -1,6 +1,8 @@
 """Active tester: a small UDT4 endpoint in Python that plays either role against a live stack
 and misbehaves on purpose (crafted NAKs and ACKs, malformed packets, wrong socket IDs,
-replayed handshakes, a cookie-round flood, silence mid-transfer).
+replayed handshakes, a cookie-round flood, silence mid-transfer) or is hostile (message drop
+requests on a stream, a flood of completed handshakes, absurd MSS and flow windows, an error
+signal among several connections).
 
 The tester is deliberately simple — no congestion control, a fixed window, ACKs every 10 ms —
 but speaks the wire format of UDT4.md exactly (through :mod:`udtconf.wire`). Each probe returns
@@ -10,8 +12,9 @@ allows either ignoring the packet or dropping the connection (recorded, not fail
 
 Each probe starts a fresh process of the stack through its adapter, exactly as the interop
 matrix does (docs/conformance/adapter-contract.md, *Active tester*): ``TESTCASE=transfer`` — or
-the probe's own :attr:`Probe.testcase` (``multiconnect`` for the one that opens three
-connections) — in the role the probe needs, with the probe's directory as ``LOGDIR``. The
+the probe's own :attr:`Probe.testcase` (``multiconnect`` for the ones that open three
+connections, ``dgram`` for the DGRAM drop requests) — in the role the probe needs, with the
+probe's directory as ``LOGDIR`` (a subdirectory each for the probes that start several). The
 probe's directory also gets ``probe.pcap`` (every datagram the tester sent and received,
 written by the tester itself, so no root is needed) and ``probe.log`` (the verdict, the notes,
 and the end of the stack's own log with any crash line, :mod:`udtconf.diagnosis`).
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from . import active
 from .active import ProbeResult
-from .diagnosis import exit_text
+from .diagnosis import crash_line, exit_text, log_tail
 from .pcap import PcapWriter
 from .ports import free_udp_port, udp_port_bound
 from .seq import MAX, incseq, seqcmp, seqoff
@@ -40,9 +43,12 @@ from .wire import (
     Ack,
     Ack2,
     AckKind,
+    Boundary,
     DataPacket,
+    ErrorSignal,
     Handshake,
     KeepAlive,
+    MsgDropRequest,
     Nak,
     Packet,
     Shutdown,
@@ -124,13 +130,21 @@ class ClientSession:
     next_seq: int = 0
     last_ack: int = 0
     keepalives: list[float] = field(default_factory=list)
+    # numbers a TTL sender has given up on (§5.8): neither sent nor re-sent until ``withhold_until``
+    withheld: set[int] = field(default_factory=set)
+    withhold_until: float = 0.0
+    framing: dict[int, tuple[int, Boundary]] = field(default_factory=dict)  # DGRAM: seq → message, FF bits
 
     def __post_init__(self) -> None:
         self.next_seq = self.isn
         self.last_ack = self.isn
 
+    def held(self, seq: int) -> bool:
+        return seq in self.withheld and time.monotonic() < self.withhold_until
+
     def data(self, seq: int, payload: bytes, msg: int = 1) -> DataPacket:
-        return DataPacket(seq=seq, msg_no=msg, timestamp=0, dst_id=self.peer_id, payload=payload)
+        msg, boundary = self.framing.get(seq, (msg, Boundary.SOLO))
+        return DataPacket(seq=seq, msg_no=msg, boundary=boundary, timestamp=0, dst_id=self.peer_id, payload=payload)
 
     def pump(self, timeout: float, sent: dict[int, bytes] | None = None) -> None:
         """Handle incoming control packets for ``timeout`` seconds (ACK2s, retransmissions)."""
@@ -145,7 +159,8 @@ class ClientSession:
         if isinstance(p, Ack):
             if p.kind is not AckKind.LIGHT:
                 self.wire.send(Ack2(dst_id=self.peer_id, addl=p.ack_seq_no), self.server)
-            if seqcmp(p.ack_no, self.last_ack) > 0:
+            # an ACK beyond what was sent (after a drop request naming unsent numbers) is ignored
+            if seqcmp(p.ack_no, self.last_ack) > 0 and seqcmp(p.ack_no, self.next_seq) <= 0:
                 self.last_ack = p.ack_no
         elif isinstance(p, Nak):
             try:
@@ -153,7 +168,7 @@ class ClientSession:
             except WireError:
                 return
             for s in lost:
-                if s in sent:
+                if s in sent and not self.held(s):
                     self.wire.send(self.data(s, sent[s]), self.server)
         elif isinstance(p, KeepAlive):
             self.keepalives.append(time.monotonic())
@@ -164,8 +179,10 @@ class ClientSession:
         window: int = 32,
         timeout: float = 20.0,
         before_send: Callable[[int, bytes], None] | None = None,
+        alive: Callable[[], bool] | None = None,
     ) -> bool:
-        """Send ``payload`` reliably; True once everything is acknowledged."""
+        """Send ``payload`` reliably; True once everything is acknowledged (False at ``timeout``,
+        or as soon as ``alive`` says the stack's process is gone)."""
         chunks = [payload[i : i + PAYLOAD] for i in range(0, len(payload), PAYLOAD)]
         sent: dict[int, bytes] = {}
         deadline = time.monotonic() + timeout
@@ -177,7 +194,8 @@ class ClientSession:
                 if before_send:
                     before_send(s, chunks[i])
                 sent[s] = chunks[i]
-                self.wire.send(self.data(s, chunks[i]), self.server)
+                if not self.held(s):
+                    self.wire.send(self.data(s, chunks[i]), self.server)
                 self.next_seq = incseq(s)
                 i += 1
             before = self.last_ack
@@ -186,10 +204,13 @@ class ClientSession:
                 last_progress = time.monotonic()
             if i == len(chunks) and self.last_ack == self.next_seq:
                 return True
+            if alive is not None and not alive():
+                return False
             if time.monotonic() - last_progress > 0.5:  # our own EXP: resend the unacknowledged
                 s = self.last_ack
                 while s != self.next_seq:
-                    self.wire.send(self.data(s, sent[s]), self.server)
+                    if not self.held(s):
+                        self.wire.send(self.data(s, sent[s]), self.server)
                     s = incseq(s)
                 last_progress = time.monotonic()
         return False
@@ -198,12 +219,30 @@ class ClientSession:
         self.wire.send(Shutdown(dst_id=self.peer_id), self.server)
 
 
-def connect(wire: Wire, server: Addr, timeout: float = 3.0, sock_type: int = 1) -> ClientSession:
+def connect(
+    wire: Wire,
+    server: Addr,
+    timeout: float = 3.0,
+    sock_type: int = 1,
+    mss: int = 1500,
+    ffs: int = 8192,
+    alive: Callable[[], bool] | None = None,
+) -> ClientSession:
+    """Complete the cookie round with ``server``; ConnectionError on a rejection (1002),
+    TimeoutError without an answer (at once when ``alive`` says the stack's process is gone)."""
     my_id, isn = _new_id(), random.randint(0, MAX)
-    req = Handshake(isn=isn, socket_id=my_id, req_type=1, sock_type=sock_type, peer_ip=peer_ip_field(server[0]))
+    req = Handshake(
+        isn=isn,
+        socket_id=my_id,
+        req_type=1,
+        sock_type=sock_type,
+        mss=mss,
+        flight_flag_size=ffs,
+        peer_ip=peer_ip_field(server[0]),
+    )
     deadline = time.monotonic() + timeout
     resend = 0.0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (alive is None or alive()):
         if time.monotonic() >= resend:
             wire.send(req, server)
             resend = time.monotonic() + 0.25
@@ -228,8 +267,10 @@ def connect(wire: Wire, server: Addr, timeout: float = 3.0, sock_type: int = 1) 
 class ListenerSession:
     """Accepts one connection, receives data, ACKs every 10 ms unless told to hold."""
 
-    def __init__(self, wire: Wire) -> None:
+    def __init__(self, wire: Wire, resp_mss: int | None = None, resp_ffs: int = 8192) -> None:
         self.wire = wire
+        self.resp_mss = resp_mss  # the response's MSS word; None: min(request, 1500) as §6.1 asks
+        self.resp_ffs = resp_ffs
         self.my_id = _new_id()
         self.cookie = random.randint(1, 0xFFFFFFFF)
         self.peer: Addr | None = None
@@ -264,8 +305,8 @@ class ListenerSession:
                     p,
                     socket_id=self.my_id,
                     dst_id=p.socket_id,
-                    mss=min(p.mss, 1500),
-                    flight_flag_size=8192,
+                    mss=min(p.mss, 1500) if self.resp_mss is None else self.resp_mss,
+                    flight_flag_size=self.resp_ffs,
                     peer_ip=peer_ip_field(src[0]),
                 )
                 self.wire.send(resp, src)
@@ -364,19 +405,21 @@ class _StackServer:
     the probe's (``transfer``: one connection, OUTPUT a file; ``multiconnect``: CONNECTIONS
     connections, OUTPUT a directory)."""
 
-    def __init__(self, env: ProbeEnv) -> None:
+    def __init__(self, env: ProbeEnv, workdir: Path | None = None) -> None:
         self.port = free_udp_port()
         self.addr: Addr = ("127.0.0.1", self.port)
         case = env.probe.testcase
+        self.workdir = workdir or env.workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
         extra: dict[str, str | int | Path] = {}
         if case == "multiconnect":
-            self.output = env.workdir / "output"
+            self.output = self.workdir / "output"
             self.output.mkdir(exist_ok=True)
             extra["CONNECTIONS"] = MULTI_CONNECTIONS
         else:
-            self.output = env.workdir / "output.bin"
+            self.output = self.workdir / "output.bin"
         self.proc = env.stack.start(
-            "server", case, env.workdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=self.port, OUTPUT=self.output, **extra
+            "server", case, self.workdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=self.port, OUTPUT=self.output, **extra
         )
         deadline = time.monotonic() + 5
         while not udp_port_bound(self.port) and time.monotonic() < deadline and self.proc.poll() is None:
@@ -408,15 +451,16 @@ def _serve_transfer(
     sess: ClientSession | None = None,
     wire: Wire | None = None,
     before_send: Callable[[int, bytes], None] | None = None,
+    timeout: float = 20.0,
 ) -> tuple[bool, str]:
     """Finish a tester → stack transfer and check the stack wrote exactly ``payload``."""
     own = wire is None
     wire = wire or env.wire()
     try:
         sess = sess or connect(wire, srv.addr)
-        ok = sess.send_stream(payload, before_send=before_send)
+        ok = sess.send_stream(payload, before_send=before_send, timeout=timeout, alive=srv.alive)
         sess.shutdown()
-        rc = srv.finish()
+        rc = srv.finish(min(timeout, 10.0))
         if not ok:
             return False, f"transfer not acknowledged; stack {_exit_desc(rc)}"
         if rc != 0:
@@ -719,20 +763,24 @@ def _resume(sess: ClientSession, first: bytes, rest: bytes) -> ClientSession:
 class _StackClient:
     """The stack's ``client`` role sending INPUT to the tester's listener."""
 
-    def __init__(self, env: ProbeEnv, size: int = 400 * PAYLOAD) -> None:
-        self.wire = env.wire()
-        self.input = env.workdir / "input.bin"
+    def __init__(
+        self, env: ProbeEnv, size: int = 400 * PAYLOAD, workdir: Path | None = None, lst: ListenerSession | None = None
+    ) -> None:
+        self.wire = lst.wire if lst else env.wire()
+        self.workdir = workdir or env.workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.input = self.workdir / "input.bin"
         random_file(self.input, size, seed=env.probe.id)
         self.payload = self.input.read_bytes()
         self.proc = env.stack.start(
             "client",
             env.probe.testcase,
-            env.workdir,
+            self.workdir,
             SERVER_ADDR="127.0.0.1",
             SERVER_PORT=self.wire.addr[1],
             INPUT=self.input,
         )
-        self.lst = ListenerSession(self.wire)
+        self.lst = lst or ListenerSession(self.wire)
 
     def finish(self, timeout: float = 15.0) -> int | None:
         """Keep receiving and ACKing until the stack exits (or timeout)."""
@@ -1000,6 +1048,414 @@ def _silence_client(env: ProbeEnv) -> ProbeResult:
         return env.result("pass", "EXP retransmitted and the transfer completed", notes)
     finally:
         cl.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile peers (issue 14): message drop requests, a completed-handshake flood, absurd handshake
+# fields, an error signal among several connections
+
+
+@probe(
+    "server/msg-drop-stream-hole",
+    "5.8",
+    "server",
+    "a message drop request (type 7) in a live STREAM transfer for 10 packets the tester never sent, "
+    "which it then holds back 0.5 s more: a STREAM receiver ignores it (§5.8 TC), so it NAKs them "
+    "again and every byte arrives, no hole",
+)
+def _drop_stream_hole(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    try:
+        w = env.wire()
+        sess = connect(w, srv.addr)
+        first, last = incseq(sess.isn, 10), incseq(sess.isn, 19)
+        sess.withheld = {incseq(sess.isn, k) for k in range(10, 20)}
+        sess.withhold_until = float("inf")
+
+        def inject(seq: int, chunk: bytes) -> None:
+            if seq == incseq(sess.isn, 24):  # 20..23 arrived: the receiver has seen the gap
+                w.send(MsgDropRequest(dst_id=sess.peer_id, msg_no=1, first_seq=first, last_seq=last), srv.addr)
+                sess.withhold_until = time.monotonic() + 0.5
+
+        payload = os.urandom(64 * PAYLOAD)
+        ok, why = _serve_transfer(env, srv, payload, sess=sess, wire=w, before_send=inject, timeout=8.0)
+        w.close()
+        notes = [f"drop request msg 1, [{first:#x}, {last:#x}] (ISN + 10 … 19, never sent)"]
+        if not ok:
+            return env.result("fail", "after a drop request on a STREAM: " + why, notes)
+        return env.result("pass", "drop request ignored on a STREAM; " + why, notes)
+    finally:
+        srv.close()
+
+
+@probe(
+    "server/msg-drop-stream-unsent",
+    "5.8",
+    "server",
+    "a message drop request in a live STREAM transfer naming 64 numbers not yet sent (the next ones): "
+    "their real packets must still be delivered — no hang, the output byte-exact",
+)
+def _drop_stream_unsent(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    try:
+        w = env.wire()
+        sess = connect(w, srv.addr)
+        first, last = incseq(sess.isn, 16), incseq(sess.isn, 79)
+
+        def inject(seq: int, chunk: bytes) -> None:
+            if seq == first:
+                w.send(MsgDropRequest(dst_id=sess.peer_id, msg_no=1, first_seq=first, last_seq=last), srv.addr)
+                sess.pump(0.05)  # let an ACK past the named range, if any, reach us first
+
+        payload = os.urandom(128 * PAYLOAD)
+        ok, why = _serve_transfer(env, srv, payload, sess=sess, wire=w, before_send=inject, timeout=8.0)
+        w.close()
+        notes = [f"drop request msg 1, [{first:#x}, {last:#x}] (ISN + 16 … 79) before ISN + 16 was sent"]
+        if not ok:
+            return env.result("fail", "after a drop request for unsent numbers: " + why, notes)
+        return env.result("pass", "drop request for unsent numbers ignored; " + why, notes)
+    finally:
+        srv.close()
+
+
+def _whole_messages(got: bytes, messages: list[bytes]) -> list[int] | None:
+    """Which of ``messages`` (in order, each whole) ``got`` is made of; None if it is not."""
+    pos, found = 0, []
+    for i, m in enumerate(messages):
+        if got.startswith(m, pos):
+            pos += len(m)
+            found.append(i + 1)
+    return found if pos == len(got) else None
+
+
+@probe(
+    "server/msg-drop-dgram",
+    "5.8",
+    "server",
+    "DGRAM: a drop request for a 3-packet message whose middle packet was withheld (the §5.8 shape), "
+    "then absurd ones (last before first; [ISN, ISN + 2^30]; [0, 2^31 − 1] for message 2^29 − 1): "
+    "no crash, no hang, and the output is whole messages in order",
+    testcase="dgram",
+)
+def _drop_dgram(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    try:
+        w = env.wire()
+        sess = connect(w, srv.addr, sock_type=2)
+        isn = sess.isn
+        # message 1: 1 packet; 2: 3 packets (the middle one withheld); 3..8: 1 packet each
+        shape = [(1, Boundary.SOLO), (2, Boundary.FIRST), (2, Boundary.MIDDLE), (2, Boundary.LAST)]
+        shape += [(m, Boundary.SOLO) for m in range(3, 9)]
+        sess.framing = {incseq(isn, k): f for k, f in enumerate(shape)}
+        chunks = [os.urandom(PAYLOAD) for _ in shape]
+        messages = [chunks[0], b"".join(chunks[1:4]), *chunks[4:]]
+        sess.withheld, sess.withhold_until = {incseq(isn, 2)}, float("inf")
+        drops = {
+            4: [MsgDropRequest(dst_id=sess.peer_id, msg_no=2, first_seq=incseq(isn, 1), last_seq=incseq(isn, 3))],
+            6: [
+                MsgDropRequest(dst_id=sess.peer_id, msg_no=5, first_seq=incseq(isn, 8), last_seq=incseq(isn, 6)),
+                MsgDropRequest(dst_id=sess.peer_id, msg_no=6, first_seq=isn, last_seq=incseq(isn, 1 << 30)),
+                MsgDropRequest(dst_id=sess.peer_id, msg_no=(1 << 29) - 1, first_seq=0, last_seq=MAX),
+            ],
+        }
+
+        def inject(seq: int, chunk: bytes) -> None:
+            for d in drops.get(seqoff(isn, seq), []):
+                w.send(d, srv.addr)
+            if seqoff(isn, seq) == 4:
+                sess.withhold_until = time.monotonic() + 0.5
+
+        acked = sess.send_stream(b"".join(chunks), timeout=3.0, before_send=inject, alive=srv.alive)
+        sess.shutdown()
+        rc = srv.finish(5.0)
+        w.close()
+        got = srv.output.read_bytes() if srv.output.exists() else b""
+        whole = _whole_messages(got, messages)
+        notes = [
+            "drop requests: msg 2 [ISN+1, ISN+3]; msg 5 [ISN+8, ISN+6]; msg 6 [ISN, ISN+2^30]; msg 2^29−1 [0, 2^31−1]",
+            f"all sent data acknowledged: {acked}; stack {_exit_desc(rc)}",
+            f"output {len(got)} bytes: messages {whole if whole is not None else 'not whole'}",
+        ]
+        if rc is None or rc < 0 or rc >= 128:
+            return env.result("fail", f"stack {_exit_desc(rc)} after DGRAM drop requests", notes)
+        if whole is None:
+            return env.result("fail", "the output is not whole messages in order: a partial or corrupt message", notes)
+        return env.result("pass", f"no crash or hang; {len(whole)} of {len(messages)} messages delivered whole", notes)
+    finally:
+        srv.close()
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """Resident memory (VmRSS) of ``pid`` and its descendants, in KiB (0 once gone)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+FLOOD_CLIENTS = 1000  # completed handshakes, from 10 source addresses
+FLOOD_BACKLOG = 1  # the backlog of a single-connection receiver (TESTCASE=transfer), as UDT::listen(1)
+FLOOD_RSS_GROWTH_KIB = 32 * 1024
+
+
+@probe(
+    "server/completed-handshake-flood",
+    "6.1",
+    "server",
+    f"{FLOOD_CLIENTS} clients from 10 addresses complete the cookie round against a single-connection "
+    f"receiver: at most backlog + 1 = {FLOOD_BACKLOG + 1} are accepted, the rest rejected (1002, listener "
+    f"rule 7), and its resident memory grows by less than {FLOOD_RSS_GROWTH_KIB // 1024} MiB (two "
+    "connections' state and slack; a listener accepting every one holds ~280 KiB each, ~280 MB)",
+)
+def _completed_flood(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    wires = [env.wire((f"127.0.0.{i + 2}", 0)) for i in range(10)]
+    try:
+        rss0 = _tree_rss_kib(srv.proc.pid)
+        t0 = time.monotonic()
+        cookies: dict[int, int] = {}
+        for _ in range(3):  # the cookie: one per source address
+            for i, w in enumerate(wires):
+                if i not in cookies:
+                    w.send(
+                        Handshake(isn=1, socket_id=_new_id(), req_type=1, peer_ip=peer_ip_field("127.0.0.1")), srv.addr
+                    )
+            for i, w in enumerate(wires):
+                while i not in cookies and (got := w.recv(0.2)) is not None:
+                    if isinstance(got[0], Handshake) and got[0].req_type == 1:
+                        cookies[i] = got[0].cookie
+        if len(cookies) < len(wires):
+            return env.result("fail", f"only {len(cookies)} of {len(wires)} addresses got a cookie reply")
+        per = FLOOD_CLIENTS // len(wires)
+        clients = [[(_new_id(), random.randint(0, MAX)) for _ in range(per)] for _ in wires]
+        answers: dict[int, Handshake] = {}  # client socket ID → the listener's final answer
+        owner = {sid: w for w, cs in zip(wires, clients, strict=True) for sid, _ in cs}
+
+        def drain(w: Wire, wait: float) -> None:
+            while (got := w.recv(wait)) is not None:
+                h = got[0]
+                if isinstance(h, Handshake) and h.req_type in (-1, 1002) and h.dst_id not in answers:
+                    answers[h.dst_id] = h
+
+        for _ in range(2):  # a second pass for what UDP lost on the way (the same request: rule 6)
+            for i, w in enumerate(wires):
+                for k, (sid, isn) in enumerate(clients[i]):
+                    if sid in answers:
+                        continue
+                    req = Handshake(isn=isn, socket_id=sid, req_type=-1, cookie=cookies[i])
+                    w.send(replace(req, peer_ip=peer_ip_field("127.0.0.1")), srv.addr)
+                    if k % 25 == 24:
+                        drain(w, 0.002)
+                drain(w, 0.002)
+            for w in wires:
+                drain(w, 0.05)
+        flood_s = time.monotonic() - t0
+        time.sleep(0.3)
+        rss1 = _tree_rss_kib(srv.proc.pid)
+        alive = srv.alive()
+        accepted = [h for h in answers.values() if h.req_type == -1]
+        rejected = sum(1 for h in answers.values() if h.req_type == 1002)
+        for h in accepted:  # close what was accepted, so that the receiver can end
+            owner[h.dst_id].send(Shutdown(dst_id=h.socket_id), srv.addr)
+        rc = srv.finish(5.0) if alive else srv.proc.returncode
+        grew = rss1 - rss0
+        notes = [
+            f"{len(accepted)} accepted, {rejected} rejected (1002), "
+            f"{FLOOD_CLIENTS - len(answers)} unanswered, in {flood_s:.1f} s",
+            f"VmRSS {rss0} KiB before, {rss1} KiB after ({grew:+} KiB)",
+            f"stack {'alive' if alive else 'dead'} after the flood; {_exit_desc(rc)} after shutting the accepted down",
+        ]
+        if not alive:
+            return env.result("fail", f"stack {_exit_desc(rc)} under the completed-handshake flood", notes)
+        if len(accepted) > FLOOD_BACKLOG + 1:
+            return env.result(
+                "fail",
+                f"{len(accepted)} connections accepted with backlog {FLOOD_BACKLOG} (rule 7: reject 1002)",
+                notes,
+            )
+        if grew > FLOOD_RSS_GROWTH_KIB:
+            return env.result("fail", f"resident memory grew by {grew // 1024} MiB under the flood", notes)
+        if rc is None or rc < 0 or rc >= 128:
+            return env.result("fail", f"stack {_exit_desc(rc)} after the flood", notes)
+        return env.result("pass", f"{len(accepted)} accepted, {rejected} rejected, memory {grew:+} KiB", notes)
+    finally:
+        for w in wires:
+            w.close()
+        srv.close()
+
+
+ABSURD_HANDSHAKES = [  # label, MSS, flight flag size
+    ("MSS 0", 0, 8192),
+    ("MSS 1", 1, 8192),
+    ("MSS 0xFFFFFFFF", 0xFFFFFFFF, 8192),
+    ("FFS 0", 1500, 0),
+    ("FFS 2^31", 1500, 1 << 31),
+    ("FFS 0xFFFFFFFF", 1500, 0xFFFFFFFF),
+]
+MIN_MSS = 76  # the smallest MSS UDT_MSS allows (§13); a listener rejects less (§6.1 TC)
+
+
+def _slug(label: str) -> str:
+    return label.lower().replace(" ", "-").replace("^", "")
+
+
+def _stack_crash(rc: int | None, log: Path) -> str:
+    line = crash_line("\n".join(log_tail(log, 200)))
+    return f"{_exit_desc(rc)}" + (f" ({line})" if line else "")
+
+
+@probe(
+    "server/handshake-absurd-mss-ffs",
+    "6.1, 13",
+    "server",
+    "handshake requests with MSS 0, 1, 0xFFFFFFFF and flight flag size 0, 2^31, 0xFFFFFFFF at the "
+    "listener: no crash; an MSS below 76 is rejected (1002, §6.1 TC); one that is accepted answers "
+    "MSS ≤ 1500 and transfers 16 KiB intact",
+)
+def _absurd_server(env: ProbeEnv) -> ProbeResult:
+    srv: _StackServer | None = None
+    outcomes, failures = [], []
+    try:
+        for label, mss, ffs in ABSURD_HANDSHAKES:
+            if srv is None or not srv.alive():
+                srv = _StackServer(env, env.workdir / _slug(label))
+            w = env.wire()
+            try:
+                sess = connect(w, srv.addr, timeout=1.5, mss=mss, ffs=ffs, alive=srv.alive)
+            except (ConnectionError, TimeoutError) as e:
+                w.close()
+                time.sleep(0.1)
+                if not srv.alive():
+                    outcomes.append(f"{label}: stack {_stack_crash(srv.proc.returncode, srv.workdir / 'server.log')}")
+                    failures.append(f"{label}: crashed")
+                else:
+                    outcomes.append(
+                        f"{label}: " + ("rejected (1002)" if isinstance(e, ConnectionError) else "no answer")
+                    )
+                continue
+            if mss < MIN_MSS:
+                failures.append(f"{label}: accepted (MSS below {MIN_MSS})")
+            ok, why = _serve_transfer(env, srv, os.urandom(16 * 1024), sess=sess, wire=w, timeout=5.0)
+            w.close()
+            r = sess.response
+            outcomes.append(f"{label}: accepted, response MSS {r.mss}, FFS {r.flight_flag_size}; {why}")
+            if not ok:
+                failures.append(f"{label}: {why}; {_stack_crash(srv.proc.returncode, srv.workdir / 'server.log')}")
+            elif r.mss > 1500:
+                failures.append(f"{label}: response MSS {r.mss} > the listener's 1500")
+            srv.close()
+        if failures:
+            return env.result("fail", "; ".join(failures), outcomes)
+        return env.result("pass", "no crash; every absurd handshake rejected or served", outcomes)
+    finally:
+        if srv:
+            srv.close()
+
+
+@probe(
+    "client/handshake-absurd-mss-ffs",
+    "6.1, 13",
+    "client",
+    "the tester's listener answers the stack's request with MSS 0, 1, 0xFFFFFFFF or flight flag size 0, "
+    "2^31, 0xFFFFFFFF (a fresh client each): no crash, no hang; the client gives up with an error or "
+    "sends 32 packets' worth intact, no payload above 1456 bytes",
+)
+def _absurd_client(env: ProbeEnv) -> ProbeResult:
+    outcomes, failures = [], []
+    for label, mss, ffs in ABSURD_HANDSHAKES:
+        lst = ListenerSession(env.wire(), resp_mss=mss, resp_ffs=ffs)
+        cl = _StackClient(env, 32 * PAYLOAD, workdir=env.workdir / _slug(label), lst=lst)
+        try:
+            try:
+                lst.accept(timeout=3.0)
+            except TimeoutError:
+                rc = active.ended(cl.proc, 1.0)
+                outcomes.append(f"{label}: the stack never completed its request; {_exit_desc(rc)}")
+                if rc is None or rc < 0 or rc >= 128:
+                    failures.append(f"{label}: {_exit_desc(rc)}")
+                continue
+            rc = cl.finish(timeout=3.0)
+            got = lst.stream()
+            biggest = max((len(p) for p in lst.received.values()), default=0)
+            outcome = f"{label}: {_stack_crash(rc, cl.workdir / 'client.log')}, {len(got)}/{len(cl.payload)} bytes"
+            outcomes.append(outcome + f", largest payload {biggest}")
+            if rc is None or rc < 0 or rc >= 128:
+                failures.append(outcome)
+            elif got != cl.payload[: len(got)]:
+                failures.append(f"{label}: delivered bytes differ from the input")
+            elif rc == 0 and got != cl.payload:
+                failures.append(f"{label}: exit 0 with {len(got)} of {len(cl.payload)} bytes delivered")
+            elif biggest > PAYLOAD:
+                failures.append(f"{label}: a {biggest}-byte payload above the 1500-byte MSS's {PAYLOAD}")
+        finally:
+            cl.close()
+    if failures:
+        return env.result("fail", "; ".join(failures), outcomes)
+    return env.result("pass", "no crash or hang; each absurd response refused or served intact", outcomes)
+
+
+@probe(
+    "server/error-signal-among-three",
+    "5.9, 3.3",
+    "server",
+    "three connections to one port (TESTCASE=multiconnect, CONNECTIONS=3); the second sends half its "
+    "data, an error signal (type 8, code 4000) and a shutdown: the other two are served to the end "
+    "intact; the receiver then exits non-zero (reported) — exit 0 is recorded as tolerated",
+    testcase="multiconnect",
+)
+def _error_among_three(env: ProbeEnv) -> ProbeResult:
+    srv = _StackServer(env)
+    wires = [env.wire() for _ in range(MULTI_CONNECTIONS)]
+    try:
+        sessions = [connect(w, srv.addr, alive=srv.alive) for w in wires]
+        payloads = [os.urandom(24 * PAYLOAD) for _ in sessions]
+        acked = []
+        for k, (s, p) in enumerate(zip(sessions, payloads, strict=True)):
+            if k == 1:
+                acked.append(s.send_stream(p[: len(p) // 2], timeout=5.0))
+                s.wire.send(ErrorSignal(dst_id=s.peer_id, addl=4000), s.server)
+                s.pump(0.05)
+            else:
+                acked.append(s.send_stream(p, timeout=5.0))
+            s.shutdown()
+        rc = srv.finish(8.0)
+        files = sorted(p for p in srv.output.iterdir() if p.is_file())
+        contents = {p.read_bytes() for p in files}
+        served = [payloads[k] in contents for k in (0, 2)]
+        log = "\n".join(log_tail(srv.workdir / "server.log", 20))
+        notes = [
+            f"acknowledged: {acked} (the second only its first half)",
+            f"output files: {[(p.name, p.stat().st_size) for p in files]}",
+            f"stack {_exit_desc(rc)}",
+        ]
+        if rc is None or rc < 0 or rc >= 128:
+            return env.result("fail", f"stack {_exit_desc(rc)} after an error signal on one connection", notes)
+        if not (acked[0] and acked[2] and all(served)):
+            return env.result("fail", "an error signal on one connection cost the others their data", notes)
+        if rc == 0:
+            return env.result("tolerated", "the others were served; the error signal went unreported (exit 0)", notes)
+        named = "connection 2" in log
+        notes.append(f"the log names the connection: {named}")
+        return env.result("pass", f"the others were served intact; reported with exit {rc}", notes)
+    finally:
+        for w in wires:
+            w.close()
+        srv.close()
 
 
 def run_probe(stack: Stack, p: Probe, workdir: Path) -> ProbeResult:
