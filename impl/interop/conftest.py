@@ -26,7 +26,7 @@ from cli import read_stats, recv_argv, send_argv
 from netns import LOOPBACK, Net, sweep_stale_namespaces, veth_namespaces
 from udtconf.ports import free_udp_port
 from udtconf.stacks import StackError, registry
-from udtconf.testdata import sha256_file
+from udtconf.testdata import random_file, sha256_file
 
 NS_PREFIX = "udtt-"
 # A transfer of a few packets takes well under 2 s (rendezvous included); the
@@ -78,6 +78,26 @@ def veth() -> Iterator[Net]:
 def net(request: pytest.FixtureRequest) -> Net:
     """Indirect parametrisation: @pytest.mark.parametrize('net', ['lo', 'veth'], indirect=True)."""
     return request.getfixturevalue({"lo": "loopback", "veth": "veth"}[request.param])
+
+
+# ----------------------------------------------------------------- SABUL's family's inputs
+
+# At MSS 1500 a SABUL or FRTP packet is 1472 bytes, its payload 1468 (SABUL.md §3.1): files
+# around one payload.
+SABUL_SIZES = [0, 1, 1467, 1468, 1469]
+
+
+@pytest.fixture(scope="session")
+def small_files(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Random files of each of :data:`SABUL_SIZES` bytes."""
+    d = tmp_path_factory.mktemp("sabul-family-inputs")
+    return {n: random_file(d / f"in-{n}", n) for n in SABUL_SIZES}
+
+
+@pytest.fixture(scope="session")
+def file_8mb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random file of 8 MB and a bit (not a whole number of packets)."""
+    return random_file(tmp_path_factory.mktemp("sabul-family-8mb") / "in-8MB", 8_000_009)
 
 
 # ----------------------------------------------------------------- ports

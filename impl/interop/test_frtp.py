@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from cli import read_stats, sabul_send_argv
 from conftest import (
+    SABUL_SIZES,
     Proc,
     TransferResult,
     check_transfer,
@@ -43,8 +44,6 @@ PAIRS = [
     pytest.param(("frtp-py", "frtp"), id="py_to_frtp"),
     pytest.param(("frtp", "frtp"), id="frtp_to_frtp"),
 ]
-# At MSS 1500 the FRTP packet is 1472 bytes, its payload 1468 (FRTP.md §3.1).
-SMALL_SIZES = [0, 1, 1467, 1468, 1469]
 GIB = 1 << 30
 LOOPBACK = Net("lo", "127.0.0.1", "127.0.0.2", ctrl_a="127.0.0.1", ctrl_b="127.0.0.1")
 # Apart from the other interop tests' namespaces, which may live while these come and go.
@@ -147,18 +146,7 @@ def frtp_net(request: pytest.FixtureRequest) -> Net:
 NETS = [pytest.param("lo", id="lo"), pytest.param("circuit", id="circuit", marks=pytest.mark.needs_root)]
 
 
-@pytest.fixture(scope="module")
-def small_files(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    d = tmp_path_factory.mktemp("frtp-inputs")
-    return {n: random_file(d / f"in-{n}", n) for n in SMALL_SIZES}
-
-
-@pytest.fixture(scope="module")
-def file_8mb(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return random_file(tmp_path_factory.mktemp("frtp-8mb") / "in-8MB", 8_000_009)
-
-
-@pytest.mark.parametrize("size", SMALL_SIZES)
+@pytest.mark.parametrize("size", SABUL_SIZES)
 @pytest.mark.parametrize("pair", PAIRS)
 @pytest.mark.parametrize("frtp_net", NETS, indirect=True)
 def test_frtp_transfer_is_byte_exact_with_data_and_control_apart(

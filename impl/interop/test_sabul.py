@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli import read_stats, sabul_recv_argv, sabul_send_argv
-from conftest import Proc, TransferResult, check_transfer, pick_port, run_processes, stack_binary
+from conftest import SABUL_SIZES, Proc, TransferResult, check_transfer, pick_port, run_processes, stack_binary
 from netns import Net, linkem_namespaces, sweep_stale_namespaces
 from udtconf.testdata import random_file
 
@@ -28,8 +28,6 @@ PAIRS = [
     pytest.param(("sabul", "sabul"), id="sabul_to_sabul"),
 ]
 NETS = [pytest.param("lo", id="lo"), pytest.param("veth", id="veth", marks=pytest.mark.needs_root)]
-# At MSS 1500 the SABUL packet is 1472 bytes, its payload 1468 (SABUL.md §3.1).
-SMALL_SIZES = [0, 1, 1467, 1468, 1469]
 GIB = 1 << 30
 
 
@@ -60,18 +58,7 @@ def sabul_transfer(
     return TransferResult(tx, rx, seconds, read_stats(send_stats), read_stats(recv_stats))
 
 
-@pytest.fixture(scope="session")
-def small_files(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    d = tmp_path_factory.mktemp("sabul-inputs")
-    return {n: random_file(d / f"in-{n}", n) for n in SMALL_SIZES}
-
-
-@pytest.fixture(scope="session")
-def file_8mb(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return random_file(tmp_path_factory.mktemp("sabul-8mb") / "in-8MB", 8_000_009)
-
-
-@pytest.mark.parametrize("size", SMALL_SIZES)
+@pytest.mark.parametrize("size", SABUL_SIZES)
 @pytest.mark.parametrize("pair", PAIRS)
 @pytest.mark.parametrize("net", NETS, indirect=True)
 def test_sabul_transfer(
