@@ -144,6 +144,8 @@ dashboards:
 bench: setup build
 	@echo "==> bench: goodput and CPU per Gb, udt-rs vs libudt, sabul beside udt-rs (impl/bench/compare.py)"
 	$(PYTHON) impl/bench/compare.py
+	@echo "==> bench: a listener's resident memory under 1, 100 and 2000 completed handshakes, udt-rs beside libudt (impl/bench/listener_memory.py)"
+	$(PYTHON) impl/bench/listener_memory.py
 	@echo "==> bench: the link emulator on its own (RTT error, achieved rate, CPU per frame; root)"
 	cd impl && $(CARGO) bench -p link-emulator --bench forward
 
