@@ -220,16 +220,18 @@ impl Endpoint {
                 return;
             }
         };
+        if let Some(h) = hs.filter(|h| self.listener.is_some() && h.req_type != req_type::RENDEZVOUS) {
+            return self.on_request(now, from, &h);
+        }
+        // Only now look for a rendezvous peer (a scan of the port's connections): a flood of
+        // requests to a listener with many connections must not cost a scan each.
         let rendezvous = self.order.iter().copied().find(|id| {
             let c = &self.conns[id];
             c.peer() == from && c.role() == Role::Rendezvous
         });
-        match (hs, rendezvous) {
-            (Some(h), _) if self.listener.is_some() && h.req_type != req_type::RENDEZVOUS => {
-                self.on_request(now, from, &h)
-            }
-            (_, Some(id)) => self.conns.get_mut(&id).expect("listed").handle_packet(now, datagram),
-            _ => self.stats.unroutable += 1,
+        match rendezvous {
+            Some(id) => self.conns.get_mut(&id).expect("listed").handle_packet(now, datagram),
+            None => self.stats.unroutable += 1,
         }
     }
 
