@@ -220,40 +220,31 @@ def test_frtp_below_the_circuit_rate_loses_nothing(
 # (frames held back 1 ms) with duplication, and a rate above the circuit's, whose excess the
 # circuit's queue drops.
 IMPAIRMENTS = [
-    pytest.param((f"{CIRCUIT},loss=1%,seed=3", 90), id="loss1"),
-    pytest.param((f"{CIRCUIT},loss=5%,seed=5", 90), id="loss5"),
-    pytest.param((f"{CIRCUIT},reorder=2%,reorder_delay=1ms,duplicate=2%,loss=1%,seed=7", 90), id="reorder-dup"),
-    pytest.param(("delay=2ms,rate=100mbit,queue=100p", 150), id="above-rate"),
+    pytest.param(f"{CIRCUIT},loss=1%,seed=3", 90, id="loss1"),
+    pytest.param(f"{CIRCUIT},loss=5%,seed=5", 90, id="loss5"),
+    pytest.param(f"{CIRCUIT},reorder=2%,reorder_delay=1ms,duplicate=2%,loss=1%,seed=7", 90, id="reorder-dup"),
+    pytest.param("delay=2ms,rate=100mbit,queue=100p", 150, id="above-rate"),
 ]
 
 
 @pytest.mark.needs_root
 @pytest.mark.parametrize("pair", PAIRS)
-@pytest.mark.parametrize("impairment", IMPAIRMENTS)
+@pytest.mark.parametrize(("circuit", "rate"), IMPAIRMENTS, indirect=["circuit"])
 def test_frtp_recovers_every_loss_on_the_circuit(
-    request: pytest.FixtureRequest,
-    impairment: tuple[str, float],
-    pair: tuple[str, str],
-    file_8mb: Path,
-    tmp_path: Path,
+    circuit: Net, rate: float, pair: tuple[str, str], file_8mb: Path, tmp_path: Path
 ) -> None:
-    spec, rate = impairment
-    if os.geteuid() != 0:
-        pytest.skip("needs root: creates network namespaces")
-    sweep_stale_namespaces(PREFIX)
     sender, receiver = pair
     dst = tmp_path / "out"
-    with linkem_namespaces(PREFIX, *DATA, spec, spec, control=CONTROL) as net:
-        result = frtp_transfer(
-            sender=sender,
-            receiver=receiver,
-            net=net,
-            rate=rate,
-            input_path=file_8mb,
-            output_path=dst,
-            workdir=tmp_path,
-            timeout=90,
-        )
+    result = frtp_transfer(
+        sender=sender,
+        receiver=receiver,
+        net=circuit,
+        rate=rate,
+        input_path=file_8mb,
+        output_path=dst,
+        workdir=tmp_path,
+        timeout=90,
+    )
     check_transfer(result, file_8mb, dst, file_8mb.stat().st_size)
     recv = result.summary("recv")
     assert recv["losses"] > 0 and recv["naks_sent"] > 0, f"the circuit lost nothing? {recv}"
