@@ -7,6 +7,7 @@ udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|au
 udtbed check topologies/*.toml     validate topology files (file:line: error)
 udtbed calibrate TOPO SRC DST [--scale S]
 udtbed cleanup [--prefix udtb-PID-] [--all]   remove the udtb-* namespaces and containers of runs that are gone
+udtbed simulate [--only sc04-fig2,...] [--quick] [--results results/sim]   the papers' NS-2 figures, simulated
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import NoReturn
 
 from udtconf.progress import Progress
 
-from . import network, runtime
+from . import network, runtime, sim
 from .calibrate import calibrate
 from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentError, load_all
 from .experiment import load as load_experiment
@@ -289,6 +290,41 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in cals) else 1
 
 
+def cmd_simulate(a: argparse.Namespace) -> int:
+    """Every scenario of experiments/sim (or --only those), each a JSON, a plot and its claims."""
+    try:
+        scenarios = sim.load_all(Path(a.scenarios_dir))
+    except sim.ScenarioError as err:
+        print(f"udtbed: {err}", file=sys.stderr)
+        return 2
+    names = list(scenarios) if not a.only else a.only.split(",")
+    unknown = [n for n in names if n not in scenarios]
+    if unknown:
+        print(
+            f"udtbed: no scenario {', '.join(unknown)} in {a.scenarios_dir} (have {', '.join(scenarios)})",
+            file=sys.stderr,
+        )
+        return 2
+    failed = 0
+    for n in names:
+        sc = scenarios[n]
+        t0 = time.monotonic()
+        try:
+            points, checks = sim.simulate(sc, quick=a.quick, jobs=a.jobs)
+        except (FileNotFoundError, RuntimeError) as err:
+            print(f"udtbed: {n}: {err}", file=sys.stderr)
+            return 1
+        out = sim.write(sc, points, checks, Path(a.results), a.quick)
+        runs = sum(len(p.results) for p in points)
+        sim_s = sum(r["spec"]["duration_s"] for p in points for r in p.results)
+        print(f"{n} ({sc.figure}): {runs} runs, {sim_s:.0f} s simulated in {time.monotonic() - t0:.1f} s -> {out}")
+        for c in checks:
+            mark = {True: "reproduced", False: "NOT reproduced", None: "not judged"}[c.ok]
+            print(f"  {mark}: {c.check.claim} [{c.detail}]")
+            failed += c.ok is False
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # progress as it goes, also into a pipe or a log
@@ -347,7 +383,15 @@ def main(argv: list[str] | None = None) -> int:
         f"removed even while that run is alive (must start with {network.PREFIX})",
     )
     x.add_argument("--all", action="store_true", help="also remove the namespaces and containers of runs still alive")
+    sm = sub.add_parser("simulate", help="the papers' NS-2 figures in the simulator (experiments/sim/*.toml)")
+    sm.add_argument("--only", help="comma-separated scenario names (default: all)")
+    sm.add_argument("--quick", action="store_true", help="the short versions make test pins")
+    sm.add_argument("--jobs", type=int, help="simulations at once (default: the CPU count)")
+    sm.add_argument("--results", default=str(REPO / "results/sim"))
+    sm.add_argument("--scenarios-dir", default=str(sim.SCENARIOS_DIR))
     a = ap.parse_args(argv)
+    if a.cmd == "simulate":
+        return cmd_simulate(a)
     if a.cmd == "run":
         return cmd_run(a)
     if a.cmd == "check":

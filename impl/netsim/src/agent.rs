@@ -60,7 +60,8 @@ pub trait Agent {
     fn poll_timeout(&self) -> Option<Instant>;
     /// The next packet to send at `now`, written at the start of `buf` (65 536 bytes).
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Emit>;
-    /// The flow's stop time came: offer no more new data (what is buffered may still go).
+    /// The flow's stop time came (senders only). The network then silences this end: it is
+    /// neither polled nor fed again, so its counters stay as they were at the stop.
     fn stop(&mut self, now: Instant);
     /// Whether this end's application finished (a finite transfer fully delivered, for a
     /// receiver; everything acknowledged, for a sender).

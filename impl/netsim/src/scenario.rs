@@ -1,0 +1,416 @@
+//! One simulated run described as data: a dumbbell, its flows, and what the run measured.
+//!
+//! A [`RunSpec`] (JSON, written by `testbed/udtbed/sim.py` from a scenario file of
+//! `experiments/sim/`) names a bottleneck and a list of flows, each with its own round-trip
+//! time. The dumbbell built from it (docs/simulator.md, "Topology"):
+//!
+//! ```text
+//! sender i ──access i (delay d_i)──▶ ┌──────────────────────────┐ ──▶ receiver i
+//!                                    │ bottleneck: rate, DropTail│
+//! sender i ◀─access i (delay d_i)─── │ queue, delay D, loss      │ ◀── receiver i
+//!                                    └──────────────────────────┘
+//! ```
+//!
+//! with `d_i = rtt_i/2 − D`, so that flow i's propagation RTT is `rtt_i`. Access links are
+//! as fast as `access_rate_mbps` (unlimited by default); the reverse bottleneck has the
+//! forward one's rate and delay and a queue no ACK stream fills.
+//!
+//! [`run`] returns a [`RunResult`]: each flow's goodput per sample interval (payload bytes the
+//! receiving application read), the sender's window, period and RTT at each sample, totals,
+//! and the bottleneck's queue and drops. The metrics (Jain's index, stability, friendliness)
+//! are computed from it by `conformance/udtconf/metrics.py`, the one implementation the
+//! testbed and the suite share.
+
+use std::sync::Arc;
+
+use link_emulator::link_spec::{LinkSpec, QueueLimit};
+use link_emulator::loss::LossSpec;
+use serde::{Deserialize, Serialize};
+use transfer::time::Instant;
+use udt_proto::cc::native::{NativeVariant, UdtNative};
+use udt_proto::config::ConnectionConfig;
+
+use crate::agent::Agent;
+use crate::network::{FlowId, FlowSetup, LinkId, Nanos, Network};
+use crate::sabul::{SabulReceiver, SabulSender};
+use crate::tcp::{TcpConfig, TcpReceiver, TcpSender};
+use crate::udt::{UdtReceiver, UdtSender, WithoutFlowControl, RECEIVER_ADDR};
+
+/// The bottleneck link (both directions).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bottleneck {
+    pub rate_mbps: f64,
+    /// DropTail limit of the forward queue, packets.
+    pub queue_pkts: u64,
+    /// One-way propagation delay of the bottleneck itself (default 0: all in the access links).
+    #[serde(default)]
+    pub delay_ms: f64,
+    /// Random loss probability on the forward direction.
+    #[serde(default)]
+    pub loss: f64,
+    /// Rate of every access link (default: unlimited).
+    #[serde(default)]
+    pub access_rate_mbps: Option<f64>,
+}
+
+/// Which protocol a flow runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    Udt,
+    Tcp,
+    Sabul,
+}
+
+/// One flow (or `count` identical ones).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    /// Name in the results (default: protocol and index, e.g. `udt3`).
+    #[serde(default)]
+    pub name: Option<String>,
+    pub protocol: Protocol,
+    /// UDT's controller: `udt411` (4.11's CUDTCC, default) or `paper` (the SC'04 variant).
+    #[serde(default)]
+    pub cc: Option<String>,
+    /// UDT: the window-based flow control on (default) or off (rate control alone, Fig. 7).
+    #[serde(default = "yes")]
+    pub flow_control: bool,
+    /// Propagation round-trip time.
+    pub rtt_ms: f64,
+    #[serde(default)]
+    pub start_s: f64,
+    /// When the sender stops and falls silent (default: never).
+    #[serde(default)]
+    pub stop_s: Option<f64>,
+    /// Bytes to send (default: endless).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// TCP: the largest window (`window_`); UDT: the flow window and both buffers; SABUL: the
+    /// receiver's flow window. Default: the protocol's own default (TCP: 20 000).
+    #[serde(default)]
+    pub window_pkts: Option<u32>,
+    /// SABUL: the initial sending rate (default: §7.1's 10 µs interval).
+    #[serde(default)]
+    pub initial_rate_mbps: Option<f64>,
+    /// This many flows of this description (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+fn default_sample() -> f64 {
+    1.0
+}
+
+/// One run: a seed, how long, how often to sample, the bottleneck and the flows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    pub seed: u64,
+    pub duration_s: f64,
+    #[serde(default = "default_sample")]
+    pub sample_s: f64,
+    pub bottleneck: Bottleneck,
+    pub flows: Vec<FlowSpec>,
+}
+
+/// One flow's measurements.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowResult {
+    pub name: String,
+    pub protocol: Protocol,
+    pub cc: Option<String>,
+    pub rtt_ms: f64,
+    pub start_s: f64,
+    /// Sample times, s since the run began (the end of each interval).
+    pub times_s: Vec<f64>,
+    /// Goodput over each sample interval, Mb/s (payload bytes read by the receiving
+    /// application).
+    pub throughput_mbps: Vec<f64>,
+    /// The sender's window at each sample, packets (UDT: congestion window; TCP: cwnd).
+    pub window_pkts: Vec<f64>,
+    /// The sender's inter-packet period at each sample, µs (rate-based senders).
+    pub period_us: Vec<f64>,
+    /// The sender's smoothed RTT at each sample, ms (where it keeps one).
+    pub rtt_sample_ms: Vec<f64>,
+    pub delivered_bytes: u64,
+    pub packets_sent: u64,
+    pub retransmitted: u64,
+    pub loss_events: u64,
+    /// When a finite transfer was fully read, s.
+    pub finished_s: Option<f64>,
+}
+
+/// The bottleneck's measurements.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkResult {
+    pub times_s: Vec<f64>,
+    pub queue_pkts: Vec<usize>,
+    pub frames_out: u64,
+    pub bytes_out: u64,
+    pub dropped_queue: u64,
+    pub dropped_loss: u64,
+    /// Bytes out over what the rate could carry in the run, 0..1.
+    pub utilisation: f64,
+}
+
+/// What one run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub spec: RunSpec,
+    pub flows: Vec<FlowResult>,
+    pub bottleneck: LinkResult,
+    /// Events the simulator processed.
+    pub events: u64,
+}
+
+/// What is wrong with a run spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError(pub String);
+
+impl std::fmt::Display for SpecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+fn secs(s: f64) -> Nanos {
+    (s * 1e9).round() as Nanos
+}
+
+fn bps(mbps: f64) -> u64 {
+    (mbps * 1e6).round() as u64
+}
+
+impl RunSpec {
+    /// Checks the values a run cannot start with, and says which is wrong.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let err = |m: String| Err(SpecError(m));
+        let b = &self.bottleneck;
+        if !self.duration_s.is_finite() || self.duration_s <= 0.0 {
+            return err(format!("duration_s must be a positive number of seconds, not {}", self.duration_s));
+        }
+        if self.sample_s.is_nan() || self.sample_s <= 0.0 || self.sample_s > self.duration_s {
+            return err(format!("sample_s must be in (0, duration_s], not {}", self.sample_s));
+        }
+        if !b.rate_mbps.is_finite() || b.rate_mbps <= 0.0 {
+            return err(format!("bottleneck.rate_mbps must be positive, not {}", b.rate_mbps));
+        }
+        if b.queue_pkts == 0 {
+            return err("bottleneck.queue_pkts must be at least 1".into());
+        }
+        if !(0.0..1.0).contains(&b.loss) {
+            return err(format!("bottleneck.loss is a probability in [0, 1), not {}", b.loss));
+        }
+        if b.delay_ms.is_nan() || b.delay_ms < 0.0 {
+            return err(format!("bottleneck.delay_ms must be ≥ 0, not {}", b.delay_ms));
+        }
+        if self.flows.is_empty() {
+            return err("a run needs at least one flow".into());
+        }
+        for (i, f) in self.flows.iter().enumerate() {
+            if !f.rtt_ms.is_finite() || f.rtt_ms / 2.0 < b.delay_ms {
+                return err(format!(
+                    "flow {i}: rtt_ms {} is less than twice the bottleneck's delay_ms {}",
+                    f.rtt_ms, b.delay_ms
+                ));
+            }
+            if f.count == 0 {
+                return err(format!("flow {i}: count must be at least 1"));
+            }
+            if f.start_s.is_nan() || f.start_s < 0.0 || f.stop_s.is_some_and(|s| s.is_nan() || s < f.start_s) {
+                return err(format!("flow {i}: start_s must be ≥ 0 and stop_s ≥ start_s"));
+            }
+            if f.protocol == Protocol::Udt {
+                if let Some(cc) = &f.cc {
+                    if cc != "udt411" && cc != "paper" {
+                        return err(format!("flow {i}: cc {cc:?} is not a UDT controller: use udt411 or paper"));
+                    }
+                }
+            } else if f.cc.is_some() || !f.flow_control {
+                return err(format!("flow {i}: cc and flow_control apply to UDT flows only"));
+            }
+            if f.initial_rate_mbps.is_some() && f.protocol != Protocol::Sabul {
+                return err(format!("flow {i}: initial_rate_mbps applies to SABUL flows only"));
+            }
+            if f.window_pkts.is_some_and(|w| w < 32) {
+                return err(format!("flow {i}: window_pkts must be at least 32"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Builds the dumbbell of `spec` and runs it to the end.
+pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
+    spec.validate()?;
+    let b = &spec.bottleneck;
+    let mut net = Network::new(secs(spec.sample_s));
+    let link_seed = |n: u64| spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(n);
+    let forward = net.add_link(
+        "bottleneck",
+        &LinkSpec {
+            delay_ns: secs(b.delay_ms / 1e3),
+            rate_bps: Some(bps(b.rate_mbps)),
+            queue: QueueLimit::Packets(b.queue_pkts),
+            loss: if b.loss > 0.0 { LossSpec::Random { p: b.loss } } else { LossSpec::None },
+            seed: link_seed(0),
+            ..LinkSpec::default()
+        },
+    );
+    let reverse = net.add_link(
+        "bottleneck-reverse",
+        &LinkSpec {
+            delay_ns: secs(b.delay_ms / 1e3),
+            rate_bps: Some(bps(b.rate_mbps)),
+            queue: QueueLimit::Unlimited,
+            seed: link_seed(1),
+            ..LinkSpec::default()
+        },
+    );
+    let mut ids: Vec<(FlowId, &FlowSpec, String)> = Vec::new();
+    let mut index = 0u64;
+    for f in &spec.flows {
+        for k in 0..f.count {
+            index += 1;
+            let name = match (&f.name, f.count) {
+                (Some(n), 1) => n.clone(),
+                (Some(n), _) => format!("{n}{}", k + 1),
+                (None, _) => format!("{}{index}", protocol_name(f.protocol)),
+            };
+            let access = LinkSpec {
+                delay_ns: secs((f.rtt_ms / 2.0 - b.delay_ms) / 1e3),
+                rate_bps: b.access_rate_mbps.map(bps),
+                queue: QueueLimit::Unlimited,
+                seed: link_seed(2 * index),
+                ..LinkSpec::default()
+            };
+            let up: LinkId = net.add_link(&format!("{name}-access"), &access);
+            let down: LinkId = net.add_link(&format!("{name}-access-reverse"), &access);
+            let id = net.add_flow(FlowSetup {
+                name: name.clone(),
+                forward: vec![up, forward],
+                reverse: vec![reverse, down],
+                start: secs(f.start_s),
+                stop: f.stop_s.map(secs),
+                make: ends(f, spec.seed.wrapping_mul(1_000_003).wrapping_add(index)),
+            });
+            ids.push((id, f, name));
+        }
+    }
+    net.run_until(secs(spec.duration_s) + 1);
+    Ok(collect(spec, &net, forward, &ids))
+}
+
+fn protocol_name(p: Protocol) -> &'static str {
+    match p {
+        Protocol::Udt => "udt",
+        Protocol::Tcp => "tcp",
+        Protocol::Sabul => "sabul",
+    }
+}
+
+/// The flow's two ends, built at its start.
+fn ends(f: &FlowSpec, seed: u64) -> crate::network::MakeEnds {
+    let f = f.clone();
+    Box::new(move |now: Instant| -> (Box<dyn Agent>, Box<dyn Agent>) {
+        match f.protocol {
+            Protocol::Udt => {
+                let variant =
+                    if f.cc.as_deref() == Some("paper") { NativeVariant::Paper } else { NativeVariant::Udt411 };
+                let mut config = ConnectionConfig { pacing_burst: 1, ..ConnectionConfig::default() };
+                let native = Arc::new(UdtNative::new(variant));
+                config.cc = if f.flow_control { native } else { Arc::new(WithoutFlowControl(native)) };
+                if let Some(w) = f.window_pkts {
+                    config.flight_flag_size = w;
+                    config.snd_buf_pkts = w;
+                    config.rcv_buf_pkts = w;
+                }
+                let receiver = UdtReceiver::new(seed ^ 0xA5A5, config.clone(), f.bytes, now);
+                let sender = UdtSender::new(seed, config, RECEIVER_ADDR, f.bytes, now);
+                (Box::new(sender), Box::new(receiver))
+            }
+            Protocol::Tcp => {
+                let mut config = TcpConfig { bytes: f.bytes, ..TcpConfig::default() };
+                if let Some(w) = f.window_pkts {
+                    config.window_pkts = w;
+                }
+                (Box::new(TcpSender::new(config.clone())), Box::new(TcpReceiver::new(&config)))
+            }
+            Protocol::Sabul => {
+                let mut sc = sabul::SenderConfig::default();
+                let initial = f.initial_rate_mbps.map_or(sabul::cc::INITIAL_INTERVAL_US, sabul::cc::interval_for_rate);
+                sc.controller = Arc::new(sabul::cc::SabulRate::new(initial, true));
+                let mut rc = sabul::ReceiverConfig::default();
+                if let Some(w) = f.window_pkts {
+                    rc.recv_flag_size = w;
+                    sc.send_buf_pkts = w as usize;
+                }
+                (Box::new(SabulSender::new(sc, f.bytes, now)), Box::new(SabulReceiver::new(rc, f.bytes, now)))
+            }
+        }
+    })
+}
+
+fn collect(spec: &RunSpec, net: &Network, bottleneck: LinkId, ids: &[(FlowId, &FlowSpec, String)]) -> RunResult {
+    let s = |t: Nanos| t as f64 / 1e9;
+    let flows = ids
+        .iter()
+        .map(|(id, f, name)| {
+            let (_, samples, finished) = net.flow(*id);
+            let mut last = 0u64;
+            let mut last_t = secs(f.start_s);
+            let mut throughput = Vec::with_capacity(samples.len());
+            for x in samples {
+                let dt = s(x.time - last_t).max(1e-9);
+                throughput.push((x.delivered - last) as f64 * 8.0 / 1e6 / dt);
+                last = x.delivered;
+                last_t = x.time;
+            }
+            let (sender, receiver) = net.ends(*id).map(|(a, b)| (a.stats(), b.stats())).unwrap_or_default();
+            FlowResult {
+                name: name.clone(),
+                protocol: f.protocol,
+                cc: (f.protocol == Protocol::Udt).then(|| f.cc.clone().unwrap_or_else(|| "udt411".into())),
+                rtt_ms: f.rtt_ms,
+                start_s: f.start_s,
+                times_s: samples.iter().map(|x| s(x.time)).collect(),
+                throughput_mbps: throughput,
+                window_pkts: samples.iter().map(|x| x.sender.window).collect(),
+                period_us: samples.iter().map(|x| x.sender.period_us).collect(),
+                rtt_sample_ms: samples.iter().map(|x| x.sender.rtt_us / 1e3).collect(),
+                delivered_bytes: receiver.delivered,
+                packets_sent: sender.packets_sent,
+                retransmitted: sender.retransmitted,
+                loss_events: sender.loss_events,
+                finished_s: finished.map(s),
+            }
+        })
+        .collect();
+    let (_, link_samples) = net.link(bottleneck);
+    let stats = net.link_stats(bottleneck);
+    let capacity_bytes = spec.bottleneck.rate_mbps * 1e6 / 8.0 * spec.duration_s;
+    RunResult {
+        spec: spec.clone(),
+        flows,
+        bottleneck: LinkResult {
+            times_s: link_samples.iter().map(|x| s(x.time)).collect(),
+            queue_pkts: link_samples.iter().map(|x| x.queue_pkts).collect(),
+            frames_out: stats.frames_out,
+            bytes_out: stats.bytes_out,
+            dropped_queue: stats.dropped_queue,
+            dropped_loss: stats.dropped_loss,
+            utilisation: stats.bytes_out as f64 / capacity_bytes,
+        },
+        events: net.events(),
+    }
+}

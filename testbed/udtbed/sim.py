@@ -1,0 +1,551 @@
+"""The papers' NS-2 figures, simulated with our real protocol code (docs/simulator.md).
+
+A scenario file (``experiments/sim/*.toml``) describes one figure as data: a bottleneck, the
+series drawn on the figure (each a set of flows), the swept parameter and its values, the
+metric each run reduces to, and the paper's claims as checks. This module expands a scenario
+into run specs, runs them with ``udt-sim`` (``impl/netsim``) in parallel, reduces each run
+with ``udtconf.metrics`` (the one implementation the testbed and the suite share), judges the
+claims, and writes ``<name>.json`` and ``<name>.png``.
+
+``python -m udtbed simulate [--quick] [--only NAME,...] [--results results/sim]``
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import tomllib
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from udtconf import metrics
+
+from .network import REPO
+
+SCENARIOS_DIR = REPO / "experiments" / "sim"
+SIMULATOR = REPO / "impl" / "target" / "release" / "udt-sim"
+METRICS = ("jain", "stability", "friendliness", "rtt_ratio", "scaling", "series", "share")
+SWEEPABLE = ("rtt_ms", "count", "rate_mbps")
+# Wire bytes of a full packet, for the queue sizes the captions give in BDPs.
+PACKET_BYTES = 1500
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run: says which file, which key and what to write."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One claim of the paper, as a test of the metric's values.
+
+    ``min``/``max`` bound ``series``'s value (``key`` of the metric's values) at every x
+    of ``at`` (default: every x); ``below``/``above`` compare it with another series' value
+    at the same x, allowing ``margin`` (the spread between seeds); ``grows``/``shrinks``
+    compare the value at the last x of ``at`` with the value at its first.
+    """
+
+    claim: str
+    series: str
+    key: str
+    at: tuple[float, ...] | None = None
+    min: float | None = None
+    max: float | None = None
+    below: str | None = None
+    above: str | None = None
+    margin: float = 0.0
+    grows: bool = False
+    shrinks: bool = False
+    # Judged on the quick (make test) version too; otherwise only on full runs.
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    flows: tuple[dict[str, Any], ...]
+    bottleneck: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: Path
+    figure: str
+    title: str
+    setup: str
+    claim: str
+    metric: str
+    x: str | None
+    values: tuple[float, ...]
+    duration_s: float
+    seed: int
+    sample_s: float
+    warmup_s: float
+    bottleneck: dict[str, Any]
+    series: tuple[Series, ...]
+    checks: tuple[Check, ...]
+    quick_values: tuple[float, ...]
+    quick_duration_s: float
+    note: str = ""
+
+
+def _fail(path: Path, key: str, msg: str) -> ScenarioError:
+    return ScenarioError(f"{path}: {key}: {msg}")
+
+
+def _floats(path: Path, key: str, v: Any) -> tuple[float, ...]:
+    if not isinstance(v, list) or not v or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in v):
+        raise _fail(path, key, "must be a non-empty list of numbers, e.g. [1, 10, 100]")
+    return tuple(float(x) for x in v)
+
+
+def load(path: str | Path) -> Scenario:
+    """Reads and checks one scenario file."""
+    path = Path(path)
+    try:
+        d = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ScenarioError(f"{path}: {e}") from e
+    known = {
+        "name", "figure", "title", "setup", "claim", "metric", "x", "values", "duration_s", "seed",
+        "sample_s", "warmup_s", "bottleneck", "series", "check", "quick", "note",
+    }  # fmt: skip
+    for k in d:
+        if k not in known:
+            raise _fail(path, k, f"unknown key; a scenario has {', '.join(sorted(known))}")
+    for k in ("name", "figure", "title", "setup", "claim", "metric", "bottleneck", "series"):
+        if k not in d:
+            raise _fail(path, k, "missing (docs/simulator.md, 'Scenario files')")
+    if d["name"] != path.stem:
+        raise _fail(path, "name", f"must equal the file's name {path.stem!r}")
+    metric = d["metric"]
+    if metric not in METRICS:
+        raise _fail(path, "metric", f"{metric!r} is not one of {', '.join(METRICS)}")
+    x = d.get("x")
+    if x is not None and x not in SWEEPABLE:
+        raise _fail(path, "x", f"{x!r} cannot be swept: use one of {', '.join(SWEEPABLE)}")
+    values = _floats(path, "values", d["values"]) if x is not None else (0.0,)
+    if x is None and "values" in d:
+        raise _fail(path, "values", "needs x, the parameter the values are for")
+    if not isinstance(d["bottleneck"], dict):
+        raise _fail(path, "bottleneck", "must be a table, e.g. { rate_mbps = 100, queue = 'max(10, bdp)' }")
+    series_raw = d["series"]
+    if not isinstance(series_raw, list) or not series_raw:
+        raise _fail(path, "series", "needs at least one [[series]] with a label and flows")
+    series = []
+    for i, s in enumerate(series_raw):
+        if not isinstance(s, dict) or "label" not in s or not isinstance(s.get("flows"), list) or not s["flows"]:
+            raise _fail(path, f"series[{i}]", "needs a label and a non-empty list of flows")
+        for j, f in enumerate(s["flows"]):
+            if not isinstance(f, dict) or f.get("protocol") not in ("udt", "tcp", "sabul"):
+                raise _fail(path, f"series[{i}].flows[{j}]", "needs protocol = 'udt', 'tcp' or 'sabul'")
+            if "rtt_ms" not in f and x != "rtt_ms":
+                raise _fail(path, f"series[{i}].flows[{j}]", "needs rtt_ms (or sweep x = 'rtt_ms')")
+        extra = set(s) - {"label", "flows", "bottleneck"}
+        if extra:
+            raise _fail(path, f"series[{i}]", f"unknown keys {sorted(extra)}")
+        series.append(Series(s["label"], tuple(s["flows"]), s.get("bottleneck", {})))
+    labels = [s.label for s in series]
+    if len(set(labels)) != len(labels):
+        raise _fail(path, "series", "labels must be distinct")
+    checks = []
+    for i, c in enumerate(d.get("check", [])):
+        key = f"check[{i}]"
+        if not isinstance(c, dict) or "claim" not in c or c.get("series") not in labels:
+            raise _fail(path, key, f"needs a claim and a series among {labels}")
+        for other in ("below", "above"):
+            if other in c and c[other] not in labels:
+                raise _fail(path, f"{key}.{other}", f"{c[other]!r} is not a series of this scenario")
+        if not any(k in c for k in ("min", "max", "below", "above", "grows", "shrinks")):
+            raise _fail(path, key, "needs min, max, below, above, grows or shrinks")
+        if (c.get("grows") or c.get("shrinks")) and len(c.get("at", [])) < 2:
+            raise _fail(path, key, "grows/shrinks compare two x values: give at = [first, last]")
+        extra = set(c) - {
+            "claim", "series", "key", "at", "min", "max", "below", "above", "margin", "grows", "shrinks", "quick",
+        }  # fmt: skip
+        if extra:
+            raise _fail(path, key, f"unknown keys {sorted(extra)}")
+        checks.append(
+            Check(
+                claim=c["claim"],
+                series=c["series"],
+                key=c.get("key", metric),
+                at=_floats(path, f"{key}.at", c["at"]) if "at" in c else None,
+                min=c.get("min"),
+                max=c.get("max"),
+                below=c.get("below"),
+                above=c.get("above"),
+                margin=float(c.get("margin", 0.0)),
+                grows=bool(c.get("grows", False)),
+                shrinks=bool(c.get("shrinks", False)),
+                quick=bool(c.get("quick", False)),
+            )
+        )
+    quick = d.get("quick", {})
+    duration = float(d.get("duration_s", 100))
+    return Scenario(
+        name=d["name"],
+        path=path,
+        figure=d["figure"],
+        title=d["title"],
+        setup=d["setup"],
+        claim=d["claim"],
+        metric=metric,
+        x=x,
+        values=values,
+        duration_s=duration,
+        seed=int(d.get("seed", 1)),
+        sample_s=float(d.get("sample_s", 1.0)),
+        warmup_s=float(d.get("warmup_s", 0.0)),
+        bottleneck=d["bottleneck"],
+        series=tuple(series),
+        checks=tuple(checks),
+        quick_values=_floats(path, "quick.values", quick["values"]) if "values" in quick else values,
+        quick_duration_s=float(quick.get("duration_s", duration)),
+        note=d.get("note", ""),
+    )
+
+
+def load_all(directory: Path = SCENARIOS_DIR) -> dict[str, Scenario]:
+    return {p.stem: load(p) for p in sorted(directory.glob("*.toml"))}
+
+
+_QUEUE = re.compile(r"^\s*(?:(max|min)\(\s*([\w.]+)\s*,\s*([\w.]+)\s*\)|([\w.]+))\s*$")
+
+
+def queue_packets(expr: str | int, rate_mbps: float, rtt_ms: float) -> int:
+    """A caption's queue size in packets: a number, ``bdp``, or ``max(a, b)``/``min(a, b)`` of
+    those, where ``bdp`` is rate × the longest RTT in full packets."""
+    bdp = rate_mbps * 1e6 * rtt_ms / 1e3 / (PACKET_BYTES * 8)
+    if isinstance(expr, int):
+        return expr
+    m = _QUEUE.match(expr)
+    if not m:
+        raise ValueError(f"queue {expr!r}: write a number of packets, bdp, or max(a, b) / min(a, b) of them")
+
+    def term(t: str) -> float:
+        if t == "bdp":
+            return bdp
+        try:
+            return float(t)
+        except ValueError:
+            raise ValueError(f"queue {expr!r}: {t!r} is neither a number nor bdp") from None
+
+    if m.group(4):
+        v = term(m.group(4))
+    else:
+        f = max if m.group(1) == "max" else min
+        v = f(term(m.group(2)), term(m.group(3)))
+    return max(1, math.ceil(v))
+
+
+@dataclass
+class Point:
+    """One x of one series: the run spec(s) and, once run, the results and values."""
+
+    series: str
+    x: float
+    specs: list[dict[str, Any]]
+    results: list[dict[str, Any]] = field(default_factory=list)
+    values: dict[str, float | None] = field(default_factory=dict)
+
+
+def _run_spec(sc: Scenario, s: Series, x: float, duration: float) -> dict[str, Any]:
+    flows = []
+    for f in s.flows:
+        f = dict(f)
+        if sc.x == "rtt_ms" and "rtt_ms" not in f:
+            f["rtt_ms"] = x
+        if sc.x == "count" and "count" not in f:
+            f["count"] = int(x)
+        flows.append(f)
+    b = {**sc.bottleneck, **s.bottleneck}
+    if sc.x == "rate_mbps":
+        b["rate_mbps"] = x
+    rtt = max(float(f["rtt_ms"]) for f in flows)
+    queue = b.pop("queue", "max(bdp, 100)")
+    b["queue_pkts"] = queue_packets(queue, float(b["rate_mbps"]), rtt)
+    return {"seed": sc.seed, "duration_s": duration, "sample_s": sc.sample_s, "bottleneck": b, "flows": flows}
+
+
+def expand(sc: Scenario, quick: bool = False) -> list[Point]:
+    """Every run the figure needs (friendliness: each point's all-TCP twin too)."""
+    values = sc.quick_values if quick else sc.values
+    duration = sc.quick_duration_s if quick else sc.duration_s
+    points = []
+    for s in sc.series:
+        for x in values:
+            spec = _run_spec(sc, s, x, duration)
+            specs = [spec]
+            if sc.metric == "friendliness":
+                alone = json.loads(json.dumps(spec))
+                for f in alone["flows"]:
+                    if f["protocol"] != "tcp":
+                        f["protocol"] = "tcp"
+                        for k in ("cc", "flow_control", "initial_rate_mbps"):
+                            f.pop(k, None)
+                specs.append(alone)
+            points.append(Point(s.label, x, specs))
+    return points
+
+
+def run_one(spec: dict[str, Any], simulator: Path = SIMULATOR) -> dict[str, Any]:
+    """Runs ``udt-sim`` on one spec and returns its result."""
+    if not simulator.exists():
+        raise FileNotFoundError(f"{simulator} is missing: run `make build` (cargo build --release) first")
+    p = subprocess.run([str(simulator), "-"], input=json.dumps(spec), capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise RuntimeError(f"udt-sim failed ({p.returncode}) on {json.dumps(spec)}: {p.stderr.strip()}")
+    result: dict[str, Any] = json.loads(p.stdout)
+    return result
+
+
+def _mean_after(flow: dict[str, Any], warmup_s: float) -> float:
+    xs = [x for t, x in zip(flow["times_s"], flow["throughput_mbps"], strict=True) if t > flow["start_s"] + warmup_s]
+    return statistics.fmean(xs) if xs else 0.0
+
+
+def _samples_after(flow: dict[str, Any], warmup_s: float) -> list[float]:
+    return [x for t, x in zip(flow["times_s"], flow["throughput_mbps"], strict=True) if t > flow["start_s"] + warmup_s]
+
+
+def _safe(f: Callable[[], float]) -> float | None:
+    try:
+        return f()
+    except ValueError:
+        return None
+
+
+def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
+    """The metric's values for one run (and its twin)."""
+    r = point.results[0]
+    flows = r["flows"]
+    w = sc.warmup_s
+    means = [_mean_after(f, w) for f in flows]
+    capacity = float(r["spec"]["bottleneck"]["rate_mbps"])
+    v: dict[str, float | None] = {
+        "aggregate_mbps": sum(means),
+        "utilisation": r["bottleneck"]["utilisation"],
+    }
+    if sc.metric == "jain":
+        v["jain"] = _safe(lambda: metrics.jain_index(means))
+    elif sc.metric == "stability":
+        v["stability"] = _safe(lambda: metrics.stability_index([_samples_after(f, w) for f in flows]))
+    elif sc.metric == "friendliness":
+        alone = point.results[1]["flows"]
+        tcp_mixed = [m for f, m in zip(flows, means, strict=True) if f["protocol"] == "tcp"]
+        tcp_alone = [_mean_after(f, w) for f in alone]
+        v["friendliness"] = _safe(lambda: metrics.tcp_friendliness_index(tcp_mixed, tcp_alone))
+        others = [m for f, m in zip(flows, means, strict=True) if f["protocol"] != "tcp"]
+        v["other_mean_mbps"] = statistics.fmean(others) if others else None
+        v["tcp_mean_mbps"] = statistics.fmean(tcp_mixed) if tcp_mixed else None
+    elif sc.metric == "rtt_ratio":
+        short = min(range(len(flows)), key=lambda i: (flows[i]["rtt_ms"], i))
+        long = max(range(len(flows)), key=lambda i: (flows[i]["rtt_ms"], i))
+        if short == long:
+            short, long = 0, len(flows) - 1
+        v["rtt_ratio"] = _safe(lambda: metrics.rtt_fairness_ratio(means[long], means[short]))
+    elif sc.metric == "scaling":
+        v["scaling"] = sum(means) / capacity
+        v["stdev_mbps"] = statistics.stdev(means) if len(means) > 1 else 0.0
+        v["jain"] = _safe(lambda: metrics.jain_index(means))
+        v["stability"] = _safe(lambda: metrics.stability_index([_samples_after(f, w) for f in flows]))
+    elif sc.metric == "series":
+        v["series"] = v["aggregate_mbps"]
+        v["stability"] = _safe(lambda: metrics.stability_index([_samples_after(f, w) for f in flows]))
+        for f, m in zip(flows, means, strict=True):
+            v[f"{f['name']}_mbps"] = m
+            t90 = metrics.convergence_time(f["times_s"], f["throughput_mbps"], capacity, start=f["start_s"])
+            v[f"{f['name']}_t90_s"] = t90
+    elif sc.metric == "share":
+        by: dict[str, float] = {}
+        for f, m in zip(flows, means, strict=True):
+            by[f["protocol"]] = by.get(f["protocol"], 0.0) + m
+        total = sum(by.values())
+        for proto, m in by.items():
+            v[f"{proto}_mbps"] = m
+            v[f"{proto}_share"] = m / total if total > 0 else None
+        v["share"] = v.get("sabul_share", v.get("udt_share"))
+    return v
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: Check
+    ok: bool | None
+    detail: str
+
+
+def judge(sc: Scenario, points: list[Point], quick: bool) -> list[CheckResult]:
+    """Every claim checked against the values (quick runs: only the checks marked quick)."""
+    by = {(p.series, p.x): p.values for p in points}
+    xs = sorted({p.x for p in points})
+    out = []
+    for c in sc.checks:
+        if quick and not c.quick:
+            continue
+        at = [x for x in xs if c.at is None or x in c.at]
+        bad, seen = [], []
+        for x in at:
+            v = by.get((c.series, x), {}).get(c.key)
+            if v is None:
+                bad.append(f"x={x:g}: no value")
+                continue
+            seen.append(f"{x:g}: {v:.3g}")
+            if c.min is not None and v < c.min:
+                bad.append(f"x={x:g}: {v:.3g} < {c.min:g}")
+            if c.max is not None and v > c.max:
+                bad.append(f"x={x:g}: {v:.3g} > {c.max:g}")
+            for other, sign in ((c.below, 1), (c.above, -1)):
+                if other is None:
+                    continue
+                o = by.get((other, x), {}).get(c.key)
+                if o is None:
+                    bad.append(f"x={x:g}: {other} has no value")
+                elif sign * (v - o) >= c.margin:
+                    rel = "below" if sign == 1 else "above"
+                    within = f" (+{c.margin:g})" if c.margin else ""
+                    bad.append(f"x={x:g}: {v:.3g} not {rel} {other}'s {o:.3g}{within}")
+        if (c.grows or c.shrinks) and len(at) >= 2:
+            first, last = (by.get((c.series, x), {}).get(c.key) for x in (at[0], at[-1]))
+            if first is not None and last is not None:
+                if (c.grows and last <= first) or (c.shrinks and last >= first):
+                    how = "grow" if c.grows else "shrink"
+                    bad.append(f"does not {how} from x={at[0]:g} ({first:.3g}) to x={at[-1]:g} ({last:.3g})")
+        ok = None if not at else not bad
+        detail = "; ".join(bad) if bad else ", ".join(seen)
+        out.append(CheckResult(c, ok, detail))
+    return out
+
+
+def simulate(
+    sc: Scenario, quick: bool = False, jobs: int | None = None, simulator: Path = SIMULATOR
+) -> tuple[list[Point], list[CheckResult]]:
+    """Runs every point of the scenario (``jobs`` at a time) and judges its claims."""
+    points = expand(sc, quick)
+    pairs = [(p, s) for p in points for s in p.specs]
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        results = list(pool.map(lambda ps: run_one(ps[1], simulator), pairs))
+    for (p, _), r in zip(pairs, results, strict=True):
+        p.results.append(r)
+    for p in points:
+        p.values = reduce(sc, p)
+    return points, judge(sc, points, quick)
+
+
+def flow_table(points: Iterable[Point]) -> list[dict[str, Any]]:
+    """Per run: each flow's mean goodput over the run, Mb/s (the snapshot's rows)."""
+    rows = []
+    for p in points:
+        for r in p.results:
+            rows.append(
+                {
+                    "series": p.series,
+                    "x": p.x,
+                    "flows": {f["name"]: round(statistics.fmean(f["throughput_mbps"] or [0.0]), 2) for f in r["flows"]},
+                    "retransmitted": sum(f["retransmitted"] for f in r["flows"]),
+                    "dropped_queue": r["bottleneck"]["dropped_queue"],
+                }
+            )
+    return rows
+
+
+def to_json(sc: Scenario, points: list[Point], checks: list[CheckResult], quick: bool) -> dict[str, Any]:
+    return {
+        "name": sc.name,
+        "figure": sc.figure,
+        "title": sc.title,
+        "setup": sc.setup,
+        "claim": sc.claim,
+        "note": sc.note,
+        "metric": sc.metric,
+        "x": sc.x,
+        "seed": sc.seed,
+        "quick": quick,
+        "points": [
+            {
+                "series": p.series,
+                "x": p.x,
+                "values": p.values,
+                "wall_s": sum(r["wall_s"] for r in p.results),
+                "speed": min(r["speed"] for r in p.results),
+                "runs": p.results,
+            }
+            for p in points
+        ],
+        "checks": [
+            {"claim": c.check.claim, "series": c.check.series, "key": c.check.key, "ok": c.ok, "detail": c.detail}
+            for c in checks
+        ],
+    }
+
+
+def snapshot(sc: Scenario, points: list[Point], checks: list[CheckResult]) -> str:
+    """The text ``make test`` pins: per run the flows' mean goodput and the metric's values."""
+    lines = [f"# {sc.name}: {sc.figure} (quick version, seed {sc.seed})"]
+    for p in points:
+        vals = ", ".join(f"{k}={v:.4g}" if v is not None else f"{k}=None" for k, v in sorted(p.values.items()))
+        lines.append(f"[{p.series} x={p.x:g}] {vals}")
+        for r in p.results:
+            flows = " ".join(f"{f['name']}={statistics.fmean(f['throughput_mbps'] or [0.0]):.2f}" for f in r["flows"])
+            lines.append(f"  {flows} | drops={r['bottleneck']['dropped_queue']}")
+    for c in checks:
+        lines.append(f"check {'ok' if c.ok else 'FAILED'}: {c.check.claim}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(sc: Scenario, points: list[Point], path: Path) -> None:
+    """The figure: the metric against x per series, or goodput over time per flow."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if sc.metric == "series":
+        fig, axes = plt.subplots(len(points), 1, figsize=(8, 2.6 * len(points)), squeeze=False, sharex=True)
+        for ax, p in zip(axes[:, 0], points, strict=True):
+            for f in p.results[0]["flows"]:
+                ax.plot(f["times_s"], f["throughput_mbps"], label=f"{f['name']} ({f['rtt_ms']:g} ms)", lw=1)
+            ax.set_title(f"{p.series}" + (f", {sc.x} = {p.x:g}" if sc.x else ""), fontsize=9)
+            ax.set_ylabel("Mb/s")
+            ax.legend(fontsize=7, loc="lower right")
+        axes[-1, 0].set_xlabel("time (s)")
+    else:
+        keys = [sc.metric] + (["stdev_mbps"] if sc.metric == "scaling" else [])
+        fig, axes = plt.subplots(1, len(keys), figsize=(6.5 * len(keys), 4), squeeze=False)
+        for ax, key in zip(axes[0], keys, strict=True):
+            for s in sc.series:
+                pts = [(p.x, p.values.get(key)) for p in points if p.series == s.label]
+                xs = [x for x, v in pts if v is not None]
+                ys = [v for _, v in pts if v is not None]
+                ax.plot(xs, ys, marker="o", label=s.label)
+            for c in sc.checks:
+                if c.key == key and (c.min is not None or c.max is not None):
+                    for bound in (c.min, c.max):
+                        if bound is not None:
+                            ax.axhline(bound, color="grey", ls=":", lw=1)
+            if sc.x in ("rtt_ms", "count") and min(p.x for p in points) > 0:
+                ax.set_xscale("log")
+            ax.set_xlabel({"rtt_ms": "RTT (ms)", "count": "flows", "rate_mbps": "link (Mb/s)"}.get(sc.x or "", ""))
+            ax.set_ylabel(key)
+            ax.legend(fontsize=8)
+    fig.suptitle(f"{sc.figure}: {sc.title} (simulated)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write(sc: Scenario, points: list[Point], checks: list[CheckResult], outdir: Path, quick: bool) -> Path:
+    """``<outdir>/<name>.json`` and ``.png``; returns the JSON's path."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    out = outdir / f"{sc.name}.json"
+    out.write_text(json.dumps(to_json(sc, points, checks, quick), indent=1) + "\n")
+    plot(sc, points, outdir / f"{sc.name}.png")
+    return out
