@@ -93,6 +93,7 @@ class Scenario:
     checks: tuple[Check, ...]
     quick_values: tuple[float, ...]
     quick_duration_s: float
+    quick_warmup_s: float
     note: str = ""
 
 
@@ -189,7 +190,14 @@ def load(path: str | Path) -> Scenario:
             )
         )
     quick = d.get("quick", {})
+    extra = set(quick) - {"values", "duration_s", "warmup_s"}
+    if extra:
+        raise _fail(path, "quick", f"unknown keys {sorted(extra)}: the quick version sets values, duration_s, warmup_s")
     duration = float(d.get("duration_s", 100))
+    warmup = float(d.get("warmup_s", 0.0))
+    quick_duration = float(quick.get("duration_s", duration))
+    if warmup >= duration:
+        raise _fail(path, "warmup_s", f"{warmup:g} leaves nothing of the {duration:g} s run to measure")
     return Scenario(
         name=d["name"],
         path=path,
@@ -203,12 +211,13 @@ def load(path: str | Path) -> Scenario:
         duration_s=duration,
         seed=int(d.get("seed", 1)),
         sample_s=float(d.get("sample_s", 1.0)),
-        warmup_s=float(d.get("warmup_s", 0.0)),
+        warmup_s=warmup,
         bottleneck=d["bottleneck"],
         series=tuple(series),
         checks=tuple(checks),
         quick_values=_floats(path, "quick.values", quick["values"]) if "values" in quick else values,
-        quick_duration_s=float(quick.get("duration_s", duration)),
+        quick_duration_s=quick_duration,
+        quick_warmup_s=float(quick.get("warmup_s", min(warmup, quick_duration / 2))),
         note=d.get("note", ""),
     )
 
@@ -253,6 +262,8 @@ class Point:
     series: str
     x: float
     specs: list[dict[str, Any]]
+    # Seconds after each flow's start that the means and the stability leave out.
+    warmup_s: float = 0.0
     results: list[dict[str, Any]] = field(default_factory=list)
     values: dict[str, float | None] = field(default_factory=dict)
 
@@ -292,7 +303,7 @@ def expand(sc: Scenario, quick: bool = False) -> list[Point]:
                         for k in ("cc", "flow_control", "initial_rate_mbps"):
                             f.pop(k, None)
                 specs.append(alone)
-            points.append(Point(s.label, x, specs))
+            points.append(Point(s.label, x, specs, sc.quick_warmup_s if quick else sc.warmup_s))
     return points
 
 
@@ -327,7 +338,7 @@ def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
     """The metric's values for one run (and its twin)."""
     r = point.results[0]
     flows = r["flows"]
-    w = sc.warmup_s
+    w = point.warmup_s
     means = [_mean_after(f, w) for f in flows]
     capacity = float(r["spec"]["bottleneck"]["rate_mbps"])
     v: dict[str, float | None] = {

@@ -1,0 +1,128 @@
+"""The simulated figures (experiments/sim, docs/simulator.md): scenario files, the quick versions
+pinned as snapshots, and the claims their quick versions can show.
+
+A change to the protocol code that moves a simulated figure shows as a snapshot diff. When the
+change is meant, rewrite the snapshots with ``UPDATE_SNAPSHOTS=1 make test-simulate`` and
+commit them with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from udtbed import sim
+
+SNAPSHOTS = Path(__file__).parent / "snapshots" / "sim"
+SCENARIOS = sim.load_all()
+
+needs_simulator = pytest.mark.skipif(not sim.SIMULATOR.exists(), reason=f"{sim.SIMULATOR} not built (make build)")
+
+
+def test_every_scenario_file_loads_and_names_a_paper_figure():
+    assert {"sc04-fig2", "sc04-fig3", "sc04-fig4", "sc04-fig5", "sc04-fig6", "sc04-fig7"} <= set(SCENARIOS)
+    assert {"sabul-fig1", "sabul-fig2"} <= set(SCENARIOS)
+    for sc in SCENARIOS.values():
+        assert sc.figure and sc.claim and sc.checks, sc.name
+
+
+def test_queue_sizes_follow_the_captions():
+    # 100 Mb/s × 1 ms is 8.3 packets of 1500 bytes; × 100 ms, 833.3.
+    assert sim.queue_packets("max(10, bdp)", 100, 1) == 10
+    assert sim.queue_packets("max(10, bdp)", 100, 100) == 834
+    assert sim.queue_packets("max(bdp, 100)", 100, 1) == 100
+    assert sim.queue_packets("bdp", 1000, 100) == 8334
+    assert sim.queue_packets(64, 1000, 100) == 64
+    with pytest.raises(ValueError, match="number of packets, bdp"):
+        sim.queue_packets("2*bdp", 100, 1)
+
+
+def test_a_sweep_sets_each_flows_rtt_unless_the_flow_fixes_it():
+    points = sim.expand(SCENARIOS["sc04-fig6"])
+    by = {(p.series, p.x): p.specs[0] for p in points}
+    spec = by[("UDT (4.11)", 100.0)]
+    assert [f["rtt_ms"] for f in spec["flows"]] == [1, 100.0]
+    assert spec["bottleneck"]["queue_pkts"] == 8334
+
+
+def test_a_friendliness_point_runs_an_all_tcp_twin():
+    p = sim.expand(SCENARIOS["sc04-fig5"], quick=True)[0]
+    mixed, alone = p.specs
+    assert [f["protocol"] for f in mixed["flows"]] == ["udt", "tcp"]
+    assert [f["protocol"] for f in alone["flows"]] == ["tcp", "tcp"]
+    assert sum(f["count"] for f in alone["flows"]) == 15
+    assert "cc" not in alone["flows"][0]
+
+
+BAD = {
+    "unknown key": ("colour = 'red'\n", "colour: unknown key"),
+    "bad metric": ("", "metric: 'fastness' is not one of"),
+    "no series": ("", "series: needs at least one"),
+    "check on an unknown series": ("", "check[0]: needs a claim and a series among"),
+    "bad queue": ("", "queue"),
+}
+
+
+def _scenario_text(case: str) -> str:
+    metric = "fastness" if case == "bad metric" else "jain"
+    series = "" if case == "no series" else "[[series]]\nlabel = 'a'\nflows = [{ protocol = 'udt', count = 2 }]\n"
+    check = "[[check]]\nclaim = 'c'\nseries = 'b'\nmin = 1\n" if case == "check on an unknown series" else ""
+    queue = "'3*bdp'" if case == "bad queue" else "'bdp'"
+    extra = BAD[case][0]
+    return (
+        f"name = 'bad'\nfigure = 'F'\ntitle = 'T'\nsetup = 'S'\nclaim = 'C'\nmetric = '{metric}'\n{extra}"
+        f"x = 'rtt_ms'\nvalues = [1]\nbottleneck = {{ rate_mbps = 10, queue = {queue} }}\n"
+        + ("series = []\n" if case == "no series" else "")
+        + series
+        + check
+    )
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_scenario_file_says_which_key_is_wrong(tmp_path, case):
+    path = tmp_path / "bad.toml"
+    path.write_text(_scenario_text(case))
+    if case == "bad queue":
+        sc = sim.load(path)
+        with pytest.raises(ValueError, match=re.escape(BAD[case][1])):
+            sim.expand(sc)
+        return
+    with pytest.raises(sim.ScenarioError, match=re.escape(BAD[case][1])) as e:
+        sim.load(path)
+    assert str(path) in str(e.value)
+
+
+@needs_simulator
+def test_the_simulator_refuses_a_bad_spec_with_what_is_wrong():
+    spec = {"seed": 1, "duration_s": 5, "bottleneck": {"rate_mbps": 10, "queue_pkts": 0}, "flows": []}
+    p = subprocess.run([str(sim.SIMULATOR), "-"], input=json.dumps(spec), capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and "queue_pkts must be at least 1" in p.stderr
+    p = subprocess.run([str(sim.SIMULATOR), "-"], input="{}", capture_output=True, text=True, check=False)
+    assert p.returncode == 2 and "not a run spec" in p.stderr and "missing field" in p.stderr
+
+
+@needs_simulator
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_quick_version_matches_its_snapshot_and_shows_its_claims(name, tmp_path):
+    sc = SCENARIOS[name]
+    points, checks = sim.simulate(sc, quick=True, jobs=2)
+    text = sim.snapshot(sc, points, checks)
+    path = SNAPSHOTS / f"{name}.txt"
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no snapshot {path}: write it with UPDATE_SNAPSHOTS=1 make test-simulate"
+    assert text == path.read_text(), (
+        f"{name}'s simulated figure moved: if the protocol change means it, rewrite the snapshot "
+        f"(UPDATE_SNAPSHOTS=1 make test-simulate) and commit it"
+    )
+    failed = [f"{c.check.claim}: {c.detail}" for c in checks if c.ok is not True]
+    assert not failed, failed
+    out = sim.write(sc, points, checks, tmp_path, quick=True)
+    written = json.loads(out.read_text())
+    assert len(written["points"]) == len(points) and len(written["checks"]) == len(checks)
+    assert (tmp_path / f"{name}.png").stat().st_size > 1000
