@@ -1,7 +1,9 @@
 """`udtbed run` end to end, as `make testbed` calls it: results JSON, run.json and an HTML
 report that answers "did it reproduce?" first, for a bulk experiment (join), for the
-friendliness experiment (its own table), and for an experiment added by a data file alone."""
+friendliness experiment (its own table), and for an experiment added by a data file alone.
+Then the report's simulated figures (udtbed.sim's JSON and PNG in <run dir>/sim), without a run."""
 
+import base64
 import html
 import json
 import re
@@ -10,9 +12,8 @@ import sys
 
 import pytest
 from conftest import udtbed_run_argv
+from udtbed import report, sim
 from udtbed.results import ExperimentResult
-
-pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 
 def udtbed_run(tmp_path, *args):
@@ -28,6 +29,8 @@ def page_text(run_dir):
     return html.unescape(re.sub(r"<[^>]+>", "|", (run_dir / "report.html").read_text()))
 
 
+@pytest.mark.needs_root
+@pytest.mark.slow
 def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
     _, run_dir, meta = udtbed_run(
         tmp_path, "--experiments", "join,friendliness", "--stacks", "tcp-cubic", "--duration", "3"
@@ -85,6 +88,8 @@ why = "one flow has no Jain's index, so this band reads 'not measured'"
 """
 
 
+@pytest.mark.needs_root
+@pytest.mark.slow
 def test_an_experiment_added_by_a_data_file_alone_runs_to_a_result_and_a_report_row(tmp_path):
     exps = tmp_path / "experiments"
     exps.mkdir()
@@ -114,3 +119,99 @@ def test_an_experiment_added_by_a_data_file_alone_runs_to_a_result_and_a_report_
     assert "|mean_mbps(only) >= 0.5 x capacity|half the link at least|≥ 50|" in cells, cells[:3000]
     assert "|bands met|1 / 2|" in cells, cells[:3000]
     assert "TCP 900 × 0.1 = 90.0" in text
+
+
+# --- the simulated figures ----------------------------------------------------------------------
+
+META = {"run_id": "sim-test"}
+
+
+def write_simulated(sim_dir):
+    """One scenario's JSON and PNG as udtbed.sim writes them, from made-up values (no simulator):
+    one claim held, one missed, one not judged (no value at its x)."""
+    sc = sim.Scenario(
+        name="fig-x",
+        path=sim_dir / "fig-x.toml",
+        figure="Fig. X",
+        title="Fairness <of> two",
+        setup="two flows on a 100 Mb/s link",
+        claim="UDT is fair & fairer than TCP",
+        metric="jain",
+        x="rtt_ms",
+        values=(1.0, 100.0),
+        duration_s=10.0,
+        seed=7,
+        sample_s=1.0,
+        warmup_s=0.0,
+        bottleneck={"rate_mbps": 100},
+        series=(sim.Series("UDT", ()), sim.Series("TCP", ())),
+        checks=(
+            sim.Check("UDT is fair", "UDT", "jain", min=0.9),
+            sim.Check("UDT is fairer than TCP", "UDT", "jain", above="TCP"),
+            sim.Check("fair at 1 s RTT too", "UDT", "jain", at=(1000.0,), min=0.9),
+        ),
+        quick_values=(1.0,),
+        quick_duration_s=1.0,
+        note="The RTTs are assumed.",
+    )
+    jain = {("UDT", 1.0): 0.99, ("UDT", 100.0): 0.95, ("TCP", 1.0): 0.9, ("TCP", 100.0): 0.97}
+    points = [
+        sim.Point(series, x, [], [{"wall_s": 0.5, "speed": 20.0}], {"aggregate_mbps": 90.0, "jain": j})
+        for (series, x), j in jain.items()
+    ]
+    checks = sim.judge(sc, points, quick=False)
+    assert [c.ok for c in checks] == [True, False, None], checks
+    sim.write(sc, points, checks, sim_dir, quick=False)
+    return sim_dir / "fig-x.json", sim_dir / "fig-x.png"
+
+
+def cells(page):
+    return re.sub(r"\|+", "|", html.unescape(re.sub(r"<[^>]+>", "|", page)))
+
+
+def test_the_report_shows_the_simulated_figures_with_their_claims_and_plots(tmp_path):
+    _, png = write_simulated(tmp_path / "sim")
+    page = report.render(META, [], tmp_path / "sim")
+    text = cells(page)
+    assert "Simulated figures (NS-2 scenarios, |make simulate|)" in text, text
+    assert "Fig. X: Fairness &lt;of&gt; two" in page, "escaped"
+    assert "|Fig. X: Fairness <of> two|" in text and "UDT is fair & fairer than TCP" in text
+    assert "two flows on a 100 Mb/s link" in text and "The RTTs are assumed." in text
+    # Every claim with its mark and the values it was judged on.
+    assert "|UDT is fair|UDT|jain|✓|1: 0.99, 100: 0.95|" in text, text
+    assert "|UDT is fairer than TCP|UDT|jain|✕|x=100: 0.95 not above TCP's 0.97|" in text, text
+    assert "|fair at 1 s RTT too|UDT|jain|–|" in text, text
+    # The summary: the figure and its claims reproduced, before the section, linking to it.
+    assert "|Fig. X|Fairness <of> two|1 / 2 (1 not judged)|" in text, text
+    assert page.index("1 / 2 (1 not judged)") < page.index("<h2 id='sim'>")
+    assert "href='#sim--fig-x'" in page and "id='sim--fig-x'" in page
+    # The metric per series and x, with the wall time, and the plot inline.
+    assert "|series|rtt_ms|jain|wall s|UDT|1|0.99|0.5|UDT|100|0.95|0.5|TCP|1|0.9|0.5|" in text, text
+    assert f"data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}" in page
+
+
+def test_a_simulated_result_that_cannot_be_read_is_a_note_and_the_rest_is_shown(tmp_path):
+    sim_dir = tmp_path / "sim"
+    _, png = write_simulated(sim_dir)
+    (sim_dir / "broken.json").write_text('{"figure": "Fig. 9", ')
+    (sim_dir / "shapeless.json").write_text(json.dumps({"figure": "Fig. 8", "points": 3}))
+    (sim_dir / "list.json").write_text("[1, 2]")
+    page = report.render(META, [], sim_dir)
+    text = cells(page)
+    for name in ("broken.json", "shapeless.json", "list.json"):
+        assert f"{name} left out: not a simulated result" in text, text
+        assert f"|{name}|unreadable: left out|" in text, text
+    assert "'title' missing or not a str" in text, text
+    assert "|UDT is fair|UDT|jain|✓|" in text and base64.b64encode(png.read_bytes()).decode() in page
+    # A scenario without its plot: a note in the plot's place.
+    png.unlink()
+    assert "no plot (fig-x.png missing)" in cells(report.render(META, [], sim_dir))
+
+
+def test_no_simulated_results_no_section(tmp_path):
+    assert "Simulated figures" not in report.render(META, [])
+    (tmp_path / "run.json").write_text(json.dumps(META))
+    assert "Simulated figures" not in report.write_report(tmp_path).read_text(), "no <run dir>/sim"
+    write_simulated(tmp_path / "sim")
+    page = report.write_report(tmp_path).read_text()
+    assert "Simulated figures (NS-2 scenarios" in page and "|UDT is fair|UDT|jain|✓|" in cells(page)

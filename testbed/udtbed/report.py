@@ -3,7 +3,9 @@
 It answers "did it reproduce?" first: a summary table with every paper result of the run, its
 tolerance band at the run's scale and each stack's figure with ✓ / ✕, each row linking down to
 its part. The parts follow: calibration, the host-timing flags, one plot with every stack and
-the paper's figure as a reference line, and the table of flows and metrics.
+the paper's figure as a reference line, and the table of flows and metrics. When the run has
+simulated figures (``udtbed.sim``'s JSON and PNG in ``<run dir>/sim``), the summary gives each
+scenario's claims reproduced and a last section shows them beside the emulated ones.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import base64
 import html
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -478,7 +481,160 @@ def _stack_order(results: list[ExperimentResult]) -> list[str]:
     return list(seen)
 
 
-def render(meta: dict[str, Any], results: list[ExperimentResult]) -> str:
+# --- the simulated figures (udtbed.sim: `make simulate`, or a run's <run dir>/sim) ----------------
+
+SIM_MARK = {True: ("ok", "✓"), False: ("bad", "✕"), None: ("note", "–")}
+
+
+@dataclass(frozen=True)
+class SimFile:
+    """One ``<name>.json`` of a simulated-results directory: its data (``udtbed.sim.to_json``'s
+    shape) or why it could not be read."""
+
+    path: Path
+    data: dict[str, Any] | None
+    error: str = ""
+
+    @property
+    def anchor(self) -> str:
+        return f"sim--{self.path.stem}"
+
+
+def load_sims(sim_dir: Path) -> list[SimFile]:
+    """Every ``*.json`` of ``sim_dir``, by name; one that is missing a part or is not JSON carries
+    its error instead of its data (the report says so and goes on)."""
+    out = []
+    for path in sorted(Path(sim_dir).glob("*.json")):
+        try:
+            d = json.loads(path.read_text())
+            if not isinstance(d, dict):
+                raise ValueError("not a JSON object")
+            for key, kind in (("figure", str), ("title", str), ("metric", str), ("points", list), ("checks", list)):
+                if not isinstance(d.get(key), kind):
+                    raise ValueError(f"'{key}' missing or not a {kind.__name__}")
+            if not all(isinstance(p, dict) and isinstance(p.get("values"), dict) for p in d["points"]):
+                raise ValueError("a point without its 'values'")
+            if not all(isinstance(c, dict) and c.get("ok") in (True, False, None) for c in d["checks"]):
+                raise ValueError("a check whose 'ok' is not true, false or null")
+            out.append(SimFile(path, d))
+        except (OSError, ValueError) as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            out.append(SimFile(path, None, f"{type(e).__name__}: {e}"))
+    return out
+
+
+def _claims(d: dict[str, Any]) -> tuple[int, int, int]:
+    """(reproduced, judged, not judged) of a scenario's claims."""
+    oks = [c.get("ok") for c in d["checks"]]
+    return sum(ok is True for ok in oks), sum(ok is not None for ok in oks), sum(ok is None for ok in oks)
+
+
+def _num(v: object) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return f"{v:.3g}"
+    return _e(v)
+
+
+def _png_file(path: Path, alt: str) -> str:
+    """A PNG already on disk, inline like ``_png``'s plots (a note where there is none)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return f"<p class=note>no plot ({_e(path.name)} missing)</p>"
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+
+
+def sim_summary(sims: list[SimFile]) -> str:
+    """The summary's rows for the simulated figures: each scenario's claims reproduced, n / m."""
+    if not sims:
+        return ""
+    rows = []
+    for s in sims:
+        if s.data is None:
+            rows.append(f"<tr><td class=l>{_e(s.path.name)}</td><td class=bad colspan=2>unreadable: left out</td></tr>")
+            continue
+        ok, judged, unjudged = _claims(s.data)
+        cls = "note" if not judged else ("ok" if ok == judged else "bad")
+        claims = f"{ok} / {judged}" if judged else "–"
+        if unjudged:
+            claims += f" ({unjudged} not judged)"
+        if not s.data["checks"]:
+            claims += " (none judged on this run)" if s.data.get("quick") else " (none)"
+        link = f"<a href='#{_e(s.anchor)}'>{_e(s.data['title'])}</a>"
+        rows.append(
+            f"<tr><td class=l>{_e(s.data['figure'])}</td><td class=l>{link}</td><td class={cls}>{claims}</td></tr>"
+        )
+    return (
+        "<h3>Simulated figures</h3><p class=note>The papers' NS-2 figures in the simulator (udtbed.sim): "
+        "each scenario's claims reproduced, of those judged.</p><table class=summary>"
+        "<tr><th>figure</th><th class=l>scenario</th><th>claims reproduced</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _sim_scenario(s: SimFile, d: dict[str, Any]) -> str:
+    metric = d["metric"]
+    quick = " (quick version: only the claims marked quick are judged)" if d.get("quick") else ""
+    out = [
+        f"<h3 id='{_e(s.anchor)}'>{_e(d['figure'])}: {_e(d['title'])}</h3>",
+        f"<p><b>Setup</b>: {_e(d.get('setup', ''))}</p>",
+        f"<p><b>The paper's claim</b>: {_e(d.get('claim', ''))}</p>",
+    ]
+    if d.get("note"):
+        out.append(f"<p class=note>{_e(d['note'])}</p>")
+    if d["checks"]:
+        head = "<th class=l>claim</th><th class=l>series</th><th class=l>key</th><th></th><th class=l>detail</th>"
+        rows = [f"<tr>{head}</tr>"]
+        for c in d["checks"]:
+            cls, mark = SIM_MARK[c.get("ok")]
+            rows.append(
+                f"<tr><td class=l>{_e(c.get('claim', ''))}</td><td class=l>{_e(c.get('series', ''))}</td>"
+                f"<td class=l>{_e(c.get('key', ''))}</td><td class='{cls} mark'>{mark}</td>"
+                f"<td class='l small'>{_e(c.get('detail', ''))}</td></tr>"
+            )
+        ok, judged, _ = _claims(d)
+        out.append(f"<p>Claims reproduced: <b>{ok} / {judged}</b>{_e(quick)}</p><table>{''.join(rows)}</table>")
+    else:
+        out.append(f"<p class=note>No claim judged on this run{_e(quick)}.</p>")
+    x = d.get("x") or "x"
+    rows = [f"<tr><th class=l>series</th><th>{_e(x)}</th><th>{_e(metric)}</th><th>wall s</th></tr>"]
+    for p in d["points"]:
+        rows.append(
+            f"<tr><td class=l>{_e(p.get('series', ''))}</td><td>{_num(p.get('x'))}</td>"
+            f"<td>{_num(p['values'].get(metric))}</td><td>{_num(p.get('wall_s'))}</td></tr>"
+        )
+    seed = f", seed {_e(d['seed'])}" if "seed" in d else ""
+    out.append(f"<table>{''.join(rows)}</table><p class=note>{len(d['points'])} points{seed}.</p>")
+    out.append(_png_file(s.path.with_suffix(".png"), f"{d['figure']} (simulated)"))
+    return "\n".join(out)
+
+
+def sim_section(sim_dir: Path, sims: list[SimFile] | None = None) -> str:
+    """The simulated figures of ``sim_dir`` (``udtbed.sim.write``'s ``<name>.json`` and ``.png``):
+    per scenario its setup, the paper's claim, the claims judged (✓ / ✕ / – not judged), the
+    metric per series and x, and the plot. A file that cannot be read is a note, not an error."""
+    if sims is None:
+        sims = load_sims(sim_dir)
+    out = [
+        "<h2 id='sim'>Simulated figures (NS-2 scenarios, <code>make simulate</code>)</h2>",
+        f"<p class=note>From {_e(sim_dir)}: the papers' NS-2 figures run in the deterministic simulator "
+        "(docs/simulator.md) with the real protocol code. ✓ reproduced, ✕ not, – not judged.</p>",
+    ]
+    if not sims:
+        out.append("<p class=note>No simulated results there.</p>")
+    for s in sims:
+        if s.data is not None:
+            try:
+                out.append(_sim_scenario(s, s.data))
+                continue
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                s = SimFile(s.path, None, f"{type(e).__name__}: {e}")
+        out.append(f"<p class=bad>{_e(s.path.name)} left out: not a simulated result ({_e(s.error)}).</p>")
+    return "\n".join(out)
+
+
+def render(meta: dict[str, Any], results: list[ExperimentResult], sim_dir: Path | None = None) -> str:
+    """The report's HTML; with ``sim_dir``, the simulated figures there too (summary and section)."""
     image = meta.get("host_image")
     head = [
         f"<h1>UDT testbed run {_e(meta['run_id'])}</h1>",
@@ -490,6 +646,9 @@ def render(meta: dict[str, Any], results: list[ExperimentResult]) -> str:
         + f", status {_e(meta.get('status'))}</p>",
         _summary(results, _stack_order(results)),
     ]
+    sims = load_sims(sim_dir) if sim_dir is not None else None
+    if sims is not None:
+        head.append(sim_summary(sims))
     body = []
     for res in results:
         body.append(
@@ -512,6 +671,8 @@ def render(meta: dict[str, Any], results: list[ExperimentResult]) -> str:
                 body.append(_flow_details(part))
             body.append(_capture(part))
             body.append(_verdicts(part))
+    if sim_dir is not None:
+        body.append(sim_section(sim_dir, sims))
     title = f"udtbed {_e(meta['run_id'])}"
     return f"<!doctype html><meta charset=utf-8><title>{title}</title><style>{CSS}</style>" + "\n".join(head + body)
 
@@ -520,6 +681,8 @@ def write_report(outdir: Path) -> Path:
     outdir = Path(outdir)
     meta = json.loads((outdir / "run.json").read_text())
     results = [ExperimentResult.read(outdir / fname) for fname in meta.get("results", {}).values()]
+    # The simulated figures of the run (the simulator writes them to <run dir>/sim), if any.
+    sim_dir = outdir / "sim"
     path = outdir / "report.html"
-    path.write_text(render(meta, results))
+    path.write_text(render(meta, results, sim_dir if sim_dir.is_dir() else None))
     return path
