@@ -22,7 +22,7 @@ FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOT
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
 .PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-interop test-conformance \
-        testbed testbed-image test-testbed testbed-cleanup dashboards bench fuzz conformance clean
+        testbed testbed-image test-testbed testbed-cleanup simulate build-sim test-simulate dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
@@ -32,6 +32,8 @@ help:
 	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= STACKS= RUNTIME=netns|docker)"
 	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
 	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
+	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1)"
+	@echo "make test-simulate  the simulated figures' snapshot tests (UPDATE_SNAPSHOTS=1 rewrites them)"
 	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
 	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
 	@echo "make bench        goodput and CPU: our udt vs libudt, our sabul beside our udt, then the loss_list bench"
@@ -107,7 +109,9 @@ INFLUX      ?= local
 RUNTIME       ?= netns
 TESTBED_IMAGE ?= udtbed-stacks
 CPUSET        ?=
-TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' \
+# The simulated figures (experiments/sim) after the experiments, into the run's sim/: full, quick or none.
+SIMULATE    ?= full
+TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' --simulate '$(SIMULATE)' \
                --backend '$(BACKEND)' --calibration '$(CALIBRATION)' --influx '$(INFLUX)' \
                --runtime '$(RUNTIME)' $(if $(STACKS),--stacks '$(STACKS)') \
                $(if $(filter docker,$(RUNTIME)),--image '$(TESTBED_IMAGE)' $(if $(CPUSET),--cpuset '$(CPUSET)'))
@@ -129,11 +133,28 @@ testbed-image: build
 # The quick profiles (-m profile) hold each topology to the papers' bands, as UDT 4.11 can
 # meet them (docs/testbed.md); `make test` gates on them.
 test-testbed:
-	@echo "==> test: testbed (topology files, quick profiles, cleanup, dashboards)"
+	@echo "==> test: testbed (topology files, quick profiles, cleanup, dashboards, simulated figures)"
 	cd testbed && ../$(PYTHON) -m pytest tests
 
 testbed-cleanup:
 	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all)
+
+# The deterministic simulator (impl/netsim, docs/simulator.md): the SC'04 and SABUL papers' NS-2
+# figures with the real protocol cores, each a JSON, a plot and the paper's claims judged.
+ONLY  ?=
+QUICK ?=
+simulate: setup build-sim
+	@echo "==> simulate: experiments/sim -> results/sim (python -m udtbed simulate)"
+	$(PYTHON) -m udtbed simulate $(if $(ONLY),--only '$(ONLY)') $(if $(QUICK),--quick)
+
+build-sim:
+	@echo "==> build: impl/target/release/udt-sim (cargo build --release -p netsim)"
+	cd impl && $(CARGO) build --release -p netsim
+
+# Part of test-testbed; on its own to rewrite the snapshots after a meant change.
+test-simulate: build-sim
+	@echo "==> test: the simulated figures' quick versions against their snapshots (testbed/tests/test_simulate.py)"
+	cd testbed && $(if $(UPDATE_SNAPSHOTS),UPDATE_SNAPSHOTS=$(UPDATE_SNAPSHOTS)) ../$(PYTHON) -m pytest tests/test_simulate.py
 
 # Grafana dashboards as code (grafana-foundation-sdk, requirements-dev.txt); the JSON is committed
 # and testbed/tests/test_dashboards.py checks that it is current.

@@ -3,7 +3,7 @@
 udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|auto]
            [--duration 20] [--stacks udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr] [--backend auto]
            [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
-           [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS]
+           [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS] [--simulate full|quick|none]
 udtbed check topologies/*.toml     validate topology files (file:line: error)
 udtbed calibrate TOPO SRC DST [--scale S]
 udtbed cleanup [--prefix udtb-PID-] [--all]   remove the udtb-* namespaces and containers of runs that are gone
@@ -228,6 +228,20 @@ def cmd_run(a: argparse.Namespace) -> int:
             influxd.stop()
         (outdir / "run.json").write_text(json.dumps(meta, indent=1))
         runtime.cleanup_run(f"{network.PREFIX}{os.getpid()}-")
+    if a.simulate != "none" and rc == 0:
+        # The papers' NS-2 figures beside the emulated ones (docs/simulator.md); after the
+        # experiments, so that the simulations never take the emulation's CPU.
+        print(f"\nsimulated figures ({a.simulate}, experiments/sim) -> {outdir / 'sim'}")
+        try:
+            missed = run_simulations(list(sim.load_all()), sim.load_all(), outdir / "sim", a.simulate == "quick", None)
+            meta["sim_claims_not_reproduced"] = missed
+        except (sim.ScenarioError, FileNotFoundError, RuntimeError) as err:
+            print(f"udtbed: the simulated figures failed: {err}", file=sys.stderr)
+            meta["sim_error"] = str(err)
+        except KeyboardInterrupt:
+            print("\nudtbed: interrupted during the simulated figures", file=sys.stderr)
+            rc = 130
+        (outdir / "run.json").write_text(json.dumps(meta, indent=1))
     if meta["results"]:
         from .report import write_report
 
@@ -290,6 +304,27 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in cals) else 1
 
 
+def run_simulations(
+    names: list[str], scenarios: dict[str, sim.Scenario], outdir: Path, quick: bool, jobs: int | None
+) -> int:
+    """Runs the named scenarios into ``outdir`` and prints each claim's verdict; returns the
+    number of claims not reproduced. Raises what ``sim.simulate`` raises (a missing simulator)."""
+    not_reproduced = 0
+    for n in names:
+        sc = scenarios[n]
+        t0 = time.monotonic()
+        points, checks = sim.simulate(sc, quick=quick, jobs=jobs)
+        out = sim.write(sc, points, checks, outdir, quick)
+        runs = sum(len(p.results) for p in points)
+        sim_s = sum(r["spec"]["duration_s"] for p in points for r in p.results)
+        print(f"{n} ({sc.figure}): {runs} runs, {sim_s:.0f} s simulated in {time.monotonic() - t0:.1f} s -> {out}")
+        for c in checks:
+            mark = {True: "reproduced", False: "NOT reproduced", None: "not judged"}[c.ok]
+            print(f"  {mark}: {c.check.claim} [{c.detail}]")
+            not_reproduced += c.ok is False
+    return not_reproduced
+
+
 def cmd_simulate(a: argparse.Namespace) -> int:
     """Every scenario of experiments/sim (or --only those), each a JSON, a plot and its claims."""
     try:
@@ -300,28 +335,18 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     names = list(scenarios) if not a.only else a.only.split(",")
     unknown = [n for n in names if n not in scenarios]
     if unknown:
-        print(
-            f"udtbed: no scenario {', '.join(unknown)} in {a.scenarios_dir} (have {', '.join(scenarios)})",
-            file=sys.stderr,
-        )
+        have = ", ".join(scenarios)
+        print(f"udtbed: no scenario {', '.join(unknown)} in {a.scenarios_dir} (have {have})", file=sys.stderr)
         return 2
-    failed = 0
-    for n in names:
-        sc = scenarios[n]
-        t0 = time.monotonic()
-        try:
-            points, checks = sim.simulate(sc, quick=a.quick, jobs=a.jobs)
-        except (FileNotFoundError, RuntimeError) as err:
-            print(f"udtbed: {n}: {err}", file=sys.stderr)
-            return 1
-        out = sim.write(sc, points, checks, Path(a.results), a.quick)
-        runs = sum(len(p.results) for p in points)
-        sim_s = sum(r["spec"]["duration_s"] for p in points for r in p.results)
-        print(f"{n} ({sc.figure}): {runs} runs, {sim_s:.0f} s simulated in {time.monotonic() - t0:.1f} s -> {out}")
-        for c in checks:
-            mark = {True: "reproduced", False: "NOT reproduced", None: "not judged"}[c.ok]
-            print(f"  {mark}: {c.check.claim} [{c.detail}]")
-            failed += c.ok is False
+    try:
+        missed = run_simulations(names, scenarios, Path(a.results), a.quick, a.jobs)
+    except (FileNotFoundError, RuntimeError) as err:
+        print(f"udtbed: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nudtbed: interrupted (the simulations are processes of this one: nothing is left)", file=sys.stderr)
+        return 130
+    print(f"{missed} claim(s) not reproduced" if missed else "every judged claim reproduced")
     return 0
 
 
@@ -363,6 +388,12 @@ def main(argv: list[str] | None = None) -> int:
         "--image", default=runtime.IMAGE, help=f"the stacks' image for --runtime docker (default {runtime.IMAGE})"
     )
     r.add_argument("--cpuset", help="--runtime docker: pin the containers to these CPUs (docker --cpuset-cpus, e.g. 1)")
+    r.add_argument(
+        "--simulate",
+        default="full",
+        choices=["full", "quick", "none"],
+        help="after the experiments, the papers' NS-2 figures in the simulator (experiments/sim) into <run>/sim",
+    )
     c = sub.add_parser("check", help="validate topology and experiment files")
     c.add_argument("files", nargs="+")
     ls = sub.add_parser("list", help="the experiments and the stacks")
