@@ -276,6 +276,8 @@ def _run_spec(sc: Scenario, s: Series, x: float, duration: float) -> dict[str, A
             f["rtt_ms"] = x
         if sc.x == "count" and "count" not in f:
             f["count"] = int(x)
+        if "own_queue" in f:
+            f["own_queue_pkts"] = queue_packets(f.pop("own_queue"), float(f["own_rate_mbps"]), float(f["rtt_ms"]))
         flows.append(f)
     b = {**sc.bottleneck, **s.bottleneck}
     if sc.x == "rate_mbps":
@@ -371,9 +373,11 @@ def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
     elif sc.metric == "series":
         v["series"] = v["aggregate_mbps"]
         v["stability"] = _safe(lambda: metrics.stability_index([_samples_after(f, w) for f in flows]))
+        v["jain"] = _safe(lambda: metrics.jain_index(means))
         for f, m in zip(flows, means, strict=True):
             v[f"{f['name']}_mbps"] = m
-            t90 = metrics.convergence_time(f["times_s"], f["throughput_mbps"], capacity, start=f["start_s"])
+            cap = min(capacity, float(f.get("own_rate_mbps") or capacity))
+            t90 = metrics.convergence_time(f["times_s"], f["throughput_mbps"], cap, start=f["start_s"])
             v[f"{f['name']}_t90_s"] = t90
     elif sc.metric == "share":
         by: dict[str, float] = {}

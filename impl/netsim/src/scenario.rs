@@ -13,7 +13,9 @@
 //!
 //! with `d_i = rtt_i/2 − D`, so that flow i's propagation RTT is `rtt_i`. Access links are
 //! as fast as `access_rate_mbps` (unlimited by default); the reverse bottleneck has the
-//! forward one's rate and delay and a queue no ACK stream fills.
+//! forward one's rate and delay and a queue no ACK stream fills. A flow may have a link of its
+//! own after the shared one (`own_rate_mbps`, `own_queue_pkts`): a second, slower bottleneck
+//! on its path only.
 //!
 //! [`run`] returns a [`RunResult`]: each flow's goodput per sample interval (payload bytes the
 //! receiving application read), the sender's window, period and RTT at each sample, totals,
@@ -94,6 +96,13 @@ pub struct FlowSpec {
     /// SABUL: the initial sending rate (default: §7.1's 10 µs interval).
     #[serde(default)]
     pub initial_rate_mbps: Option<f64>,
+    /// A link of this flow's own after the shared bottleneck, at this rate (SC'04 Fig. 12: the
+    /// OC-12 from StarLight to Ottawa behind Chicago's shared 1 Gb/s uplink). Default: none.
+    #[serde(default)]
+    pub own_rate_mbps: Option<f64>,
+    /// That link's DropTail limit, packets (default 1000).
+    #[serde(default)]
+    pub own_queue_pkts: Option<u64>,
     /// This many flows of this description (default 1).
     #[serde(default = "one")]
     pub count: u32,
@@ -128,6 +137,8 @@ pub struct FlowResult {
     pub protocol: Protocol,
     pub cc: Option<String>,
     pub rtt_ms: f64,
+    /// The rate of the flow's own link after the bottleneck, if it has one.
+    pub own_rate_mbps: Option<f64>,
     pub start_s: f64,
     /// Sample times, s since the run began (the end of each interval).
     pub times_s: Vec<f64>,
@@ -242,6 +253,12 @@ impl RunSpec {
             if f.initial_rate_mbps.is_some() && f.protocol != Protocol::Sabul {
                 return err(format!("flow {i}: initial_rate_mbps applies to SABUL flows only"));
             }
+            if f.own_rate_mbps.is_some_and(|r| !r.is_finite() || r <= 0.0) || f.own_queue_pkts == Some(0) {
+                return err(format!("flow {i}: own_rate_mbps must be positive and own_queue_pkts at least 1"));
+            }
+            if f.own_queue_pkts.is_some() && f.own_rate_mbps.is_none() {
+                return err(format!("flow {i}: own_queue_pkts needs own_rate_mbps"));
+            }
             if f.window_pkts.is_some_and(|w| w < 32) {
                 return err(format!("flow {i}: window_pkts must be at least 32"));
             }
@@ -296,9 +313,19 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
             };
             let up: LinkId = net.add_link(&format!("{name}-access"), &access);
             let down: LinkId = net.add_link(&format!("{name}-access-reverse"), &access);
+            let mut route = vec![up, forward];
+            if let Some(rate) = f.own_rate_mbps {
+                let own = LinkSpec {
+                    rate_bps: Some(bps(rate)),
+                    queue: QueueLimit::Packets(f.own_queue_pkts.unwrap_or(1000)),
+                    seed: link_seed(2 * index + 1),
+                    ..LinkSpec::default()
+                };
+                route.push(net.add_link(&format!("{name}-own"), &own));
+            }
             let id = net.add_flow(FlowSetup {
                 name: name.clone(),
-                forward: vec![up, forward],
+                forward: route,
                 reverse: vec![reverse, down],
                 start: secs(f.start_s),
                 stop: f.stop_s.map(secs),
@@ -382,6 +409,7 @@ fn collect(spec: &RunSpec, net: &Network, bottleneck: LinkId, ids: &[(FlowId, &F
                 protocol: f.protocol,
                 cc: (f.protocol == Protocol::Udt).then(|| f.cc.clone().unwrap_or_else(|| "udt411".into())),
                 rtt_ms: f.rtt_ms,
+                own_rate_mbps: f.own_rate_mbps,
                 start_s: f.start_s,
                 times_s: samples.iter().map(|x| s(x.time)).collect(),
                 throughput_mbps: throughput,

@@ -139,6 +139,8 @@ fn flow(protocol: Protocol, rtt_ms: f64) -> FlowSpec {
         bytes: None,
         window_pkts: None,
         initial_rate_mbps: None,
+        own_rate_mbps: None,
+        own_queue_pkts: None,
         count: 1,
     }
 }
@@ -204,6 +206,15 @@ fn flows_start_and_stop_on_time() {
     assert_eq!(f.times_s.first(), Some(&6.0), "sampled from its start");
     assert!(f.throughput_mbps[1] > 1.0, "sending at 7 s");
     assert_eq!(*f.throughput_mbps.last().unwrap(), 0.0, "nothing after the stop once in-flight data arrived");
+}
+
+#[test]
+fn a_flow_behind_its_own_slower_link_gets_at_most_that_links_rate() {
+    let slow = FlowSpec { own_rate_mbps: Some(20.0), own_queue_pkts: Some(50), ..flow(Protocol::Udt, 10.0) };
+    let r = run(&spec(vec![slow, flow(Protocol::Udt, 10.0)], 100.0, 100, 30.0)).unwrap();
+    let mean = |i: usize| r.flows[i].throughput_mbps[10..].iter().sum::<f64>() / 20.0;
+    assert!(mean(0) < 20.0 && mean(0) > 15.0, "behind 20 Mb/s: {}", mean(0));
+    assert!(mean(1) > 60.0, "the other flow takes the rest: {}", mean(1));
 }
 
 #[test]
