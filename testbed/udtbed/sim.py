@@ -31,7 +31,7 @@ from .network import REPO
 
 SCENARIOS_DIR = REPO / "experiments" / "sim"
 SIMULATOR = REPO / "impl" / "target" / "release" / "udt-sim"
-METRICS = ("jain", "stability", "friendliness", "rtt_ratio", "scaling", "series", "share")
+METRICS = ("jain", "stability", "friendliness", "rtt_ratio", "scaling", "series", "share", "short")
 SWEEPABLE = ("rtt_ms", "count", "rate_mbps")
 # Wire bytes of a full packet, for the queue sizes the captions give in BDPs.
 PACKET_BYTES = 1500
@@ -62,6 +62,9 @@ class Check:
     margin: float = 0.0
     grows: bool = False
     shrinks: bool = False
+    # Bounds on value(last x of at) / value(first x of at).
+    ratio_min: float | None = None
+    ratio_max: float | None = None
     # Judged on the quick (make test) version too; otherwise only on full runs.
     quick: bool = False
 
@@ -71,6 +74,8 @@ class Series:
     label: str
     flows: tuple[dict[str, Any], ...]
     bottleneck: dict[str, Any] = field(default_factory=dict)
+    # Successive short transfers beside the flows (``RunSpec.short_flows``).
+    short_flows: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ def load(path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: {e}") from e
     known = {
         "name", "figure", "title", "setup", "claim", "metric", "x", "values", "duration_s", "seed",
-        "sample_s", "warmup_s", "bottleneck", "series", "check", "quick", "note",
+        "sample_s", "warmup_s", "bottleneck", "series", "check", "quick", "note", "short_flows",
     }  # fmt: skip
     for k in d:
         if k not in known:
@@ -142,17 +147,20 @@ def load(path: str | Path) -> Scenario:
         raise _fail(path, "series", "needs at least one [[series]] with a label and flows")
     series = []
     for i, s in enumerate(series_raw):
-        if not isinstance(s, dict) or "label" not in s or not isinstance(s.get("flows"), list) or not s["flows"]:
-            raise _fail(path, f"series[{i}]", "needs a label and a non-empty list of flows")
+        short = s.get("short_flows", d.get("short_flows"))
+        if not isinstance(s, dict) or "label" not in s or not isinstance(s.get("flows"), list):
+            raise _fail(path, f"series[{i}]", "needs a label and a list of flows")
+        if not s["flows"] and short is None:
+            raise _fail(path, f"series[{i}]", "needs flows (or short_flows)")
         for j, f in enumerate(s["flows"]):
             if not isinstance(f, dict) or f.get("protocol") not in ("udt", "tcp", "sabul"):
                 raise _fail(path, f"series[{i}].flows[{j}]", "needs protocol = 'udt', 'tcp' or 'sabul'")
             if "rtt_ms" not in f and x != "rtt_ms":
                 raise _fail(path, f"series[{i}].flows[{j}]", "needs rtt_ms (or sweep x = 'rtt_ms')")
-        extra = set(s) - {"label", "flows", "bottleneck"}
+        extra = set(s) - {"label", "flows", "bottleneck", "short_flows"}
         if extra:
             raise _fail(path, f"series[{i}]", f"unknown keys {sorted(extra)}")
-        series.append(Series(s["label"], tuple(s["flows"]), s.get("bottleneck", {})))
+        series.append(Series(s["label"], tuple(s["flows"]), s.get("bottleneck", {}), short))
     labels = [s.label for s in series]
     if len(set(labels)) != len(labels):
         raise _fail(path, "series", "labels must be distinct")
@@ -164,12 +172,15 @@ def load(path: str | Path) -> Scenario:
         for other in ("below", "above"):
             if other in c and c[other] not in labels:
                 raise _fail(path, f"{key}.{other}", f"{c[other]!r} is not a series of this scenario")
-        if not any(k in c for k in ("min", "max", "below", "above", "grows", "shrinks")):
-            raise _fail(path, key, "needs min, max, below, above, grows or shrinks")
-        if (c.get("grows") or c.get("shrinks")) and len(c.get("at", [])) < 2:
-            raise _fail(path, key, "grows/shrinks compare two x values: give at = [first, last]")
+        kinds = ("min", "max", "below", "above", "grows", "shrinks", "ratio_min", "ratio_max")
+        if not any(k in c for k in kinds):
+            raise _fail(path, key, f"needs one of {', '.join(kinds)}")
+        relative = c.get("grows") or c.get("shrinks") or "ratio_min" in c or "ratio_max" in c
+        if relative and len(c.get("at", [])) < 2:
+            raise _fail(path, key, "grows/shrinks/ratio_* compare two x values: give at = [first, last]")
         extra = set(c) - {
             "claim", "series", "key", "at", "min", "max", "below", "above", "margin", "grows", "shrinks", "quick",
+            "ratio_min", "ratio_max",
         }  # fmt: skip
         if extra:
             raise _fail(path, key, f"unknown keys {sorted(extra)}")
@@ -186,6 +197,8 @@ def load(path: str | Path) -> Scenario:
                 margin=float(c.get("margin", 0.0)),
                 grows=bool(c.get("grows", False)),
                 shrinks=bool(c.get("shrinks", False)),
+                ratio_min=c.get("ratio_min"),
+                ratio_max=c.get("ratio_max"),
                 quick=bool(c.get("quick", False)),
             )
         )
@@ -275,6 +288,8 @@ def _run_spec(sc: Scenario, s: Series, x: float, duration: float) -> dict[str, A
         if sc.x == "rtt_ms" and "rtt_ms" not in f:
             f["rtt_ms"] = x
         if sc.x == "count" and "count" not in f:
+            if int(x) == 0:
+                continue  # no flow of this description at this point (Fig. 13's 0 bulk flows)
             f["count"] = int(x)
         if "own_queue" in f:
             f["own_queue_pkts"] = queue_packets(f.pop("own_queue"), float(f["own_rate_mbps"]), float(f["rtt_ms"]))
@@ -282,10 +297,14 @@ def _run_spec(sc: Scenario, s: Series, x: float, duration: float) -> dict[str, A
     b = {**sc.bottleneck, **s.bottleneck}
     if sc.x == "rate_mbps":
         b["rate_mbps"] = x
-    rtt = max(float(f["rtt_ms"]) for f in flows)
+    rtts = [float(f["rtt_ms"]) for f in flows] + ([float(s.short_flows["rtt_ms"])] if s.short_flows else [])
     queue = b.pop("queue", "max(bdp, 100)")
-    b["queue_pkts"] = queue_packets(queue, float(b["rate_mbps"]), rtt)
-    return {"seed": sc.seed, "duration_s": duration, "sample_s": sc.sample_s, "bottleneck": b, "flows": flows}
+    b["queue_pkts"] = queue_packets(queue, float(b["rate_mbps"]), max(rtts))
+    spec: dict[str, Any] = {"seed": sc.seed, "duration_s": duration, "sample_s": sc.sample_s, "bottleneck": b}
+    spec["flows"] = flows
+    if s.short_flows:
+        spec["short_flows"] = dict(s.short_flows)
+    return spec
 
 
 def expand(sc: Scenario, quick: bool = False) -> list[Point]:
@@ -379,6 +398,12 @@ def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
             cap = min(capacity, float(f.get("own_rate_mbps") or capacity))
             t90 = metrics.convergence_time(f["times_s"], f["throughput_mbps"], cap, start=f["start_s"])
             v[f"{f['name']}_t90_s"] = t90
+    elif sc.metric == "short":
+        short = r.get("short_flows") or {}
+        v["short"] = short.get("aggregate_mbps")
+        v["short_completed"] = short.get("completed")
+        v["short_mean_s"] = short.get("mean_duration_s")
+        v["bulk_mbps"] = v["aggregate_mbps"]
     elif sc.metric == "share":
         by: dict[str, float] = {}
         for f, m in zip(flows, means, strict=True):
@@ -428,9 +453,17 @@ def judge(sc: Scenario, points: list[Point], quick: bool) -> list[CheckResult]:
                     rel = "below" if sign == 1 else "above"
                     within = f" (+{c.margin:g})" if c.margin else ""
                     bad.append(f"x={x:g}: {v:.3g} not {rel} {other}'s {o:.3g}{within}")
-        if (c.grows or c.shrinks) and len(at) >= 2:
+        ratio = c.ratio_min is not None or c.ratio_max is not None
+        if (c.grows or c.shrinks or ratio) and len(at) >= 2:
             first, last = (by.get((c.series, x), {}).get(c.key) for x in (at[0], at[-1]))
-            if first is not None and last is not None:
+            if first is None or last is None:
+                bad.append(f"no value at x={at[0]:g} or x={at[-1]:g}")
+            elif ratio:
+                q = last / first if first else math.inf
+                seen.append(f"ratio {q:.3g}")
+                if (c.ratio_min is not None and q < c.ratio_min) or (c.ratio_max is not None and q > c.ratio_max):
+                    bad.append(f"x={at[-1]:g} over x={at[0]:g}: {q:.3g} outside [{c.ratio_min}, {c.ratio_max}]")
+            else:
                 if (c.grows and last <= first) or (c.shrinks and last >= first):
                     how = "grow" if c.grows else "shrink"
                     bad.append(f"does not {how} from x={at[0]:g} ({first:.3g}) to x={at[-1]:g} ({last:.3g})")

@@ -127,7 +127,45 @@ pub struct RunSpec {
     #[serde(default = "default_sample")]
     pub sample_s: f64,
     pub bottleneck: Bottleneck,
+    #[serde(default)]
     pub flows: Vec<FlowSpec>,
+    /// Short transfers started one after another beside the flows (SC'04 Fig. 13, SABUL
+    /// Table 2).
+    #[serde(default)]
+    pub short_flows: Option<ShortFlows>,
+}
+
+/// Successive short transfers: `concurrency` at a time, each replaced when it finishes (within
+/// 1 ms), until `count` have started or the run ends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShortFlows {
+    #[serde(default = "tcp")]
+    pub protocol: Protocol,
+    /// Bytes of each transfer.
+    pub bytes: u64,
+    pub concurrency: u32,
+    pub count: u32,
+    pub rtt_ms: f64,
+    #[serde(default)]
+    pub window_pkts: Option<u32>,
+}
+
+fn tcp() -> Protocol {
+    Protocol::Tcp
+}
+
+/// What the short transfers achieved.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShortFlowsResult {
+    pub started: u32,
+    pub completed: u32,
+    /// Bytes of the completed transfers.
+    pub bytes: u64,
+    /// The completed transfers' bytes over the time from the first one's start to the last
+    /// one's end, Mb/s (the testbed's short-flow aggregate).
+    pub aggregate_mbps: f64,
+    pub mean_duration_s: f64,
 }
 
 /// One flow's measurements.
@@ -178,6 +216,8 @@ pub struct RunResult {
     pub spec: RunSpec,
     pub flows: Vec<FlowResult>,
     pub bottleneck: LinkResult,
+    /// The short transfers, when the spec has them.
+    pub short_flows: Option<ShortFlowsResult>,
     /// Events the simulator processed.
     pub events: u64,
 }
@@ -225,8 +265,16 @@ impl RunSpec {
         if b.delay_ms.is_nan() || b.delay_ms < 0.0 {
             return err(format!("bottleneck.delay_ms must be ≥ 0, not {}", b.delay_ms));
         }
-        if self.flows.is_empty() {
-            return err("a run needs at least one flow".into());
+        if self.flows.is_empty() && self.short_flows.is_none() {
+            return err("a run needs at least one flow (or short_flows)".into());
+        }
+        if let Some(s) = &self.short_flows {
+            if s.bytes == 0 || s.concurrency == 0 || s.count == 0 {
+                return err("short_flows: bytes, concurrency and count must be at least 1".into());
+            }
+            if !s.rtt_ms.is_finite() || s.rtt_ms / 2.0 < b.delay_ms {
+                return err(format!("short_flows: rtt_ms {} is less than twice the bottleneck's delay_ms", s.rtt_ms));
+            }
         }
         for (i, f) in self.flows.iter().enumerate() {
             if !f.rtt_ms.is_finite() || f.rtt_ms / 2.0 < b.delay_ms {
@@ -294,6 +342,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
             ..LinkSpec::default()
         },
     );
+    let shared = Shared { forward, reverse };
     let mut ids: Vec<(FlowId, &FlowSpec, String)> = Vec::new();
     let mut index = 0u64;
     for f in &spec.flows {
@@ -304,38 +353,137 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
                 (Some(n), _) => format!("{n}{}", k + 1),
                 (None, _) => format!("{}{index}", protocol_name(f.protocol)),
             };
-            let access = LinkSpec {
-                delay_ns: secs((f.rtt_ms / 2.0 - b.delay_ms) / 1e3),
-                rate_bps: b.access_rate_mbps.map(bps),
-                queue: QueueLimit::Unlimited,
-                seed: link_seed(2 * index),
-                ..LinkSpec::default()
-            };
-            let up: LinkId = net.add_link(&format!("{name}-access"), &access);
-            let down: LinkId = net.add_link(&format!("{name}-access-reverse"), &access);
-            let mut route = vec![up, forward];
-            if let Some(rate) = f.own_rate_mbps {
-                let own = LinkSpec {
-                    rate_bps: Some(bps(rate)),
-                    queue: QueueLimit::Packets(f.own_queue_pkts.unwrap_or(1000)),
-                    seed: link_seed(2 * index + 1),
-                    ..LinkSpec::default()
-                };
-                route.push(net.add_link(&format!("{name}-own"), &own));
-            }
-            let id = net.add_flow(FlowSetup {
-                name: name.clone(),
-                forward: route,
-                reverse: vec![reverse, down],
-                start: secs(f.start_s),
-                stop: f.stop_s.map(secs),
-                make: ends(f, spec.seed.wrapping_mul(1_000_003).wrapping_add(index)),
-            });
+            let id = add_flow(&mut net, spec, f, &name, index, secs(f.start_s), shared);
             ids.push((id, f, name));
         }
     }
-    net.run_until(secs(spec.duration_s) + 1);
-    Ok(collect(spec, &net, forward, &ids))
+    let end = secs(spec.duration_s) + 1;
+    let short = match &spec.short_flows {
+        None => {
+            net.run_until(end);
+            None
+        }
+        Some(s) => Some(run_short_flows(&mut net, spec, s, index, shared, end)),
+    };
+    let mut result = collect(spec, &net, forward, &ids);
+    result.short_flows = short;
+    Ok(result)
+}
+
+/// The shared bottleneck's two directions.
+#[derive(Clone, Copy)]
+struct Shared {
+    forward: LinkId,
+    reverse: LinkId,
+}
+
+/// Adds one flow of `f`'s description with its own access links (and own link, if any).
+fn add_flow(
+    net: &mut Network,
+    spec: &RunSpec,
+    f: &FlowSpec,
+    name: &str,
+    index: u64,
+    start: Nanos,
+    shared: Shared,
+) -> FlowId {
+    let b = &spec.bottleneck;
+    let link_seed = |n: u64| spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(n);
+    let access = LinkSpec {
+        delay_ns: secs((f.rtt_ms / 2.0 - b.delay_ms) / 1e3),
+        rate_bps: b.access_rate_mbps.map(bps),
+        queue: QueueLimit::Unlimited,
+        seed: link_seed(2 * index),
+        ..LinkSpec::default()
+    };
+    let up: LinkId = net.add_link(&format!("{name}-access"), &access);
+    let down: LinkId = net.add_link(&format!("{name}-access-reverse"), &access);
+    let mut route = vec![up, shared.forward];
+    if let Some(rate) = f.own_rate_mbps {
+        let own = LinkSpec {
+            rate_bps: Some(bps(rate)),
+            queue: QueueLimit::Packets(f.own_queue_pkts.unwrap_or(1000)),
+            seed: link_seed(2 * index + 1),
+            ..LinkSpec::default()
+        };
+        route.push(net.add_link(&format!("{name}-own"), &own));
+    }
+    net.add_flow(FlowSetup {
+        name: name.into(),
+        forward: route,
+        reverse: vec![shared.reverse, down],
+        start,
+        stop: f.stop_s.map(secs),
+        make: ends(f, spec.seed.wrapping_mul(1_000_003).wrapping_add(index)),
+    })
+}
+
+/// How often the short-flow generator looks for finished flows to replace.
+const SHORT_FLOW_TICK: Nanos = 1_000_000;
+
+/// Runs to `end` while keeping `concurrency` short flows going, each started when one
+/// finishes, until `count` have started.
+fn run_short_flows(
+    net: &mut Network,
+    spec: &RunSpec,
+    s: &ShortFlows,
+    mut index: u64,
+    shared: Shared,
+    end: Nanos,
+) -> ShortFlowsResult {
+    let f = FlowSpec {
+        name: None,
+        protocol: s.protocol,
+        cc: None,
+        flow_control: true,
+        rtt_ms: s.rtt_ms,
+        start_s: 0.0,
+        stop_s: None,
+        bytes: Some(s.bytes),
+        window_pkts: s.window_pkts,
+        initial_rate_mbps: None,
+        own_rate_mbps: None,
+        own_queue_pkts: None,
+        count: 1,
+    };
+    let mut active: Vec<(FlowId, Nanos)> = Vec::new();
+    let mut started = 0u32;
+    let mut done: Vec<(Nanos, Nanos)> = Vec::new();
+    loop {
+        let now = net.now();
+        active.retain(|&(id, start)| match net.flow(id).2 {
+            Some(t) => {
+                done.push((start, t));
+                false
+            }
+            None => true,
+        });
+        while active.len() < s.concurrency as usize && started < s.count && now < end {
+            index += 1;
+            started += 1;
+            let id = add_flow(net, spec, &f, &format!("short{started}"), index, now, shared);
+            active.push((id, now));
+        }
+        if now >= end {
+            break;
+        }
+        net.run_until((now + SHORT_FLOW_TICK).min(end));
+    }
+    let bytes = done.len() as u64 * s.bytes;
+    let first = done.iter().map(|d| d.0).min().unwrap_or(0);
+    let last = done.iter().map(|d| d.1).max().unwrap_or(0);
+    let span = (last.saturating_sub(first)) as f64 / 1e9;
+    ShortFlowsResult {
+        started,
+        completed: done.len() as u32,
+        bytes,
+        aggregate_mbps: if span > 0.0 { bytes as f64 * 8.0 / 1e6 / span } else { 0.0 },
+        mean_duration_s: if done.is_empty() {
+            0.0
+        } else {
+            done.iter().map(|d| (d.1 - d.0) as f64 / 1e9).sum::<f64>() / done.len() as f64
+        },
+    }
 }
 
 fn protocol_name(p: Protocol) -> &'static str {
@@ -430,6 +578,7 @@ fn collect(spec: &RunSpec, net: &Network, bottleneck: LinkId, ids: &[(FlowId, &F
     RunResult {
         spec: spec.clone(),
         flows,
+        short_flows: None,
         bottleneck: LinkResult {
             times_s: link_samples.iter().map(|x| s(x.time)).collect(),
             queue_pkts: link_samples.iter().map(|x| x.queue_pkts).collect(),

@@ -5,7 +5,7 @@ use link_emulator::delay_line::{Admission, DelayLine};
 use link_emulator::link_spec::LinkSpec;
 use netsim::agent::{Agent, AgentStats, Channel, Emit};
 use netsim::network::{instant, FlowSetup, Nanos, Network, EPOCH};
-use netsim::scenario::{run, Bottleneck, FlowSpec, Protocol, RunSpec};
+use netsim::scenario::{run, Bottleneck, FlowSpec, Protocol, RunSpec, ShortFlows};
 use prng::Xoshiro256;
 use transfer::time::Instant;
 
@@ -124,6 +124,7 @@ fn spec(flows: Vec<FlowSpec>, rate: f64, queue: u64, secs: f64) -> RunSpec {
         sample_s: 1.0,
         bottleneck: Bottleneck { rate_mbps: rate, queue_pkts: queue, delay_ms: 0.0, loss: 0.0, access_rate_mbps: None },
         flows,
+        short_flows: None,
     }
 }
 
@@ -215,6 +216,29 @@ fn a_flow_behind_its_own_slower_link_gets_at_most_that_links_rate() {
     let mean = |i: usize| r.flows[i].throughput_mbps[10..].iter().sum::<f64>() / 20.0;
     assert!(mean(0) < 20.0 && mean(0) > 15.0, "behind 20 Mb/s: {}", mean(0));
     assert!(mean(1) > 60.0, "the other flow takes the rest: {}", mean(1));
+}
+
+#[test]
+fn short_transfers_follow_one_another_at_the_set_concurrency() {
+    let mut s = spec(vec![], 100.0, 100, 20.0);
+    s.short_flows = Some(ShortFlows {
+        protocol: Protocol::Tcp,
+        bytes: 1 << 20,
+        concurrency: 4,
+        count: 40,
+        rtt_ms: 20.0,
+        window_pkts: None,
+    });
+    let r = run(&s).unwrap();
+    let short = r.short_flows.unwrap();
+    assert_eq!((short.started, short.completed), (40, 40), "40 × 1 MiB at 100 Mb/s take about 4 s");
+    assert_eq!(short.bytes, 40 << 20);
+    assert!(short.aggregate_mbps > 40.0 && short.aggregate_mbps < 100.0, "{}", short.aggregate_mbps);
+    // Beside a bulk UDT flow the short transfers get less.
+    let mut with_bulk = s.clone();
+    with_bulk.flows = vec![flow(Protocol::Udt, 20.0)];
+    let shared = run(&with_bulk).unwrap().short_flows.unwrap();
+    assert!(shared.aggregate_mbps < short.aggregate_mbps, "{} vs {}", shared.aggregate_mbps, short.aggregate_mbps);
 }
 
 #[test]
