@@ -399,10 +399,10 @@ def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
             t90 = metrics.convergence_time(f["times_s"], f["throughput_mbps"], cap, start=f["start_s"])
             v[f"{f['name']}_t90_s"] = t90
     elif sc.metric == "short":
-        short = r.get("short_flows") or {}
-        v["short"] = short.get("aggregate_mbps")
-        v["short_completed"] = short.get("completed")
-        v["short_mean_s"] = short.get("mean_duration_s")
+        transfers: dict[str, Any] = r.get("short_flows") or {}
+        v["short"] = transfers.get("aggregate_mbps")
+        v["short_completed"] = transfers.get("completed")
+        v["short_mean_s"] = transfers.get("mean_duration_s")
         v["bulk_mbps"] = v["aggregate_mbps"]
     elif sc.metric == "share":
         by: dict[str, float] = {}
