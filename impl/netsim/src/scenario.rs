@@ -38,6 +38,9 @@ use crate::sabul::{SabulReceiver, SabulSender};
 use crate::tcp::{TcpConfig, TcpReceiver, TcpSender};
 use crate::udt::{UdtReceiver, UdtSender, WithoutFlowControl, RECEIVER_ADDR};
 
+/// How long a simulated UDT application waits for its connection.
+pub const CONNECT_TIMEOUT: transfer::time::Duration = transfer::time::Duration::from_secs(60);
+
 /// The bottleneck link (both directions).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -502,7 +505,14 @@ fn ends(f: &FlowSpec, seed: u64) -> crate::network::MakeEnds {
             Protocol::Udt => {
                 let variant =
                     if f.cc.as_deref() == Some("paper") { NativeVariant::Paper } else { NativeVariant::Udt411 };
-                let mut config = ConnectionConfig { pacing_burst: 1, ..ConnectionConfig::default() };
+                // Strict 4.11 pacing (no late wake-ups to catch up on here), and an application
+                // that waits for its connection: hundreds of flows starting at once on a full
+                // link lose handshakes for longer than 4.11's 3 s (SC'04 Fig. 3's 400 flows).
+                let mut config = ConnectionConfig {
+                    pacing_burst: 1,
+                    connect_timeout: CONNECT_TIMEOUT,
+                    ..ConnectionConfig::default()
+                };
                 let native = Arc::new(UdtNative::new(variant));
                 config.cc = if f.flow_control { native } else { Arc::new(WithoutFlowControl(native)) };
                 if let Some(w) = f.window_pkts {
