@@ -64,5 +64,7 @@ def interruptible() -> None:
 
 
 def udtbed_run_argv(results: Path, *args: str) -> list[str]:
-    """`python -m udtbed run` as make testbed calls it, without InfluxDB, writing to ``results``."""
-    return [sys.executable, "-m", "udtbed", "run", "--influx", "none", "--results", str(results), *args]
+    """`python -m udtbed run` as make testbed calls it, without InfluxDB and without the simulated
+    figures (a test that wants them passes ``--simulate`` again), writing to ``results``."""
+    argv = [sys.executable, "-m", "udtbed", "run", "--influx", "none", "--simulate", "none"]
+    return [*argv, "--results", str(results), *args]

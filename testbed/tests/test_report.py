@@ -7,6 +7,7 @@ import base64
 import html
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -32,8 +33,22 @@ def page_text(run_dir):
 @pytest.mark.needs_root
 @pytest.mark.slow
 def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
+    # One small simulated figure rides along, as make testbed runs them all after the experiments.
+    scenarios = tmp_path / "sim"
+    scenarios.mkdir()
+    shutil.copy(sim.SCENARIOS_DIR / "sc04-fig7.toml", scenarios)
     _, run_dir, meta = udtbed_run(
-        tmp_path, "--experiments", "join,friendliness", "--stacks", "tcp-cubic", "--duration", "3"
+        tmp_path,
+        "--experiments",
+        "join,friendliness",
+        "--stacks",
+        "tcp-cubic",
+        "--duration",
+        "3",
+        "--simulate",
+        "quick",
+        "--scenarios-dir",
+        str(scenarios),
     )
     assert meta["status"] == "ok" and meta["backend"] in ("linkem", "netem") and meta["scale"] == 0.1, meta
     assert set(meta["results"]) == {"join", "friendliness"}, meta
@@ -60,6 +75,10 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
     assert f"{points[0].short_aggregate_mbps:.1f} (1.00)" in text
     # Calibration rows are in the report, marked.
     assert "a→c" in text and ("|ok|" in text or "|OFF|" in text)
+    # The simulated figure: its JSON and plot in the run's sim/, its section in the report.
+    assert (run_dir / "sim" / "sc04-fig7.json").exists() and (run_dir / "sim" / "sc04-fig7.png").exists()
+    assert meta["sim_claims_not_reproduced"] == 0, "the quick version judges no claim of Fig. 7"
+    assert "Simulated figures" in text and "SC'04 Fig. 7" in text
 
 
 NEW_EXPERIMENT = """
@@ -152,6 +171,7 @@ def write_simulated(sim_dir):
         ),
         quick_values=(1.0,),
         quick_duration_s=1.0,
+        quick_warmup_s=0.0,
         note="The RTTs are assumed.",
     )
     jain = {("UDT", 1.0): 0.99, ("UDT", 100.0): 0.95, ("TCP", 1.0): 0.9, ("TCP", 100.0): 0.97}

@@ -233,7 +233,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         # experiments, so that the simulations never take the emulation's CPU.
         print(f"\nsimulated figures ({a.simulate}, experiments/sim) -> {outdir / 'sim'}")
         try:
-            missed = run_simulations(list(sim.load_all()), sim.load_all(), outdir / "sim", a.simulate == "quick", None)
+            scenarios = sim.load_all(Path(a.scenarios_dir))
+            missed = run_simulations(list(scenarios), scenarios, outdir / "sim", a.simulate == "quick", None)
             meta["sim_claims_not_reproduced"] = missed
         except (sim.ScenarioError, FileNotFoundError, RuntimeError) as err:
             print(f"udtbed: the simulated figures failed: {err}", file=sys.stderr)
@@ -394,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["full", "quick", "none"],
         help="after the experiments, the papers' NS-2 figures in the simulator (experiments/sim) into <run>/sim",
     )
+    r.add_argument("--scenarios-dir", default=str(sim.SCENARIOS_DIR), help="the simulated figures' scenario files")
     c = sub.add_parser("check", help="validate topology and experiment files")
     c.add_argument("files", nargs="+")
     ls = sub.add_parser("list", help="the experiments and the stacks")

@@ -275,10 +275,10 @@ class Point:
     series: str
     x: float
     specs: list[dict[str, Any]]
-    # Seconds after each flow's start that the means and the stability leave out.
-    warmup_s: float = 0.0
     results: list[dict[str, Any]] = field(default_factory=list)
     values: dict[str, float | None] = field(default_factory=dict)
+    # Seconds after each flow's start that the means and the stability leave out.
+    warmup_s: float = 0.0
 
 
 def _run_spec(sc: Scenario, s: Series, x: float, duration: float) -> dict[str, Any]:
@@ -324,7 +324,7 @@ def expand(sc: Scenario, quick: bool = False) -> list[Point]:
                         for k in ("cc", "flow_control", "initial_rate_mbps"):
                             f.pop(k, None)
                 specs.append(alone)
-            points.append(Point(s.label, x, specs, sc.quick_warmup_s if quick else sc.warmup_s))
+            points.append(Point(s.label, x, specs, warmup_s=sc.quick_warmup_s if quick else sc.warmup_s))
     return points
 
 
