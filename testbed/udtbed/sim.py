@@ -339,13 +339,13 @@ def run_one(spec: dict[str, Any], simulator: Path = SIMULATOR) -> dict[str, Any]
     return result
 
 
-def _mean_after(flow: dict[str, Any], warmup_s: float) -> float:
-    xs = [x for t, x in zip(flow["times_s"], flow["throughput_mbps"], strict=True) if t > flow["start_s"] + warmup_s]
-    return statistics.fmean(xs) if xs else 0.0
-
-
 def _samples_after(flow: dict[str, Any], warmup_s: float) -> list[float]:
     return [x for t, x in zip(flow["times_s"], flow["throughput_mbps"], strict=True) if t > flow["start_s"] + warmup_s]
+
+
+def _mean_after(flow: dict[str, Any], warmup_s: float) -> float:
+    xs = _samples_after(flow, warmup_s)
+    return statistics.fmean(xs) if xs else 0.0
 
 
 def _safe(f: Callable[[], float]) -> float | None:

@@ -142,6 +142,8 @@ pub struct Network {
     sample_every: Nanos,
     link_samples: Vec<Vec<LinkSample>>,
     buf: Vec<u8>,
+    /// What the agent being serviced emitted, reused from call to call (the packet path).
+    out: Vec<(Channel, u32, Box<[u8]>)>,
     events: u64,
 }
 
@@ -157,6 +159,7 @@ impl Network {
             sample_every,
             link_samples: Vec::new(),
             buf: vec![0; 65_536],
+            out: Vec::new(),
             events: 0,
         };
         if sample_every > 0 {
@@ -281,7 +284,7 @@ impl Network {
         if timer && agent.poll_timeout().is_some_and(|due| due <= t) {
             agent.handle_timeout(t);
         }
-        let mut out: Vec<(Channel, u32, Box<[u8]>)> = Vec::new();
+        let mut out = std::mem::take(&mut self.out);
         while let Some(emit) = agent.poll_transmit(t, &mut buf) {
             out.push((emit.channel, emit.wire_len, buf[..emit.size].into()));
         }
@@ -292,7 +295,7 @@ impl Network {
         }
         self.buf = buf;
         let to = 1 - e as u8;
-        for (channel, wire_len, bytes) in out {
+        for (channel, wire_len, bytes) in out.drain(..) {
             match channel {
                 Channel::Datagram => {
                     let packet = Packet { flow: f as u32, to, hop: 0, wire_len, bytes };
@@ -305,6 +308,7 @@ impl Network {
                 }
             }
         }
+        self.out = out;
         if let Some(due) = next {
             // A core counts in µs: what is due within this µs runs at the next one.
             let us = due.as_micros().max(t.as_micros() + 1);

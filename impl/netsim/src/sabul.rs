@@ -12,13 +12,11 @@ use transfer::time::Instant;
 use transfer::transmit::Source;
 
 use crate::agent::{Agent, AgentStats, Channel, Emit};
-use crate::udt::UDP_IP_HEADERS;
+use crate::udt::{SOURCE, UDP_IP_HEADERS};
 
 const SENDER_ADDR: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 1), 7000));
 const RECEIVER_ADDR: SocketAddr =
     SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(10, 0, 0, 2), 7000));
-
-static SOURCE: [u8; 1 << 16] = [0; 1 << 16];
 
 /// TCP/IP header bytes of a control-stream segment (only for `Emit::wire_len`; streams skip
 /// the links).

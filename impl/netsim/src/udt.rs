@@ -23,7 +23,8 @@ use crate::agent::{Agent, AgentStats, Channel, Emit};
 /// IP + UDP header bytes a datagram carries on the wire.
 pub const UDP_IP_HEADERS: u32 = 28;
 
-static SOURCE: [u8; 1 << 16] = [0; 1 << 16];
+/// The endless source both protocols' senders offer from (payload bytes are not looked at).
+pub(crate) static SOURCE: [u8; 1 << 16] = [0; 1 << 16];
 
 /// The sending end: connects to the receiver and keeps its send buffer full.
 pub struct UdtSender {
