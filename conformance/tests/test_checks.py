@@ -103,6 +103,15 @@ def test_shutdown_rule() -> None:
     assert run("udt4/5.6/shutdown-on-close", ok, case="close") == []
 
 
+def test_shutdown_copies_back_to_back_are_one_shutdown_and_a_later_one_a_repeat() -> None:
+    shut = Shutdown(dst_id=SID).encode()
+    copies = conn_of(*handshake(), data(ISN, 0.01), *[("client", 0.02 + i * 1e-5, shut) for i in range(3)])
+    assert run("udt4/5.6/shutdown-on-close", copies, case="close") == []
+    repeated = conn_of(*handshake(), data(ISN, 0.01), ("client", 0.02, shut), ("client", 0.5, shut))
+    (msg,) = run("udt4/5.6/shutdown-on-close", repeated, case="close")
+    assert "repeated 480 ms after the first" in msg
+
+
 def test_late_cookie_reply_does_not_change_the_servers_socket_id() -> None:
     # 4.11 client repeats its first request; the listener answers with a cookie reply (client's
     # ID) after its final response — the connection's server ID is still the final response's.

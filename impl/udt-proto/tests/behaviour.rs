@@ -10,7 +10,7 @@ use transfer::prng::pattern;
 use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
 use udt_proto::config::ConnectionConfig;
-use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK};
+use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK, SHUTDOWN_COPIES};
 use udt_proto::seq::MsgNo;
 use udt_proto::sim::{Dir, LinkConfig, Pair};
 use udt_proto::wire::{self, req_type, Ack, Control, NakList, Repr};
@@ -338,8 +338,41 @@ fn graceful_close_waits_for_acknowledgement_then_sends_shutdown() {
     }
     assert!(events.contains(&(c, Event::Closed)), "{events:?}");
     assert!(p.b.connection(s).unwrap().peer_closed());
-    let shutdowns = p.controls(Dir::AtoB).filter(|(_, c)| matches!(c, Control::Shutdown)).count();
-    assert_eq!(shutdowns, 1);
+    let shutdowns: Vec<Instant> =
+        p.controls(Dir::AtoB).filter(|(_, c)| matches!(c, Control::Shutdown)).map(|(t, _)| t.time).collect();
+    assert_eq!(shutdowns.len(), SHUTDOWN_COPIES, "copies of one Shutdown");
+    assert!(shutdowns.iter().all(|&t| t == shutdowns[0]), "sent back to back: {shutdowns:?}");
+}
+
+#[test]
+fn receiver_sees_the_close_when_two_shutdown_packets_are_lost() {
+    // §5.6: Shutdown is never retransmitted. With one copy, losing it left the receiver waiting
+    // for EXP to call a peer that had closed cleanly "silent".
+    let mut p = Pair::new(21, LinkConfig { delay: ms(10), ..Default::default() });
+    let (c, s) = p.connect(ConnectionConfig::default());
+    let mut lose = 2;
+    p.drop_filter = Some(Box::new(move |dir, b| {
+        let shutdown = matches!(Repr::parse_bytes(b), Ok(Repr::Control { control: Control::Shutdown, .. }));
+        if dir == Dir::AtoB && shutdown && lose > 0 {
+            lose -= 1;
+            return true;
+        }
+        false
+    }));
+    let data = pattern(100_000, 21);
+    p.a.connection_mut(c).unwrap().send(p.now, &data);
+    p.a.connection_mut(c).unwrap().close(p.now);
+    let got = p.transfer_to_b(s, data.len(), secs(10));
+    assert!(got == data);
+    p.run_for(ms(100));
+    let b = p.b.connection(s).unwrap();
+    assert!(b.peer_closed() && b.at_eof());
+    let mut events = vec![];
+    while let Some(e) = p.b.poll_event() {
+        events.push(e);
+    }
+    let closes = events.iter().filter(|&&e| e == (s, Event::PeerClosed)).count();
+    assert_eq!(closes, 1, "one PeerClosed for all copies: {events:?}");
 }
 
 #[test]

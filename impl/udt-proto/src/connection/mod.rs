@@ -83,6 +83,13 @@ impl std::fmt::Display for ConnectError {
     }
 }
 
+/// How many copies of Shutdown `close()` sends, back to back. 4.11 sends one (UDT4.md §5.6),
+/// unacknowledged: when it is lost the peer waits out EXP (§9.4) and can only report a
+/// silent peer, never a close, although every byte arrived. Independent copies make that
+/// `loss³` (1 in 8000 at 5 % loss); a peer treats every copy after the first as a packet for a
+/// closed connection (docs/architecture.md, deliberate deviations).
+pub const SHUTDOWN_COPIES: usize = 3;
+
 /// Why an established connection ended abnormally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BrokenReason {
@@ -362,7 +369,9 @@ impl Connection {
         let drained = self.snd.as_ref().is_none_or(|s| s.is_empty());
         if drained || self.peer_closed || now >= deadline {
             if !self.peer_closed {
-                self.ctrl.push_back(CtrlOut::Shutdown);
+                for _ in 0..SHUTDOWN_COPIES {
+                    self.ctrl.push_back(CtrlOut::Shutdown);
+                }
             }
             self.state = State::Done;
             if drained || self.peer_closed {
@@ -443,6 +452,8 @@ impl Connection {
                 }
             }
             Control::KeepAlive => {}
+            // A copy of a Shutdown already seen (SHUTDOWN_COPIES).
+            Control::Shutdown if self.peer_closed => {}
             Control::Shutdown => {
                 self.peer_closed = true;
                 self.events.push_back(Event::PeerClosed);
