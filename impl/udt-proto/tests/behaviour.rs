@@ -803,3 +803,30 @@ fn a_controller_clocked_by_ticks_plugs_in_through_the_factory() {
     assert_eq!(st.period_us, 1000.0 / 16.0);
     assert_eq!(p.a.connection(c).unwrap().congestion_control(), "doubling");
 }
+
+#[test]
+fn a_peer_closing_with_data_still_missing_breaks_the_receiver_instead_of_ending_the_stream() {
+    // A clean close means every byte arrived. A sender whose linger runs out sends Shutdown
+    // with data unacknowledged: the receiver that still misses a packet must not call that EOF.
+    let mut p = Pair::new(22, LinkConfig { delay: ms(5), ..Default::default() });
+    let config = ConnectionConfig { linger: secs(1), ..Default::default() };
+    let (c, s) = p.connect(config);
+    let never = p.a.connection(c).unwrap().isn().add(5);
+    p.drop_filter = Some(Box::new(move |dir, b| {
+        dir == Dir::AtoB && matches!(Repr::parse_bytes(b), Ok(Repr::Data { header, .. }) if header.seq == never)
+    }));
+    let data = pattern(20 * 1456, 22);
+    p.a.connection_mut(c).unwrap().send(p.now, &data);
+    p.a.connection_mut(c).unwrap().close(p.now);
+    p.run_for(secs(3));
+    let mut events = vec![];
+    while let Some(e) = p.a.poll_event().or_else(|| p.b.poll_event()) {
+        events.push(e);
+    }
+    assert!(events.contains(&(c, Event::Broken(BrokenReason::LingerExpired))), "{events:?}");
+    assert!(events.contains(&(s, Event::Broken(BrokenReason::PeerClosedWithDataMissing))), "{events:?}");
+    let b = p.b.connection_mut(s).unwrap();
+    assert!(!b.peer_closed(), "not a close: reads fail after the data before the gap");
+    let mut buf = vec![0; data.len()];
+    assert_eq!(b.recv(&mut buf), 5 * 1456, "the five packets before the gap are delivered");
+}

@@ -60,6 +60,9 @@ impl fmt::Display for UdtError {
             UdtError::Broken(BrokenReason::PeerShutdownWithUnackedData) => {
                 f.write_str("connection broken: the peer closed before all our data was acknowledged; resend the rest on a new connection")
             }
+            UdtError::Broken(BrokenReason::PeerClosedWithDataMissing) => f.write_str(
+                "connection broken: the peer closed while data it had sent was still missing here; what arrived before the gap was delivered, the rest is lost (resend it on a new connection)",
+            ),
             UdtError::Broken(BrokenReason::LingerExpired) => f.write_str(
                 "connection closed with data still unacknowledged: the linger time ran out (raise the linger time or check the path)",
             ),

@@ -97,6 +97,8 @@ pub enum BrokenReason {
     PeerSilent,
     /// The peer shut down while data was still unacknowledged.
     PeerShutdownWithUnackedData,
+    /// The peer shut down while packets it had sent were still missing here.
+    PeerClosedWithDataMissing,
     /// `close()` lingered past `UDT_LINGER` with data still unacknowledged.
     LingerExpired,
     /// The peer signalled an error (type 8) with this code.
@@ -454,6 +456,11 @@ impl Connection {
             Control::KeepAlive => {}
             // A copy of a Shutdown already seen (SHUTDOWN_COPIES).
             Control::Shutdown if self.peer_closed => {}
+            Control::Shutdown if !self.rcv.as_mut().is_none_or(Receiver::on_peer_shutdown) => {
+                // The peer gave up on data we never got (its linger ran out, or a forged ACK
+                // released it): what arrived before the hole can be read, then reads fail.
+                self.set_broken(BrokenReason::PeerClosedWithDataMissing);
+            }
             Control::Shutdown => {
                 self.peer_closed = true;
                 self.events.push_back(Event::PeerClosed);

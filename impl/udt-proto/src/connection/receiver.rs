@@ -169,6 +169,18 @@ impl Receiver {
         true
     }
 
+    /// The peer's Shutdown: everything received in order becomes readable (a light ACK can
+    /// have let the sender finish before a full ACK moved the delivery point). `false` when
+    /// packets the peer sent are still missing, so the stream can never be complete.
+    pub fn on_peer_shutdown(&mut self) -> bool {
+        let ack = self.loss.first().unwrap_or(self.curr_seq.next());
+        if ack.is_after(self.last_ack) {
+            self.buf.acknowledge(ack);
+            self.last_ack = ack;
+        }
+        self.loss.is_empty()
+    }
+
     // ---------------------------------------------------------------- timers
 
     /// When the ACK timer will next be looked at: at its deadline if a packet arrives then,
