@@ -9,6 +9,9 @@ import pytest
 from udtbed import runner
 from udtbed.experiment import Flow, FlowOptions, Part
 from udtbed.stacks import FrtpCli, Iperf3Tcp, SabulCli, Stack, Transfer, UdtCli, all_stacks, parse_stats_line
+from udtbed.topology import load as load_topology
+
+REPO = Path(__file__).resolve().parents[2]
 
 STATS = Path("/tmp/x.stats")
 NO_TRANSFER = Transfer()
@@ -220,3 +223,16 @@ def test_a_flow_s_settings_scale_as_the_links_do_and_disk_flows_get_files(tmp_pa
     t = runner.transfer_for(Flow("f", "a", "b", options=small), udt, FakeNet(), 0.1, 8, tmp_path / "g")  # type: ignore[arg-type]
     assert t.udp_buffer == 4096 and t.data_addr is None  # a floor; UDT has one path
     assert Path(t.input).stat().st_size == 100_000 and t.output == str(tmp_path / "g.out")
+
+
+def test_a_udt_flow_s_window_and_buffers_hold_what_its_path_needs_in_flight() -> None:
+    # 1 Gb/s × 110 ms with a BDP queue: 9 444 packets on the wire plus 10 ms ACK periods and
+    # 9 082 queued; at scale 0.1 the path needs less than 4.11's 8192 and keeps it.
+    topo = load_topology(REPO / "topologies/chicago-amsterdam.toml")
+    flow = Flow("f", "chicago", "amsterdam")
+    assert runner.udt_window(topo, flow, 1.0) == 20243
+    assert runner.udt_window(topo, flow, 0.1) == 8192
+    udt = UdtCli("u", Path("/bin/udt"))
+    argv, _ = udt.receiver("10.0.0.2", 9000, Path("s"), Transfer(udt_window=20243))
+    assert argv[-6:] == ["--flow-window", "20243", "--rcvbuf", "20243", "--sndbuf", "20243"]
+    assert "--flow-window" not in udt.sender("10.0.0.2", 9000, 10)  # not set: the stack's own

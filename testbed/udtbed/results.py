@@ -48,6 +48,7 @@ class FlowResult:
     cpu_send_pct: float | None = None  # the sender's / receiver's CPU over the run, % of one core
     cpu_recv_pct: float | None = None
     exact: bool | None = None  # a finite flow: the receiver wrote exactly the input (None: not finite)
+    window_pkts: int | None = None  # a UDT flow's flow window and buffers, packets (udtbed.runner.udt_window)
 
     @property
     def loss_pct(self) -> float | None:
@@ -81,6 +82,7 @@ class FlowResult:
             cpu_send_pct=d.get("cpu_send_pct"),
             cpu_recv_pct=d.get("cpu_recv_pct"),
             exact=d.get("exact"),
+            window_pkts=d.get("window_pkts"),
         )
 
 

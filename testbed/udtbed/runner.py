@@ -42,6 +42,8 @@ from .topology import load as load_topology
 
 # Planned seconds around a stack's run of a part (start, stop, parse), for the progress's ETA.
 STACK_OVERHEAD_S = 2.0
+UDT_PAYLOAD = 1456  # UDT4.md §3: a 1500-byte packet's payload
+UDT_DEFAULT_WINDOW = 8192  # 4.11's flow window and receive buffer, packets (UDT4.md §13.4)
 CALIBRATION_S = 8.0
 
 
@@ -307,6 +309,14 @@ class Started:
     procs: tuple[Process | None, ...] = ()  # (listener, connector)
 
 
+def udt_window(topo: Topology, flow: Flow, scale: float) -> int:
+    """A UDT flow's flow window and buffers, packets: what its path needs in flight
+    (:meth:`Topology.window_packets`), never below 4.11's default of 8192. The papers sized
+    them for their paths; with the defaults a 1 Gb/s × 110 ms path is window-bound."""
+    need = topo.window_packets(flow.src, flow.dst, scale, UDT_PAYLOAD)
+    return max(UDT_DEFAULT_WINDOW, need or 0)
+
+
 def transfer_for(flow: Flow, stack: Stack, net: Network, scale: float, seconds: float, base: Path) -> Transfer:
     """``flow``'s settings at the run's scale (rates and buffers scale as the links do); with
     ``io = "disk"`` the sender's input is a file of ``size`` bytes (scaled; default: enough for
@@ -322,6 +332,7 @@ def transfer_for(flow: Flow, stack: Stack, net: Network, scale: float, seconds: 
         rate_mbps=round(o.rate * scale, 6) if o.rate is not None else None,
         udp_buffer=scaled(o.udp_buffer),
         frtp_buffer=scaled(o.frtp_buffer),
+        udt_window=udt_window(net.topo, flow, scale) if stack.protocol == "udt" and stack.takes("udt_window") else None,
     )
     if o.io != "disk":
         return t
@@ -489,6 +500,7 @@ def _flow_results(
                 bytes=samples[-1].bytes if samples else 0,
                 rate_mbps=s.transfer.rate_mbps * s.stack.goodput_share if s.transfer.rate_mbps else None,
                 losses_recv=_last_int(samples[-1].stats, "losses") if samples else None,
+                window_pkts=s.transfer.udt_window,
             )
         )
     return out

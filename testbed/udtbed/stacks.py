@@ -63,6 +63,9 @@ class Transfer:
     rate_mbps: float | None = None  # a fixed sending rate, Mb/s of IP packets
     udp_buffer: int | None = None  # bytes, the data socket's buffers
     frtp_buffer: int | None = None  # bytes, FRTP's retransmission / resequencing buffer
+    # UDT's flow window and both UDT buffers, packets (`--flow-window`, `--rcvbuf`, `--sndbuf`):
+    # what the path needs in flight, set by the runner for every UDT stack that takes them.
+    udt_window: int | None = None
     input: str = "/dev/zero"
     output: str = "/dev/null"
 
@@ -176,11 +179,24 @@ class UdtCli(CliStack):
 
     def takes(self, setting: str) -> bool:
         # A fixed rate is our udt's `--cc fixed:<Mbit/s>` (no congestion control), for FRTP's
-        # comparisons; a binary whose `send --help` has no such controller (libudt) takes none.
+        # comparisons; a binary whose `send --help` has no such controller takes none.
         if setting == "rate_mbps":
-            p = subprocess.run([str(self.binary), "send", "--help"], capture_output=True, text=True)
-            return "fixed:" in p.stdout + p.stderr
+            return "fixed:" in self._help("send")
+        if setting == "udt_window":
+            return "--flow-window" in self._help("recv") and "--flow-window" in self._help("send")
         return super().takes(setting)
+
+    def _help(self, command: str) -> str:
+        try:
+            p = subprocess.run([str(self.binary), command, "--help"], capture_output=True, text=True)
+        except OSError:  # not built: it takes nothing (available() says why it cannot run)
+            return ""
+        return p.stdout + p.stderr
+
+    @staticmethod
+    def _window(transfer: Transfer) -> list[str]:
+        n = transfer.udt_window
+        return [] if n is None else ["--flow-window", str(n), "--rcvbuf", str(n), "--sndbuf", str(n)]
 
     def receiver(
         self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
@@ -196,6 +212,7 @@ class UdtCli(CliStack):
             str(stats),
             "--stats-interval",
             "200",
+            *self._window(transfer),
         ], None
 
     def sender(
@@ -210,6 +227,7 @@ class UdtCli(CliStack):
         # UDT's start-up follows the path (slow start, then the receiver's arrival speed): no
         # absolute rate to scale.
         argv = [str(self.binary), "send", "--connect", f"{addr}:{port}", "--input", transfer.input]
+        argv += self._window(transfer)
         if transfer.rate_mbps is not None:
             argv += ["--cc", f"fixed:{transfer.rate_mbps:g}"]
         # The sender's pacing (period_us) shows whether timing artifacts made it faster than the path.

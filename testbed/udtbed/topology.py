@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
 FRAME_BYTES = 1514  # full-size Ethernet frame as tc and udt-linkem count it
+ACK_PERIOD_S = 0.01  # UDT's SYN: a full ACK at most every 10 ms (UDT4.md §9.2)
 DIRECTION_KEYS = {"delay", "rate", "queue", "loss", "seed", "bdp_rtt"}
 LINK_KEYS = DIRECTION_KEYS | {"ends", "net", "forward", "reverse"}
 TOP_KEYS = {"name", "paper", "description", "hosts", "switches", "link"}
@@ -242,6 +243,21 @@ class Topology:
     def bottleneck_bps(self, src: str, dst: str, net: str = "data", scale: float = 1.0) -> float | None:
         rates = [h.dir.rate_bps for h in self.route(src, dst, net) if h.dir.rate_bps]
         return min(rates) * scale if rates else None
+
+    def window_packets(self, src: str, dst: str, scale: float, payload: int) -> int | None:
+        """Packets of ``payload`` bytes in flight that keep the path from ``src`` to ``dst``
+        busy at ``scale`` with every rated hop's queue full: the bottleneck's rate over the RTT plus
+        two ACK periods (UDT acknowledges every 10 ms, UDT4.md §9.2), plus the queues' packets.
+        None when no link on the path has a rate."""
+        rate = self.bottleneck_bps(src, dst, net="data", scale=scale)
+        if rate is None:
+            return None
+        rtt = self.expected_rtt_s(src, dst) + 2 * ACK_PERIOD_S
+        queued = 0
+        for h in (h for h in self.route(src, dst) if h.dir.rate_bps):  # queues build where a rate is
+            pkts, nbytes = self.queue_limit(h.link, h.dir, scale)
+            queued += pkts if pkts is not None else math.ceil((nbytes or 0) / FRAME_BYTES)
+        return math.ceil(rate * rtt / 8 / payload) + queued
 
     def timing_hops(self, src: str, dst: str, net: str = "data") -> list[Hop]:
         """The hops whose release timing the receiver sees: from the bottleneck (the first hop

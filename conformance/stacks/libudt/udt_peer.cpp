@@ -78,6 +78,9 @@ const char* const kUsage =
     "  --stats PATH          write JSON stats lines to PATH ('-' = stdout), one every\n"
     "                        interval and a final {\"summary\":true,...} line\n"
     "  --stats-interval MS   stats period in milliseconds (default 100)\n"
+    "  --flow-window PKTS    UDT_FC, the largest flow window in packets (default 8192)\n"
+    "  --rcvbuf PKTS         UDT_RCVBUF in packets of MSS - 28 bytes (default 8192)\n"
+    "  --sndbuf PKTS         UDT_SNDBUF in packets (default 45590, 64 MiB)\n"
     "  --connections N       recv: accept N connections (default 1); with --stats\n"
     "                        every line carries \"conn\":K, one series and one\n"
     "                        summary line per connection\n"
@@ -114,7 +117,13 @@ struct Options {
   int msg_size = kDefaultMsgSize;
   int stats_interval_ms = 100;
   int connections = 1;
+  int flow_window = 0;  // packets; 0: library default (8192)
+  int rcvbuf = 0;       // packets of MSS - 28 bytes; 0: library default
+  int sndbuf = 0;       // packets; 0: kUdtSndBuf
 };
+
+// Packet-counted buffer options stop where their size in bytes would overflow an int.
+const long kMaxBufPkts = 1000000;
 
 long parse_int(const std::string& flag, const std::string& v, long lo, long hi) {
   char* end = nullptr;
@@ -155,6 +164,9 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--mss") o.mss = parse_int(a, value(), 76, 65536);
     else if (a == "--dgram") o.dgram = true;
     else if (a == "--msg-size") o.msg_size = parse_int(a, value(), 1, kMaxMsgSize);
+    else if (a == "--flow-window") o.flow_window = parse_int(a, value(), 32, kMaxBufPkts);
+    else if (a == "--rcvbuf") o.rcvbuf = parse_int(a, value(), 32, kMaxBufPkts);
+    else if (a == "--sndbuf") o.sndbuf = parse_int(a, value(), 32, kMaxBufPkts);
     else if (a == "--stats") o.stats = value();
     else if (a == "--stats-interval") o.stats_interval_ms = parse_int(a, value(), 1, 3600000);
     else if (a == "--connections" && o.role == "recv") o.connections = parse_int(a, value(), 1, 10000);
@@ -371,7 +383,16 @@ UDTSOCKET make_socket(const Options& o, int family) {
   UDTSOCKET s = UDT::socket(family, o.dgram ? SOCK_DGRAM : SOCK_STREAM, 0);
   if (s == UDT::INVALID_SOCK) die(1, "cannot create UDT socket: " + udt_error());
   if (o.mss) set_opt(s, UDT_MSS, &o.mss, sizeof(int), "UDT_MSS");
-  set_opt(s, UDT_SNDBUF, &kUdtSndBuf, sizeof(int), "UDT_SNDBUF");
+  // 4.11 counts both buffers in packets of MSS - 28 bytes and cuts UDT_RCVBUF to UDT_FC when
+  // it is set, so the flow window goes first (UDT4.md §13).
+  const int payload = (o.mss ? o.mss : 1500) - 28;
+  if (o.flow_window) set_opt(s, UDT_FC, &o.flow_window, sizeof(int), "UDT_FC");
+  if (o.rcvbuf) {
+    int bytes = o.rcvbuf * payload;
+    set_opt(s, UDT_RCVBUF, &bytes, sizeof(int), "UDT_RCVBUF");
+  }
+  int snd = o.sndbuf ? o.sndbuf * payload : kUdtSndBuf;
+  set_opt(s, UDT_SNDBUF, &snd, sizeof(int), "UDT_SNDBUF");
   set_opt(s, UDP_SNDBUF, &kUdpSndBuf, sizeof(int), "UDP_SNDBUF");
   if (o.rendezvous) {
     bool on = true;
