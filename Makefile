@@ -36,7 +36,8 @@ help:
 	@echo "make test-simulate  the simulated figures' snapshot tests (UPDATE_SNAPSHOTS=1 rewrites them)"
 	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
 	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
-	@echo "make bench        goodput and CPU: our udt vs libudt, our sabul beside our udt, then the loss_list bench"
+	@echo "make bench        goodput and CPU: our udt vs libudt, our sabul beside our udt, then the loss_list bench;"
+	@echo "                  the impairment sweep (loss, reordering, duplication, an outage; 5 seeds; ~12 min; root)"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "make conformance  the conformance suite: builds only the selected stacks (STACKS=..., CASES=..., UDTC_GATE=... passed through)"
 	@echo "make conformance-image  the suite and the reference stacks in one image, for third parties (docker/Dockerfile.conformance)"
@@ -167,6 +168,8 @@ bench: setup build
 	$(PYTHON) impl/bench/compare.py
 	@echo "==> bench: a listener's resident memory under 1, 100 and 2000 completed handshakes, udt-rs beside libudt (impl/bench/listener_memory.py)"
 	$(PYTHON) impl/bench/listener_memory.py
+	@echo "==> bench: the impairment sweep, udt-rs beside libudt through udt-linkem, seeds 1..5, byte-exact (impl/bench/impairments.py; root)"
+	$(PYTHON) impl/bench/impairments.py
 	@echo "==> bench: the link emulator on its own (RTT error, achieved rate, CPU per frame; root)"
 	cd impl && $(CARGO) bench -p link-emulator --bench forward
 

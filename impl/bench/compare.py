@@ -54,6 +54,8 @@ class Run:
     cpu_send: float = 0.0
     cpu_recv: float = 0.0
     error: str = ""
+    hung: bool = False  # a side was still running at the timeout (and was killed)
+    exited_ok: bool = False  # both sides exited 0 (ok also needs the receiver's stats summary)
 
     def cpu_per_gbit(self, cpu: float, size_bytes: int) -> float:
         return cpu / (size_bytes * 8 / 1e9)
@@ -70,7 +72,13 @@ def wait_with_rusage(pid: int, deadline: float) -> tuple[int | None, float]:
         time.sleep(0.01)
 
 
-def transfer(stack: Stack, net: Net, input_path: Path, work: Path, port: int, timeout: float) -> Run:
+def transfer(
+    stack: Stack, net: Net, input_path: Path, work: Path, port: int, timeout: float, output: Path | None = None
+) -> Run:
+    """One bulk transfer ``stack`` -> ``stack``, the receiver writing ``output`` (default
+    /dev/null); ok when both sides exit 0 within ``timeout`` s and the receiver wrote its stats
+    summary. The caller compares ``output`` with the input."""
+    sink = str(output) if output is not None else "/dev/null"
     try:
         binary = stack.bulk_binary()
     except StackError as e:
@@ -82,11 +90,11 @@ def transfer(stack: Stack, net: Net, input_path: Path, work: Path, port: int, ti
     if sabul:
         # SABUL's sender listens (docs/cli.md, `sabul`): it starts first, in namespace a.
         at = f"{net.addr_a}:{port}"
-        recv = net.wrap(net.ns_b, sabul_recv_argv([str(binary)], at, "/dev/null", *interval, stats=rstats))
+        recv = net.wrap(net.ns_b, sabul_recv_argv([str(binary)], at, sink, *interval, stats=rstats))
         send = net.wrap(net.ns_a, sabul_send_argv([str(binary)], at, input_path, *interval, stats=sstats))
     else:
         at = f"{net.addr_b}:{port}"
-        recv = net.wrap(net.ns_b, recv_argv(binary, at, "/dev/null", *interval, stats=rstats))
+        recv = net.wrap(net.ns_b, recv_argv(binary, at, sink, *interval, stats=rstats))
         send = net.wrap(net.ns_a, send_argv(binary, at, input_path, *interval, stats=sstats))
     errs = {r: work / f"{net.name}-{name}-{r}.stderr" for r in ("recv", "send")}
     # The listener starts first: UDT's receiver, SABUL's sender.
@@ -115,14 +123,15 @@ def transfer(stack: Stack, net: Net, input_path: Path, work: Path, port: int, ti
                 p.wait()
     if rc_send != 0 or rc_recv != 0:
         tails = " | ".join(f"{e.name}: {e.read_text(errors='replace').strip()[-300:]}" for e in errs.values())
-        return Run(net.name, name, False, error=f"exit send={rc_send} recv={rc_recv}: {tails}")
+        hung = rc_send is None or rc_recv is None
+        return Run(net.name, name, False, error=f"exit send={rc_send} recv={rc_recv}: {tails}", hung=hung)
     try:
         summary = read_stats(rstats)[-1]
     except (OSError, ValueError, IndexError):
         summary = {}
     if not summary.get("summary"):
-        return Run(net.name, name, False, error=f"no stats summary in {rstats}")
-    return Run(net.name, name, True, summary["mbps"], summary["seconds"], cpu_send, cpu_recv)
+        return Run(net.name, name, False, error=f"no stats summary in {rstats}", exited_ok=True)
+    return Run(net.name, name, True, summary["mbps"], summary["seconds"], cpu_send, cpu_recv, exited_ok=True)
 
 
 def ratio(a: float, b: float) -> str:

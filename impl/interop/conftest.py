@@ -43,6 +43,25 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGTERM, terminate)
 
 
+# ----------------------------------------------------------------- reports
+
+# Tables that tests fill in (title -> lines), printed at the end of the session.
+REPORTS = pytest.StashKey[dict[str, list[str]]]()
+
+
+@pytest.fixture(scope="session")
+def session_report(request: pytest.FixtureRequest) -> dict[str, list[str]]:
+    """Title -> lines: what a test adds here is printed in the terminal summary."""
+    return request.config.stash.setdefault(REPORTS, {})
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for title, lines in config.stash.get(REPORTS, {}).items():
+        terminalreporter.section(title)
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 # ----------------------------------------------------------------- stacks
 
 

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Goodput of our `udt` beside libudt 4.11 through impairments: the sweep of
+impl/interop/impairment_sweep.py (a 100 Mb/s path with 20 ms RTT through `udt-linkem`: clean,
+1/5/10 % loss, 2 % reordering, 5 % duplication, a mix of the three, a 2 s outage), every
+condition with seeds 1..5, each stack to itself, one transfer at a time.
+
+Every run writes a real output file and compares its sha256 with the random input's; a run is
+ok, wrong bytes, failed exit or hang (killed at the condition's timeout). Per condition it prints
+each seed's goodput of each stack, the means (a run that is not ok counts 0 Mb/s) and the ratio
+ours/libudt; at the end a verdict line per condition (ours >= libudt: yes/no) and each stack's
+count of runs that were not ok. A run of libudt that is not ok is a finding about libudt,
+printed as such; the bench exits non-zero only when a run of udt-rs is not ok.
+
+    make bench                    # or: .venv/bin/python impl/bench/impairments.py --help
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from statistics import mean
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
+from impairment_sweep import BY_NAME, Condition, Outcome, run  # noqa: E402
+from netns import sweep_stale_namespaces  # noqa: E402
+from udtconf.stacks import registry  # noqa: E402
+
+OURS = "udt-rs"
+NS_PREFIX = "udtimp-"
+
+
+def value(o: Outcome) -> float:
+    """A run's goodput in the means: 0 unless it was ok (wrong bytes are no goodput)."""
+    return o.mbps if o.ok else 0.0
+
+
+def goodput(o: Outcome) -> str:
+    return f"{o.mbps:.2f}" if o.ok else o.status.upper()
+
+
+def table(cond: Condition, outcomes: list[Outcome], stacks: list[str], seeds: list[int]) -> None:
+    by = {(o.stack, o.seed): o for o in outcomes}
+    print(
+        f"\n{cond.name}: {cond.spec(0).rsplit(',seed=', 1)[0]}"
+        + (f", {cond.outage_s:g} s outage" if cond.outage_s else "")
+    )
+    print(f"{'seed':<6}" + "".join(f"{s + ' Mb/s':>18}" for s in stacks))
+    for seed in seeds:
+        print(f"{seed:<6}" + "".join(f"{goodput(by[(s, seed)]):>18}" for s in stacks))
+    means = {s: mean(value(by[(s, seed)]) for seed in seeds) for s in stacks}
+    print(f"{'mean':<6}" + "".join(f"{means[s]:>18.2f}" for s in stacks))
+    if OURS in stacks and len(stacks) > 1:
+        ref = next(s for s in stacks if s != OURS)
+        r = means[OURS] / means[ref] if means[ref] > 0 else float("inf")
+        print(f"ratio {OURS}/{ref}: {r:.2f}x")
+    for o in outcomes:
+        if not o.ok:
+            print(f"  {o.stack} seed {o.seed}: {o.status}: {o.detail[:400]}")
+        elif o.outage_missed:
+            print(f"  {o.stack} seed {o.seed}: the transfer ended before the outage was over")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default="1,2,3,4,5", help="comma-separated link seeds (default 1,2,3,4,5)")
+    ap.add_argument(
+        "--conditions", default=",".join(BY_NAME), help=f"comma-separated subset of {','.join(BY_NAME)} (default all)"
+    )
+    stacks = registry()
+    reference = next((n for n, s in stacks.items() if s.reference), "libudt")
+    ap.add_argument("--stacks", default=f"{OURS},{reference}", help=f"comma-separated (default {OURS},{reference})")
+    ap.add_argument(
+        "--size-scale", type=float, default=1.0, help="multiplies every transfer size (the outage's has a floor)"
+    )
+    args = ap.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    names = args.stacks.split(",")
+    conds = [BY_NAME[c] for c in args.conditions.split(",") if c in BY_NAME]
+    runnable = {n for n, s in stacks.items() if s.bulk is not None and s.bulk.contract == "udt-cli"}
+    bad = [n for n in names if n not in runnable]
+    bad += [c for c in args.conditions.split(",") if c not in BY_NAME]
+    if bad:
+        print(f"impairments: unknown stack (udt-cli contract) or condition: {bad}", file=sys.stderr)
+        return 2
+    if os.geteuid() != 0:
+        print("impairments: needs root (network namespaces, iptables)", file=sys.stderr)
+        return 2
+    sweep_stale_namespaces(NS_PREFIX)
+    print(
+        f"impairments: stacks {', '.join(names)}, seeds {args.seeds}, size scale {args.size_scale:g}; "
+        f"{len(conds) * len(seeds) * len(names)} transfers, one at a time"
+    )
+    results: dict[str, list[Outcome]] = {}
+    tmp_root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(prefix="udt-impair-", dir=tmp_root) as d:
+        for cond in conds:
+            size = cond.size(args.size_scale)
+            print(f"\n==> {cond.name}: {size / (1 << 20):g} MiB per transfer", flush=True)
+            for seed in seeds:
+                for name in names:
+                    o = run(stacks[name], cond, seed, Path(d), NS_PREFIX, args.size_scale)
+                    print(f"  seed {seed} {name:<8} {o.status:<12} {o.mbps:8.2f} Mb/s {o.seconds:7.2f} s", flush=True)
+                    results.setdefault(cond.name, []).append(o)
+            table(cond, results[cond.name], names, seeds)
+    print("\nverdicts")
+    for cond in conds:
+        outs = results[cond.name]
+        if OURS in names and len(names) > 1:
+            ref = next(s for s in names if s != OURS)
+            m = {s: mean(value(o) for o in outs if o.stack == s) for s in (OURS, ref)}
+            verdict = "yes" if m[OURS] >= m[ref] else "no"
+            print(f"{cond.name:<16} ours >= {ref}: {verdict} ({m[OURS]:.2f} vs {m[ref]:.2f} Mb/s)")
+    bad_runs = Counter((o.stack, o.status) for outs in results.values() for o in outs if not o.ok)
+    for name in names:
+        counts = ", ".join(f"{bad_runs[(name, st)]} {st}" for st in ("wrong bytes", "hang", "failed exit"))
+        total = sum(len([o for o in outs if o.stack == name]) for outs in results.values())
+        role = "" if name == OURS else " (findings about this stack, not errors of the bench)"
+        print(f"{name:<8} not ok: {counts} of {total} runs{role}")
+    ours_ok = all(o.ok for outs in results.values() for o in outs if o.stack == OURS)
+    return 0 if ours_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
