@@ -5,12 +5,19 @@ A band's bounds are given in units (``of``) that make it independent of the run'
 fraction of the bottleneck, of a fair share, or Mb/s at the paper's rates. A run shorter than a
 band was set for is judged all the same, with a note: the band's measured ranges are for the
 profile's duration.
+
+Every verdict is also read against the reference stack's (libudt, UDT 4.11: ``reference = true``
+in the registry) on the same band in the same run: PASS within the band; FAIL outside it while
+the reference is within it, or when no reference ran; ``4.11 deviation`` outside it on the same
+side as the reference, whose own misses read so too. The band stays where the paper puts it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .experiment import Band, Part
-from .results import StackResult, Verdict
+from .results import Reading, StackResult, Verdict
 
 
 def metric_value(band: Band, res: StackResult, warmup_s: float) -> float | None:
@@ -78,6 +85,52 @@ def judge(band: Band, res: StackResult, scale: float, warmup_s: float, duration_
     )
 
 
-def judge_all(part: Part, res: StackResult, scale: float, warmup_s: float, duration_s: float) -> list[Verdict]:
-    """The verdicts of every band of ``part`` that applies to ``res``'s protocol."""
-    return [judge(b, res, scale, warmup_s, duration_s, part) for b in part.bands if b.protocol == res.protocol]
+def judge_all(
+    part: Part, res: StackResult, scale: float, warmup_s: float, duration_s: float, reference: bool = False
+) -> list[Verdict]:
+    """The verdicts of every band of ``part`` that applies to ``res``'s protocol, read as the
+    reference stack's (``reference``) or as if no reference ran (until :func:`against_reference`)."""
+    verdicts = [judge(b, res, scale, warmup_s, duration_s, part) for b in part.bands if b.protocol == res.protocol]
+    for v in verdicts:
+        v.reading = reading(v, None, reference)
+    return verdicts
+
+
+def _side(v: Verdict) -> str | None:
+    """Which side of its band ``v``'s value is on: 'below', 'above' or None (within, or not judged)."""
+    if v.ok is not False or v.value is None:
+        return None
+    return "below" if v.low is not None and v.value < v.low else "above"
+
+
+def reading(v: Verdict, ref: Verdict | None, reference: bool) -> Reading | None:
+    """``v`` read against ``ref``, the reference stack's verdict on the same band in the same run
+    (None: no reference ran); ``reference``: ``v`` is the reference's own. None: not measured."""
+    if v.ok is None:
+        return None
+    if v.ok:
+        return "PASS"
+    if reference or (ref is not None and _side(ref) == _side(v)):
+        return "4.11 deviation"
+    return "FAIL"
+
+
+def against_reference(stacks: Mapping[str, StackResult], reference: str) -> list[StackResult]:
+    """Read the verdicts of a part's other stacks of the reference's protocol against the
+    reference stack's verdicts on the same bands: each carries the reference's value and whether
+    it was within the band. The stacks read (none when the reference did not run)."""
+    ref = stacks.get(reference)
+    if ref is None:
+        return []
+    by_band = {r.band: r for r in ref.verdicts}
+    read = []
+    for res in stacks.values():
+        if res is ref or res.protocol != ref.protocol:
+            continue
+        for v in res.verdicts:
+            r = by_band.get(v.band)
+            if r is not None:
+                v.ref_stack, v.ref_value, v.ref_ok = reference, r.value, r.ok
+            v.reading = reading(v, r, False)
+        read.append(res)
+    return read

@@ -1,9 +1,10 @@
 """Self-contained HTML report of a run directory (plots inline as base64 PNG, matplotlib).
 
 It answers "did it reproduce?" first: a summary table with every paper result of the run, its
-tolerance band at the run's scale and each stack's figure with ✓ / ✕, each row linking down to
-its part. The parts follow: calibration, the host-timing flags, one plot with every stack and
-the paper's figure as a reference line, and the table of flows and metrics. When the run has
+tolerance band at the run's scale and each stack's figure with ✓ / ✕ and its reading (PASS, FAIL
+or 4.11 deviation, beside the reference stack's figure in the same run: udtbed.bands), each row
+linking down to its part. The parts follow: calibration, the host-timing flags, one plot with
+every stack and the paper's figure as a reference line, and the table of flows and metrics. When the run has
 simulated figures (``udtbed.sim``'s JSON and PNG in ``<run dir>/sim``), the summary gives each
 scenario's claims reproduced and a last section shows them beside the emulated ones.
 """
@@ -30,13 +31,14 @@ from .results import ExperimentResult, PartResult, Verdict  # noqa: E402
 CSS = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#b00}.ok{color:#070}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#b00}.ok{color:#070}.dev{color:#950}
 .note{color:#555}img{max-width:100%}td.l,th.l{text-align:left}.mark{font-weight:bold}
-table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}
+table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}table.summary td.dev{background:#fdf3dc}
 table.summary td{white-space:nowrap}table.summary td.l{white-space:normal}.small{font-size:85%}"""
 # Paper figures in the plots: UDT dashed, SABUL dash-dotted, TCP dotted.
 PAPER_STYLE = {"udt": "--", "sabul": "-.", "tcp": ":"}
 MARK_CLASS = {True: "ok", False: "bad", None: "bad"}
+READING_CLASS = {"PASS": "ok", "FAIL": "bad", "4.11 deviation": "dev"}
 
 
 def _png(fig: Figure) -> str:
@@ -65,8 +67,10 @@ def _verdict_cell(v: Verdict | None) -> str:
     if v is None:
         return "<td class=note>–</td>"
     value = "not measured" if v.value is None else f"{v.value:.3g}"
-    title = _e(v.line())
-    return f"<td class={MARK_CLASS[v.ok]} title='{title}'>{value} <span class=mark>{v.mark}</span></td>"
+    ref = f" <span class=small>({_e(v.ref)})</span>" if v.ref else ""
+    reading = f" <span class=small>{v.reading}</span>" if v.reading else ""
+    cls = READING_CLASS[v.reading] if v.reading else MARK_CLASS[v.ok]
+    return f"<td class={cls} title='{_e(v.line())}'>{value}{ref} <span class=mark>{v.mark}</span>{reading}</td>"
 
 
 def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
@@ -75,7 +79,7 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
         "<th>band (this scale)</th>" + "".join(f"<th>{_e(s)}</th>" for s in stacks) + "</tr>"
     )
     rows: list[str] = []
-    met = {s: [0, 0] for s in stacks}
+    met = {s: [0, 0, 0] for s in stacks}  # bands met, bands judged, 4.11 deviations
     for exp in results:
         for part in exp.parts:
             part_rows: list[str] = []
@@ -90,6 +94,7 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
                         if vv is not None:
                             met[s][1] += 1
                             met[s][0] += bool(vv.ok)
+                            met[s][2] += vv.reading == "4.11 deviation"
                         cells.append(_verdict_cell(vv))
                     part_rows.append(
                         f"<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
@@ -104,12 +109,20 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
                     f"<td class=l rowspan={n}>{_e(exp.figure)}</td><td class=l rowspan={n}>{link}</td>" + part_rows[0]
                 )
                 rows.extend(f"<tr>{r}</tr>" for r in part_rows)
-    total = "".join(f"<td><b>{m[0]} / {m[1]}</b></td>" if m[1] else "<td class=note>–</td>" for m in met.values())
+    total = "".join(
+        f"<td><b>{m[0]} / {m[1]}</b>{f' <span class=small>({m[2]} 4.11 deviation)</span>' if m[2] else ''}</td>"
+        if m[1]
+        else "<td class=note>–</td>"
+        for m in met.values()
+    )
     rows.append(f"<tr><td class=l colspan=5><b>bands met</b></td>{total}</tr>")
     return (
         "<h2>Did it reproduce?</h2><p class=note>Every band stands for a paper figure (hover a row for why it "
         "is where it is; docs/testbed.md). ✓ met, ✕ missed, ? not measured; – the band does not judge "
-        "that stack (TCP is the papers' comparison, not held to UDT's bands). Mb/s are at the run's scale.</p>"
+        "that stack (TCP is the papers' comparison, not held to UDT's bands). Mb/s are at the run's scale. "
+        "Each figure reads PASS (met), FAIL (missed while the reference stack in the same run, in brackets, met "
+        "it, or none ran) or 4.11 deviation (missed on the same side by the reference stack too: UDT 4.11 "
+        "itself does not reach the paper there; the band stays the paper's).</p>"
         f"<table class=summary>{head}{''.join(rows)}</table>"
     )
 

@@ -12,12 +12,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .hostwatch import HostReport
 
 Series = list[tuple[float, float]]  # (seconds since the part's start, Mb/s or bytes)
+# A verdict read against the reference stack's in the same run (udtbed.bands.reading): within the
+# band; outside it while the reference is inside (or no reference ran); or outside it on the same
+# side as the reference, which is then 4.11's own deviation from the paper, not a lowered band.
+Reading = Literal["PASS", "FAIL", "4.11 deviation"]
 
 
 def _series(v: Any) -> Series:
@@ -126,7 +130,10 @@ class ShortTcpPoint:
 @dataclass
 class Verdict:
     """One band judged on one stack's part: the measured value against the bounds at this run's
-    scale. ``ok`` is None when the value could not be measured (that fails a profile too)."""
+    scale. ``ok`` is None when the value could not be measured (that fails a profile too).
+    ``reading`` is ``ok`` read against the reference stack's verdict on the same band in the same
+    run (``ref_stack``, its ``ref_value`` and ``ref_ok``; empty for the reference itself or when
+    none ran); None when not measured, or in a result written before readings."""
 
     metric: str
     band: str  # Band.describe()
@@ -137,6 +144,10 @@ class Verdict:
     high: float | None
     ok: bool | None
     note: str = ""
+    reading: Reading | None = None
+    ref_stack: str = ""
+    ref_value: float | None = None
+    ref_ok: bool | None = None
 
     @property
     def mark(self) -> str:
@@ -150,9 +161,18 @@ class Verdict:
             return f"{lo:.3g} – {hi:.3g}"
         return f"≥ {lo:.3g}" if lo is not None else f"≤ {hi:.3g}" if hi is not None else "–"
 
+    @property
+    def ref(self) -> str:
+        """The reference stack's value in the same run, e.g. 'libudt 54.9' ('' when none ran)."""
+        if not self.ref_stack:
+            return ""
+        return f"{self.ref_stack} {'–' if self.ref_value is None else f'{self.ref_value:.3g}'}"
+
     def line(self) -> str:
         value = "not measured" if self.value is None else f"{self.value:.3g}"
-        return f"{self.mark} {self.band}: {value} (want {self.want}){' - ' + self.note if self.note else ''}"
+        want = f"want {self.want}" + (f"; {self.ref}" if self.ref else "")
+        reading = f": {self.reading}" if self.reading else ""
+        return f"{self.mark} {self.band}: {value} ({want}){reading}{' - ' + self.note if self.note else ''}"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
@@ -166,6 +186,10 @@ class Verdict:
             high=d.get("high"),
             ok=d.get("ok"),
             note=d.get("note", ""),
+            reading=d.get("reading"),
+            ref_stack=d.get("ref_stack", ""),
+            ref_value=d.get("ref_value"),
+            ref_ok=d.get("ref_ok"),
         )
 
 

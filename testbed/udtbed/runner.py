@@ -27,7 +27,7 @@ from typing import Protocol
 from udtconf import metrics
 
 from . import capture, hostwatch
-from .bands import judge_all
+from .bands import against_reference, judge_all
 from .calibrate import as_json, calibrate
 from .experiment import Experiment, Flow, FlowOptions, Part
 from .hostwatch import HostReport
@@ -36,7 +36,7 @@ from .live import LiveWatch, WatchedFlow, write_calibration
 from .network import Network
 from .results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult, SweepPoint
 from .runtime import HostRuntime, NamespaceRuntime, Process
-from .stacks import Role, Stack, Transfer, all_stacks, resample
+from .stacks import Role, Stack, Transfer, all_stacks, reference_stacks, resample
 from .topology import Topology
 from .topology import load as load_topology
 
@@ -237,6 +237,7 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
     run.log(f"== {exp.name} / {part.label}: building {topo.name} (scale {run.scale}, {run.backend})")
     work = run.raw / exp.name / part.label
     work.mkdir(parents=True, exist_ok=True)
+    refs = reference_stacks()
     with Network(topo, scale=run.scale, backend=run.backend, workdir=work) as net:
         if part.short_tcp:
             pairs = [(part.short_tcp.src, part.short_tcp.dst)]
@@ -275,10 +276,17 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
                 res = _sweep(run, exp, part, net, lineup, work, topo)
             else:
                 res = _bulk(run, exp, part, net, lineup, work, topo)
-            res.verdicts = judge_all(part, res, run.scale, run.warmup, run.duration)
+            reference = refs.get(res.protocol) == lineup.name
+            res.verdicts = judge_all(part, res, run.scale, run.warmup, run.duration, reference)
             for v in res.verdicts:
                 run.log(f"     {v.line()}")
             pres.stacks[lineup.name] = res
+        # Each band read against the reference stack's value in this run (udtbed.bands).
+        for ref in refs.values():
+            for res in against_reference(pres.stacks, ref):
+                run.log(f"  -- {res.stack} against {ref}:")
+                for v in res.verdicts:
+                    run.log(f"     {v.line()}")
         pres.link_stats = {str(k): v for k, v in net.link_stats().items()}
     return pres
 

@@ -409,6 +409,11 @@ def all_stacks() -> dict[str, Stack]:
     return out
 
 
+def reference_stacks() -> dict[str, str]:
+    """The registry's reference stack of each protocol (``reference = true``: libudt for UDT), by protocol."""
+    return {entry.protocol: name for name, entry in registry.registry().items() if entry.reference}
+
+
 def resample(samples: list[Sample], offset: float, step: float, end: float) -> list[tuple[float, float]]:
     """Throughput (Mb/s) per ``step`` seconds on a common time axis (run time = offset + t)."""
     pts = [(offset + s.t, s.bytes) for s in samples]

@@ -1,0 +1,124 @@
+"""Bands read against the reference stack (issue 13): every verdict of a part that ran the stack
+under test and libudt (UDT 4.11) carries libudt's value on the same band and reads PASS, FAIL or
+4.11 deviation; the results JSON keeps that, and the report's summary shows it. Results built in
+memory: no network, no processes."""
+
+import html
+import json
+import re
+
+import pytest
+from udtbed.bands import against_reference, judge_all
+from udtbed.experiment import TOPOLOGIES_DIR, Band, Flow, Part
+from udtbed.report import render
+from udtbed.results import ExperimentResult, FlowResult, PartResult, StackResult, Verdict
+from udtbed.stacks import reference_stacks
+
+# One part, one flow, run by udt-rs and by libudt (the reference stack): a band with two sides and
+# one never measured here (the flows never reach 90 % of the link).
+PART = Part(
+    "local",
+    TOPOLOGIES_DIR / "chicago-local.toml",
+    flows=(Flow("f", "chicago", "local"),),
+    bands=(
+        Band("mean_mbps", "50-90 %", "two sides", flow="f", min=0.5, max=0.9, of="capacity"),
+        Band("time_to_90pct_s", "7.5 s", "never measured here", flow="f", max=5),
+    ),
+)
+SCALE, WARMUP, DURATION = 0.1, 1.0, 10.0
+
+
+def result(stack: str, mbps: float) -> StackResult:
+    """``stack`` at a steady ``mbps`` on a 100 Mb/s bottleneck (never 90 %: time to 90 % unmeasured)."""
+    series = [(float(t), mbps) for t in range(1, 6)]
+    return StackResult(stack, "udt", [FlowResult("f", "chicago", "local", 0.0, series, [], mbps, 0, 100.0)])
+
+
+def judged(**mbps: float) -> dict[str, StackResult]:
+    """The part's stacks judged as the runner judges them: each on its own, then read against libudt."""
+    stacks = {name.replace("_", "-"): result(name.replace("_", "-"), x) for name, x in mbps.items()}
+    for name, s in stacks.items():
+        s.verdicts = judge_all(PART, s, SCALE, WARMUP, DURATION, reference=name == "libudt")
+    against_reference(stacks, "libudt")
+    return stacks
+
+
+def test_libudt_is_the_registry_s_reference_stack_for_udt():
+    assert reference_stacks()["udt"] == "libudt"
+
+
+@pytest.mark.parametrize(
+    ("ours", "libudt", "reading"),
+    [
+        (70.0, 45.0, "PASS"),  # within the band, whatever the reference does
+        (40.0, 70.0, "FAIL"),  # below the band while the reference is within it
+        (40.0, 95.0, "FAIL"),  # the reference misses on the other side: no excuse for ours
+        (40.0, 45.0, "4.11 deviation"),  # both below: 4.11 itself does not reach the paper
+        (95.0, 92.0, "4.11 deviation"),  # both above
+    ],
+)
+def test_a_verdict_reads_against_the_reference_stack_s_value_on_the_same_band(ours, libudt, reading):
+    stacks = judged(udt_rs=ours, libudt=libudt)
+    v, unmeasured = stacks["udt-rs"].verdicts
+    assert (v.value, v.ok, v.reading) == (ours, reading == "PASS", reading)
+    assert (v.ref_stack, v.ref_value, v.ref_ok) == ("libudt", libudt, 50.0 <= libudt <= 90.0)
+    assert v.line().endswith(f"(want 50 – 90; libudt {libudt:.3g}): {reading}"), v.line()
+    # Not measured stays unread, with the reference's value all the same.
+    assert (unmeasured.ok, unmeasured.reading, unmeasured.ref_stack) == (None, None, "libudt")
+    # The reference's own verdict is PASS or, when it misses, a 4.11 deviation by definition.
+    own = stacks["libudt"].verdicts[0]
+    assert own.reading == ("PASS" if own.ok else "4.11 deviation") and own.ref_stack == ""
+
+
+def test_a_miss_with_no_reference_in_the_run_reads_fail():
+    (v, _) = judged(udt_rs=40.0)["udt-rs"].verdicts
+    assert (v.ok, v.reading, v.ref_stack, v.ref_value) == (False, "FAIL", "", None)
+    assert v.line().endswith("(want 50 – 90): FAIL")
+
+
+def run_result() -> ExperimentResult:
+    stacks = judged(udt_rs=40.0, libudt=45.0)
+    part_result = PartResult("local", "chicago-local", "chicago-local.toml", "", {}, [], True, {}, stacks)
+    return ExperimentResult("ref", "One flow against the reference", "test", "", SCALE, DURATION, WARMUP, "linkem",
+                            [part_result])  # fmt: skip
+
+
+def test_readings_and_reference_values_survive_the_results_json():
+    res = run_result()
+    back = ExperimentResult.from_dict(json.loads(res.to_json()))
+    assert back.parts[0].stacks == res.parts[0].stacks
+    v = back.parts[0].stacks["udt-rs"].verdicts[0]
+    assert (v.reading, v.ref_stack, v.ref_value, v.ref_ok) == ("4.11 deviation", "libudt", 45.0, False)
+
+
+def test_a_verdict_written_before_readings_still_loads_unread():
+    old = {"metric": "mean_mbps", "band": "b", "paper": "p", "why": "w", "value": 40.0, "low": 50.0, "ok": False}
+    v = Verdict.from_dict(old)
+    assert (v.ok, v.reading, v.ref_stack, v.ref_value, v.ref_ok) == (False, None, "", None, None)
+    assert v.line() == "✕ b: 40 (want ≥ 50)"
+
+
+def cells(page: str) -> str:
+    """The page's text with one | between cells (and between the parts of one)."""
+    return re.sub(r"\s*\|[|\s]*", "|", html.unescape(re.sub(r"<[^>]+>", "|", page)))
+
+
+def test_the_summary_shows_each_stack_s_reading_beside_the_reference_s_value():
+    res = run_result()
+    page = render({"run_id": "r1", "status": "ok", "scale": SCALE}, [res])
+    summary = page[page.index("Did it reproduce?") : page.index("<h2>One flow")]
+    text = cells(summary)
+    row = "|mean_mbps(f) >= 0.5 x capacity and <= 0.9 x capacity|50-90 %|50 – 90|"
+    # A column per stack, in the order they ran: udt-rs, then libudt.
+    assert row + "40|(libudt 45)|✕|4.11 deviation|45|✕|4.11 deviation|" in text, text
+    assert "<td class=dev title=" in summary  # neither passed nor failed: its own colour
+    assert "|bands met|0 / 2|(1 4.11 deviation)|0 / 2|(1 4.11 deviation)|" in text, text
+    # The part's verdicts in words say the same.
+    details = page[page.index("<h2>One flow") :]
+    assert "udt-rs: ✕ mean_mbps(f) &gt;= 0.5 x capacity and &lt;= 0.9 x capacity: 40 (want 50 – 90; libudt 45): " \
+           "4.11 deviation" in details  # fmt: skip
+
+    stacks = judged(udt_rs=40.0, libudt=70.0)
+    res.parts[0].stacks = stacks
+    text = cells(render({"run_id": "r1"}, [res]))
+    assert row + "40|(libudt 70)|✕|FAIL|70|✓|PASS|" in text, text
