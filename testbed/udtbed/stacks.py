@@ -63,8 +63,8 @@ class Transfer:
     rate_mbps: float | None = None  # a fixed sending rate, Mb/s of IP packets
     udp_buffer: int | None = None  # bytes, the data socket's buffers
     frtp_buffer: int | None = None  # bytes, FRTP's retransmission / resequencing buffer
-    # UDT's flow window and both UDT buffers, packets (`--flow-window`, `--rcvbuf`, `--sndbuf`):
-    # what the path needs in flight, set by the runner for every UDT stack that takes them.
+    # UDT's flow window and receive buffer, packets (`--flow-window`, `--rcvbuf`; `--sndbuf` twice
+    # that): what the path needs in flight, set by the runner for every UDT stack that takes them.
     udt_window: int | None = None
     input: str = "/dev/zero"
     output: str = "/dev/null"
@@ -195,8 +195,9 @@ class UdtCli(CliStack):
 
     @staticmethod
     def _window(transfer: Transfer) -> list[str]:
+        # The send buffer holds the window's unacknowledged packets and as many waiting to go.
         n = transfer.udt_window
-        return [] if n is None else ["--flow-window", str(n), "--rcvbuf", str(n), "--sndbuf", str(n)]
+        return [] if n is None else ["--flow-window", str(n), "--rcvbuf", str(n), "--sndbuf", str(2 * n)]
 
     def receiver(
         self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
