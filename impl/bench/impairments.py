@@ -114,7 +114,7 @@ def main() -> int:
             ref = next(s for s in names if s != OURS)
             m = {s: mean(value(o) for o in outs if o.stack == s) for s in (OURS, ref)}
             verdict = "yes" if m[OURS] >= m[ref] else "no"
-            print(f"{cond.name:<16} ours >= {ref}: {verdict} ({m[OURS]:.2f} vs {m[ref]:.2f} Mb/s)")
+            print(f"{cond.name:<20} ours >= {ref}: {verdict} ({m[OURS]:.2f} vs {m[ref]:.2f} Mb/s)")
     bad_runs = Counter((o.stack, o.status) for outs in results.values() for o in outs if not o.ok)
     for name in names:
         counts = ", ".join(f"{bad_runs[(name, st)]} {st}" for st in ("wrong bytes", "hang", "failed exit"))

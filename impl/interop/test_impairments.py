@@ -48,10 +48,10 @@ def sweep_table(
     rows: dict[str, tuple[Outcome, Outcome]] = {}
     yield rows
     path = tmp_path_factory.getbasetemp() / "impairments.txt"
-    lines = [f"{'condition':<16}{'udt-rs':<14}{'Mb/s':>8}   {'libudt':<14}{'Mb/s':>8}   ratio"]
+    lines = [f"{'condition':<20}{'udt-rs':<14}{'Mb/s':>8}   {'libudt':<14}{'Mb/s':>8}   ratio"]
     for name, (ours, ref) in rows.items():
         r = f"{ours.mbps / ref.mbps:.2f}x" if ours.ok and ref.ok and ref.mbps > 0 else "-"
-        lines.append(f"{name:<16}{ours.status:<14}{ours.mbps:>8.2f}   {ref.status:<14}{ref.mbps:>8.2f}   {r}")
+        lines.append(f"{name:<20}{ours.status:<14}{ours.mbps:>8.2f}   {ref.status:<14}{ref.mbps:>8.2f}   {r}")
     for ours, ref in rows.values():
         lines += [f"  {o.stack} {o.condition}: {o.status}: {o.detail[:300]}" for o in (ours, ref) if not o.ok]
     path.write_text("\n".join(lines) + "\n")
