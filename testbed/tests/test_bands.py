@@ -122,3 +122,11 @@ def test_the_summary_shows_each_stack_s_reading_beside_the_reference_s_value():
     res.parts[0].stacks = stacks
     text = cells(render({"run_id": "r1"}, [res]))
     assert row + "40|(libudt 70)|✕|FAIL|70|✓|PASS|" in text, text
+
+
+def test_a_short_run_leaves_out_the_papers_start_up_and_a_long_one_is_read_over_its_second_half():
+    from udtbed.runner import Run
+
+    assert Run.warmup_of(20) == 8.0 and Run.warmup_of(10) == 4.0  # min(8 s, 40 %)
+    assert Run.warmup_of(40) == 8.0  # the quick profiles' longest
+    assert Run.warmup_of(100) == 50.0  # DURATION=100: the papers' 100 s traces, second half

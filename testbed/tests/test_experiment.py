@@ -164,7 +164,7 @@ why = "because"
 label = "short"
 topology = "chicago-amsterdam"
 protocols = ["sabul"]
-short_tcp = { src = "chicago", dst = "amsterdam", bulk_flows = [0, 9], count = 50, workers = 10, size = 500000 }
+short_tcp = { src = "chicago", dst = "amsterdam", bulk_flows = [0, 9], workers = 10, size = 500000, cc = "reno" }
 paper = { short_tcp = { "0" = 82, "9" = 32 } }
 [[part.band]]
 protocol = "sabul"
@@ -182,6 +182,7 @@ def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size
     assert [f.stack for f in beside.flows] == [None, "tcp-cubic"]
     assert beside.runs("sabul") and not beside.runs("udt")
     assert short.short_tcp is not None and (short.short_tcp.size, short.short_tcp.workers) == (500000, 10)
+    assert short.short_tcp.cc == "reno"
     assert short.short_tcp.bulk_flows == (0, 9) and short.bands[0].metric == "short_tcp_ratio"
 
 
@@ -192,6 +193,7 @@ def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size
         (('protocols = ["sabul"]', 'protocols = ["quic"]'), "protocols = [one or more of frtp, sabul, tcp, udt]"),
         (("size = 500000", "size = -1"), "short_tcp size must be a whole number > 0"),
         (("size = 500000", "colour = 1"), "unknown short_tcp key(s) ['colour']"),
+        (('cc = "reno"', 'cc = "reno; rm -rf"'), "short_tcp cc must name a kernel congestion control"),
         (('metric = "mean_mbps"', 'metric = "short_tcp_ratio"'), "does not apply to a part of bulk flows"),
         (("paper = { tcp = { tcp1 = 226 } }", 'paper = { tcp = { tcp1 = 226 } }\nprotocols = ["tcp"]'),
          "every flow names its stack"),

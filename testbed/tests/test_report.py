@@ -63,6 +63,7 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
     fr = ExperimentResult.read(run_dir / meta["results"]["friendliness"])
     points = fr.parts[0].stacks["tcp-cubic"].points
     assert [pt.bulk_flows for pt in points] == [0, 1, 5, 10], points
+    assert fr.parts[0].stacks["tcp-cubic"].short_tcp_cc == "reno", "Fig. 13's short flows run the 2004 TCP"
     assert points[0].short_aggregate_mbps > 0, points
 
     text = page_text(run_dir)
@@ -73,6 +74,7 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
     assert "UDT 700 × 0.1 = 70.0" in text and "|70.0|" in text, "paper UDT join 700 Mb/s x 0.1"
     assert "69 (1.00)" in text and "48 (0.70)" in text
     assert f"{points[0].short_aggregate_mbps:.1f} (1.00)" in text
+    assert "at a time, TCP reno)" in text
     # Calibration rows are in the report, marked.
     assert "a→c" in text and ("|ok|" in text or "|OFF|" in text)
     # The simulated figure: its JSON and plot in the run's sim/, its section in the report.

@@ -1,7 +1,7 @@
 """``python -m udtbed``: run experiments, check topology files, calibrate, clean up.
 
 udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|auto]
-           [--duration 20] [--stacks udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr] [--backend auto]
+           [--duration 20] [--stacks udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr,tcp-reno] [--backend auto]
            [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
            [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS] [--simulate full|quick|none]
 udtbed check topologies/*.toml     validate topology files (file:line: error)
@@ -370,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--scale", default="0.1", help="rate multiplier, or 'auto' (default 0.1)")
     r.add_argument("--duration", type=float, default=20.0, help="seconds per stack and part (default 20)")
     r.add_argument(
-        "--stacks", default="udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr", help="names from conformance/stacks/"
+        "--stacks", default="udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr,tcp-reno", help="names from conformance/stacks/"
     )
     r.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
     r.add_argument("--influx", default="local", help="'local' (influxd under the results dir), 'none', or a URL")

@@ -36,6 +36,7 @@ Every error names the file, the line and what is wrong, as for topology files::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -81,7 +82,7 @@ FLOW_KEYS = {"name", "src", "dst", "start", "stack"} | OPTION_KEYS
 SWEEP_KEYS = {"option", "values", "seconds", "paper"}
 SWEEPABLE = {"rate", "udp_buffer", "frtp_buffer"}
 IO_MODES = ("memory", "disk")
-SHORT_TCP_KEYS = {"src", "dst", "bulk_flows", "count", "workers", "size"}
+SHORT_TCP_KEYS = {"src", "dst", "bulk_flows", "count", "workers", "size", "cc"}
 BAND_KEYS = {"metric", "flow", "over", "after_s", "min", "max", "of", "paper", "why", "protocol"}
 TOP_KEYS = {"name", "title", "figure", "note", "default", "part"}
 
@@ -150,7 +151,8 @@ class Sweep:
 class ShortTcp:
     """Short TCP flows of ``size`` bytes from ``src`` to ``dst`` beside each count of bulk flows
     of the stack under test (SC'04 Fig. 13; SABUL paper Table 2): ``workers`` at a time (at
-    scale 1; the run scales them), until ``count`` are done or the run's duration is over."""
+    scale 1; the run scales them), until ``count`` are done or the run's duration is over, with
+    the kernel's congestion control ``cc`` (``reno``: Reno with SACK, the 2004 papers' TCP)."""
 
     src: str
     dst: str
@@ -158,6 +160,7 @@ class ShortTcp:
     count: int = 500
     workers: int = 5  # concurrent short flows at scale 1; scaled with the run
     size: int = 1 << 20  # bytes per flow (1 MB)
+    cc: str = "cubic"  # net.ipv4.tcp_available_congestion_control
 
 
 @dataclass(frozen=True)
@@ -334,6 +337,9 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
         for k in ("count", "workers", "size"):
             if k in s and not (isinstance(s[k], int) and s[k] > 0):
                 raise fail(f"short_tcp {k} must be a whole number > 0", "part", i, "short_tcp")
+        cc = s.get("cc", "cubic")
+        if not (isinstance(cc, str) and re.fullmatch(r"[a-z0-9_]+", cc)):
+            raise fail('short_tcp cc must name a kernel congestion control, e.g. "reno"', "part", i, "short_tcp")
         short = ShortTcp(
             host(s.get("src"), "short_tcp src"),
             host(s.get("dst"), "short_tcp dst"),
@@ -341,6 +347,7 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
             int(s.get("count", 500)),
             int(s.get("workers", 5)),
             int(s.get("size", 1 << 20)),
+            cc,
         )
     if bool(flows) == bool(short):
         raise fail("a part has either flows or short_tcp (exactly one of them)", "part", i)

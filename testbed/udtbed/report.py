@@ -434,7 +434,8 @@ def _part_short_tcp(part: PartResult) -> str:
         rel = [y / ys[0] if ys and ys[0] else None for y in ys]
         ax.plot(ns, [float("nan") if r is None else r for r in rel], "o-", label=name)
         cells = "".join(f"<td>{y:.1f} ({_fmt(r, 2)})</td>" for y, r in zip(ys, rel, strict=True))
-        rows.append(f"<tr><td>{_e(name)} ({s.short_tcp_workers} at a time)</td>{cells}</tr>")
+        cc = f", TCP {s.short_tcp_cc}" if s.short_tcp_cc else ""
+        rows.append(f"<tr><td>{_e(name)} ({s.short_tcp_workers} at a time{_e(cc)})</td>{cells}</tr>")
     if paper and base:
         xs = sorted(paper)
         ax.plot(

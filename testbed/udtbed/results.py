@@ -200,6 +200,7 @@ class StackResult:
     flows: list[FlowResult] = field(default_factory=list)
     points: list[ShortTcpPoint] = field(default_factory=list)
     short_tcp_workers: int | None = None
+    short_tcp_cc: str | None = None  # the short flows' congestion control
     metrics: dict[str, float | None] = field(default_factory=dict)
     host: HostReport | None = None  # udtbed.hostwatch: CPU, emulator timing, flags
     verdicts: list[Verdict] = field(default_factory=list)
@@ -233,6 +234,7 @@ class StackResult:
             flows=[FlowResult.from_dict(f) for f in d.get("flows", [])],
             points=[ShortTcpPoint.from_dict(p) for p in d.get("points", [])],
             short_tcp_workers=d.get("short_tcp_workers"),
+            short_tcp_cc=d.get("short_tcp_cc"),
             metrics=dict(d.get("metrics", {})),
             host=d.get("host"),
             verdicts=[Verdict.from_dict(v) for v in d.get("verdicts", [])],
