@@ -170,6 +170,8 @@ bench: setup build
 	$(PYTHON) impl/bench/listener_memory.py
 	@echo "==> bench: the impairment sweep, udt-rs beside libudt through udt-linkem, seeds 1..5, byte-exact (impl/bench/impairments.py; root)"
 	$(PYTHON) impl/bench/impairments.py
+	@echo "==> bench: a long fat path, window-bound (100 Mb/s, 110 ms, window 819): each stack's goodput as a share of what its window allows (impl/bench/long_fat_path.py; root)"
+	$(PYTHON) impl/bench/long_fat_path.py
 	@echo "==> bench: the link emulator on its own (RTT error, achieved rate, CPU per frame; root)"
 	cd impl && $(CARGO) bench -p link-emulator --bench forward
 

@@ -73,11 +73,19 @@ def wait_with_rusage(pid: int, deadline: float) -> tuple[int | None, float]:
 
 
 def transfer(
-    stack: Stack, net: Net, input_path: Path, work: Path, port: int, timeout: float, output: Path | None = None
+    stack: Stack,
+    net: Net,
+    input_path: Path,
+    work: Path,
+    port: int,
+    timeout: float,
+    output: Path | None = None,
+    options: tuple[str, ...] = (),
 ) -> Run:
     """One bulk transfer ``stack`` -> ``stack``, the receiver writing ``output`` (default
     /dev/null); ok when both sides exit 0 within ``timeout`` s and the receiver wrote its stats
-    summary. The caller compares ``output`` with the input."""
+    summary. ``options`` go to both sides (e.g. ``--flow-window N``). The caller compares
+    ``output`` with the input."""
     sink = str(output) if output is not None else "/dev/null"
     try:
         binary = stack.bulk_binary()
@@ -85,17 +93,17 @@ def transfer(
         return Run(net.name, stack.name, False, error=str(e))
     name = stack.name
     rstats, sstats = work / f"{net.name}-{name}-recv.jsonl", work / f"{net.name}-{name}-send.jsonl"
-    interval = ("--stats-interval", "1000")
+    common = ("--stats-interval", "1000", *options)
     sabul = stack.bulk is not None and stack.bulk.contract == "sabul-cli"
     if sabul:
         # SABUL's sender listens (docs/cli.md, `sabul`): it starts first, in namespace a.
         at = f"{net.addr_a}:{port}"
-        recv = net.wrap(net.ns_b, sabul_recv_argv([str(binary)], at, sink, *interval, stats=rstats))
-        send = net.wrap(net.ns_a, sabul_send_argv([str(binary)], at, input_path, *interval, stats=sstats))
+        recv = net.wrap(net.ns_b, sabul_recv_argv([str(binary)], at, sink, *common, stats=rstats))
+        send = net.wrap(net.ns_a, sabul_send_argv([str(binary)], at, input_path, *common, stats=sstats))
     else:
         at = f"{net.addr_b}:{port}"
-        recv = net.wrap(net.ns_b, recv_argv(binary, at, sink, *interval, stats=rstats))
-        send = net.wrap(net.ns_a, send_argv(binary, at, input_path, *interval, stats=sstats))
+        recv = net.wrap(net.ns_b, recv_argv(binary, at, sink, *common, stats=rstats))
+        send = net.wrap(net.ns_a, send_argv(binary, at, input_path, *common, stats=sstats))
     errs = {r: work / f"{net.name}-{name}-{r}.stderr" for r in ("recv", "send")}
     # The listener starts first: UDT's receiver, SABUL's sender.
     order = ("send", "recv") if sabul else ("recv", "send")
