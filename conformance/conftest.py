@@ -15,6 +15,7 @@ from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
 from udtconf.frtp.checks import rules_for as frtp_rules_for
 from udtconf.interop import RESULTS_DIR, InteropRunner, RunResult
+from udtconf.recovery import ADAPTER_CASE as RECOVERY_CASE
 from udtconf.report import SKIPPED_AFTER_HANDSHAKE
 from udtconf.sabul.checks import rules_for as sabul_rules_for
 from udtconf.selection import Selection, SelectionError, from_env, key_unit
@@ -82,6 +83,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     elif "frtp_rule" in names:
         frtp = [(s, c, case, r) for s, c, case in cells if s.protocol == "frtp" for r in frtp_rules_for(case)]
         metafunc.parametrize("frtp_rule", frtp, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in frtp])
+    elif "recovery_pair" in names:
+        # udtconf.recovery: one run per UDT pair that plays the case the comparison runs
+        pairs = list(
+            {(s.name, c.name): (s, c) for s, c, k in cells if s.protocol == "udt" and k == RECOVERY_CASE}.values()
+        )
+        metafunc.parametrize("recovery_pair", pairs, ids=[f"{s.name}-{c.name}" for s, c in pairs])
     elif "stack" in names:
         stacks = [s for s in sel.tested_stacks if wanted is None or s.protocol in wanted]
         metafunc.parametrize("stack", stacks, ids=[s.name for s in stacks])
@@ -99,6 +106,9 @@ def item_key(item: pytest.Item) -> str | None:
         s, c, case = p["matrix_cell"]
         kind = "interop" if test == "test_matrix" else "codec"
         return f"{kind}/{s.name}/{c.name}/{case}"
+    if "recovery_pair" in p:
+        s, c = p["recovery_pair"]
+        return f"recovery/{s.name}/{c.name}/{RECOVERY_CASE}"
     for name in ("matrix_rule", "sabul_rule", "frtp_rule"):
         if name in p:
             s, c, case, r = p[name]
@@ -110,7 +120,14 @@ def item_key(item: pytest.Item) -> str | None:
     return None
 
 
-_MATRIX_PARAMS = {"matrix_cell": tuple, "matrix_rule": tuple, "sabul_rule": tuple, "frtp_rule": tuple, "stack": Stack}
+_MATRIX_PARAMS = {
+    "matrix_cell": tuple,
+    "matrix_rule": tuple,
+    "sabul_rule": tuple,
+    "frtp_rule": tuple,
+    "recovery_pair": tuple,
+    "stack": Stack,
+}
 
 
 def _empty_matrix(item: pytest.Item) -> bool:
@@ -170,6 +187,12 @@ class FailFastRunner(InteropRunner):
 @pytest.fixture(scope="session")
 def runner(pytestconfig: pytest.Config) -> InteropRunner:
     return FailFastRunner(results_dir(), pytestconfig.stash[_SELECTION].cases)
+
+
+@pytest.fixture(scope="session")
+def selection(pytestconfig: pytest.Config) -> Selection:
+    """The session's selection (stacks, cases, the registry they come from)."""
+    return pytestconfig.stash[_SELECTION]
 
 
 @pytest.fixture(scope="session", name="results_dir")

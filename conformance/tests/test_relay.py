@@ -71,3 +71,17 @@ def test_bottleneck_paces_and_tail_drops() -> None:
     assert got == [0, 1, 2, 3, 4]  # handshake's slot freed before the burst; 5 queued, the rest tail-dropped
     assert relay.dropped == [5, 6, 7, 8, 9] and relay.tail_drops == 5
     assert elapsed >= 4 / 200  # five packets at 200 pps: at least 20 ms
+
+
+def test_drop_rexmit_drops_the_original_and_its_first_retransmission() -> None:
+    server, client = _sock(), _sock()
+    isn = 50
+    with LossRelay(server.getsockname(), drop=[1], drop_rexmit=[3]) as relay:
+        client.sendto(Handshake(isn=isn, socket_id=7).encode(), relay.address)
+        server.recv(2048)
+        # offsets 0..4, then offset 3 three times (two retransmissions) and offset 1 once more
+        for off in [0, 1, 2, 3, 4, 3, 3, 1]:
+            client.sendto(DataPacket(seq=isn + off, msg_no=1, dst_id=9).encode(), relay.address)
+        got = [decode(server.recv(2048)).seq - isn for _ in range(5)]  # type: ignore[union-attr]
+    assert got == [0, 2, 4, 3, 1]  # only the second retransmission of 3 gets through
+    assert relay.dropped == [isn + 1, isn + 3, isn + 3]

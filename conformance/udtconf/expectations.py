@@ -5,7 +5,8 @@
 involving that stack (:func:`for_stacks`). A file has
 
 * ``required`` — globs over test keys (``interop/<server>/<client>/<case>``,
-  ``wire/<server>/<client>/<case>/<rule>``, ``codec/…``, ``active/<stack>/<probe>``,
+  ``wire/<server>/<client>/<case>/<rule>``, ``codec/…``, ``recovery/<server>/<client>/loss``
+  (:mod:`udtconf.recovery`), ``active/<stack>/<probe>``,
   ``adapter/<stack>/<check>``) that get the ``required`` marker and gate under
   ``UDTC_GATE=required`` (:mod:`udtconf.gate`);
 * ``[[waiver]]`` entries — a failure they cover becomes an expected failure (XFAIL), shown in
@@ -43,7 +44,7 @@ class ExpectationsError(ValueError):
 def key_stacks(key: str) -> frozenset[str]:
     """The stacks a test key involves: server and client of a cell, or the one stack."""
     kind, *rest = key.split("/")
-    if kind in ("interop", "wire", "codec"):
+    if kind in ("interop", "wire", "codec", "recovery"):
         return frozenset(rest[:2])
     return frozenset(rest[:1])
 
@@ -51,7 +52,7 @@ def key_stacks(key: str) -> frozenset[str]:
 def key_case(key: str) -> str:
     """The test case of a cell key; the probe id of an active key; the check of an adapter key."""
     kind, *rest = key.split("/")
-    if kind in ("interop", "wire", "codec"):
+    if kind in ("interop", "wire", "codec", "recovery"):
         return rest[2] if len(rest) > 2 else ""
     return "/".join(rest[1:])
 

@@ -149,7 +149,10 @@ class _Proc:
 
 
 class InteropRunner:
-    """Runs (server, client, case) once per session and remembers the result."""
+    """Runs (server, client, case) once per session and remembers the result. A subclass may
+    change the data sizes (``case_bytes``) and the relay of the relay cases (``_relay``)."""
+
+    case_bytes: dict[str, int] = CASE_BYTES
 
     def __init__(self, results_dir: Path = RESULTS_DIR, capture: bool | None = None) -> None:
         self.results_dir = results_dir
@@ -181,7 +184,7 @@ class InteropRunner:
         n_clients = MULTI_CONNECTIONS if case == "multiconnect" else 1
         inputs = [logdir / f"input-{i}.bin" for i in range(n_clients)]
         for i, p in enumerate(inputs):
-            random_file(p, CASE_BYTES[case], seed=f"{case}-{i}")
+            random_file(p, self.case_bytes[case], seed=f"{case}-{i}")
         output = logdir / ("output" if case == "multiconnect" else "output.bin")
         if case == "multiconnect":
             output.mkdir()

@@ -6,6 +6,10 @@ socket, so several connections through one relay stay apart.
 
 * ``drop`` — offsets from the client's ISN (``0`` = the first data packet); each listed packet
   is dropped the first ``drop_times`` times it passes (so retransmissions get through).
+* ``drop_rexmit`` — offsets whose original *and first retransmission* are dropped (a copy is a
+  retransmission when the relay has already seen its sequence number): a lost retransmission,
+  which 4.11 recovers only by the sender's EXP timer (UDT4.md §8.4, §9.4), so the second
+  retransmission is the one that gets through.
 * ``isn_target`` — if set, the relay rewrites sequence numbers so that the client's ISN appears
   to the server as ``isn_target``: handshake ISNs and data sequence numbers on the way in; ACK
   numbers, NAK words and the response ISN on the way out. Both stacks see a consistent
@@ -106,6 +110,7 @@ class LossRelay(Relay):
         listen: tuple[str, int] = ("127.0.0.1", 0),
         drop: list[int] | None = None,
         drop_times: int = 1,
+        drop_rexmit: list[int] | None = None,
         isn_target: int | None = None,
         capture: Path | None = None,
         lifetime: float = 120.0,
@@ -120,6 +125,7 @@ class LossRelay(Relay):
         self.tail_drops = 0
         self.server = server
         self.drop_offsets = set(drop or [])
+        self.rexmit_offsets = set(drop_rexmit or [])
         self.isn_target = isn_target
         self._sock = _udp_socket()
         self._sock.bind(listen)
@@ -180,7 +186,7 @@ class LossRelay(Relay):
                 n = flow.seen.get(w0, 0)
                 flow.seen[w0] = n + 1
                 new_seq = _shift(w0, flow.delta)
-                if off in self.drop_offsets and n < self.drop_times:
+                if n < self._drops(off):
                     with self._lock:
                         self.dropped.append(new_seq)
                     return
@@ -204,6 +210,12 @@ class LossRelay(Relay):
             self._queue.append((self._next_release, flow, bytes(pkt)))
             return
         self._forward(flow, bytes(pkt))
+
+    def _drops(self, off: int) -> int:
+        """How many copies of the packet at offset ``off`` are dropped."""
+        if off in self.rexmit_offsets:
+            return 2  # the original and its first retransmission
+        return self.drop_times if off in self.drop_offsets else 0
 
     def _release(self) -> None:
         now = time.monotonic()

@@ -85,7 +85,7 @@ def stack_unit(name: str) -> str:
 def key_unit(key: str) -> str:
     """The unit of work a test key belongs to (see the module doc)."""
     kind, *rest = key.split("/")
-    if kind in ("interop", "wire", "codec") and len(rest) >= 3:
+    if kind in ("interop", "wire", "codec", "recovery") and len(rest) >= 3:
         return cell_unit(*rest[:3])
     if kind in ("active", "adapter") and rest:
         return stack_unit(rest[0])

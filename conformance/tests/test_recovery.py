@@ -1,0 +1,201 @@
+"""Recovery from a lost retransmission (udtconf.recovery): every UDT stack pair against the
+reference pair (libudt × libudt) measured in the same session, and the judging and measuring
+functions on fabricated numbers and records."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+from udtconf.interop import RunResult
+from udtconf.recovery import (
+    RECOVERY_SLACK_S,
+    REFERENCE,
+    REXMIT_AT,
+    Recovery,
+    RecoveryRunner,
+    judge,
+    measure,
+)
+from udtconf.selection import Selection
+from udtconf.seq import MAX
+from udtconf.stacks import Stack
+from udtconf.trace import Connection, Record
+from udtconf.wire import Ack, DataPacket, Handshake, Nak, Packet, encode_loss_list
+
+# ------------------------------------------------------------------------- judging and measuring
+
+REF = Recovery(
+    seq=1000,
+    dropped_at=10.0,
+    recovered_at=10.31,
+    copies=3,
+    sender_seconds=0.31,
+    naks_naming=1,
+    trigger="EXP",
+    retransmissions=40,
+    period_before_us=333.0,
+    period_after_us=375.0,
+)
+
+
+def test_a_recovery_within_the_references_tolerance_passes() -> None:
+    assert judge(REF, REF) == []
+    # 1.5 × 310 ms + 300 ms = 765 ms
+    assert judge(replace(REF, recovered_at=10.0 + 0.76, naks_naming=2), REF) == []
+
+
+def test_a_recovery_that_waits_a_second_exp_round_fails() -> None:
+    late = replace(REF, recovered_at=10.0 + 0.31 + 0.6)  # EXPCount 2: 600 ms more
+    [problem] = judge(late, REF)
+    assert "910 ms, over 765 ms" in problem and "§9.4" in problem
+
+
+def test_a_packet_never_recovered_fails() -> None:
+    lost = replace(REF, recovered_at=None, sender_seconds=None, copies=7, trigger="-")
+    assert judge(lost, REF) == [f"N={REF.seq:#010x} never got through (7 copies sent)"]
+
+
+def test_more_naks_for_one_loss_than_the_reference_plus_one_fail() -> None:
+    [problem] = judge(replace(REF, naks_naming=3), REF)
+    assert problem.startswith("3 NAKs named N, the reference's 1 + 1") and "§12.4" in problem
+
+
+def test_a_reference_that_never_recovered_judges_nothing() -> None:
+    [problem] = judge(REF, replace(REF, recovered_at=None))
+    assert "nothing to judge against" in problem
+
+
+def test_the_slack_is_one_exp_floor() -> None:
+    assert RECOVERY_SLACK_S == 0.3  # UDT4.md §9.4: max(…, EXPCount · 300 ms), EXPCount = 1
+
+
+def _record(frame: int, t: float, sender: str, pkt: Packet) -> Record:
+    return Record(frame, t, sender, pkt.encode(), pkt, None)
+
+
+def _legs(isn: int, events: list[tuple[float, str, Packet, bool]]) -> tuple[Connection, Connection]:
+    """Both legs of a relay from (time, sender, packet, forwarded) events."""
+    client = Connection(("127.0.0.1", 9000), ("127.0.0.1", 5000))
+    server = Connection(("127.0.0.1", 9001), ("127.0.0.1", 6000))
+    hs = Handshake(isn=isn, socket_id=7)
+    client.records.append(_record(1, 0.0, "client", hs))
+    for n, (t, sender, pkt, forwarded) in enumerate(events, start=2):
+        client.records.append(_record(n, t, sender, pkt))
+        if forwarded:
+            server.records.append(_record(n, t + 0.0001, sender, pkt))
+    return client, server
+
+
+def test_measure_reads_the_recovery_off_both_legs() -> None:
+    isn = MAX - 500  # N lies across the 2^31 wrap from the ISN
+    n = (isn + REXMIT_AT) & MAX
+
+    def data(off: int, ts_us: int) -> DataPacket:
+        return DataPacket(seq=(isn + off) & MAX, msg_no=1, timestamp=ts_us, dst_id=9)
+
+    nak = Nak(dst_id=7, words=tuple(encode_loss_list([n, (n + 1) & MAX])))
+    events: list[tuple[float, str, Packet, bool]] = [
+        *((1.0 + i * 0.001, "client", data(REXMIT_AT - 10 + i, 1_000_000 + i * 1000), True) for i in range(10)),
+        (1.010, "client", data(REXMIT_AT, 1_010_000), False),  # the original, dropped
+        (1.011, "client", data(REXMIT_AT + 1, 1_011_000), False),
+        (1.012, "client", data(REXMIT_AT + 2, 1_012_000), True),
+        (1.0125, "server", nak, True),
+        (1.013, "client", data(REXMIT_AT, 1_013_000), False),  # first retransmission, dropped
+        (1.0131, "client", data(REXMIT_AT + 1, 1_013_100), True),
+        *((1.014 + i * 0.0011, "client", data(REXMIT_AT + 3 + i, 1_014_000 + i * 1100), True) for i in range(10)),
+        (1.0140, "server", Ack(dst_id=7, ack_no=n, ack_seq_no=5), True),
+        (1.330, "client", data(REXMIT_AT, 1_329_000), True),  # after 300 ms of silence: EXP
+    ]
+    rec = measure(*_legs(isn, sorted(events, key=lambda e: e[0])))
+    assert rec.seq == n and rec.copies == 3 and rec.naks_naming == 1 and rec.trigger == "EXP"
+    assert rec.seconds == pytest.approx(0.3201) and rec.sender_seconds == pytest.approx(0.319)
+    assert rec.retransmissions == 3  # N twice, N + 1 once
+    assert rec.period_before_us == pytest.approx(1000.0) and rec.period_after_us == pytest.approx(1100.0)
+
+
+def test_measure_tells_a_nak_recovery_from_an_exp_one() -> None:
+    isn = 100
+    n = isn + REXMIT_AT
+
+    def data(ts: int) -> DataPacket:
+        return DataPacket(seq=n, msg_no=1, timestamp=ts, dst_id=9)
+
+    nak = Nak(dst_id=7, words=(n,))
+    events: list[tuple[float, str, Packet, bool]] = [
+        (1.0, "client", data(0), False),
+        (1.001, "server", nak, True),
+        (1.002, "client", data(2000), False),
+        (1.301, "server", nak, True),  # a periodic NAK (draft mode, §8.4)
+        (1.302, "client", data(302_000), True),
+    ]
+    rec = measure(*_legs(isn, events))
+    assert rec.trigger == "NAK" and rec.naks_naming == 2 and rec.seconds == pytest.approx(0.3021)
+
+
+def test_measure_needs_the_packet() -> None:
+    with pytest.raises(ValueError, match="never sent"):
+        measure(*_legs(5, []))
+
+
+# ------------------------------------------------------------------------------ against stacks
+
+
+@pytest.fixture(scope="session")
+def recovery_runner(results_dir: Path) -> RecoveryRunner:
+    return RecoveryRunner(results_dir / "recovery")
+
+
+@pytest.fixture(scope="session")
+def reference_recovery(recovery_runner: RecoveryRunner, selection: Selection) -> tuple[RunResult, Recovery | None]:
+    """libudt × libudt through the same fault, once per session (whether or not the
+    selection's cells include that pair: a third party's session is judged against it too)."""
+    ref = selection.registry.get(REFERENCE)
+    if ref is None or ref.missing():
+        pytest.skip(f"the reference stack {REFERENCE} is not in the registry or not built")
+    return recovery_runner.recovery(ref, ref)
+
+
+def _write(res: RunResult, rec: Recovery | None, ref: Recovery | None, problems: list[str]) -> None:
+    out = {
+        "server": res.server,
+        "client": res.client,
+        "status": res.status,
+        "recovery": asdict(rec) | {"seconds": rec.seconds} if rec else None,
+        "reference": asdict(ref) | {"seconds": ref.seconds} if ref else None,
+        "problems": problems,
+    }
+    (res.logdir / "recovery.json").write_text(json.dumps(out, indent=2, ensure_ascii=False))
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+@pytest.mark.protocols("udt")
+def test_lost_retransmission_is_recovered_as_promptly_as_the_reference(
+    recovery_pair: tuple[Stack, Stack],
+    recovery_runner: RecoveryRunner,
+    reference_recovery: tuple[RunResult, Recovery | None],
+    record_property,  # type: ignore[no-untyped-def]
+) -> None:
+    server, client = recovery_pair
+    res, rec = recovery_runner.recovery(server, client)
+    record_property("udtc_logdir", str(res.logdir))
+    record_property("udtc_pcap", str(res.pcap or ""))
+    if res.status in ("skipped", "unsupported"):
+        pytest.skip(f"{res.status}: {res.reason}")
+    ref_res, ref = reference_recovery
+    where = f"server {server.name} × client {client.name} (logs: {res.logdir})"
+    if res.status != "pass":
+        pytest.fail(f"{where}: {res.reason}", pytrace=False)
+    if rec is None:
+        pytest.fail(f"{where}: the relay's record shows no copy of N (ISN + {REXMIT_AT})", pytrace=False)
+    if ref is None or ref_res.status != "pass":
+        pytest.skip(f"the reference {REFERENCE} × {REFERENCE} did not complete: {ref_res.reason} ({ref_res.logdir})")
+    problems = judge(rec, ref)
+    _write(res, rec, ref, problems)
+    verdict = f"{rec.describe()}; reference {REFERENCE} × {REFERENCE}: {ref.describe()}"
+    record_property("udtc_verdict", "; ".join(problems) or verdict)
+    if problems:
+        pytest.fail(f"{where}: {'; '.join(problems)} — {verdict}", pytrace=False)
