@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 use super::receiver::Receiver;
 use super::sender::Sender;
+use super::timers::HELLO_DELAY;
 use super::{ConnectError, Connection, CtrlOut, Event, Role, State};
 use crate::config::{ConnectionConfig, MIN_MSS};
 use crate::wire::{self, req_type, Handshake, SocketType};
@@ -181,8 +182,9 @@ impl Connection {
                 self.mss = h.mss.clamp(MIN_MSS, self.config.mss.max(MIN_MSS));
                 self.peer_id = h.socket_id;
                 self.establish(now, h.isn, h.flight_flag_size);
-                // Let the listener know we are here so it may start sending (§16 pitfall 8).
-                self.ctrl.push_back(CtrlOut::KeepAlive);
+                // Let the listener know we are here so it may start sending (§16 pitfall 8),
+                // unless our own first data or ACK does so sooner.
+                self.hello_at = Some(now + HELLO_DELAY);
             }
             (State::Connecting, Role::Rendezvous) => {
                 if h.req_type == req_type::CLIENT {

@@ -163,6 +163,9 @@ pub struct Connection {
     handshake: Handshaking,
     /// Accepted connections stay silent until the client's first packet (§16 pitfall 8).
     awaiting_peer: bool,
+    /// A client's keep-alive that lets such a listener speak, due at this time unless some
+    /// other packet for the peer leaves first (see `timers::HELLO_DELAY`).
+    hello_at: Option<Instant>,
     mss: u32,
     isn: SeqNo,
     snd: Option<Sender>,
@@ -199,6 +202,7 @@ impl Connection {
             start: now,
             handshake,
             awaiting_peer: false,
+            hello_at: None,
             isn,
             snd: None,
             rcv: None,
@@ -591,6 +595,8 @@ impl Connection {
                 State::Done => return None,
             }
         };
+        // Any packet tells an accepted peer we are here: the hello keep-alive is not needed.
+        self.hello_at = None;
         Some(Transmit { destination: self.peer, size, source: Source::Data })
     }
 

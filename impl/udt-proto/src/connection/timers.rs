@@ -16,6 +16,13 @@ use transfer::time::{micros, Duration, Instant};
 /// With no packet from the peer, 4.11 evaluates a connection's timers only once it has gone
 /// this long unchecked (§9, §14 row 18); see [`Connection::handle_timeout`].
 pub const IDLE_CHECK: Duration = Duration::from_millis(100);
+/// How long a client waits, after the handshake, for a packet of its own (data, an ACK) to
+/// tell the listener it is connected before it sends a keep-alive for that (§16 pitfall 8).
+/// A keep-alive at once would reach the listener just before the client's first data and run
+/// the listener's ACK timer with nothing to acknowledge (§9.2: the timer restarts whether or
+/// not an ACK leaves), so that the first burst of slow start waited for the idle check
+/// (100 ms) to be acknowledged. 4.11 clients send no such keep-alive.
+pub const HELLO_DELAY: Duration = SYN;
 /// The minimum EXP period per EXPCount (§9.4).
 const MIN_EXP: Duration = Duration::from_millis(300);
 /// Silence after which, with more than 16 EXP periods passed, the peer is dead (§9.4).
@@ -90,6 +97,9 @@ impl Connection {
                 if let Some(d) = self.close_deadline {
                     t = t.min(d);
                 }
+                if let Some(h) = self.hello_at {
+                    t = t.min(h);
+                }
                 if let Some(next) = self.next_data_time() {
                     t = t.min(next);
                 }
@@ -129,6 +139,13 @@ impl Connection {
                 if self.awaiting_peer {
                     self.check_exp_timer(now);
                     return;
+                }
+                if self.hello_at.is_some_and(|t| now >= t) {
+                    self.hello_at = None;
+                    // A data packet due now says it as well.
+                    if self.next_data_time().is_none_or(|t| t > now) {
+                        self.ctrl.push_back(CtrlOut::KeepAlive);
+                    }
                 }
                 self.check_ack_timer(now, after_packet);
                 self.check_nak_timer(now);
