@@ -36,6 +36,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -128,6 +129,17 @@ class Stack:
         raise NotImplementedError
 
 
+@cache
+def _help_text(binary: str, command: str) -> str:
+    """``binary command --help`` (stdout and stderr), read once per run and binary: every flow
+    asks what its stack takes."""
+    try:
+        p = subprocess.run([binary, command, "--help"], capture_output=True, text=True)
+    except OSError:  # not built: it takes nothing (available() says why it cannot run)
+        return ""
+    return p.stdout + p.stderr
+
+
 def stats_json(line: str) -> dict[str, Any] | None:
     """A periodic line of the stats JSON contract (docs/cli.md) as a dict; None for anything
     else (the summary line, iperf3 text, a line being written)."""
@@ -187,11 +199,7 @@ class UdtCli(CliStack):
         return super().takes(setting)
 
     def _help(self, command: str) -> str:
-        try:
-            p = subprocess.run([str(self.binary), command, "--help"], capture_output=True, text=True)
-        except OSError:  # not built: it takes nothing (available() says why it cannot run)
-            return ""
-        return p.stdout + p.stderr
+        return _help_text(str(self.binary), command)
 
     @staticmethod
     def _window(transfer: Transfer) -> list[str]:

@@ -3,9 +3,11 @@
 //!
 //! The schedule is kept in fractional µs, so that a period of 11.986 µs (≈ 1 Gb/s of 1500-byte
 //! packets) means just that on average, although each departure is due at a whole µs.
-//! Deliberate deviation from 4.11, which spins on the TSC and never catches up: a driver that
-//! batches its system calls wakes late, so after a late wake-up up to `burst` packets may
-//! leave back to back to hold the average rate (`burst = 1` is strict pacing). A freeze
+//! 4.11 as its Makefile builds it spins on the TSC and never catches up; built with
+//! `NO_BUSY_WAITING`, as Debian's libudt0 is, it sleeps up to 10 ms at a time and then sends all
+//! its lateness back to back (UDT4.md §7 step 3). We take the middle: a driver that batches its
+//! system calls wakes late, so after a late wake-up up to `burst` packets may leave back to
+//! back to hold the average rate (`burst = 1` is strict pacing). A freeze
 //! (SABUL's, and UDT's SC'04 variant: no new packet for one SYN after a rate decrease) holds
 //! every departure until it ends.
 //!

@@ -36,8 +36,9 @@ pub struct ConnectionConfig {
     /// Draft mode (§8.4): also re-send the whole receiver loss list periodically.
     pub periodic_nak: bool,
     /// Largest burst (in packets) the pacer may send back to back to catch up after a late
-    /// wake-up. 4.11 never catches up (it spins on the TSC); a driver that batches system
-    /// calls needs a little slack to hold the average rate. 1 = strict 4.11 pacing.
+    /// wake-up. A busy-waiting 4.11 never catches up, one built with `NO_BUSY_WAITING` (Debian's)
+    /// catches up without a bound (UDT4.md §7 step 3); a driver that batches system calls needs
+    /// a little slack to hold the average rate. 1 = strict pacing.
     pub pacing_burst: u32,
 }
 

@@ -173,12 +173,18 @@ impl Receiver {
     /// have let the sender finish before a full ACK moved the delivery point). `false` when
     /// packets the peer sent are still missing, so the stream can never be complete.
     pub fn on_peer_shutdown(&mut self) -> bool {
+        self.advance_delivery();
+        self.loss.is_empty()
+    }
+
+    /// §8.3: when the ACK number — the first hole, or the next expected packet — is new,
+    /// everything before it becomes readable and it is the last ACK.
+    fn advance_delivery(&mut self) {
         let ack = self.loss.first().unwrap_or(self.curr_seq.next());
         if ack.is_after(self.last_ack) {
             self.buf.acknowledge(ack);
             self.last_ack = ack;
         }
-        self.loss.is_empty()
     }
 
     // ---------------------------------------------------------------- timers
@@ -227,8 +233,7 @@ impl Receiver {
             return Some(Ack::Light { ack });
         }
         if ack.is_after(self.last_ack) {
-            self.buf.acknowledge(ack);
-            self.last_ack = ack;
+            self.advance_delivery();
         } else if ack == self.last_ack {
             let last = self.last_ack_time.unwrap_or(Instant::ZERO);
             if now - last < rtt.rto() {
