@@ -39,6 +39,8 @@ pub struct Pacer {
     period: f64,
     /// Next departure on the schedule, µs on the driver's clock.
     next: f64,
+    /// The last departure, µs (−∞ before the first).
+    last: f64,
     /// Packets a late sender may send back to back.
     burst: u32,
     frozen_until: Option<Instant>,
@@ -52,7 +54,7 @@ fn us(t: Instant) -> f64 {
 impl Pacer {
     /// A pacer whose first packet may leave at `now`, then one every `period_us`.
     pub fn new(now: Instant, period_us: f64, burst: u32) -> Pacer {
-        Pacer { period: period_us, next: us(now), burst: burst.max(1), frozen_until: None }
+        Pacer { period: period_us, next: us(now), last: f64::NEG_INFINITY, burst: burst.max(1), frozen_until: None }
     }
 
     /// `P`, µs.
@@ -85,6 +87,7 @@ impl Pacer {
         let slack = self.period * self.burst as f64;
         let base = self.next.max(us(now) - slack).max(0.0);
         self.next = if back_to_back { base } else { base + self.period };
+        self.last = us(now);
     }
 
     /// Data became available after an idle time: the schedule starts again at `now` (idle
@@ -93,13 +96,39 @@ impl Pacer {
         self.next = self.next.max(us(now));
     }
 
-    /// The next packet may leave at once (UDT: retransmissions after a NAK, §8.7 step 3).
+    /// The next packet takes the first slot of the schedule at the current period: one period
+    /// after the last departure, or at once if that is past (UDT: retransmissions after a NAK,
+    /// §8.7 step 3). Sooner than the schedule when the sender was idle or slower; later when it
+    /// was sending faster (slow start's bursts), so that the retransmission does not land right
+    /// behind them in the queue they filled.
     pub fn hurry(&mut self, now: Instant) {
-        self.next = self.next.min(us(now));
+        self.next = us(now).max(self.last + self.period);
     }
 
     /// The schedule restarts at `now` (UDT's EXP, §9.4).
     pub fn restart(&mut self, now: Instant) {
         self.next = us(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hurry_takes_the_next_slot_at_the_current_period_after_the_last_departure() {
+        let t = Instant::from_micros;
+        // Bursting at 1 µs, then the period becomes 100 µs: not right behind the burst.
+        let mut p = Pacer::new(t(0), 1.0, 16);
+        for i in 0..10 {
+            p.on_sent(t(i), false);
+        }
+        p.set_period(100.0);
+        p.hurry(t(10));
+        assert_eq!(p.next_time(), t(109));
+        // Idle (or slower) for longer than a period: at once.
+        p.on_sent(t(109), false);
+        p.hurry(t(5000));
+        assert_eq!(p.next_time(), t(5000));
     }
 }

@@ -129,6 +129,42 @@ fn transfer_survives_loss_reordering_and_duplication() {
 }
 
 #[test]
+fn a_nak_s_retransmission_leaves_one_new_period_after_the_last_packet_not_behind_a_burst() {
+    // Slow start ends in a burst that overflows the bottleneck queue; the first NAK arrives
+    // while that queue is still full. A retransmission sent at once (§8.7 step 3) lands right
+    // behind the burst and is dropped as well, and then only EXP (≥ 300 ms, §9.4) recovers it
+    // (on the emulated 100 Mb/s × 20 ms path: 4 of 4 runs stalled ~400 ms). Our sender gives it
+    // the next slot of the schedule at the period the NAK set: one period after the last
+    // departure, when the queue has room again (before: 44–76 µs after it here).
+    let link = LinkConfig { delay: ms(10), rate_bps: Some(100_000_000), queue_pkts: 1000, ..Default::default() };
+    let mut p = Pair::new(26, link.clone());
+    let data = pattern(8 << 20, 26);
+    let (c, _s, got) = transfer(&mut p, ConnectionConfig::default(), &data, secs(30));
+    assert!(got == data);
+    assert!(p.a.connection(c).unwrap().stats().pkts_retrans > 0, "slow start overflowed the queue");
+    // The first retransmission after each NAK, and the data packet that left before it.
+    let naks: Vec<Instant> =
+        p.controls(Dir::BtoA).filter(|(_, c)| matches!(c, Control::Nak(_))).map(|(t, _)| t.time + link.delay).collect();
+    let sent = data_seqs(&p, Dir::AtoB);
+    let mut seen = HashSet::new();
+    let mut gaps = Vec::new();
+    let mut answered = 0;
+    for (i, &(t, seq, _)) in sent.iter().enumerate() {
+        let rexmit = !seen.insert(seq.get());
+        if rexmit && answered < naks.len() && naks[answered] <= t {
+            while answered < naks.len() && naks[answered] <= t {
+                answered += 1;
+            }
+            gaps.push((t - sent[i - 1].0).as_micros());
+        }
+    }
+    assert!(!gaps.is_empty());
+    // 100 Mb/s: one 1528-byte frame every 122 µs; the period after slow start is the arrival
+    // speed's, about that.
+    assert!(gaps.iter().all(|&g| g >= 100), "µs from the last departure to a NAK's first retransmission: {gaps:?}");
+}
+
+#[test]
 fn nak_reports_two_packet_gap_as_range_and_single_loss_as_one_word() {
     let mut p = Pair::new(4, LinkConfig { delay: ms(2), ..Default::default() });
     let (c, _s) = p.connect(ConnectionConfig::default());

@@ -531,7 +531,7 @@ impl Connection {
 
     fn on_nak(&mut self, now: Instant, ranges: &[(SeqNo, SeqNo)]) {
         let Some(snd) = self.snd.as_mut() else { return };
-        match snd.on_nak(now, ranges) {
+        match snd.on_nak(ranges) {
             // §5.4: nothing reported may be later than what we sent.
             Err(sender::Malformed) => self.stats.malformed += 1,
             Ok(lost) => {
@@ -539,6 +539,9 @@ impl Connection {
                 let input = self.cc_input(now);
                 self.cc.on_loss(&input, ranges);
                 self.reload_cc();
+                if let Some(snd) = self.snd.as_mut() {
+                    snd.hurry(now);
+                }
             }
         }
     }

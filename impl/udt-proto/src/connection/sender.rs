@@ -165,9 +165,10 @@ impl Sender {
         Ok(true)
     }
 
-    /// A NAK (§8.7): queues the reported numbers for retransmission, at once. Returns how many
-    /// were newly lost. Refused when empty or when it reports anything not yet sent (§5.4).
-    pub fn on_nak(&mut self, now: Instant, ranges: &[(SeqNo, SeqNo)]) -> Result<u32, Malformed> {
+    /// A NAK (§8.7): queues the reported numbers for retransmission. Returns how many were
+    /// newly lost. Refused when empty or when it reports anything not yet sent (§5.4). The
+    /// connection then reloads the controller and calls [`Sender::hurry`].
+    pub fn on_nak(&mut self, ranges: &[(SeqNo, SeqNo)]) -> Result<u32, Malformed> {
         if ranges.is_empty() || ranges.iter().any(|&(_, last)| last.is_after(self.curr_seq)) {
             return Err(Malformed);
         }
@@ -179,8 +180,13 @@ impl Sender {
             let first = if first.is_before(self.last_ack) { self.last_ack } else { first };
             lost += self.loss.insert(first, last);
         }
-        self.pacer.hurry(now);
         Ok(lost)
+    }
+
+    /// After a NAK (§8.7 step 3): the retransmissions go out in the next slot of the schedule
+    /// at the period the controller just set (see [`Pacer::hurry`]).
+    pub fn hurry(&mut self, now: Instant) {
+        self.pacer.hurry(now);
     }
 
     /// The EXP timer fired (§9.4). With data outstanding, everything unacknowledged is lost
