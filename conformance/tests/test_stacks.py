@@ -41,7 +41,17 @@ def _tcp(root: Path, name: str = "tcp-x", bulk: str = IPERF3_BULK) -> Path:
 
 def test_shipped_registry_names_every_stack_once() -> None:
     stacks = registry(STACKS_DIR)
-    assert list(stacks) == ["frtp", "frtp-py", "libudt", "sabul", "sabul-py", "tcp-bbr", "tcp-cubic", "tcp-reno", "udt-rs"]
+    assert list(stacks) == [
+        "frtp",
+        "frtp-py",
+        "libudt",
+        "sabul",
+        "sabul-py",
+        "tcp-bbr",
+        "tcp-cubic",
+        "tcp-reno",
+        "udt-rs",
+    ]
     assert [s.name for s in discover(None, STACKS_DIR)] == ["frtp", "frtp-py", "libudt", "sabul", "sabul-py", "udt-rs"]
     assert stacks["frtp"].bulk and stacks["frtp"].bulk.contract == "frtp-cli"
     assert stacks["sabul-py"].protocol == "sabul" and stacks["sabul-py"].bulk is None
