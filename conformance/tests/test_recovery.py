@@ -12,7 +12,6 @@ import pytest
 from udtconf.interop import RunResult
 from udtconf.recovery import (
     RECOVERY_SLACK_S,
-    REFERENCE,
     REXMIT_AT,
     Recovery,
     RecoveryRunner,
@@ -21,7 +20,7 @@ from udtconf.recovery import (
 )
 from udtconf.selection import Selection
 from udtconf.seq import MAX
-from udtconf.stacks import Stack
+from udtconf.stacks import Stack, reference_stack
 from udtconf.trace import Connection, Record
 from udtconf.wire import Ack, DataPacket, Handshake, Nak, Packet, encode_loss_list
 
@@ -150,11 +149,12 @@ def recovery_runner(results_dir: Path) -> RecoveryRunner:
 
 @pytest.fixture(scope="session")
 def reference_recovery(recovery_runner: RecoveryRunner, selection: Selection) -> tuple[RunResult, Recovery | None]:
-    """libudt × libudt through the same fault, once per session (whether or not the
+    """The reference stack (libudt) × itself through the same fault, once per session (whether or not the
     selection's cells include that pair: a third party's session is judged against it too)."""
-    ref = selection.registry.get(REFERENCE)
-    if ref is None or ref.missing():
-        pytest.skip(f"the reference stack {REFERENCE} is not in the registry or not built")
+    name = reference_stack("udt", selection.registry)
+    ref = selection.registry[name]
+    if ref.missing():
+        pytest.skip(f"the reference stack {name} is not built: {ref.build}")
     return recovery_runner.recovery(ref, ref)
 
 
@@ -192,10 +192,10 @@ def test_lost_retransmission_is_recovered_as_promptly_as_the_reference(
     if rec is None:
         pytest.fail(f"{where}: the relay's record shows no copy of N (ISN + {REXMIT_AT})", pytrace=False)
     if ref is None or ref_res.status != "pass":
-        pytest.skip(f"the reference {REFERENCE} × {REFERENCE} did not complete: {ref_res.reason} ({ref_res.logdir})")
+        pytest.skip(f"the reference {ref_res.server} × itself did not complete: {ref_res.reason} ({ref_res.logdir})")
     problems = judge(rec, ref)
     _write(res, rec, ref, problems)
-    verdict = f"{rec.describe()}; reference {REFERENCE} × {REFERENCE}: {ref.describe()}"
+    verdict = f"{rec.describe()}; reference {ref_res.server} × itself: {ref.describe()}"
     record_property("udtc_verdict", "; ".join(problems) or verdict)
     if problems:
         pytest.fail(f"{where}: {'; '.join(problems)} — {verdict}", pytrace=False)

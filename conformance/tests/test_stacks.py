@@ -15,6 +15,8 @@ from udtconf.stacks import (
     build,
     discover,
     load,
+    reference_stack,
+    reference_stacks,
     registry,
     search_path,
     stop,
@@ -147,6 +149,19 @@ def test_registry_lists_all_and_discover_only_conformance_stacks(tmp_path: Path)
         discover("alpha,tcp-x", tmp_path)
     with pytest.raises(StackError, match=r"unknown stack\(s\) \['udt'\]; conformance stacks: \['alpha', 'zeta'\]"):
         discover("udt", tmp_path)
+
+
+def test_each_protocol_s_reference_stack_is_the_one_its_meta_marks() -> None:
+    assert reference_stacks(registry(STACKS_DIR)) == {"udt": "libudt"}
+    assert reference_stack("udt", registry(STACKS_DIR)) == "libudt"
+
+
+def test_a_protocol_without_a_reference_stack_is_an_error_saying_what_to_mark(tmp_path: Path) -> None:
+    _stack(tmp_path, "mine", 'testcases = ["transfer"]\n')
+    _stack(tmp_path, "theirs", 'testcases = ["transfer"]\nreference = true\n')
+    assert reference_stack("udt", registry(tmp_path)) == "theirs"
+    with pytest.raises(StackError, match="no stack of protocol 'sabul' is marked reference = true"):
+        reference_stack("sabul", registry(tmp_path))
 
 
 def test_shipped_stacks_dir_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:

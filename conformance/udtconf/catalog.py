@@ -14,10 +14,10 @@ from .checks import ALL_CASES, RULES
 from .frtp import checks as frtp
 from .frtp import tester as frtp_tester
 from .recovery import CASES as COMPARISONS
-from .recovery import REFERENCE
 from .sabul import checks as sabul
 from .sabul import tester as sabul_tester
 from .sabul.checks import SabulRule
+from .stacks import reference_stack
 from .tester import PROBES
 
 
@@ -40,9 +40,10 @@ def render() -> str:
     for r in RULES:
         cases = "all" if r.cases == ALL_CASES else ", ".join(sorted(r.cases))
         out.append(f"| `{r.id}` | {r.section} | {r.grade} | {cases} | {r.requirement} |")
+    ref = reference_stack("udt")
     out += [
         "",
-        f"## UDT4 cases judged against the reference stack ({REFERENCE} × {REFERENCE} in the same session)",
+        f"## UDT4 cases judged against the reference stack ({ref} × {ref} in the same session)",
         "",
         "| case id | § | applies to | what the relay does / what is judged |",
         "|---|---|---|---|",

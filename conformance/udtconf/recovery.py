@@ -57,7 +57,6 @@ from .stacks import Stack
 from .trace import Connection
 from .wire import Nak
 
-REFERENCE = "libudt"  # the normative stack (meta.toml reference = true): UDT 4.11
 ADAPTER_CASE = "loss"  # what the stacks play: a STREAM transfer through the suite's relay
 REXMIT_BYTES = 4 * 1024 * 1024  # 2881 full packets at MSS 1500
 SLOW_START_DROP = 200  # dropped once: its NAK ends slow start
@@ -99,7 +98,7 @@ CASES = [
         f"through the relay ({BOTTLENECK_PPS:.0f} packet/s, {BOTTLENECK_QUEUE}-packet queue: it shapes, seldom "
         f"drops), data packet N = ISN + {REXMIT_AT} and its first retransmission are dropped (ISN + "
         f"{SLOW_START_DROP} once before, to end slow start), {REXMIT_BYTES >> 20} MiB byte-exact "
-        f"(TESTCASE={ADAPTER_CASE}), for every UDT stack pair and for {REFERENCE} × {REFERENCE}: recovery time "
+        f"(TESTCASE={ADAPTER_CASE}), for every UDT stack pair and for the reference stack × itself: recovery time "
         f"(drop of N's original to the forwarding of the copy that gets through) at most "
         f"{RECOVERY_FACTOR} × the reference's + {RECOVERY_SLACK_S} s (one EXP floor), and NAKs naming N "
         f"(the sender's rate decreases for it, §12.4) at most the reference's + {EXTRA_NAKS}",

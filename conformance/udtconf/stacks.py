@@ -371,6 +371,25 @@ def registry(root: Path | Iterable[Path] | None = None, stacks: Iterable[Path] =
     return dict(sorted(found.items()))
 
 
+def reference_stacks(stacks: Mapping[str, Stack] | None = None) -> dict[str, str]:
+    """The reference stack of each protocol (``reference = true`` in its meta.toml: libudt, UDT
+    4.11, for UDT), by protocol, from ``stacks`` or :func:`registry`."""
+    found = registry() if stacks is None else stacks
+    return {s.protocol: name for name, s in found.items() if s.reference}
+
+
+def reference_stack(protocol: str = "udt", stacks: Mapping[str, Stack] | None = None) -> str:
+    """The name of ``protocol``'s reference stack (:func:`reference_stacks`); a
+    :class:`StackError` that says what to add where the registry has none."""
+    ref = reference_stacks(stacks).get(protocol)
+    if ref is None:
+        raise StackError(
+            f"no stack of protocol '{protocol}' is marked reference = true in its meta.toml "
+            f"(searched: {', '.join(str(p) for p in search_path())}); the shipped registry marks libudt"
+        )
+    return ref
+
+
 def discover(selected: str | None = None, root: Path | Iterable[Path] | None = None) -> list[Stack]:
     """The conformance stacks (non-empty ``testcases``) of :func:`registry`, sorted, or the
     comma-separated ``selected`` names in the order given."""

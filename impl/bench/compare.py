@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
 from cli import read_stats, recv_argv, sabul_recv_argv, sabul_send_argv, send_argv  # noqa: E402
 from netns import LOOPBACK, Net, veth_namespaces  # noqa: E402
-from udtconf.stacks import Stack, StackError, registry  # noqa: E402
+from udtconf.stacks import Stack, StackError, reference_stack, registry  # noqa: E402
 
 OURS = "udt-rs"
 SABUL = "sabul"
@@ -208,7 +208,7 @@ def main() -> int:
     ap.add_argument("--nets", default="lo,veth", help="comma-separated subset of lo,veth (default both)")
     stacks = registry()
     runnable = [n for n, s in stacks.items() if s.bulk and s.bulk.contract in CONTRACTS]
-    reference = next((n for n, s in stacks.items() if s.reference), "libudt")
+    reference = reference_stack("udt", stacks)
     ap.add_argument(
         "--stacks",
         default=f"{OURS},{reference},{SABUL}",

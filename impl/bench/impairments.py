@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
 from impairment_sweep import BY_NAME, Condition, Outcome, run  # noqa: E402
 from netns import sweep_stale_namespaces  # noqa: E402
-from udtconf.stacks import registry  # noqa: E402
+from udtconf.stacks import reference_stack, registry  # noqa: E402
 
 OURS = "udt-rs"
 NS_PREFIX = "udtimp-"
@@ -72,7 +72,7 @@ def main() -> int:
         "--conditions", default=",".join(BY_NAME), help=f"comma-separated subset of {','.join(BY_NAME)} (default all)"
     )
     stacks = registry()
-    reference = next((n for n, s in stacks.items() if s.reference), "libudt")
+    reference = reference_stack("udt", stacks)
     ap.add_argument("--stacks", default=f"{OURS},{reference}", help=f"comma-separated (default {OURS},{reference})")
     ap.add_argument(
         "--size-scale", type=float, default=1.0, help="multiplies every transfer size (the outage's has a floor)"

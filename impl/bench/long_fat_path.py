@@ -34,7 +34,7 @@ sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
 from cli import read_stats  # noqa: E402
 from compare import transfer  # noqa: E402
 from netns import linkem_namespaces, sweep_stale_namespaces  # noqa: E402
-from udtconf.stacks import registry  # noqa: E402
+from udtconf.stacks import reference_stack, registry  # noqa: E402
 from udtconf.testdata import random_file  # noqa: E402
 
 OURS = "udt-rs"
@@ -78,7 +78,7 @@ def main() -> int:
     ap.add_argument("--size-mib", type=int, default=160, help="bytes per transfer, MiB (default 160)")
     ap.add_argument("--runs", type=int, default=3, help="transfers per stack (default 3)")
     stacks = registry()
-    reference = next((n for n, s in stacks.items() if s.reference), "libudt")
+    reference = reference_stack("udt", stacks)
     ap.add_argument("--stacks", default=f"{OURS},{reference}", help=f"comma-separated (default {OURS},{reference})")
     args = ap.parse_args()
     names = args.stacks.split(",")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from impairment_sweep import CONDITIONS, Condition, Outcome, run
 from netns import sweep_stale_namespaces
-from udtconf.stacks import registry
+from udtconf.stacks import reference_stack, registry
 
 pytestmark = pytest.mark.needs_root
 
@@ -64,7 +64,7 @@ def test_udt_rs_delivers_every_byte_through(
 ) -> None:
     stacks = registry()
     ours = run(stacks["udt-rs"], cond, SEED, sweep_dir, PREFIX, SCALE)
-    ref = run(stacks["libudt"], cond, SEED, sweep_dir, PREFIX, SCALE)
+    ref = run(stacks[reference_stack("udt", stacks)], cond, SEED, sweep_dir, PREFIX, SCALE)
     sweep_table[cond.name] = (ours, ref)
     assert ours.ok, f"udt-rs -> udt-rs through {cond.spec(SEED)}: {ours.status}: {ours.detail}"
     assert not ours.outage_missed, f"the transfer ended before the {cond.outage_s:g} s outage was over"

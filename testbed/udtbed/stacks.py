@@ -420,7 +420,7 @@ def all_stacks() -> dict[str, Stack]:
 
 def reference_stacks() -> dict[str, str]:
     """The registry's reference stack of each protocol (``reference = true``: libudt for UDT), by protocol."""
-    return {entry.protocol: name for name, entry in registry.registry().items() if entry.reference}
+    return registry.reference_stacks()
 
 
 def resample(samples: list[Sample], offset: float, step: float, end: float) -> list[tuple[float, float]]:
