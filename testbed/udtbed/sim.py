@@ -500,6 +500,7 @@ def flow_table(points: Iterable[Point]) -> list[dict[str, Any]]:
                     "flows": {f["name"]: round(statistics.fmean(f["throughput_mbps"] or [0.0]), 2) for f in r["flows"]},
                     "retransmitted": sum(f["retransmitted"] for f in r["flows"]),
                     "dropped_queue": r["bottleneck"]["dropped_queue"],
+                    "nic_dropped_queue": r["host_nic"]["dropped_queue"] if r.get("host_nic") else None,
                 }
             )
     return rows
@@ -543,7 +544,8 @@ def snapshot(sc: Scenario, points: list[Point], checks: list[CheckResult]) -> st
         lines.append(f"[{p.series} x={p.x:g}] {vals}")
         for r in p.results:
             flows = " ".join(f"{f['name']}={statistics.fmean(f['throughput_mbps'] or [0.0]):.2f}" for f in r["flows"])
-            lines.append(f"  {flows} | drops={r['bottleneck']['dropped_queue']}")
+            nic = f" nic_drops={r['host_nic']['dropped_queue']}" if r.get("host_nic") else ""
+            lines.append(f"  {flows} | drops={r['bottleneck']['dropped_queue']}{nic}")
     for c in checks:
         lines.append(f"check {'ok' if c.ok else 'FAILED'}: {c.check.claim}")
     return "\n".join(lines) + "\n"

@@ -16,6 +16,14 @@
 //! The call order per event: deliver or fire timers, then drain the agent's
 //! [`Agent::poll_transmit`], then re-arm its timer from [`Agent::poll_timeout`]. An agent
 //! whose timer is due again within the same µs is woken at the next µs (cores count in µs).
+//!
+//! A sender may have a socket buffer on its route's first link ([`SocketLimit`]): the sending
+//! host's own NIC, whose queue holds the datagrams of every socket on the host. A socket may
+//! have at most `packets` of its datagrams in that queue; while it has, its sender blocks, as a
+//! blocking `sendto` does on a full UDP send buffer: the network asks it for nothing more
+//! until one of them has left the NIC, and its timers that came due meanwhile fire then (a
+//! block lasts as long as the NIC takes to send its queue: milliseconds). What the shared
+//! queue cannot hold is still dropped (DropTail).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -43,6 +51,14 @@ pub struct FlowId(pub usize);
 /// Builds a flow's two ends when it starts: `(sender, receiver)`, given the start instant.
 pub type MakeEnds = Box<dyn FnOnce(Instant) -> (Box<dyn Agent>, Box<dyn Agent>)>;
 
+/// A sender's UDP send buffer on the first link of its route (the host's NIC): at most
+/// `packets` of its datagrams queued there, or its sends block (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketLimit {
+    pub link: LinkId,
+    pub packets: u32,
+}
+
 /// How a flow is set up: its routes, its life time and its ends.
 pub struct FlowSetup {
     pub name: String,
@@ -54,6 +70,8 @@ pub struct FlowSetup {
     /// When the sender stops (`None`: never): it is told ([`Agent::stop`]) and then falls
     /// silent, as a host whose application ended; what it sent before still arrives.
     pub stop: Option<Nanos>,
+    /// The sender's send buffer on its first link (`None`: its sends never block).
+    pub socket: Option<SocketLimit>,
     pub make: MakeEnds,
 }
 
@@ -111,6 +129,11 @@ struct Flow {
     finished_at: Option<Nanos>,
     /// The stop time passed: the sender is silent (it neither sends nor hears anything more).
     stopped: bool,
+    socket: Option<SocketLimit>,
+    /// The sender's datagrams in the queue of its socket's link.
+    in_socket: u32,
+    /// The sender's socket is full: it is asked for nothing until one of them leaves.
+    blocked: bool,
 }
 
 /// One flow's counters at one sample time.
@@ -189,6 +212,9 @@ impl Network {
             assert!(!route.is_empty() && route.len() < 256, "a route has 1 to 255 links");
             assert!(route.iter().all(|l| l.0 < self.links.len()), "a route names a link not in the network");
         }
+        if let Some(s) = setup.socket {
+            assert!(s.link == setup.forward[0] && s.packets > 0, "a socket limit is on the route's first link, ≥ 1");
+        }
         let delay = |route: &[LinkId]| route.iter().map(|l| self.links[l.0].delay).sum::<Nanos>();
         let stream_delay = [delay(&setup.reverse), delay(&setup.forward)];
         let id = self.flows.len() as u32;
@@ -205,6 +231,9 @@ impl Network {
             samples: Vec::new(),
             finished_at: None,
             stopped: false,
+            socket: setup.socket,
+            in_socket: 0,
+            blocked: false,
         });
         self.schedule(setup.start.max(self.now), Event::Start(id));
         if let Some(stop) = setup.stop {
@@ -277,6 +306,12 @@ impl Network {
             return;
         }
         let mut buf = std::mem::take(&mut self.buf);
+        // Room in the sender's socket buffer (receivers and unlimited senders: no limit).
+        let flow = &self.flows[f];
+        let mut room = match flow.socket {
+            Some(s) if e == 0 => s.packets.saturating_sub(flow.in_socket),
+            _ => u32::MAX,
+        };
         let Some(agent) = self.flows[f].ends[e].as_mut() else {
             self.buf = buf;
             return;
@@ -285,9 +320,14 @@ impl Network {
             agent.handle_timeout(t);
         }
         let mut out = std::mem::take(&mut self.out);
-        while let Some(emit) = agent.poll_transmit(t, &mut buf) {
+        while room > 0 {
+            let Some(emit) = agent.poll_transmit(t, &mut buf) else { break };
+            if emit.channel == Channel::Datagram && room != u32::MAX {
+                room -= 1;
+            }
             out.push((emit.channel, emit.wire_len, buf[..emit.size].into()));
         }
+        let blocked = room == 0;
         let next = agent.poll_timeout();
         let done = e == 1 && agent.is_done();
         if done && self.flows[f].finished_at.is_none() {
@@ -309,6 +349,14 @@ impl Network {
             }
         }
         self.out = out;
+        // A datagram the shared queue dropped freed its room at once: ask again.
+        let blocked = blocked && self.flows[f].socket.is_some_and(|s| self.flows[f].in_socket >= s.packets);
+        if e == 0 {
+            self.flows[f].blocked = blocked;
+        }
+        if blocked && next.is_some_and(|due| due <= t) {
+            return; // the sender waits in `sendto`: the socket's next departure services it
+        }
         if let Some(due) = next {
             // A core counts in µs: what is due within this µs runs at the next one.
             let us = due.as_micros().max(t.as_micros() + 1);
@@ -324,8 +372,13 @@ impl Network {
     fn enter(&mut self, packet: Packet) {
         let l = self.flows[packet.flow as usize].routes[1 - packet.to as usize][packet.hop as usize].0;
         let now = self.now;
+        let flow = &mut self.flows[packet.flow as usize];
+        let counted = packet.to == 1 && packet.hop == 0 && flow.socket.is_some_and(|s| s.link.0 == l);
         let link = &mut self.links[l];
         if let Admission::Queued { release_at, .. } = link.line.handle_frame(now, packet.wire_len, packet) {
+            if counted {
+                flow.in_socket += 1;
+            }
             if release_at < link.armed {
                 link.armed = release_at;
                 self.schedule(release_at, Event::Link(l as u32));
@@ -340,6 +393,16 @@ impl Network {
         }
         self.links[l].armed = Nanos::MAX;
         while let Some(mut packet) = self.links[l].line.poll_frame(now) {
+            let flow = &mut self.flows[packet.flow as usize];
+            let unblock = if packet.to == 1 && packet.hop == 0 && flow.socket.is_some_and(|s| s.link.0 == l) {
+                flow.in_socket -= 1;
+                std::mem::take(&mut flow.blocked)
+            } else {
+                false
+            };
+            if unblock {
+                self.service(packet.flow as usize * 2, false);
+            }
             let route_len = self.flows[packet.flow as usize].routes[1 - packet.to as usize].len();
             if (packet.hop as usize) + 1 < route_len {
                 packet.hop += 1;

@@ -33,7 +33,7 @@ use udt_proto::cc::native::{NativeVariant, UdtNative};
 use udt_proto::config::ConnectionConfig;
 
 use crate::agent::Agent;
-use crate::network::{FlowId, FlowSetup, LinkId, Nanos, Network};
+use crate::network::{FlowId, FlowSetup, LinkId, Nanos, Network, SocketLimit};
 use crate::sabul::{SabulReceiver, SabulSender};
 use crate::tcp::{TcpConfig, TcpReceiver, TcpSender};
 use crate::udt::{UdtReceiver, UdtSender, WithoutFlowControl, RECEIVER_ADDR};
@@ -57,6 +57,35 @@ pub struct Bottleneck {
     /// Rate of every access link (default: unlimited).
     #[serde(default)]
     pub access_rate_mbps: Option<f64>,
+    /// Every sender on one host whose own NIC comes first on every flow's path (default:
+    /// none, each sender on a host of its own with an unlimited interface).
+    #[serde(default)]
+    pub host_nic: Option<HostNic>,
+}
+
+/// The sending host's NIC (issue 13's third Fig. 13 bottleneck): the senders of every flow
+/// share it, its queue is the interface's transmit queue, and a datagram socket blocks while
+/// `socket_pkts` of its datagrams wait there (its UDP send buffer), where a router would drop
+/// them. TCP senders are not limited this way: their segments enter the queue (and are
+/// dropped when it is full) as a 2004 Linux's did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostNic {
+    pub rate_mbps: f64,
+    /// The transmit queue (`txqueuelen`), packets: Linux's default 1000.
+    #[serde(default = "thousand")]
+    pub queue_pkts: u64,
+    /// A UDT or SABUL socket's datagrams the queue may hold before its sender blocks:
+    /// UDT 4.11's 64 KiB UDP send buffer (`UDT_UDP_SNDBUF`) holds 44 packets of 1500 bytes.
+    #[serde(default = "udp_socket_pkts")]
+    pub socket_pkts: u32,
+}
+
+fn thousand() -> u64 {
+    1000
+}
+fn udp_socket_pkts() -> u32 {
+    (64 * 1024 / 1500) as u32 + 1
 }
 
 /// Which protocol a flow runs.
@@ -219,6 +248,8 @@ pub struct RunResult {
     pub spec: RunSpec,
     pub flows: Vec<FlowResult>,
     pub bottleneck: LinkResult,
+    /// The senders' host NIC, when the spec has one (`bottleneck.host_nic`).
+    pub host_nic: Option<LinkResult>,
     /// The short transfers, when the spec has them.
     pub short_flows: Option<ShortFlowsResult>,
     /// Events the simulator processed.
@@ -267,6 +298,13 @@ impl RunSpec {
         }
         if b.delay_ms.is_nan() || b.delay_ms < 0.0 {
             return err(format!("bottleneck.delay_ms must be ≥ 0, not {}", b.delay_ms));
+        }
+        if let Some(n) = &b.host_nic {
+            if !n.rate_mbps.is_finite() || n.rate_mbps <= 0.0 || n.queue_pkts == 0 || n.socket_pkts == 0 {
+                return err(format!(
+                    "bottleneck.host_nic: rate_mbps must be positive and queue_pkts and socket_pkts at least 1, not {n:?}"
+                ));
+            }
         }
         if self.flows.is_empty() && self.short_flows.is_none() {
             return err("a run needs at least one flow (or short_flows)".into());
@@ -345,7 +383,19 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
             ..LinkSpec::default()
         },
     );
-    let shared = Shared { forward, reverse };
+    let nic = b.host_nic.as_ref().map(|n| {
+        let link = net.add_link(
+            "host-nic",
+            &LinkSpec {
+                rate_bps: Some(bps(n.rate_mbps)),
+                queue: QueueLimit::Packets(n.queue_pkts),
+                seed: link_seed(u64::MAX),
+                ..LinkSpec::default()
+            },
+        );
+        SocketLimit { link, packets: n.socket_pkts }
+    });
+    let shared = Shared { forward, reverse, nic };
     let mut ids: Vec<(FlowId, &FlowSpec, String)> = Vec::new();
     let mut index = 0u64;
     for f in &spec.flows {
@@ -368,7 +418,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
         }
         Some(s) => Some(run_short_flows(&mut net, spec, s, index, shared, end)),
     };
-    let mut result = collect(spec, &net, forward, &ids);
+    let mut result = collect(spec, &net, shared, &ids);
     result.short_flows = short;
     Ok(result)
 }
@@ -378,6 +428,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
 struct Shared {
     forward: LinkId,
     reverse: LinkId,
+    /// The senders' host NIC (first on every forward route), with a datagram socket's limit.
+    nic: Option<SocketLimit>,
 }
 
 /// Adds one flow of `f`'s description with its own access links (and own link, if any).
@@ -401,7 +453,7 @@ fn add_flow(
     };
     let up: LinkId = net.add_link(&format!("{name}-access"), &access);
     let down: LinkId = net.add_link(&format!("{name}-access-reverse"), &access);
-    let mut route = vec![up, shared.forward];
+    let mut route: Vec<LinkId> = shared.nic.map(|n| n.link).into_iter().chain([up, shared.forward]).collect();
     if let Some(rate) = f.own_rate_mbps {
         let own = LinkSpec {
             rate_bps: Some(bps(rate)),
@@ -417,6 +469,7 @@ fn add_flow(
         reverse: vec![shared.reverse, down],
         start,
         stop: f.stop_s.map(secs),
+        socket: shared.nic.filter(|_| f.protocol != Protocol::Tcp),
         make: ends(f, spec.seed.wrapping_mul(1_000_003).wrapping_add(index)),
     })
 }
@@ -546,7 +599,7 @@ fn ends(f: &FlowSpec, seed: u64) -> crate::network::MakeEnds {
     })
 }
 
-fn collect(spec: &RunSpec, net: &Network, bottleneck: LinkId, ids: &[(FlowId, &FlowSpec, String)]) -> RunResult {
+fn collect(spec: &RunSpec, net: &Network, shared: Shared, ids: &[(FlowId, &FlowSpec, String)]) -> RunResult {
     let s = |t: Nanos| t as f64 / 1e9;
     let flows = ids
         .iter()
@@ -582,14 +635,11 @@ fn collect(spec: &RunSpec, net: &Network, bottleneck: LinkId, ids: &[(FlowId, &F
             }
         })
         .collect();
-    let (_, link_samples) = net.link(bottleneck);
-    let stats = net.link_stats(bottleneck);
-    let capacity_bytes = spec.bottleneck.rate_mbps * 1e6 / 8.0 * spec.duration_s;
-    RunResult {
-        spec: spec.clone(),
-        flows,
-        short_flows: None,
-        bottleneck: LinkResult {
+    let link = |id: LinkId, rate_mbps: f64| {
+        let (_, link_samples) = net.link(id);
+        let stats = net.link_stats(id);
+        let capacity_bytes = rate_mbps * 1e6 / 8.0 * spec.duration_s;
+        LinkResult {
             times_s: link_samples.iter().map(|x| s(x.time)).collect(),
             queue_pkts: link_samples.iter().map(|x| x.queue_pkts).collect(),
             frames_out: stats.frames_out,
@@ -597,7 +647,14 @@ fn collect(spec: &RunSpec, net: &Network, bottleneck: LinkId, ids: &[(FlowId, &F
             dropped_queue: stats.dropped_queue,
             dropped_loss: stats.dropped_loss,
             utilisation: stats.bytes_out as f64 / capacity_bytes,
-        },
+        }
+    };
+    RunResult {
+        spec: spec.clone(),
+        flows,
+        short_flows: None,
+        bottleneck: link(shared.forward, spec.bottleneck.rate_mbps),
+        host_nic: shared.nic.zip(spec.bottleneck.host_nic.as_ref()).map(|(n, h)| link(n.link, h.rate_mbps)),
         events: net.events(),
     }
 }

@@ -4,8 +4,8 @@
 use link_emulator::delay_line::{Admission, DelayLine};
 use link_emulator::link_spec::LinkSpec;
 use netsim::agent::{Agent, AgentStats, Channel, Emit};
-use netsim::network::{instant, FlowSetup, Nanos, Network, EPOCH};
-use netsim::scenario::{run, Bottleneck, FlowSpec, Protocol, RunSpec, ShortFlows};
+use netsim::network::{instant, FlowSetup, Nanos, Network, SocketLimit, EPOCH};
+use netsim::scenario::{run, Bottleneck, FlowSpec, HostNic, Protocol, RunSpec, ShortFlows};
 use prng::Xoshiro256;
 use transfer::time::Instant;
 
@@ -58,6 +58,11 @@ fn trace(seed: u64, n: usize) -> Vec<(u64, u32)> {
 
 /// What the network delivers of `sends` over one link of `spec`: (arrival µs, packet id).
 fn through_network(spec: &LinkSpec, sends: Vec<(u64, u32)>) -> Vec<(u64, u32)> {
+    through_socket(spec, None, sends)
+}
+
+/// As [`through_network`], the sender's socket holding at most `socket` packets in the link.
+fn through_socket(spec: &LinkSpec, socket: Option<u32>, sends: Vec<(u64, u32)>) -> Vec<(u64, u32)> {
     let mut net = Network::new(0);
     let fwd = net.add_link("l", spec);
     let back = net.add_link("back", &LinkSpec::default());
@@ -69,6 +74,7 @@ fn through_network(spec: &LinkSpec, sends: Vec<(u64, u32)>) -> Vec<(u64, u32)> {
         reverse: vec![back],
         start: 0,
         stop: None,
+        socket: socket.map(|packets| SocketLimit { link: fwd, packets }),
         make: Box::new(move |_| {
             let tx = Trace { sends, next: 0, arrivals: Default::default() };
             let rx = Trace { sends: Vec::new(), next: 0, arrivals: a2 };
@@ -117,12 +123,32 @@ fn a_simulated_link_delivers_what_the_emulators_delay_line_delivers() {
     }
 }
 
+#[test]
+fn a_sender_whose_socket_is_full_waits_for_the_nic_instead_of_losing_packets() {
+    // 200 packets of 1500 bytes at once into a 10 Mb/s NIC (1.2 ms each) with a 10-packet queue.
+    let spec: LinkSpec = "rate=10mbit,queue=10p".parse().unwrap();
+    let burst = vec![(0, 1500); 200];
+    let dropped = through_socket(&spec, None, burst.clone());
+    assert!(dropped.len() <= 11, "without a socket limit the queue drops the burst: {} arrived", dropped.len());
+    let blocked = through_socket(&spec, Some(5), burst);
+    assert_eq!(blocked.iter().map(|a| a.1).collect::<Vec<_>>(), (0..200).collect::<Vec<_>>(), "all, in order");
+    let gaps: Vec<u64> = blocked.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    assert!(gaps.iter().all(|&g| (1199..=1201).contains(&g)), "back to back at the NIC's rate: {gaps:?}");
+}
+
 fn spec(flows: Vec<FlowSpec>, rate: f64, queue: u64, secs: f64) -> RunSpec {
     RunSpec {
         seed: 1,
         duration_s: secs,
         sample_s: 1.0,
-        bottleneck: Bottleneck { rate_mbps: rate, queue_pkts: queue, delay_ms: 0.0, loss: 0.0, access_rate_mbps: None },
+        bottleneck: Bottleneck {
+            rate_mbps: rate,
+            queue_pkts: queue,
+            delay_ms: 0.0,
+            loss: 0.0,
+            access_rate_mbps: None,
+            host_nic: None,
+        },
         flows,
         short_flows: None,
     }
@@ -242,6 +268,27 @@ fn short_transfers_follow_one_another_at_the_set_concurrency() {
 }
 
 #[test]
+fn udt_flows_behind_their_hosts_nic_block_rather_than_lose_and_share_it() {
+    // The NIC is the bottleneck (50 of the router's 100 Mb/s): UDT's sockets fill its queue
+    // only up to their send buffers, so nothing is dropped there and no NAK slows them down.
+    let mut s = spec(vec![FlowSpec { count: 3, ..flow(Protocol::Udt, 20.0) }], 100.0, 100, 20.0);
+    s.bottleneck.host_nic = Some(HostNic { rate_mbps: 50.0, queue_pkts: 1000, socket_pkts: 44 });
+    let r = run(&s).unwrap();
+    let nic = r.host_nic.as_ref().expect("the NIC's measurements");
+    assert_eq!(nic.dropped_queue, 0, "sockets block before the NIC's queue is full");
+    assert!(nic.queue_pkts[5..].iter().all(|&q| q <= 3 * 44), "{:?}", nic.queue_pkts);
+    assert!(nic.utilisation > 0.9, "the NIC is kept busy: {}", nic.utilisation);
+    assert_eq!(r.bottleneck.dropped_queue, 0, "the router behind it never fills");
+    let means: Vec<f64> = r.flows.iter().map(|f| f.throughput_mbps[5..].iter().sum::<f64>() / 15.0).collect();
+    assert!(means.iter().all(|&m| m > 13.0 && m < 17.5), "a third of 48.5 Mb/s each: {means:?}");
+    // Without the NIC the same flows meet the router's queue and lose packets.
+    s.bottleneck.host_nic = None;
+    s.bottleneck.rate_mbps = 50.0;
+    let r = run(&s).unwrap();
+    assert!(r.bottleneck.dropped_queue > 0 && r.host_nic.is_none());
+}
+
+#[test]
 fn a_bad_spec_is_refused_with_what_is_wrong() {
     let mut s = spec(vec![flow(Protocol::Udt, 10.0)], 100.0, 100, 10.0);
     s.flows[0].cc = Some("cubic".into());
@@ -253,4 +300,7 @@ fn a_bad_spec_is_refused_with_what_is_wrong() {
     assert!(run(&s3).unwrap_err().0.contains("twice the bottleneck"));
     let s4 = spec(vec![], 100.0, 10, 10.0);
     assert!(run(&s4).unwrap_err().0.contains("at least one flow"));
+    let mut s5 = spec(vec![flow(Protocol::Udt, 10.0)], 100.0, 10, 10.0);
+    s5.bottleneck.host_nic = Some(HostNic { rate_mbps: 100.0, queue_pkts: 1000, socket_pkts: 0 });
+    assert!(run(&s5).unwrap_err().0.contains("socket_pkts at least 1"));
 }
