@@ -317,7 +317,8 @@ def run_simulations(
         points, checks = sim.simulate(sc, quick=quick, jobs=jobs)
         out = sim.write(sc, points, checks, outdir, quick)
         runs = sum(len(p.results) for p in points)
-        sim_s = sum(r["spec"]["duration_s"] for p in points for r in p.results)
+        # A count-bound run (short_flows.until_done) may end before its duration: its last sample.
+        sim_s = sum((r["bottleneck"]["times_s"] or [r["spec"]["duration_s"]])[-1] for p in points for r in p.results)
         print(f"{n} ({sc.figure}): {runs} runs, {sim_s:.0f} s simulated in {time.monotonic() - t0:.1f} s -> {out}")
         for c in checks:
             mark = {True: "reproduced", False: "NOT reproduced", None: "not judged"}[c.ok]

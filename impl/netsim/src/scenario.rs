@@ -181,6 +181,14 @@ pub struct ShortFlows {
     pub rtt_ms: f64,
     #[serde(default)]
     pub window_pkts: Option<u32>,
+    /// When the first transfer starts, s (default 0): later than the bulk flows, so that they
+    /// have left their start-up behind.
+    #[serde(default)]
+    pub start_s: f64,
+    /// Count-bound: the run ends when the last of the `count` transfers ends (the bulk flows
+    /// kept until then), at `duration_s` at the latest. Default: time-bound, to `duration_s`.
+    #[serde(default)]
+    pub until_done: bool,
 }
 
 fn tcp() -> Protocol {
@@ -312,6 +320,9 @@ impl RunSpec {
         if let Some(s) = &self.short_flows {
             if s.bytes == 0 || s.concurrency == 0 || s.count == 0 {
                 return err("short_flows: bytes, concurrency and count must be at least 1".into());
+            }
+            if !(0.0..self.duration_s).contains(&s.start_s) {
+                return err(format!("short_flows: start_s must be in [0, duration_s), not {}", s.start_s));
             }
             if !s.rtt_ms.is_finite() || s.rtt_ms / 2.0 < b.delay_ms {
                 return err(format!("short_flows: rtt_ms {} is less than twice the bottleneck's delay_ms", s.rtt_ms));
@@ -505,6 +516,7 @@ fn run_short_flows(
     let mut active: Vec<(FlowId, Nanos)> = Vec::new();
     let mut started = 0u32;
     let mut done: Vec<(Nanos, Nanos)> = Vec::new();
+    net.run_until(secs(s.start_s));
     loop {
         let now = net.now();
         active.retain(|&(id, start)| match net.flow(id).2 {
@@ -520,7 +532,7 @@ fn run_short_flows(
             let id = add_flow(net, spec, &f, &format!("short{started}"), index, now, shared);
             active.push((id, now));
         }
-        if now >= end {
+        if now >= end || (s.until_done && started == s.count && active.is_empty()) {
             break;
         }
         net.run_until((now + SHORT_FLOW_TICK).min(end));
@@ -638,7 +650,7 @@ fn collect(spec: &RunSpec, net: &Network, shared: Shared, ids: &[(FlowId, &FlowS
     let link = |id: LinkId, rate_mbps: f64| {
         let (_, link_samples) = net.link(id);
         let stats = net.link_stats(id);
-        let capacity_bytes = rate_mbps * 1e6 / 8.0 * spec.duration_s;
+        let capacity_bytes = rate_mbps * 1e6 / 8.0 * (net.now() as f64 / 1e9);
         LinkResult {
             times_s: link_samples.iter().map(|x| s(x.time)).collect(),
             queue_pkts: link_samples.iter().map(|x| x.queue_pkts).collect(),

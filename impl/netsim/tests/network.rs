@@ -254,6 +254,8 @@ fn short_transfers_follow_one_another_at_the_set_concurrency() {
         count: 40,
         rtt_ms: 20.0,
         window_pkts: None,
+        start_s: 0.0,
+        until_done: false,
     });
     let r = run(&s).unwrap();
     let short = r.short_flows.unwrap();
@@ -286,6 +288,34 @@ fn udt_flows_behind_their_hosts_nic_block_rather_than_lose_and_share_it() {
     s.bottleneck.rate_mbps = 50.0;
     let r = run(&s).unwrap();
     assert!(r.bottleneck.dropped_queue > 0 && r.host_nic.is_none());
+}
+
+#[test]
+fn count_bound_short_transfers_start_after_the_bulk_flows_and_end_the_run() {
+    let mut s = spec(vec![flow(Protocol::Udt, 20.0)], 100.0, 100, 60.0);
+    let short = ShortFlows {
+        protocol: Protocol::Tcp,
+        bytes: 1 << 20,
+        concurrency: 4,
+        count: 20,
+        rtt_ms: 20.0,
+        window_pkts: None,
+        start_s: 5.0,
+        until_done: true,
+    };
+    s.short_flows = Some(short.clone());
+    let r = run(&s).unwrap();
+    assert_eq!(r.short_flows.as_ref().unwrap().completed, 20);
+    let bulk = &r.flows[0];
+    let ran = *bulk.times_s.last().unwrap();
+    assert!(ran > 5.0 && ran < 59.0, "the run ends with the last transfer, not at 60 s: {ran}");
+    let mbps = &bulk.throughput_mbps;
+    assert!(mbps[2..5].iter().all(|&x| x > 50.0), "the bulk flow alone for 5 s: {mbps:?}");
+    assert!(mbps[6] < mbps[4] / 2.0, "then beside the short transfers: {mbps:?}");
+    // Time-bound, the same run goes on to the end.
+    s.short_flows = Some(ShortFlows { until_done: false, ..short });
+    let r = run(&s).unwrap();
+    assert_eq!(r.flows[0].times_s.last(), Some(&60.0));
 }
 
 #[test]
