@@ -349,7 +349,8 @@ impl Network {
             }
         }
         self.out = out;
-        // A datagram the shared queue dropped freed its room at once: ask again.
+        // A datagram the shared queue dropped freed its room at once: not blocked, the timer
+        // below asks again.
         let blocked = blocked && self.flows[f].socket.is_some_and(|s| self.flows[f].in_socket >= s.packets);
         if e == 0 {
             self.flows[f].blocked = blocked;
