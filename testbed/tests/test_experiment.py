@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from udtbed.bands import judge_all
-from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError, load, load_all
+from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError, FlowOptions, load, load_all
 from udtbed.report import render
 from udtbed.results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
 from udtbed.runner import short_tcp_ratio
@@ -184,6 +184,14 @@ def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size
     assert short.short_tcp is not None and (short.short_tcp.size, short.short_tcp.workers) == (500000, 10)
     assert short.short_tcp.cc == "reno"
     assert short.short_tcp.bulk_flows == (0, 9) and short.bands[0].metric == "short_tcp_ratio"
+    assert short.short_tcp.bulk == FlowOptions()  # the bulk flows run with the stack's own settings
+
+
+def test_short_flows_bulk_flows_can_carry_a_udp_buffer(tmp_path):
+    text = MIXED.replace('cc = "reno" }', 'cc = "reno", bulk_udp_buffer = 65536 }')
+    short = load(write(tmp_path, text, "mixed")).parts[2].short_tcp
+    assert short is not None and short.bulk == FlowOptions(udp_buffer=65536)
+    assert short.bulk.settings() == {"udp_buffer"}
 
 
 @pytest.mark.parametrize(
@@ -194,6 +202,7 @@ def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size
         (("size = 500000", "size = -1"), "short_tcp size must be a whole number > 0"),
         (("size = 500000", "colour = 1"), "unknown short_tcp key(s) ['colour']"),
         (('cc = "reno"', 'cc = "reno; rm -rf"'), "short_tcp cc must name a kernel congestion control"),
+        (('cc = "reno"', 'cc = "reno", bulk_udp_buffer = "64k"'), "bulk_udp_buffer must be a whole number of bytes"),
         (('metric = "mean_mbps"', 'metric = "short_tcp_ratio"'), "does not apply to a part of bulk flows"),
         (("paper = { tcp = { tcp1 = 226 } }", 'paper = { tcp = { tcp1 = 226 } }\nprotocols = ["tcp"]'),
          "every flow names its stack"),

@@ -26,6 +26,14 @@ def test_the_registry_s_sabul_stack_is_driven_by_the_sabul_cli(monkeypatch, tmp_
     assert not ok and "is not built" in why
 
 
+def test_both_built_udt_stacks_take_a_window_and_a_udp_send_buffer():
+    for name in ("udt-rs", "libudt"):
+        stack = all_stacks()[name]
+        if not stack.available()[0]:
+            pytest.skip(f"{name} is not built")
+        assert stack.takes("udt_window") and stack.takes("udp_buffer"), name
+
+
 def test_sabul_s_sender_listens_on_its_own_address_and_the_receiver_connects_to_it():
     s = SabulCli("sabul", Path("/bin/sabul"))
     assert (s.listener, s.connector(), s.sender_stats) == ("sender", "receiver", True)
@@ -153,6 +161,9 @@ def test_frtp_s_sender_listens_on_its_control_address_and_the_receiver_binds_dat
         s.receiver("10.101.0.1", 7000, STATS)  # the receiver chooses the rate: there is no default
     # UDT takes a fixed rate as its `fixed` controller; TCP takes none of the settings.
     assert UdtCli("u", Path("/bin/udt")).sender("a", 1, 20, transfer=Transfer(rate_mbps=5))[-2:] == ["--cc", "fixed:5"]
+    # ... and a UDP buffer as its sender's kernel send buffer.
+    argv = UdtCli("u", Path("/bin/udt")).sender("a", 1, 20, transfer=Transfer(udp_buffer=6554))
+    assert argv[-2:] == ["--udp-sndbuf", "6554"]
     assert not Iperf3Tcp("t", "cubic").takes("rate_mbps") and s.takes("frtp_buffer")
 
 

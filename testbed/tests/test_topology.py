@@ -68,6 +68,10 @@ def test_bdp_queue_scales_with_rate():
         (lambda s: s + '[[link]]\nends = ["y", "x"]\n', 10, "already has a link on net 'data'"),
         (lambda s: s + '[link.reverse]\nloss = "ge:0.1,2,1"\n', 10, "within [0, 1]"),
         (lambda s: s.replace('rate = "100mbit"', 'queue = "bdp"'), 8, "queue 'bdp' needs a rate"),
+        (lambda s: s.replace("x = {}", 'x = { nic = "1gbit" }'), 3, "nic = { rate"),
+        (lambda s: s.replace("x = {}", 'x = { nic = { rate = "fast" } }'), 3, "'x': nic: rate"),
+        (lambda s: s.replace("x = {}", 'x = { nic = { rate = "1gbit", queue = "bdp" } }'), 3, "not 'bdp'"),
+        (lambda s: s.replace("x = {}", "x = { cpu = 1 }"), 3, "takes 'nic = "),
     ],
 )
 def test_bad_file_error_names_file_line_and_problem(tmp_path, edit, line, words):
@@ -77,6 +81,17 @@ def test_bad_file_error_names_file_line_and_problem(tmp_path, edit, line, words)
     msg = str(e.value)
     assert msg.startswith(f"{p}:{line}"), msg
     assert words in msg, msg
+
+
+def test_a_host_nic_is_a_bottleneck_of_its_paths_with_a_scaled_transmit_queue(tmp_path):
+    t = load(write(tmp_path, GOOD.replace("x = {}", 'x = { nic = { rate = "50mbit", queue = "200p" } }')))
+    assert t.bottleneck_bps("x", "y") == 50e6 and t.bottleneck_bps("y", "x") == 100e6
+    assert t.nics["x"].limit_bytes(1.0) == 200 * 1514 and t.nics["x"].limit_bytes(0.1) == 20 * 1514
+    assert network.nic_args(t.nics["x"], 0.1)[:3] == ["tbf", "rate", "5000000bit"]
+    assert (
+        load(write(tmp_path, GOOD.replace("x = {}", 'x = { nic = { rate = "1gbit" } }'))).nics["x"].queue.packets
+        == 1000
+    )
 
 
 def test_loop_without_stp_is_rejected(tmp_path):
@@ -142,5 +157,50 @@ def test_nodes_are_mininet_nodes_and_hosts_see_the_configured_rtt(tmp_path):
         assert root_links() == before
         median, _ = ping(net, "chicago", "ottawa")
         assert median is not None and abs(median - 16.0) <= 1.0, median
+    assert network.list_namespaces(f"{network.PREFIX}{net.tag}-") == []
+    assert root_links() == before
+
+
+def _udp_blast(net, host: str, to: str, sndbuf: int, count: int) -> None:
+    """``count`` datagrams of 1400 bytes from ``host`` to ``to``, blocking sends, ``sndbuf`` bytes of buffer."""
+    code = (
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+        f"s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, {sndbuf}); "
+        f"[s.sendto(bytes(1400), ({to!r}, 9)) for _ in range({count})]"
+    )
+    network.sh(sys.executable, "-c", code, ns=net.ns(host))
+
+
+def _qdisc_counts(net, host: str) -> tuple[int, int]:
+    """(packets sent, dropped) of ``host``'s NIC (its data interface's root qdisc)."""
+    import re
+
+    text = network.sh("tc", "-s", "qdisc", "show", "dev", "data", ns=net.ns(host)).stdout
+    m = re.search(r"Sent \d+ bytes (\d+) pkt \(dropped (\d+)", text)
+    assert m, text
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_a_host_nic_blocks_a_udp_sender_whose_buffer_is_full_and_drops_what_a_large_buffer_overfills(tmp_path):
+    """The sending host's own NIC (tbf, 20 Mb/s, 50 packets): a socket with a 16 KiB buffer
+    waits for it and loses nothing; one with 4 MiB overfills its queue, which drops."""
+    from conftest import root_links
+    from udtbed import runner
+    from udtbed.network import Network
+
+    before = root_links()
+    text = GOOD.replace("x = {}", 'x = { nic = { rate = "20mbit", queue = "50p" } }').replace(
+        'delay = "5ms"\nrate = "100mbit"\n', ""
+    )
+    topo = load(write(tmp_path, text))
+    with Network(topo, scale=1.0, backend="linkem", workdir=tmp_path) as net:
+        assert net.nic_specs["x"][:3] == ["tbf", "rate", "20000000bit"]
+        _udp_blast(net, "x", topo.address("y"), 16 * 1024, 500)
+        sent, dropped = _qdisc_counts(net, "x")
+        assert dropped == 0 and sent >= 500, (sent, dropped)
+        _udp_blast(net, "x", topo.address("y"), 4 << 20, 500)
+        _, dropped = _qdisc_counts(net, "x")
+        assert dropped > 100, dropped
+        assert runner.nic_dropped(net, "x") == dropped and runner.nic_dropped(net, "y") is None
     assert network.list_namespaces(f"{network.PREFIX}{net.tag}-") == []
     assert root_links() == before

@@ -82,7 +82,7 @@ FLOW_KEYS = {"name", "src", "dst", "start", "stack"} | OPTION_KEYS
 SWEEP_KEYS = {"option", "values", "seconds", "paper"}
 SWEEPABLE = {"rate", "udp_buffer", "frtp_buffer"}
 IO_MODES = ("memory", "disk")
-SHORT_TCP_KEYS = {"src", "dst", "bulk_flows", "count", "workers", "size", "cc"}
+SHORT_TCP_KEYS = {"src", "dst", "bulk_flows", "count", "workers", "size", "cc", "bulk_udp_buffer"}
 BAND_KEYS = {"metric", "flow", "over", "after_s", "min", "max", "of", "paper", "why", "protocol"}
 TOP_KEYS = {"name", "title", "figure", "note", "default", "part"}
 
@@ -152,7 +152,8 @@ class ShortTcp:
     """Short TCP flows of ``size`` bytes from ``src`` to ``dst`` beside each count of bulk flows
     of the stack under test (SC'04 Fig. 13; SABUL paper Table 2): ``workers`` at a time (at
     scale 1; the run scales them), until ``count`` are done or the run's duration is over, with
-    the kernel's congestion control ``cc`` (``reno``: Reno with SACK, the 2004 papers' TCP)."""
+    the kernel's congestion control ``cc`` (``reno``: Reno with SACK, the 2004 papers' TCP).
+    ``bulk`` is the bulk flows' settings (``bulk_udp_buffer``: their data socket's buffer)."""
 
     src: str
     dst: str
@@ -161,6 +162,7 @@ class ShortTcp:
     workers: int = 5  # concurrent short flows at scale 1; scaled with the run
     size: int = 1 << 20  # bytes per flow (1 MB)
     cc: str = "cubic"  # net.ipv4.tcp_available_congestion_control
+    bulk: FlowOptions = FlowOptions()
 
 
 @dataclass(frozen=True)
@@ -337,6 +339,9 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
         for k in ("count", "workers", "size"):
             if k in s and not (isinstance(s[k], int) and s[k] > 0):
                 raise fail(f"short_tcp {k} must be a whole number > 0", "part", i, "short_tcp")
+        ub = s.get("bulk_udp_buffer")
+        if ub is not None and not (isinstance(ub, int) and ub > 0):
+            raise fail("short_tcp bulk_udp_buffer must be a whole number of bytes > 0", "part", i, "short_tcp")
         cc = s.get("cc", "cubic")
         if not (isinstance(cc, str) and re.fullmatch(r"[a-z0-9_]+", cc)):
             raise fail('short_tcp cc must name a kernel congestion control, e.g. "reno"', "part", i, "short_tcp")
@@ -348,6 +353,7 @@ def _part(path: Path, p: Any, i: int, fail: _Fail) -> Part:
             int(s.get("workers", 5)),
             int(s.get("size", 1 << 20)),
             cc,
+            FlowOptions(udp_buffer=ub),
         )
     if bool(flows) == bool(short):
         raise fail("a part has either flows or short_tcp (exactly one of them)", "part", i)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NotRequired, Protocol, TypedDict
 
-from .topology import FRAME_BYTES, Direction, Link, Topology, scaled_direction
+from .topology import FRAME_BYTES, Direction, HostNic, Link, Topology, scaled_direction
 
 PREFIX = "udtb-"
 REPO = Path(__file__).resolve().parents[2]
@@ -297,6 +297,16 @@ def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[li
     return cmds
 
 
+def nic_args(nic: HostNic, scale: float) -> list[str]:
+    """The ``tc qdisc add dev data root`` arguments of a host's NIC (``nic`` in the topology):
+    a tbf at the NIC's rate whose limit is its transmit queue. Its packets stay charged to their
+    sockets' send buffers until they leave, so a full buffer blocks the socket's sender, UDP's
+    too; a 1 ms burst (at least four frames) lets it send back to back as a NIC does."""
+    rate = nic.rate_bps * scale
+    burst = max(4 * FRAME_BYTES, round(rate / 8 * 0.001))
+    return ["tbf", "rate", f"{rate:.0f}bit", "burst", str(burst), "limit", str(nic.limit_bytes(scale))]
+
+
 def _percent(probability: float) -> str:
     return f"{probability * 100:.10g}%"
 
@@ -317,6 +327,7 @@ class Network:
     nodes: dict[str, MininetNode] = field(default_factory=dict)  # namespace name -> Mininet Node
     emulators: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     link_specs: dict[int, LinkSpec] = field(default_factory=dict)
+    nic_specs: dict[str, list[str]] = field(default_factory=dict)  # host -> its NIC's tc qdisc arguments
     link_t0: dict[int, float] = field(default_factory=dict)  # wall clock at each emulator's start (its t_s = 0)
     built_by: str = ""
 
@@ -415,6 +426,11 @@ class Network:
                     sh("ip", "link", "set", "dev", ifn, "master", "br0", ns=ns)
                 else:
                     sh("ip", "addr", "add", f"{topo.address(node, link.net)}/16", "dev", ifn, ns=ns)
+        for host, nic in topo.nics.items():
+            if any(host in (link.a, link.b) and link.net == "data" for link in topo.links):
+                args = nic_args(nic, self.scale)
+                sh("tc", "qdisc", "add", "dev", "data", "root", *args, ns=self.ns(host))
+                self.nic_specs[host] = args
         for link in topo.links:
             if link.emulated:
                 self._start_link(link)

@@ -114,6 +114,8 @@ class ShortTcpPoint:
     bulk_mean_mbps: list[float]
     bulk_series_1s: dict[str, Series]
     host: HostReport | None = None
+    # Packets the senders' own NIC dropped meanwhile (a topology host with `nic`; None: none).
+    nic_dropped: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ShortTcpPoint:
@@ -124,6 +126,7 @@ class ShortTcpPoint:
             bulk_mean_mbps=[float(x) for x in d["bulk_mean_mbps"]],
             bulk_series_1s={k: _series(v) for k, v in d["bulk_series_1s"].items()},
             host=d.get("host"),
+            nic_dropped=d.get("nic_dropped"),
         )
 
 
@@ -249,7 +252,7 @@ class PartResult:
     topology: str
     topology_file: str
     topology_paper: str
-    links: dict[str, Any]  # link index -> the emulated link's spec per direction
+    links: dict[str, Any]  # link index -> the emulated link's spec per direction; "nic:<host>" -> a host NIC's tc qdisc
     calibration: list[dict[str, Any]]  # udtbed.calibrate.as_json
     calibration_ok: bool
     paper: dict[str, dict[str, float]]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -176,6 +177,8 @@ def lineups(part: Part, stacks: list[Stack], registry: Mapping[str, Stack] | Non
     # stack without an option for one of them does not run the part.
     own = [f for f in part.flows if not f.stack]
     needs = {x for f in own for x in f.options.settings()}
+    if part.short_tcp:
+        needs |= part.short_tcp.bulk.settings()
     if part.sweep:
         needs.add(FlowOptions().with_option(part.sweep.option, 1).settings().pop())
     # ... and what every one of them must have for a stack to run it (FRTP: a rate).
@@ -254,7 +257,8 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             topology=topo.name,
             topology_file=part.topology.name,
             topology_paper=topo.paper,
-            links={str(k): v for k, v in net.link_specs.items()},
+            links={str(k): v for k, v in net.link_specs.items()}
+            | {f"nic:{h}": {"tc_qdisc": a} for h, a in net.nic_specs.items()},
             calibration=as_json(cals),
             calibration_ok=all(c.ok for c in cals),
             paper=part.paper,
@@ -541,6 +545,20 @@ def _sender_counters(path: Path) -> dict[str, object]:
     return last
 
 
+def nic_dropped(net: Network, host: str) -> int | None:
+    """Packets ``host``'s NIC (a topology ``nic``: the tbf on its data interface) has dropped
+    so far, or None where the host has none or its counters cannot be read."""
+    if host not in net.nic_specs:
+        return None
+    p = subprocess.run(
+        ["ip", "netns", "exec", net.ns(host), "tc", "-s", "qdisc", "show", "dev", "data"],
+        capture_output=True,
+        text=True,
+    )
+    m = re.search(r"\(dropped (\d+),", p.stdout)
+    return int(m.group(1)) if m else None
+
+
 def udp_rcvbuf_errors(net: Network, host: str) -> int | None:
     """The host's UDP datagrams dropped for a full socket receive buffer so far (``/proc/net/snmp``
     of its namespace, ``Udp: RcvbufErrors``), or None where that cannot be read."""
@@ -710,10 +728,11 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
     res = StackResult(stack=stack.name, protocol=stack.protocol, short_tcp_workers=workers, short_tcp_cc=spec.cc)
     for n in spec.bulk_flows:
         rt = run.runtime(net)
-        flows = [Flow(f"bulk{j}", spec.src, spec.dst) for j in range(n)]
+        flows = [Flow(f"bulk{j}", spec.src, spec.dst, options=spec.bulk) for j in range(n)]
         tag = f"n{n}"
         host = None
         short_out = work / f"{stack.name}-{tag}-short.json"
+        nic0 = nic_dropped(net, spec.src)
         t_wall0, t_mono0 = time.time(), time.monotonic()
         try:
             bulk_stacks = {f.name: stack for f in flows}
@@ -741,6 +760,8 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
         except (OSError, IndexError, json.JSONDecodeError):
             r = {"aggregate_mbps": 0.0, "flows": []}
         bulk = _flow_results(run, live, started, run.duration + warm)
+        nic1 = nic_dropped(net, spec.src)
+        nic = nic1 - nic0 if nic0 is not None and nic1 is not None else None
         run.influx.write(
             "short_tcp",
             _tags(run, exp, part, stack.name, "short") | {"bulk_flows": str(n)},
@@ -754,11 +775,13 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
                 bulk_mean_mbps=[f.mean_mbps for f in bulk],
                 bulk_series_1s={f.name: f.series_1s for f in bulk},
                 host=_host_check(run, net, stack.name, host, started),
+                nic_dropped=nic,
             )
         )
         run.log(
             f"     {n:2d} bulk {stack.name}: short TCP aggregate {r['aggregate_mbps']:.1f} Mb/s "
             f"({len(r['flows'])} flows), bulk total {sum(f.mean_mbps for f in bulk):.1f} Mb/s"
+            + (f", the senders' NIC dropped {nic} packets" if nic is not None else "")
         )
     res.metrics = {"short_tcp_ratio": short_tcp_ratio(res.points)}
     return res

@@ -62,7 +62,7 @@ class Transfer:
 
     data_addr: str | None = None  # the receiver's data-path address (FRTP's circuit), if not addr
     rate_mbps: float | None = None  # a fixed sending rate, Mb/s of IP packets
-    udp_buffer: int | None = None  # bytes, the data socket's buffers
+    udp_buffer: int | None = None  # bytes, the data socket's buffers (the udt CLI: the sender's send buffer)
     frtp_buffer: int | None = None  # bytes, FRTP's retransmission / resequencing buffer
     # UDT's flow window and receive buffer, packets (`--flow-window`, `--rcvbuf`; `--sndbuf` twice
     # that): what the path needs in flight, set by the runner for every UDT stack that takes them.
@@ -196,6 +196,11 @@ class UdtCli(CliStack):
             return "fixed:" in self._help("send")
         if setting == "udt_window":
             return "--flow-window" in self._help("recv") and "--flow-window" in self._help("send")
+        # The data socket's buffer is the sender's kernel send buffer (`--udp-sndbuf`): where
+        # the sending host's NIC is the bottleneck, it decides whether the sender blocks or the
+        # NIC's queue drops (docs/testbed.md, "A host's NIC as the bottleneck").
+        if setting == "udp_buffer":
+            return "--udp-sndbuf" in self._help("send")
         return super().takes(setting)
 
     def _help(self, command: str) -> str:
@@ -239,6 +244,8 @@ class UdtCli(CliStack):
         argv += self._window(transfer)
         if transfer.rate_mbps is not None:
             argv += ["--cc", f"fixed:{transfer.rate_mbps:g}"]
+        if transfer.udp_buffer is not None:
+            argv += ["--udp-sndbuf", str(transfer.udp_buffer)]
         # The sender's pacing (period_us) shows whether timing artifacts made it faster than the path.
         return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
 

@@ -9,7 +9,7 @@ Format (see docs/testbed.md for the full reference)::
     name = "chicago-amsterdam"
     paper = "SC'04 Fig. 11: StarLight–SARA, 1 Gb/s, 110 ms RTT"
     [hosts]
-    chicago = {}
+    chicago = {}                      # or { nic = { rate = "1gbit", queue = "1000p" } }
     amsterdam = {}
     [[link]]
     ends = ["chicago", "amsterdam"]   # forward = ends[0] -> ends[1]
@@ -141,6 +141,23 @@ class Queue:
 
 
 @dataclass(frozen=True)
+class HostNic:
+    """A host's own interface as a bottleneck (``nic`` in ``[hosts]``): its data interface sends
+    at ``rate_bps`` from a transmit queue of ``queue``. Unlike a router's queue it holds every
+    socket's packets against that socket's send buffer, so a full buffer blocks the sender
+    (UDP included) instead of its packets being dropped; the queue drops only what the buffers
+    together overfill it with."""
+
+    rate_bps: float
+    queue: Queue = Queue(packets=1000)
+
+    def limit_bytes(self, scale: float) -> int:
+        """The queue's limit in bytes at ``scale`` (a packet limit counts full frames)."""
+        pkts = self.queue.packets_for(self.rate_bps, 0.0, scale)
+        return pkts * FRAME_BYTES if pkts is not None else self.queue.bytes_for(scale) or 10 * FRAME_BYTES
+
+
+@dataclass(frozen=True)
 class Direction:
     """One direction of a link: what a frame meets from one end to the other."""
 
@@ -202,6 +219,7 @@ class Topology:
     paper: str = ""
     description: str = ""
     nets: list[str] = field(default_factory=list)
+    nics: dict[str, HostNic] = field(default_factory=dict)  # host -> its NIC, where it is a bottleneck
 
     def address(self, host: str, net: str = "data") -> str:
         """IPv4 address of ``host`` on ``net`` (10.<100+net>.<i/200>.<i%200+1>/16)."""
@@ -242,6 +260,8 @@ class Topology:
 
     def bottleneck_bps(self, src: str, dst: str, net: str = "data", scale: float = 1.0) -> float | None:
         rates = [h.dir.rate_bps for h in self.route(src, dst, net) if h.dir.rate_bps]
+        if net == "data" and src in self.nics:
+            rates.append(self.nics[src].rate_bps)
         return min(rates) * scale if rates else None
 
     def window_packets(self, src: str, dst: str, scale: float, payload: int) -> int | None:
@@ -406,9 +426,32 @@ def load(path: str | Path) -> Topology:
                     table,
                     n,
                 )
-            if v != {}:
-                raise fail(f"{n!r}: takes no options yet; write '{n} = {{}}'", table, n)
+            if table == "hosts" and isinstance(v, dict) and set(v) == {"nic"}:
+                nics[n] = host_nic(n, v["nic"])
+            elif v != {}:
+                known = '\'nic = { rate = "1gbit", queue = "1000p" }\' or nothing' if table == "hosts" else "nothing"
+                raise fail(f"{n!r}: takes {known}; write '{n} = {{}}' for none", table, n)
         return list(t)
+
+    def host_nic(n: str, raw: object) -> HostNic:
+        if not (isinstance(raw, dict) and "rate" in raw and set(raw) <= {"rate", "queue"}):
+            raise fail(
+                f'{n!r}: nic = {{ rate = "1gbit", queue = "1000p" }} (queue optional, default 1000p)', "hosts", n
+            )
+        try:
+            if not all(isinstance(x, str) for x in raw.values()):
+                raise ValueError('rate and queue are strings, e.g. rate = "1gbit"')
+            rate = parse_rate(raw["rate"])
+            if rate is None:
+                raise ValueError("a NIC's rate cannot be 'unlimited'")
+            queue = Queue.parse(raw.get("queue", "1000p"))
+            if queue.bdp:
+                raise ValueError("a NIC's queue is a transmit queue: packets or bytes, not 'bdp'")
+        except ValueError as e:
+            raise fail(f"{n!r}: nic: {e}", "hosts", n) from None
+        return HostNic(rate, queue)
+
+    nics: dict[str, HostNic] = {}
 
     hosts = names("hosts")
     switches = names("switches")
@@ -521,6 +564,7 @@ def load(path: str | Path) -> Topology:
         paper=str(data.get("paper", "")),
         description=str(data.get("description", "")),
         nets=nets,
+        nics=nics,
     )
     _check_tree(topo, fail)
     return topo

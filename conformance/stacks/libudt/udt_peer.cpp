@@ -81,6 +81,8 @@ const char* const kUsage =
     "  --flow-window PKTS    UDT_FC, the largest flow window in packets (default 8192)\n"
     "  --rcvbuf PKTS         UDT_RCVBUF in packets of MSS - 28 bytes (default 8192)\n"
     "  --sndbuf PKTS         UDT_SNDBUF in packets (default 45590, 64 MiB)\n"
+    "  --udp-sndbuf BYTES    UDP_SNDBUF, the data socket's kernel send buffer (default\n"
+    "                        8 MiB; 4.11's own default is 64 KiB)\n"
     "  --connections N       recv: accept N connections (default 1); with --stats\n"
     "                        every line carries \"conn\":K, one series and one\n"
     "                        summary line per connection\n"
@@ -120,6 +122,7 @@ struct Options {
   int flow_window = 0;  // packets; 0: library default (8192)
   int rcvbuf = 0;       // packets of MSS - 28 bytes; 0: library default
   int sndbuf = 0;       // packets; 0: kUdtSndBuf
+  int udp_sndbuf = kUdpSndBuf;  // bytes
 };
 
 // Packet-counted buffer options stop where their size in bytes would overflow an int.
@@ -167,6 +170,7 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--flow-window") o.flow_window = parse_int(a, value(), 32, kMaxBufPkts);
     else if (a == "--rcvbuf") o.rcvbuf = parse_int(a, value(), 32, kMaxBufPkts);
     else if (a == "--sndbuf") o.sndbuf = parse_int(a, value(), 32, kMaxBufPkts);
+    else if (a == "--udp-sndbuf") o.udp_sndbuf = parse_int(a, value(), 1024, 1L << 30);
     else if (a == "--stats") o.stats = value();
     else if (a == "--stats-interval") o.stats_interval_ms = parse_int(a, value(), 1, 3600000);
     else if (a == "--connections" && o.role == "recv") o.connections = parse_int(a, value(), 1, 10000);
@@ -393,7 +397,7 @@ UDTSOCKET make_socket(const Options& o, int family) {
   }
   int snd = o.sndbuf ? o.sndbuf * payload : kUdtSndBuf;
   set_opt(s, UDT_SNDBUF, &snd, sizeof(int), "UDT_SNDBUF");
-  set_opt(s, UDP_SNDBUF, &kUdpSndBuf, sizeof(int), "UDP_SNDBUF");
+  set_opt(s, UDP_SNDBUF, &o.udp_sndbuf, sizeof(int), "UDP_SNDBUF");
   if (o.rendezvous) {
     bool on = true;
     set_opt(s, UDT_RENDEZVOUS, &on, sizeof on, "UDT_RENDEZVOUS");

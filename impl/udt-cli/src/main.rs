@@ -136,6 +136,10 @@ struct Common {
     /// Send buffer in packets (UDT_SNDBUF / payload size).
     #[arg(long, value_name = "PKTS")]
     sndbuf: Option<u32>,
+    /// The data socket's kernel send buffer in bytes (UDT_UDP_SNDBUF; default 8 MiB, 4.11's own
+    /// default is 64 KiB).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1024..=1 << 30))]
+    udp_sndbuf: Option<u32>,
     /// Bandwidth cap in Mbit/s of payload (UDT_MAXBW).
     #[arg(long, value_name = "MBIT")]
     max_bw: Option<f64>,
@@ -173,6 +177,9 @@ fn builder(c: &Common) -> Result<udt::Builder, Failure> {
     }
     if let Some(n) = c.sndbuf {
         b = b.send_buffer(n);
+    }
+    if let Some(n) = c.udp_sndbuf {
+        b = b.udp_send_buffer(n as usize);
     }
     if let Some(m) = c.max_bw {
         if !(m > 0.0 && m.is_finite()) {

@@ -83,6 +83,8 @@ fn options_are_accepted_and_stats_are_json_lines() {
             "2048",
             "--max-bw",
             "2000",
+            "--udp-sndbuf",
+            "65536",
         ],
         &["--stats", s(&stats), "--stats-interval", "20"],
     );
@@ -196,6 +198,9 @@ fn usage_errors_exit_2_and_help_documents_examples() {
     let out = finish(udt(&["recv", "--listen", "127.0.0.1:1", "--output", "-", "--cc", "bogus"]).spawn().unwrap(), 30);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr_of(&out).contains("congestion control"), "{}", stderr_of(&out));
+    let out =
+        finish(udt(&["send", "--connect", "127.0.0.1:1", "--input", "x", "--udp-sndbuf", "10"]).spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(2), "a UDP buffer below 1024 bytes: {}", stderr_of(&out));
 
     let help = finish(udt(&["--help"]).spawn().unwrap(), 30);
     let text = String::from_utf8_lossy(&help.stdout);
@@ -217,6 +222,7 @@ fn usage_errors_exit_2_and_help_documents_examples() {
         "--rcvbuf",
         "--sndbuf",
         "--max-bw",
+        "--udp-sndbuf",
         "Exit status",
     ] {
         assert!(text.contains(opt), "{opt} missing from send --help");

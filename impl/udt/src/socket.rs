@@ -111,6 +111,11 @@ impl Builder {
         self.mux.udp_buffers = BufferSizes { send, recv };
         self
     }
+    /// The kernel UDP send buffer alone, in bytes (`UDT_UDP_SNDBUF`; default 8 MiB, 4.11's 64 KiB).
+    pub fn udp_send_buffer(mut self, bytes: usize) -> Self {
+        self.mux.udp_buffers.send = bytes;
+        self
+    }
     /// Waits of the I/O thread shorter than this are spun rather than slept (default 50 µs).
     pub fn spin_threshold(mut self, d: Duration) -> Self {
         self.mux.spin = d;
