@@ -737,7 +737,15 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
         try:
             bulk_stacks = {f.name: stack for f in flows}
             seconds = run.duration + warm
-            started = _start_bulk(rt, net, bulk_stacks, flows, work, seconds, 7100, f"{stack.name}-{tag}", run.scale)
+            # The bulk flows' settings (the window their path needs, `bulk_udp_buffer`), as a
+            # bulk part's flows get them.
+            transfers = {
+                f.name: transfer_for(f, stack, net, run.scale, seconds, work / f"{stack.name}-{tag}-{f.name}")
+                for f in flows
+            }
+            started = _start_bulk(
+                rt, net, bulk_stacks, flows, work, seconds, 7100, f"{stack.name}-{tag}", run.scale, transfers
+            )
             live = _live(run, exp, part, stack.name, net, started, t_wall0, {"bulk_flows": str(n)})
             watch = hostwatch.HostWatch(net)
             _watch(run, live, warm, t_mono0)
