@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from udtbed import runner
-from udtbed.experiment import Flow, FlowOptions, Part
+from udtbed.experiment import Flow, FlowOptions, Part, ShortTcp
 from udtbed.stacks import FrtpCli, Iperf3Tcp, SabulCli, Stack, Transfer, UdtCli, all_stacks, parse_stats_line
 from udtbed.topology import load as load_topology
 
@@ -247,3 +247,21 @@ def test_a_udt_flow_s_window_and_buffers_hold_what_its_path_needs_in_flight() ->
     argv, _ = udt.receiver("10.0.0.2", 9000, Path("s"), Transfer(udt_window=20243))
     assert argv[-6:] == ["--flow-window", "20243", "--rcvbuf", "20243", "--sndbuf", "40486"]
     assert "--flow-window" not in udt.sender("10.0.0.2", 9000, 10)  # not set: the stack's own
+
+
+def test_a_short_flow_point_s_bulk_flows_get_the_window_and_udp_buffer_a_bulk_part_s_would(tmp_path) -> None:
+    class Net:  # what transfer_for reads of a built network
+        topo = load_topology(REPO / "topologies/chicago-amsterdam-nic.toml")
+
+        def address(self, host: str, net: str = "data") -> str:
+            return self.topo.address(host, net)
+
+    spec = ShortTcp("chicago", "amsterdam", (0, 3), bulk=FlowOptions(udp_buffer=65536))
+    udt = UdtCli("u", Path("/bin/udt"))
+    udt.takes = lambda setting: True  # type: ignore[method-assign]  # no binary to ask
+    flows, transfers = runner.short_tcp_bulk(spec, 3, udt, Net(), 0.1, 20, tmp_path / "u-n3")  # type: ignore[arg-type]
+    assert [f.name for f in flows] == ["bulk0", "bulk1", "bulk2"]
+    for t in transfers.values():
+        assert (t.udp_buffer, t.udt_window) == (6554, 8192)
+        assert udt.sender("10.100.0.2", 7100, 20, transfer=t)[-2:] == ["--udp-sndbuf", "6554"]
+    assert runner.short_tcp_bulk(spec, 0, udt, Net(), 0.1, 20, tmp_path / "u-n0") == ([], {})  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from udtconf import metrics
 from . import capture, hostwatch
 from .bands import against_reference, judge_all
 from .calibrate import as_json, calibrate
-from .experiment import Experiment, Flow, FlowOptions, Part
+from .experiment import Experiment, Flow, FlowOptions, Part, ShortTcp
 from .hostwatch import HostReport
 from .influx import InfluxWriter
 from .live import LiveWatch, WatchedFlow, write_calibration
@@ -728,21 +728,15 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
     res = StackResult(stack=stack.name, protocol=stack.protocol, short_tcp_workers=workers, short_tcp_cc=spec.cc)
     for n in spec.bulk_flows:
         rt = run.runtime(net)
-        flows = [Flow(f"bulk{j}", spec.src, spec.dst, options=spec.bulk) for j in range(n)]
         tag = f"n{n}"
+        seconds = run.duration + warm
+        flows, transfers = short_tcp_bulk(spec, n, stack, net, run.scale, seconds, work / f"{stack.name}-{tag}")
         host = None
         short_out = work / f"{stack.name}-{tag}-short.json"
         nic0 = nic_dropped(net, spec.src)
         t_wall0, t_mono0 = time.time(), time.monotonic()
         try:
             bulk_stacks = {f.name: stack for f in flows}
-            seconds = run.duration + warm
-            # The bulk flows' settings (the window their path needs, `bulk_udp_buffer`), as a
-            # bulk part's flows get them.
-            transfers = {
-                f.name: transfer_for(f, stack, net, run.scale, seconds, work / f"{stack.name}-{tag}-{f.name}")
-                for f in flows
-            }
             started = _start_bulk(
                 rt, net, bulk_stacks, flows, work, seconds, 7100, f"{stack.name}-{tag}", run.scale, transfers
             )
@@ -793,6 +787,15 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
         )
     res.metrics = {"short_tcp_ratio": short_tcp_ratio(res.points)}
     return res
+
+
+def short_tcp_bulk(
+    spec: ShortTcp, n: int, stack: Stack, net: Network, scale: float, seconds: float, base: Path
+) -> tuple[list[Flow], dict[str, Transfer]]:
+    """A ``short_tcp`` point's ``n`` bulk flows and their settings at the run's scale (the window
+    their path needs, ``bulk_udp_buffer``), as a bulk part's flows get theirs (:func:`transfer_for`)."""
+    flows = [Flow(f"bulk{j}", spec.src, spec.dst, options=spec.bulk) for j in range(n)]
+    return flows, {f.name: transfer_for(f, stack, net, scale, seconds, Path(f"{base}-{f.name}")) for f in flows}
 
 
 def short_tcp_ratio(points: list[ShortTcpPoint]) -> float | None:
