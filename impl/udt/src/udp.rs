@@ -122,6 +122,11 @@ pub struct UdpSocket {
     fd: OwnedFd,
     local: SocketAddr,
     gso: bool,
+    /// Largest GSO super-datagram this socket sends, payload bytes: at most a quarter of its
+    /// granted send buffer. The kernel admits a super-datagram whole whenever the buffer has
+    /// any room, so a larger one would let the socket overfill a host's transmit queue that a
+    /// small buffer is meant to back-pressure (docs/testbed.md, "A host's NIC as the bottleneck").
+    gso_bytes: usize,
     gro: bool,
     pub counters: IoCounters,
 }
@@ -153,7 +158,8 @@ impl UdpSocket {
         // Kernel receive time stamps: the receiver's arrival-speed and packet-pair measurements
         // (UDT4.md §10) need each datagram's arrival time, not the time we got round to it.
         let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
-        let mut socket = UdpSocket { fd, local: addr, gso, gro, counters: IoCounters::default() };
+        let mut socket = UdpSocket { fd, local: addr, gso, gso_bytes: 0, gro, counters: IoCounters::default() };
+        socket.gso_bytes = GSO_MAX_BYTES.min(socket.buffer_sizes().0 / 4);
         socket.local = socket.query_local_addr()?;
         Ok(socket)
     }
@@ -190,7 +196,7 @@ impl UdpSocket {
         let mut start = 0;
         self.counters.send_pkts += batch.pkts.len() as u64;
         while start < batch.pkts.len() {
-            let groups = batch.build(start, self.gso);
+            let groups = batch.build(start, if self.gso { self.gso_bytes } else { 0 });
             let mut sent = 0;
             while sent < groups {
                 // SAFETY: `build` filled `hdrs[..groups]` with pointers into `batch`, which is
@@ -390,19 +396,20 @@ impl TxBatch {
         self.groups[g].1
     }
 
-    /// Fills `hdrs` for the packets from `start` on; returns the number of messages.
-    fn build(&mut self, start: usize, gso: bool) -> usize {
+    /// Fills `hdrs` for the packets from `start` on, runs of them as GSO super-datagrams of at
+    /// most `gso_bytes` payload bytes (0: no GSO); returns the number of messages.
+    fn build(&mut self, start: usize, gso_bytes: usize) -> usize {
         self.groups.clear();
         let n = self.pkts.len();
         let mut i = start;
         while i < n {
             let first = self.pkts[i];
             let mut j = i + 1;
-            if gso {
+            if gso_bytes > 0 {
                 let mut total = first.len;
                 while j < n && j - i < GSO_MAX_SEGMENTS {
                     let p = self.pkts[j];
-                    if p.to != first.to || p.len > first.len || total + p.len > GSO_MAX_BYTES {
+                    if p.to != first.to || p.len > first.len || total + p.len > gso_bytes {
                         break;
                     }
                     total += p.len;
@@ -621,6 +628,25 @@ mod tests {
             assert_eq!(d.len(), lens[i]);
             assert!(d.iter().all(|&x| x == i as u8));
         }
+    }
+
+    #[test]
+    fn a_super_datagram_takes_at_most_a_quarter_of_the_socket_s_send_buffer() {
+        let mut tx = TxBatch::new(8, 1500);
+        let to: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        for _ in 0..5 {
+            tx.commit(to, 1400);
+        }
+        assert_eq!(tx.build(0, 3000), 3, "two, two and one packet");
+        assert_eq!((tx.group_len(0), tx.group_len(1), tx.group_len(2)), (2, 2, 1));
+        assert_eq!(tx.build(0, 0), 5, "no GSO: one message each");
+        // 6554 bytes asked for, 13 108 granted (the kernel doubles it): 3277 per super-datagram.
+        let small = UdpSocket::bind("127.0.0.1:0".parse().unwrap(), BufferSizes { send: 6554, recv: 1 << 20 }).unwrap();
+        assert_eq!(small.gso_bytes, small.buffer_sizes().0 / 4);
+        assert!(small.gso_bytes < 2 * 1472 + 1472, "at most two full packets: {}", small.gso_bytes);
+        let large =
+            UdpSocket::bind("127.0.0.1:0".parse().unwrap(), BufferSizes { send: 8 << 20, recv: 1 << 20 }).unwrap();
+        assert_eq!(large.gso_bytes, GSO_MAX_BYTES);
     }
 
     #[test]
