@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol
 
 from udtconf import metrics
+from udtconf.stacks import reference_stacks
 
 from . import capture, hostwatch
 from .bands import against_reference, judge_all
@@ -37,7 +38,7 @@ from .live import LiveWatch, WatchedFlow, write_calibration
 from .network import Network
 from .results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult, SweepPoint
 from .runtime import HostRuntime, NamespaceRuntime, Process
-from .stacks import Role, Stack, Transfer, all_stacks, reference_stacks, resample
+from .stacks import Role, Stack, Transfer, all_stacks, resample
 from .topology import Topology
 from .topology import load as load_topology
 

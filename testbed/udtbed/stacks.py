@@ -425,11 +425,6 @@ def all_stacks() -> dict[str, Stack]:
     return out
 
 
-def reference_stacks() -> dict[str, str]:
-    """The registry's reference stack of each protocol (``reference = true``: libudt for UDT), by protocol."""
-    return registry.reference_stacks()
-
-
 def resample(samples: list[Sample], offset: float, step: float, end: float) -> list[tuple[float, float]]:
     """Throughput (Mb/s) per ``step`` seconds on a common time axis (run time = offset + t)."""
     pts = [(offset + s.t, s.bytes) for s in samples]
