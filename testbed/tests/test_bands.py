@@ -128,5 +128,6 @@ def test_a_short_run_leaves_out_the_papers_start_up_and_a_long_one_is_read_over_
     from udtbed.runner import Run
 
     assert Run.warmup_of(20) == 8.0 and Run.warmup_of(10) == 4.0  # min(8 s, 40 %)
-    assert Run.warmup_of(40) == 8.0  # the quick profiles' longest
+    assert Run.warmup_of(40) == 8.0
+    assert Run.warmup_of(60) == 8.0  # the fairness profile: its band was measured over 52 s
     assert Run.warmup_of(100) == 50.0  # DURATION=100: the papers' 100 s traces, second half

@@ -136,6 +136,14 @@ struct Flow {
     blocked: bool,
 }
 
+impl Flow {
+    /// Whether `packet`, in link `l`'s queue, counts against the sender's socket buffer: a
+    /// datagram to the receiver at its first hop, on its socket's link ([`SocketLimit`]).
+    fn in_socket_buffer(&self, packet: &Packet, l: usize) -> bool {
+        packet.to == 1 && packet.hop == 0 && self.socket.is_some_and(|s| s.link.0 == l)
+    }
+}
+
 /// One flow's counters at one sample time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FlowSample {
@@ -374,7 +382,7 @@ impl Network {
         let l = self.flows[packet.flow as usize].routes[1 - packet.to as usize][packet.hop as usize].0;
         let now = self.now;
         let flow = &mut self.flows[packet.flow as usize];
-        let counted = packet.to == 1 && packet.hop == 0 && flow.socket.is_some_and(|s| s.link.0 == l);
+        let counted = flow.in_socket_buffer(&packet, l);
         let link = &mut self.links[l];
         if let Admission::Queued { release_at, .. } = link.line.handle_frame(now, packet.wire_len, packet) {
             if counted {
@@ -395,7 +403,7 @@ impl Network {
         self.links[l].armed = Nanos::MAX;
         while let Some(mut packet) = self.links[l].line.poll_frame(now) {
             let flow = &mut self.flows[packet.flow as usize];
-            let unblock = if packet.to == 1 && packet.hop == 0 && flow.socket.is_some_and(|s| s.link.0 == l) {
+            let unblock = if flow.in_socket_buffer(&packet, l) {
                 flow.in_socket -= 1;
                 std::mem::take(&mut flow.blocked)
             } else {
