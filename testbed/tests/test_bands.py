@@ -39,7 +39,7 @@ def judged(**mbps: float) -> dict[str, StackResult]:
     stacks = {name.replace("_", "-"): result(name.replace("_", "-"), x) for name, x in mbps.items()}
     for name, s in stacks.items():
         s.verdicts = judge_all(PART, s, SCALE, WARMUP, DURATION, reference=name == "libudt")
-    against_reference(stacks, "libudt")
+    against_reference(stacks, "libudt", PART, SCALE, WARMUP, DURATION)
     return stacks
 
 
@@ -122,6 +122,76 @@ def test_the_summary_shows_each_stack_s_reading_beside_the_reference_s_value():
     res.parts[0].stacks = stacks
     text = cells(render({"run_id": "r1"}, [res]))
     assert row + "40|(libudt 70)|✕|FAIL|70|✓|PASS|" in text, text
+
+
+# The same part with udt-rs held to libudt in the same run (issue 13): goodput within 5 % (the
+# quick profile's floor 0.8), 90 % no later (in make testbed only: no profile bound).
+PARITY = Part(
+    "local",
+    TOPOLOGIES_DIR / "chicago-local.toml",
+    flows=(Flow("f", "chicago", "local"),),
+    bands=PART.bands
+    + (
+        Band("mean_mbps", "as fast as 4.11", "parity", flow="f", min=0.95, of="reference", profile_min=0.8),
+        Band("time_to_90pct_s", "no later than 4.11", "parity", flow="f", max=1.0, of="reference"),
+    ),
+)
+
+
+def parity(ours: float, libudt: float, t90: tuple[float | None, float | None] = (None, None), profile: bool = False):
+    """udt-rs's verdicts on PARITY beside libudt's run; ``t90``: (ours, libudt) seconds to 90 %."""
+    stacks = {"udt-rs": result("udt-rs", ours), "libudt": result("libudt", libudt)}
+    for (name, s), t in zip(stacks.items(), t90, strict=True):
+        s.flows[0].time_to_90pct_s = t
+        s.verdicts = judge_all(PARITY, s, SCALE, WARMUP, DURATION, reference=name == "libudt")
+    assert [v.relative for v in stacks["libudt"].verdicts] == [False, False]  # not judged on itself
+    assert against_reference(stacks, "libudt", PARITY, SCALE, WARMUP, DURATION, profile) == [stacks["udt-rs"]]
+    return stacks
+
+
+@pytest.mark.parametrize(
+    ("ours", "libudt", "ok"),
+    [(60.0, 60.0, True), (57.0, 60.0, True), (56.9, 60.0, False), (80.0, 60.0, True)],
+)
+def test_a_reference_relative_band_holds_our_goodput_to_the_reference_s_in_the_same_run(ours, libudt, ok):
+    v = parity(ours, libudt)["udt-rs"].verdicts[2]
+    assert v.relative and (v.value, v.low, v.ok) == (ours, 0.95 * libudt, ok)
+    assert (v.reading, v.ref_stack, v.ref_value) == ("PASS" if ok else "FAIL", "libudt", libudt)
+    assert v.line().endswith(f"(want ≥ {0.95 * libudt:.3g}; libudt {libudt:.3g}): {'PASS' if ok else 'FAIL'}")
+
+
+def test_the_quick_profile_judges_a_reference_relative_band_at_its_own_floor_and_skips_one_without():
+    verdicts = parity(50.0, 60.0, profile=True)["udt-rs"].verdicts
+    assert [v.band for v in verdicts if v.relative] == ["mean_mbps(f) >= 0.95 x reference"]  # no t90 floor
+    v = verdicts[-1]
+    assert (v.low, v.ok) == (0.8 * 60.0, True)  # 0.83: a loss epoch's worth behind, not a stall
+
+
+@pytest.mark.parametrize(
+    ("t90", "ok"),
+    [((4.0, 9.0), True), ((9.0, 9.0), True), ((10.0, 9.0), False), ((None, 9.0), False), ((4.0, None), True)],
+)
+def test_ninety_percent_no_later_than_the_reference_and_never_is_the_later(t90, ok):
+    v = parity(60.0, 60.0, t90)["udt-rs"].verdicts[3]
+    assert v.metric == "time_to_90pct_s" and v.relative and v.ok is ok
+    assert parity(60.0, 60.0, (None, None))["udt-rs"].verdicts[3].ok is None  # neither got there: not judged
+
+
+def test_without_the_reference_in_the_run_a_reference_relative_band_is_not_judged():
+    s = result("udt-rs", 40.0)
+    s.verdicts = judge_all(PARITY, s, SCALE, WARMUP, DURATION)
+    assert against_reference({"udt-rs": s}, "libudt", PARITY, SCALE, WARMUP, DURATION) == []
+    assert not any(v.relative for v in s.verdicts) and len(s.verdicts) == 2
+
+
+def test_the_summary_shows_a_reference_relative_band_for_the_stack_beside_the_reference_only():
+    stacks = parity(50.0, 60.0)
+    part_result = PartResult("local", "chicago-local", "chicago-local.toml", "", {}, [], True, {}, stacks)
+    res = ExperimentResult("ref", "Parity", "test", "", SCALE, DURATION, WARMUP, "linkem", [part_result])
+    back = ExperimentResult.from_dict(json.loads(res.to_json()))
+    assert back.parts[0].stacks["udt-rs"].verdicts[2].relative
+    text = cells(render({"run_id": "r1"}, [back]))
+    assert "|mean_mbps(f) >= 0.95 x reference|as fast as 4.11|≥ 57|50|(libudt 60)|✕|FAIL|–|" in text, text
 
 
 def test_a_short_run_leaves_out_the_papers_start_up_and_a_long_one_is_read_over_its_second_half():

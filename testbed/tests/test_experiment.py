@@ -315,6 +315,8 @@ def test_flows_carry_rates_buffers_and_files_and_a_sweep_runs_one_option_over_va
         (("capture = true\n", ""), "a paths_separated band needs capture = true"),
         (("seconds = 8,", "seconds = 8, step = 2,"), "unknown sweep key(s) ['step']"),
         (('metric = "bytes_exact"', 'metric = "loss_pct"\nof = "rate"'), 'of = "rate" bounds mean_mbps of a flow'),
+        (('metric = "bytes_exact"', 'metric = "bytes_exact"\nof = "reference"'), 'of = "reference" bounds a'),
+        (('metric = "bytes_exact"', 'metric = "loss_pct"\nprofile_min = "low"'), "profile_min must be a number"),
     ],
 )
 def test_a_bad_flow_option_or_sweep_is_refused(tmp_path, change, message):

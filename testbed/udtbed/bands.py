@@ -10,6 +10,11 @@ Every verdict is also read against the reference stack's (libudt, UDT 4.11: ``re
 in the registry) on the same band in the same run: PASS within the band; FAIL outside it while
 the reference is within it, or when no reference ran; ``4.11 deviation`` outside it on the same
 side as the reference, whose own misses read so too. The band stays where the paper puts it.
+
+A band ``of = "reference"`` is the other way round: its unit is the reference stack's own value
+in the same run (udt-rs's goodput within 5 % of libudt's, issue 13), so it is judged only beside
+the reference (:func:`against_reference`) and reads PASS or FAIL. The quick profiles judge it
+with the band's ``profile_min`` / ``profile_max``: one loss epoch moves a 25-40 s mean by 10-20 %.
 """
 
 from __future__ import annotations
@@ -59,14 +64,31 @@ def unit_value(band: Band, res: StackResult, scale: float) -> float | None:
     return cap / len(res.flows) if band.of == "fair_share" else cap
 
 
-def judge(band: Band, res: StackResult, scale: float, warmup_s: float, duration_s: float, part: Part) -> Verdict:
-    unit = unit_value(band, res, scale)
-    low = band.min * unit if band.min is not None and unit is not None else None
-    high = band.max * unit if band.max is not None and unit is not None else None
+def judge(
+    band: Band,
+    res: StackResult,
+    scale: float,
+    warmup_s: float,
+    duration_s: float,
+    part: Part,
+    ref: StackResult | None = None,
+    profile: bool = False,
+) -> Verdict:
+    """``band`` judged on ``res``; a reference-relative band against ``ref``, the reference
+    stack's result in the same run; ``profile``: with the quick profile's bounds."""
     value = metric_value(band, res, warmup_s)
+    unit = (
+        (None if ref is None else metric_value(band, ref, warmup_s)) if band.relative else unit_value(band, res, scale)
+    )
+    lo, hi = band.bounds(profile)
+    low = lo * unit if lo is not None and unit is not None else None
+    high = hi * unit if hi is not None and unit is not None else None
     ok: bool | None = None
     note = ""
-    if value is None or unit is None:
+    if band.relative and band.metric == "time_to_90pct_s" and (value is None) != (unit is None):
+        ok = value is not None  # one of the two never reached 90 %: the one that did is the earlier
+        note = f"{'this stack' if value is None else 'the reference'} never reached 90 %"
+    elif value is None or unit is None:
         note = "" if value is None else "no bottleneck rate to scale the band by"
     else:
         ok = (low is None or value >= low) and (high is None or value <= high)
@@ -89,8 +111,10 @@ def judge_all(
     part: Part, res: StackResult, scale: float, warmup_s: float, duration_s: float, reference: bool = False
 ) -> list[Verdict]:
     """The verdicts of every band of ``part`` that applies to ``res``'s protocol, read as the
-    reference stack's (``reference``) or as if no reference ran (until :func:`against_reference`)."""
-    verdicts = [judge(b, res, scale, warmup_s, duration_s, part) for b in part.bands if b.protocol == res.protocol]
+    reference stack's (``reference``) or as if no reference ran (until :func:`against_reference`).
+    The reference-relative bands wait for :func:`against_reference`."""
+    bands = [b for b in part.bands if b.protocol == res.protocol and not b.relative]
+    verdicts = [judge(b, res, scale, warmup_s, duration_s, part) for b in bands]
     for v in verdicts:
         v.reading = reading(v, None, reference)
     return verdicts
@@ -115,22 +139,39 @@ def reading(v: Verdict, ref: Verdict | None, reference: bool) -> Reading | None:
     return "FAIL"
 
 
-def against_reference(stacks: Mapping[str, StackResult], reference: str) -> list[StackResult]:
+def against_reference(
+    stacks: Mapping[str, StackResult],
+    reference: str,
+    part: Part,
+    scale: float,
+    warmup_s: float,
+    duration_s: float,
+    profile: bool = False,
+) -> list[StackResult]:
     """Read the verdicts of a part's other stacks of the reference's protocol against the
     reference stack's verdicts on the same bands: each carries the reference's value and whether
-    it was within the band. The stacks read (none when the reference did not run)."""
+    it was within the band. Then judge the part's reference-relative bands on each of them (the
+    quick profile's: ``profile``), appended to its verdicts. The stacks read (none when the
+    reference did not run)."""
     ref = stacks.get(reference)
     if ref is None:
         return []
     by_band = {r.band: r for r in ref.verdicts}
+    relative = [b for b in part.bands if b.relative and b.protocol == ref.protocol and (not profile or b.in_profile())]
     read = []
     for res in stacks.values():
         if res is ref or res.protocol != ref.protocol:
             continue
+        res.verdicts = [v for v in res.verdicts if not v.relative]  # judged again if read again
         for v in res.verdicts:
             r = by_band.get(v.band)
             if r is not None:
                 v.ref_stack, v.ref_value, v.ref_ok = reference, r.value, r.ok
             v.reading = reading(v, r, False)
+        for b in relative:
+            v = judge(b, res, scale, warmup_s, duration_s, part, ref, profile)
+            v.ref_stack, v.ref_value, v.relative = reference, metric_value(b, ref, warmup_s), True
+            v.reading = reading(v, None, False)
+            res.verdicts.append(v)
         read.append(res)
     return read

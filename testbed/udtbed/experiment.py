@@ -73,6 +73,7 @@ UNITS = {
     "fair_share": "a fraction of the part's bottleneck rate divided by the number of flows",
     "paper_mbps": "Mb/s at the paper's rates, multiplied by the run's scale",
     "rate": "a fraction of the flow's fixed rate in goodput terms (the rate times payload / packet size)",
+    "reference": "a fraction of the reference stack's value of the same metric in the same run (libudt for UDT)",
 }
 SHORT_TCP_METRICS = {"short_tcp_ratio"}  # a short_tcp part's; every other metric is a bulk part's
 PART_KEYS = {"label", "topology", "flows", "short_tcp", "paper", "profile", "band", "protocols", "sweep", "capture"}
@@ -83,7 +84,8 @@ SWEEP_KEYS = {"option", "values", "seconds", "paper"}
 SWEEPABLE = {"rate", "udp_buffer", "frtp_buffer"}
 IO_MODES = ("memory", "disk")
 SHORT_TCP_KEYS = {"src", "dst", "bulk_flows", "count", "workers", "size", "cc", "bulk_udp_buffer"}
-BAND_KEYS = {"metric", "flow", "over", "after_s", "min", "max", "of", "paper", "why", "protocol"}
+BAND_KEYS = {"metric", "flow", "over", "after_s", "min", "max", "profile_min", "profile_max", "of", "paper", "why"}
+BAND_KEYS |= {"protocol"}
 TOP_KEYS = {"name", "title", "figure", "note", "default", "part"}
 
 
@@ -179,6 +181,25 @@ class Band:
     max: float | None = None
     of: str = "absolute"
     protocol: str = "udt"  # the stacks it judges
+    # The quick profile's bounds, where its 25-60 s run cannot hold the band's own (None: min,
+    # max). A band `of = "reference"` gates the profiles only when it has one of them.
+    profile_min: float | None = None
+    profile_max: float | None = None
+
+    @property
+    def relative(self) -> bool:
+        """Bounds in units of the reference stack's value in the same run (judged beside it)."""
+        return self.of == "reference"
+
+    def bounds(self, profile: bool) -> tuple[float | None, float | None]:
+        """(min, max), the quick profile's where it has its own."""
+        if profile and (self.profile_min is not None or self.profile_max is not None):
+            return self.profile_min, self.profile_max
+        return self.min, self.max
+
+    def in_profile(self) -> bool:
+        """Whether the quick profiles judge the band (a reference-relative one only with its own bounds)."""
+        return not self.relative or self.profile_min is not None or self.profile_max is not None
 
     def describe(self) -> str:
         """The band as a reader sees it, e.g. 'mean_mbps(local, after 15 s) >= 0.85 x capacity'."""
@@ -475,7 +496,15 @@ def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail,
         raise fail(f"band {j + 1}: of = {b.get('of')!r} is not one of {', '.join(UNITS)}", *where)
     if b.get("min") is None and b.get("max") is None:
         raise fail(f"band {j + 1}: give min, max or both", *where)
-    for k in ("min", "max", "after_s"):
+    if b.get("of") == "reference":
+        refs = registry.reference_stacks()
+        if metric in {"bytes_exact", "paths_separated"} or b.get("protocol", "udt") not in refs:
+            raise fail(
+                f'band {j + 1}: of = "reference" bounds a measurement against the reference stack\'s in the '
+                f"same run: a protocol with one ({', '.join(sorted(refs))}), not {metric}",
+                *where,
+            )
+    for k in ("min", "max", "after_s", "profile_min", "profile_max"):
         if k in b and not _num(b[k]):
             raise fail(f"band {j + 1}: {k} must be a number", *where)
     for k in ("paper", "why"):
@@ -494,6 +523,8 @@ def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail,
         max=float(b["max"]) if "max" in b else None,
         of=b.get("of", "absolute"),
         protocol=str(b.get("protocol", "udt")),
+        profile_min=float(b["profile_min"]) if "profile_min" in b else None,
+        profile_max=float(b["profile_max"]) if "profile_max" in b else None,
     )
 
 

@@ -84,22 +84,26 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
         for part in exp.parts:
             part_rows: list[str] = []
             judged = {s: r for s, r in part.stacks.items() if r.verdicts}
-            if judged:
-                bands = next(iter(judged.values())).verdicts
-                for i, v in enumerate(bands):
-                    cells = []
-                    for s in stacks:
-                        r = part.stacks.get(s)
-                        vv = r.verdicts[i] if r is not None and i < len(r.verdicts) else None
-                        if vv is not None:
-                            met[s][1] += 1
-                            met[s][0] += bool(vv.ok)
-                            met[s][2] += vv.reading == "4.11 deviation"
-                        cells.append(_verdict_cell(vv))
-                    part_rows.append(
-                        f"<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
-                        f"<td>{v.want}</td>{''.join(cells)}"
-                    )
+            # One row per band, in the order the stacks list them; a stack may lack some (a
+            # reference-relative band judges only the stacks beside the reference).
+            bands: dict[str, Verdict] = {}
+            for res in judged.values():
+                for v in res.verdicts:
+                    bands.setdefault(v.band, v)
+            for key, v in bands.items():
+                cells = []
+                for s in stacks:
+                    r = part.stacks.get(s)
+                    vv = next((x for x in r.verdicts if x.band == key), None) if r is not None else None
+                    if vv is not None:
+                        met[s][1] += 1
+                        met[s][0] += bool(vv.ok)
+                        met[s][2] += vv.reading == "4.11 deviation"
+                    cells.append(_verdict_cell(vv))
+                part_rows.append(
+                    f"<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
+                    f"<td>{v.want}</td>{''.join(cells)}"
+                )
             part_rows.extend(_paper_rows(exp, part, stacks))
             if part_rows:
                 # The experiment and the part once, beside all of their rows.

@@ -136,7 +136,8 @@ class Verdict:
     scale. ``ok`` is None when the value could not be measured (that fails a profile too).
     ``reading`` is ``ok`` read against the reference stack's verdict on the same band in the same
     run (``ref_stack``, its ``ref_value`` and ``ref_ok``; empty for the reference itself or when
-    none ran); None when not measured, or in a result written before readings."""
+    none ran); None when not measured, or in a result written before readings. A ``relative``
+    verdict's band is in units of ``ref_value`` (``of = "reference"``)."""
 
     metric: str
     band: str  # Band.describe()
@@ -151,6 +152,7 @@ class Verdict:
     ref_stack: str = ""
     ref_value: float | None = None
     ref_ok: bool | None = None
+    relative: bool = False  # the band's unit is ref_value (of = "reference"): udtbed.bands
 
     @property
     def mark(self) -> str:
@@ -193,6 +195,7 @@ class Verdict:
             ref_stack=d.get("ref_stack", ""),
             ref_value=d.get("ref_value"),
             ref_ok=d.get("ref_ok"),
+            relative=d.get("relative", False),
         )
 
 

@@ -293,7 +293,7 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             pres.stacks[lineup.name] = res
         # Each band read against the reference stack's value in this run (udtbed.bands).
         for ref in refs.values():
-            for res in against_reference(pres.stacks, ref):
+            for res in against_reference(pres.stacks, ref, part, run.scale, run.warmup, run.duration):
                 run.log(f"  -- {res.stack} against {ref}:")
                 for v in res.verdicts:
                     run.log(f"     {v.line()}")
