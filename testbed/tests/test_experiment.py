@@ -65,6 +65,12 @@ def test_every_shipped_experiment_loads_and_names_a_paper_figure():
         (('why = "because"\n[[part.band]]', "[[part.band]]"), "'why' must say which paper figure", 10),
         (('topology = "chicago-local"', 'topology = "atlantis"'), "topology 'atlantis'", 8),
         (('of = "capacity"', 'of = "furlongs"'), "of = 'furlongs' is not one of", 10),
+        (
+            ('of = "capacity"', 'of = "capacity"\nprofile_min = 0.5'),
+            'profile_min / profile_max are for a band of = "re',
+            10,
+        ),
+        (('of = "capacity"', 'of = "reference"\nprofile_min = "low"'), "profile_min must be a number", 10),
     ],
 )
 def test_a_bad_experiment_file_is_refused_with_file_line_and_why(tmp_path, change, message, line):
@@ -315,8 +321,7 @@ def test_flows_carry_rates_buffers_and_files_and_a_sweep_runs_one_option_over_va
         (("capture = true\n", ""), "a paths_separated band needs capture = true"),
         (("seconds = 8,", "seconds = 8, step = 2,"), "unknown sweep key(s) ['step']"),
         (('metric = "bytes_exact"', 'metric = "loss_pct"\nof = "rate"'), 'of = "rate" bounds mean_mbps of a flow'),
-        (('metric = "bytes_exact"', 'metric = "bytes_exact"\nof = "reference"'), 'of = "reference" bounds a'),
-        (('metric = "bytes_exact"', 'metric = "loss_pct"\nprofile_min = "low"'), "profile_min must be a number"),
+        (('metric = "bytes_exact"', 'metric = "bytes_exact"\nof = "reference"'), "has no reference stack"),
     ],
 )
 def test_a_bad_flow_option_or_sweep_is_refused(tmp_path, change, message):

@@ -181,8 +181,8 @@ class Band:
     max: float | None = None
     of: str = "absolute"
     protocol: str = "udt"  # the stacks it judges
-    # The quick profile's bounds, where its 25-60 s run cannot hold the band's own (None: min,
-    # max). A band `of = "reference"` gates the profiles only when it has one of them.
+    # A band `of = "reference"`: the quick profile's bounds, where its 25-40 s run cannot hold
+    # the band's own; without either it does not gate the profiles.
     profile_min: float | None = None
     profile_max: float | None = None
 
@@ -498,12 +498,16 @@ def _band(b: Any, i: int, j: int, flows: set[str], short_tcp: bool, fail: _Fail,
         raise fail(f"band {j + 1}: give min, max or both", *where)
     if b.get("of") == "reference":
         refs = registry.reference_stacks()
-        if metric in {"bytes_exact", "paths_separated"} or b.get("protocol", "udt") not in refs:
+        protocol = b.get("protocol", "udt")
+        if metric in {"bytes_exact", "paths_separated"} or protocol not in refs:
+            why = f"{metric} is 0 or 1" if protocol in refs else f"protocol {protocol!r} has no reference stack"
             raise fail(
                 f'band {j + 1}: of = "reference" bounds a measurement against the reference stack\'s in the '
-                f"same run: a protocol with one ({', '.join(sorted(refs))}), not {metric}",
+                f"same run ({', '.join(f'{p}: {s}' for p, s in sorted(refs.items()))}); {why}",
                 *where,
             )
+    if ("profile_min" in b or "profile_max" in b) and b.get("of") != "reference":
+        raise fail(f'band {j + 1}: profile_min / profile_max are for a band of = "reference"', *where)
     for k in ("min", "max", "after_s", "profile_min", "profile_max"):
         if k in b and not _num(b[k]):
             raise fail(f"band {j + 1}: {k} must be a number", *where)
