@@ -165,6 +165,7 @@ def test_the_quick_profile_judges_a_reference_relative_band_at_its_own_floor_and
     assert [v.band for v in verdicts if v.relative] == ["mean_mbps(f) >= 0.95 x reference"]  # no t90 floor
     v = verdicts[-1]
     assert (v.low, v.ok) == (0.8 * 60.0, True)  # 0.83: a loss epoch's worth behind, not a stall
+    assert v.line().endswith("PASS - the quick profile's bound: >= 0.8 x reference"), v.line()
 
 
 @pytest.mark.parametrize(

@@ -92,6 +92,9 @@ def judge(
         note = "" if value is None else "no bottleneck rate to scale the band by"
     else:
         ok = (low is None or value >= low) and (high is None or value <= high)
+    if (lo, hi) != (band.min, band.max):
+        floor = " and ".join(f"{op} {b:g}" for op, b in ((">=", lo), ("<=", hi)) if b is not None)
+        note = "; ".join(n for n in (note, f"the quick profile's bound: {floor} x {band.of}") if n)
     if part.profile and duration_s < part.profile.duration:
         note = "; ".join(n for n in (note, f"the band is set for {part.profile.duration:g} s runs") if n)
     return Verdict(
