@@ -84,8 +84,20 @@ SWEEP_KEYS = {"option", "values", "seconds", "paper"}
 SWEEPABLE = {"rate", "udp_buffer", "frtp_buffer"}
 IO_MODES = ("memory", "disk")
 SHORT_TCP_KEYS = {"src", "dst", "bulk_flows", "count", "workers", "size", "cc", "bulk_udp_buffer"}
-BAND_KEYS = {"metric", "flow", "over", "after_s", "min", "max", "profile_min", "profile_max", "of", "paper", "why"}
-BAND_KEYS |= {"protocol"}
+BAND_KEYS = {
+    "metric",
+    "flow",
+    "over",
+    "after_s",
+    "min",
+    "max",
+    "of",
+    "paper",
+    "why",
+    "protocol",
+    "profile_min",
+    "profile_max",
+}
 TOP_KEYS = {"name", "title", "figure", "note", "default", "part"}
 
 
