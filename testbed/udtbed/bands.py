@@ -107,6 +107,10 @@ def judge(
         high=high,
         ok=ok,
         note=note,
+        # A reference-relative band's unit is the reference's value (no reference: not judged).
+        ref_stack=ref.stack if band.relative and ref is not None else "",
+        ref_value=unit if band.relative else None,
+        relative=band.relative,
     )
 
 
@@ -165,7 +169,6 @@ def against_reference(
     for res in stacks.values():
         if res is ref or res.protocol != ref.protocol:
             continue
-        res.verdicts = [v for v in res.verdicts if not v.relative]  # judged again if read again
         for v in res.verdicts:
             r = by_band.get(v.band)
             if r is not None:
@@ -173,7 +176,6 @@ def against_reference(
             v.reading = reading(v, r, False)
         for b in relative:
             v = judge(b, res, scale, warmup_s, duration_s, part, ref, profile)
-            v.ref_stack, v.ref_value, v.relative = reference, metric_value(b, ref, warmup_s), True
             v.reading = reading(v, None, False)
             res.verdicts.append(v)
         read.append(res)
