@@ -29,7 +29,7 @@ help:
 	@echo "make build        cargo build --release (impl/) and $(LIBUDT_PEER)"
 	@echo "make check        cargo fmt --check, cargo clippy -D warnings, ruff format --check, ruff check, mypy --strict"
 	@echo "make test         setup + build + check + cargo tests + interop + conformance + testbed tests (with quick profiles)"
-	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= STACKS= RUNTIME=netns|docker)"
+	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
 	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
 	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
 	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1)"
@@ -107,16 +107,21 @@ BACKEND     ?= auto
 CALIBRATION ?= refuse
 INFLUX      ?= local
 # Where the stacks run on the topology hosts: netns (processes in the hosts' namespaces) or
-# docker (a container each, image TESTBED_IMAGE, optionally pinned to CPUSET, e.g. CPUSET=1).
+# docker (a container each, image TESTBED_IMAGE).
 RUNTIME       ?= netns
 TESTBED_IMAGE ?= udtbed-stacks
+# Cores (docs/testbed.md, "Cores at full scale"): the CPUs the run may use (CPUSET=2-15; default
+# all), whether the emulator, senders and receivers get CPUs of their own (PIN=auto: from scale
+# 0.5), and what a part too big for them gets at scale >= 0.5 (CORES=refuse, or flag).
 CPUSET        ?=
+PIN           ?= auto
+CORES         ?= refuse
 # The simulated figures (experiments/sim) after the experiments, into the run's sim/: full, quick or none.
 SIMULATE    ?= full
 TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' --simulate '$(SIMULATE)' \
                --backend '$(BACKEND)' --calibration '$(CALIBRATION)' --influx '$(INFLUX)' \
-               --runtime '$(RUNTIME)' $(if $(STACKS),--stacks '$(STACKS)') \
-               $(if $(filter docker,$(RUNTIME)),--image '$(TESTBED_IMAGE)' $(if $(CPUSET),--cpuset '$(CPUSET)'))
+               --runtime '$(RUNTIME)' $(if $(STACKS),--stacks '$(STACKS)') --pin '$(PIN)' --cores '$(CORES)' \
+               $(if $(CPUSET),--cpuset '$(CPUSET)') $(if $(filter docker,$(RUNTIME)),--image '$(TESTBED_IMAGE)')
 
 testbed: setup build $(if $(filter docker,$(RUNTIME)),testbed-image)
 	@echo "==> testbed: $(EXPERIMENTS) at scale $(SCALE), $(DURATION) s per stack (python -m udtbed run)"

@@ -93,9 +93,11 @@ class FakeStack(Stack):
 class FakeRuntime:
     def __init__(self):
         self.spawned: list[tuple[str, list[str]]] = []
+        self.cpus: list[frozenset[int] | None] = []
 
-    def spawn(self, host, argv, stdout=None, stderr=None, env=None):
+    def spawn(self, host, argv, stdout=None, stderr=None, env=None, cpus=None):
         self.spawned.append((host, argv))
+        self.cpus.append(cpus)
 
 
 class FakeNet:

@@ -3,7 +3,9 @@
 udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|auto]
            [--duration 20] [--stacks udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr,tcp-reno] [--backend auto]
            [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
-           [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS] [--simulate full|quick|none]
+           [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS] [--pin auto|on|off]
+           [--cores refuse|flag] [--simulate full|quick|none]
+udtbed cores [--experiments ...] [--scale 1] [--cpuset CPUS]   the cores each part needs, and whether it fits
 udtbed check topologies/*.toml     validate topology files (file:line: error)
 udtbed calibrate TOPO SRC DST [--scale S]
 udtbed cleanup [--prefix udtb-PID-] [--all]   remove the udtb-* namespaces and containers of runs that are gone
@@ -29,7 +31,7 @@ from typing import NoReturn
 
 from udtconf.progress import Progress
 
-from . import network, runtime, sim
+from . import cores, network, runtime, sim
 from .calibrate import calibrate
 from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentError, load_all
 from .experiment import load as load_experiment
@@ -53,6 +55,8 @@ RESULT_META = (
     "host_runtime",
     "host_image",
     "host_cpuset",
+    "host_cpus",
+    "pin",
 )
 
 
@@ -77,13 +81,24 @@ def stale_cleanup(log: Callable[[str], None] = print) -> None:
         log(f"removed stale {'container' if name in boxes else 'namespace'} {name}")
 
 
-def choose_scale(requested: str, backend: str, log: Callable[[str], None]) -> tuple[float, str]:
-    """A fixed SCALE, or the largest of AUTO_SCALES whose calibration on chicago-amsterdam passes."""
+def choose_scale(
+    requested: str,
+    backend: str,
+    log: Callable[[str], None],
+    too_big: Callable[[float], list[str]] = lambda s: [],
+) -> tuple[float, str]:
+    """A fixed SCALE, or the largest of AUTO_SCALES whose parts fit the run's cores (``too_big``:
+    the parts that do not, udtbed.cores) and whose calibration on chicago-amsterdam passes."""
     if requested != "auto":
         return float(requested), "requested"
     topo = load(TOPOLOGIES_DIR / "chicago-amsterdam.toml")
     rejected: list[str] = []
     for s in AUTO_SCALES:
+        if short := too_big(s):
+            rejected.append(
+                f"scale {s}: {short[0]}" + (f" (and {len(short) - 1} more parts)" if len(short) > 1 else "")
+            )
+            continue
         log(f"scale auto: calibrating chicago-amsterdam at scale {s}")
         with Network(topo, scale=s, backend=backend, workdir=Path("/tmp") / f"udtb-autoscale-{os.getpid()}") as net:
             c = calibrate(net, [("chicago", "amsterdam")], log=log)[0]
@@ -131,6 +146,40 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not stacks:
         print("udtbed: no stack available", file=sys.stderr)
         return 1
+    try:
+        cpus = cores.run_cpus(a.cpuset)
+        scale_asked = None if a.scale == "auto" else float(a.scale)
+    except (cores.CoresError, ValueError) as e:
+        print(f"udtbed: {e}", file=sys.stderr)
+        return 2
+    parts = [(e, p) for e in exps for p in e.parts if part_runs(p, stacks)]
+    backend, backend_why = choose_backend(a.backend)
+
+    def too_big(s: float) -> list[str]:
+        return [f"{part}: {c.shortfall(s)}" for part, c in cores.shortfalls(parts, backend, cpus, s, a.pin).items()]
+
+    short = cores.shortfalls(parts, backend, cpus, scale_asked, a.pin) if scale_asked is not None else {}
+    if short and a.cores == "refuse":
+        need = max(c.plan.need for c in short.values())
+        print(
+            f"udtbed: refused: at scale {scale_asked:g} a part needs more cores than the run has "
+            f"({len(cpus)}: CPUs {cores.cpu_list(cpus)}):\n  "
+            + "\n  ".join(f"{part}: {c.shortfall(scale_asked or 1)}" for part, c in short.items())
+            + "\n"
+            + (
+                "Pinning every seat apart needs that many CPUs: PIN=auto (--pin auto) pins from scale "
+                f"{cores.CHECKED_FROM:g} only, "
+                if a.pin == "on"
+                else f"Run at a scale below {cores.CHECKED_FROM:g} (SCALE=0.1 is what 2 shared cores emulate "
+                "faithfully), SCALE=auto (the largest scale that fits and calibrates), "
+            )
+            + f"on a machine with {need} or more cores, or pass CORES=flag (--cores flag) to run anyway "
+            "with those parts flagged.",
+            file=sys.stderr,
+        )
+        return 3
+    if a.cpuset:
+        os.sched_setaffinity(0, cpus)  # every process of the run inherits it, unless pinned to its seat
     host_runtime: Callable[[Network], runtime.HostRuntime] = runtime.NamespaceRuntime
     image: runtime.StacksImage | None = None
     if a.runtime == "docker":
@@ -147,7 +196,6 @@ def cmd_run(a: argparse.Namespace) -> int:
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = Path(a.results) / run_id
     outdir.mkdir(parents=True, exist_ok=True)
-    backend, backend_why = choose_backend(a.backend)
     print(f"backend: {backend} ({backend_why})")
     influxd = None
     url = None
@@ -175,13 +223,15 @@ def cmd_run(a: argparse.Namespace) -> int:
         "host_runtime": "docker" if image else runtime.NamespaceRuntime.name,
         "host_image": {"name": image.name, "id": image.id} if image else None,
         "host_cpuset": a.cpuset if image else None,
+        "host_cpus": cores.cpu_list(cpus),
+        "pin": a.pin,
         "started": time.time(),
         "status": "running",
         "results": {},
     }
     rc = 0
     try:
-        scale, scale_why = choose_scale(a.scale, backend, print)
+        scale, scale_why = choose_scale(a.scale, backend, print, too_big)
         meta |= {"scale": scale, "scale_reason": scale_why}
         print(f"scale: {scale} ({scale_why})")
         run = Run(
@@ -195,6 +245,9 @@ def cmd_run(a: argparse.Namespace) -> int:
             rtt_tol_ms=a.rtt_tol_ms,
             rate_tol=a.rate_tol_pct / 100,
             host_runtime=host_runtime,
+            cpus=cpus,
+            pin=a.pin,
+            on_cores_fail=a.cores,
         )
         total = planned_seconds(run, exps, stacks)
         # A calibration, then each run of the part (each stack under test it takes, or once).
@@ -216,7 +269,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         )
         meta["status"] = "interrupted"
         rc = 130
-    except CalibrationError as e:
+    except (CalibrationError, cores.CoresError) as e:
         print(f"udtbed: refused: {e}", file=sys.stderr)
         meta["status"] = f"refused: {e}"
         rc = 3
@@ -293,6 +346,30 @@ def cmd_list(a: argparse.Namespace) -> int:
         ok, why = s.available()
         print(f"    {name:14s} {s.protocol}: {'available' if ok else 'NOT AVAILABLE'} ({why})")
     return 0
+
+
+def cmd_cores(a: argparse.Namespace) -> int:
+    """Each part's seats (udtbed.cores) at ``--scale``, and whether the run's CPUs hold them."""
+    try:
+        exps = select_experiments(Path(a.experiments_dir), a.experiments)
+        cpus = cores.run_cpus(a.cpuset)
+    except (ExperimentError, cores.CoresError) as e:
+        print(f"udtbed: {e}", file=sys.stderr)
+        return 2
+    checked = a.scale >= cores.CHECKED_FROM
+    print(
+        f"cores at scale {a.scale:g} ({a.backend}); this run would have {len(cpus)} (CPUs {cores.cpu_list(cpus)}); "
+        + ("checked: a part that does not fit is refused" if checked else f"not checked below {cores.CHECKED_FROM:g}")
+    )
+    worst = 0
+    for exp in exps:
+        for p in exp.parts:
+            plan = cores.plan(p, load(p.topology), a.backend)
+            worst = max(worst, plan.need)
+            fits = "fits" if plan.need <= len(cpus) else ("TOO FEW" if checked else "more than the run has")
+            print(f"  {exp.name + ' / ' + p.label:44s} {plan.need:3d}  {fits:8s}  {plan.summary()}")
+    print(f"the largest part needs {worst} cores")
+    return 1 if checked and worst > len(cpus) else 0
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
@@ -389,7 +466,25 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument(
         "--image", default=runtime.IMAGE, help=f"the stacks' image for --runtime docker (default {runtime.IMAGE})"
     )
-    r.add_argument("--cpuset", help="--runtime docker: pin the containers to these CPUs (docker --cpuset-cpus, e.g. 1)")
+    r.add_argument(
+        "--cpuset",
+        help="the CPUs the run may use (e.g. 2-15; default: all this process may): every process runs on "
+        "them, each on its own where pinned (docker --cpuset-cpus under --runtime docker)",
+    )
+    r.add_argument(
+        "--pin",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help=f"give the emulator's busy directions, each sender and each receiver CPUs of their own "
+        f"(auto: from scale {cores.CHECKED_FROM:g}, where the part fits)",
+    )
+    r.add_argument(
+        "--cores",
+        default="refuse",
+        choices=["refuse", "flag"],
+        help=f"a part that needs more cores than the run has at scale >= {cores.CHECKED_FROM:g}: refuse the run "
+        "(default), or run it flagged",
+    )
     r.add_argument(
         "--simulate",
         default="full",
@@ -397,6 +492,12 @@ def main(argv: list[str] | None = None) -> int:
         help="after the experiments, the papers' NS-2 figures in the simulator (experiments/sim) into <run>/sim",
     )
     r.add_argument("--scenarios-dir", default=str(sim.SCENARIOS_DIR), help="the simulated figures' scenario files")
+    co = sub.add_parser("cores", help="the cores each part needs at a scale, and whether this machine has them")
+    co.add_argument("--experiments", default="all", help="comma-separated names, 'default' or 'all' (default)")
+    co.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR))
+    co.add_argument("--scale", type=float, default=1.0)
+    co.add_argument("--cpuset", help="the CPUs a run would use (default: all this process may)")
+    co.add_argument("--backend", default="linkem", choices=["linkem", "netem"])
     c = sub.add_parser("check", help="validate topology and experiment files")
     c.add_argument("files", nargs="+")
     ls = sub.add_parser("list", help="the experiments and the stacks")
@@ -432,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_check(a)
     if a.cmd == "list":
         return cmd_list(a)
+    if a.cmd == "cores":
+        return cmd_cores(a)
     if a.cmd == "calibrate":
         try:
             return cmd_calibrate(a)

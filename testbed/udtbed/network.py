@@ -154,6 +154,14 @@ def mininet() -> tuple[Callable[..., MininetNode], Callable[..., object], str]:
     return MnNode, MnLink, version
 
 
+def pinned_to(cpus: frozenset[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that confines the child (and what it execs) to ``cpus``; None for none."""
+    if not cpus:
+        return None
+    mask = set(cpus)
+    return lambda: os.sched_setaffinity(0, mask)
+
+
 def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess[str]:
     cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -329,6 +337,7 @@ class Network:
     link_specs: dict[int, LinkSpec] = field(default_factory=dict)
     nic_specs: dict[str, list[str]] = field(default_factory=dict)  # host -> its NIC's tc qdisc arguments
     link_t0: dict[int, float] = field(default_factory=dict)  # wall clock at each emulator's start (its t_s = 0)
+    link_cpus: dict[int, frozenset[int]] = field(default_factory=dict)  # link -> its emulator's CPUs (udtbed.cores)
     built_by: str = ""
 
     def ns(self, node: str) -> str:
@@ -469,6 +478,7 @@ class Network:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=pinned_to(self.link_cpus.get(link.index)),
             )
             log.close()
             self.emulators[link.index] = p

@@ -490,6 +490,19 @@ def _calibration(part: PartResult) -> str:
     return f"<table>{head}{rows}</table>"
 
 
+def _cores(part: PartResult) -> str:
+    """The part's core plan (udtbed.cores): what it needed, what the run had, who ran where."""
+    c = part.cores
+    if not c:
+        return ""
+    pinned = c.get("pinned")
+    where = "; pinned: " + ", ".join(f"{k} on CPU {v}" for k, v in pinned.items()) if pinned else "; not pinned"
+    line = f"cores: {c['need']} needed ({c['seats']}), the run had {c['have']}{where}"
+    if not c.get("ok", True):
+        return f"<p class='bad'>{_e(line)}: too few for this scale, flagged (CORES=flag)</p>"
+    return f"<p class='small'>{_e(line)}</p>"
+
+
 def _stack_order(results: list[ExperimentResult]) -> list[str]:
     seen: dict[str, None] = {}
     for r in results:
@@ -676,6 +689,7 @@ def render(meta: dict[str, Any], results: list[ExperimentResult], sim_dir: Path 
         for part in res.parts:
             body.append(f"<h3 id='{anchor(res, part)}'>{_e(part.label)}: {_e(part.topology_paper)}</h3>")
             body.append(_calibration(part))
+            body.append(_cores(part))
             body.append(_timing_flags(part))
             first = next(iter(part.stacks.values()), None)
             if first is None:

@@ -263,6 +263,8 @@ class PartResult:
     link_stats: dict[str, Any] = field(default_factory=dict)
     # A sweep part's option, values (as the experiment gives them) and the paper's points.
     sweep: dict[str, Any] | None = None
+    # The part's core plan and pinning (udtbed.cores.CoreCheck.as_json): need, have, ok, pinned.
+    cores: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PartResult:
@@ -278,6 +280,7 @@ class PartResult:
             stacks={k: StackResult.from_dict(v) for k, v in d.get("stacks", {}).items()},
             link_stats=d.get("link_stats", {}),
             sweep=d.get("sweep"),
+            cores=d.get("cores"),
         )
 
 

@@ -28,7 +28,7 @@ from typing import Protocol
 from udtconf import metrics
 from udtconf.stacks import reference_stacks
 
-from . import capture, hostwatch
+from . import capture, cores, hostwatch
 from .bands import against_reference, judge_all
 from .calibrate import as_json, calibrate
 from .experiment import Experiment, Flow, FlowOptions, Part, ShortTcp
@@ -90,6 +90,9 @@ class Run:
         rtt_tol_ms: float = 1.0,
         rate_tol: float = 0.02,
         host_runtime: Callable[[Network], HostRuntime] = NamespaceRuntime,
+        cpus: list[int] | None = None,
+        pin: str = "auto",
+        on_cores_fail: str = "refuse",
     ):
         self.outdir, self.scale, self.duration, self.backend = outdir, scale, duration, backend
         self.influx, self.run_id, self.on_cal_fail = influx, run_id, on_calibration_fail
@@ -98,6 +101,19 @@ class Run:
         self.raw = outdir / "raw"
         self.raw.mkdir(parents=True, exist_ok=True)
         self.host_runtime = host_runtime
+        # The CPUs the run may use, how processes are pinned to them, and the current part's
+        # seats (udtbed.cores; set while a part runs).
+        self.cpus = cpus if cpus is not None else cores.run_cpus(None)
+        self.pin, self.on_cores_fail = pin, on_cores_fail
+        self.pins: cores.Pins | None = None
+
+    def seat(self, *key: str) -> frozenset[int] | None:
+        """The CPUs of the current part's seat ``key`` (None: not pinned, the runner's)."""
+        return self.pins.of(*key) if self.pins else None
+
+    def cores(self, part: Part, topo: Topology) -> cores.CoreCheck:
+        """``part``'s core plan checked against the run's CPUs (pins included where pinning is on)."""
+        return cores.check(cores.plan(part, topo, self.backend), self.cpus, self.scale, self.pin)
 
     def log(self, line: str) -> None:
         self.progress.log(line)
@@ -247,7 +263,36 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
     work = run.raw / exp.name / part.label
     work.mkdir(parents=True, exist_ok=True)
     refs = reference_stacks()
-    with Network(topo, scale=run.scale, backend=run.backend, workdir=work) as net:
+    cc = run.cores(part, topo)
+    if not cc.ok:
+        msg = f"{exp.name} / {part.label}: {cc.shortfall(run.scale)}"
+        if run.on_cores_fail == "refuse":
+            raise cores.CoresError(msg)
+        run.log(f"  WARNING: {msg}; flagged, running anyway")
+    if cc.pins:
+        run.log(f"  pinned: {', '.join(f'{k} on {v}' for k, v in cc.pins.as_json().items())}")
+        os.sched_setaffinity(0, cc.pins.rest)
+    run.pins = cc.pins
+    link_cpus = {int(k[1]): v for k, v in cc.pins.seats.items() if k[0] == "link"} if cc.pins else {}
+    try:
+        return _run_part_on(run, exp, part, runs, topo, work, refs, cc, link_cpus)
+    finally:
+        run.pins = None
+        os.sched_setaffinity(0, run.cpus)
+
+
+def _run_part_on(
+    run: Run,
+    exp: Experiment,
+    part: Part,
+    runs: list[Lineup],
+    topo: Topology,
+    work: Path,
+    refs: Mapping[str, str],
+    cc: cores.CoreCheck,
+    link_cpus: dict[int, frozenset[int]],
+) -> PartResult:
+    with Network(topo, scale=run.scale, backend=run.backend, workdir=work, link_cpus=link_cpus) as net:
         if part.short_tcp:
             pairs = [(part.short_tcp.src, part.short_tcp.dst)]
         else:
@@ -265,6 +310,7 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             calibration_ok=all(c.ok for c in cals),
             paper=part.paper,
             sweep=asdict(part.sweep) if part.sweep else None,
+            cores=cc.as_json(),
         )
         if not pres.calibration_ok:
             msg = (
@@ -380,6 +426,7 @@ def _start_bulk(
     scale: float = 1.0,
     transfers: Mapping[str, Transfer] | None = None,
     env: dict[str, str] | None = None,
+    pins: cores.Pins | None = None,
 ) -> list[Started]:
     """Every flow's listening end first (:attr:`Stack.listener`: the receiver, or SABUL's
     sender), then each flow's other end at its ``start`` (seconds after the listeners had half a
@@ -387,7 +434,8 @@ def _start_bulk(
     clock. ``stacks``: each flow's stack, by flow name; ``transfers``: each flow's settings at
     the run's scale (:func:`transfer_for`; default: memory to memory, the stack's own). A stack
     with a control path (:attr:`Stack.control_net`) is met at the listener's address on that net,
-    and its receiver is given its own data-net address (FRTP.md §1-2)."""
+    and its receiver is given its own data-net address (FRTP.md §1-2). ``pins``: each end's CPUs
+    (:mod:`udtbed.cores`)."""
     ports = {f.name: port0 + i for i, f in enumerate(flows)}
     transfers = transfers or {}
 
@@ -399,11 +447,12 @@ def _start_bulk(
         host = f.dst if stack.listener == "receiver" else f.src
         addr = net.address(host, stack.control_net) if stack.control_net else net.address(host)
         t = transfers.get(f.name, Transfer())
+        cpus = pins.of("flow", f.name, role) if pins else None
         if role == "receiver":
             argv, stdout = stack.receiver(addr, ports[f.name], Path(files(f) + ".stats"), t)
-            return rt.spawn(f.dst, argv, stdout=stdout, stderr=Path(files(f) + ".recv.log"), env=env)
+            return rt.spawn(f.dst, argv, stdout=stdout, stderr=Path(files(f) + ".recv.log"), env=env, cpus=cpus)
         argv = stack.sender(addr, ports[f.name], seconds, Path(files(f) + ".send.stats"), scale, t)
-        return rt.spawn(f.src, argv, stderr=Path(files(f) + ".send.log"), env=env)
+        return rt.spawn(f.src, argv, stderr=Path(files(f) + ".send.log"), env=env, cpus=cpus)
 
     listeners = {f.name: spawn(f, stacks[f.name].listener) for f in flows}
     time.sleep(0.5)
@@ -629,7 +678,9 @@ def _bulk(
         # A captured part's stacks send without UDP GSO (docs/cli.md, UDT_OFFLOAD): the sending
         # host's capture then holds the packets the wire carries, not super-datagrams.
         env = {"UDT_OFFLOAD": "0"} if pcaps else None
-        started = _start_bulk(rt, net, lineup.flow_stacks, flows, work, seconds, 7000, tag, run.scale, transfers, env)
+        started = _start_bulk(
+            rt, net, lineup.flow_stacks, flows, work, seconds, 7000, tag, run.scale, transfers, env, run.pins
+        )
         live = _live(run, exp, part, lineup.name, net, started, t_wall0, extra_tags)
 
         def done() -> bool:
@@ -740,19 +791,33 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
         try:
             bulk_stacks = {f.name: stack for f in flows}
             started = _start_bulk(
-                rt, net, bulk_stacks, flows, work, seconds, 7100, f"{stack.name}-{tag}", run.scale, transfers
+                rt,
+                net,
+                bulk_stacks,
+                flows,
+                work,
+                seconds,
+                7100,
+                f"{stack.name}-{tag}",
+                run.scale,
+                transfers,
+                None,
+                run.pins,
             )
             live = _live(run, exp, part, stack.name, net, started, t_wall0, {"bulk_flows": str(n)})
             watch = hostwatch.HostWatch(net)
             _watch(run, live, warm, t_mono0)
             py = [sys.executable, "-m", "udtbed.probe"]
             sink = ["tcp-sink", "--port", "6000", "--seconds", str(run.duration + 30)]
-            rt.spawn(spec.dst, py + sink, stdout=work / f"{stack.name}-{tag}-sink.json")
+            rt.spawn(spec.dst, py + sink, stdout=work / f"{stack.name}-{tag}-sink.json", cpus=run.seat("short", "sink"))
             time.sleep(0.3)
             short_argv = ["tcp-short", "--dst", net.address(spec.dst), "--port", "6000", "--workers", str(workers)]
             short_argv += ["--count", str(spec.count), "--size", str(spec.size), "--seconds", str(run.duration)]
             short_argv += ["--cc", spec.cc]
-            short = rt.spawn(spec.src, py + short_argv, stdout=short_out, stderr=work / f"{stack.name}-{tag}-short.log")
+            short_log = work / f"{stack.name}-{tag}-short.log"
+            short = rt.spawn(
+                spec.src, py + short_argv, stdout=short_out, stderr=short_log, cpus=run.seat("short", "driver")
+            )
             _watch(run, live, run.duration, time.monotonic())
             short.wait(timeout=60)
             host = watch.finish()

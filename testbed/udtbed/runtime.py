@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from .network import PREFIX, REPO, Network, owner_alive
+from .cores import cpu_list
+from .network import PREFIX, REPO, Network, owner_alive, pinned_to
 from .network import cleanup as cleanup_namespaces
 
 
@@ -47,6 +48,7 @@ class HostRuntime(Protocol):
         stdout: Path | None = None,
         stderr: Path | None = None,
         env: dict[str, str] | None = None,
+        cpus: frozenset[int] | None = None,
     ) -> Process: ...
 
     def stop_all(self) -> None: ...
@@ -101,7 +103,9 @@ class NamespaceRuntime:
         stdout: Path | None = None,
         stderr: Path | None = None,
         env: dict[str, str] | None = None,
+        cpus: frozenset[int] | None = None,
     ) -> NsProcess:
+        """``cpus``: the CPUs the process may run on (its seat, udtbed.cores); default: the runner's."""
         out: IO[bytes] | int = open(stdout, "wb") if stdout else subprocess.DEVNULL
         err: IO[bytes] | int = open(stderr, "wb") if stderr else subprocess.DEVNULL
         try:
@@ -112,6 +116,7 @@ class NamespaceRuntime:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env={**os.environ, **(env or {})},
+                preexec_fn=pinned_to(cpus),
             )
         finally:
             for f in (out, err):
@@ -309,7 +314,7 @@ class DockerRuntime:
     directories of ``stdout``/``stderr`` are bind-mounted at the same paths; a process writes
     nowhere else on the host. ``env`` is the container's environment beyond the image's (the
     runner's own environment is not passed in). ``cpuset`` pins the containers
-    (``--cpuset-cpus``)."""
+    (``--cpuset-cpus``); a process's own ``cpus`` (its seat, udtbed.cores) replace it."""
 
     name = "docker"
 
@@ -325,6 +330,7 @@ class DockerRuntime:
         stdout: Path | None = None,
         stderr: Path | None = None,
         env: dict[str, str] | None = None,
+        cpus: frozenset[int] | None = None,
     ) -> DockerProcess:
         ns = self.net.ns(host)
         proc = DockerProcess(f"{PREFIX}{self.net.tag}-c{next(_names)}-{host}", argv)
@@ -355,8 +361,8 @@ class DockerRuntime:
             cmd += ["--mount", f"type=bind,src={d},dst={d}"]
         for k, v in (env or {}).items():
             cmd += ["--env", f"{k}={v}"]
-        if self.cpuset:
-            cmd += ["--cpuset-cpus", self.cpuset]
+        if cpus or self.cpuset:
+            cmd += ["--cpuset-cpus", cpu_list(cpus) if cpus else str(self.cpuset)]
         cmd += [
             self.image.id,
             "udtbed-exec",
