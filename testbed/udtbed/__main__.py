@@ -234,6 +234,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         scale, scale_why = choose_scale(a.scale, backend, print, too_big)
         meta |= {"scale": scale, "scale_reason": scale_why}
         print(f"scale: {scale} ({scale_why})")
+        print(cores.run_line(parts, backend, cpus, scale, a.pin))
         run = Run(
             outdir,
             scale,

@@ -225,3 +225,28 @@ def shortfalls(
         if not c.ok:
             out[f"{exp.name} / {part.label}"] = c
     return out
+
+
+def run_line(
+    parts: Sequence[tuple[Experiment, Part]], backend: str, cpus: Sequence[int], scale: float, pin: str
+) -> str:
+    """The run's one line on cores: the largest part's need, the CPUs, and whether it is checked and pinned."""
+    checks = {
+        f"{e.name} / {p.label}": check(plan(p, load_topology(p.topology), backend), cpus, scale, pin) for e, p in parts
+    }
+    if not checks:
+        return f"cores: the run has {len(cpus)} (CPUs {cpu_list(cpus)})"
+    name, big = max(checks.items(), key=lambda kv: kv[1].plan.need)
+    how = (
+        (
+            "pinned, a CPU per seat"
+            if big.pins
+            else "not pinned (PIN=off)"
+            if big.ok
+            else "too few: flagged (CORES=flag)"
+        )
+        if big.checked
+        else f"not checked below scale {CHECKED_FROM:g}" + (", pinned" if big.pins else "")
+    )
+    have = f"the run has {len(cpus)} (CPUs {cpu_list(cpus)})"
+    return f"cores: the largest part needs {big.plan.need} ({name}); {have}; {how}"

@@ -273,9 +273,8 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
         run.log(f"  pinned: {', '.join(f'{k} on {v}' for k, v in cc.pins.as_json().items())}")
         os.sched_setaffinity(0, cc.pins.rest)
     run.pins = cc.pins
-    link_cpus = {int(k[1]): v for k, v in cc.pins.seats.items() if k[0] == "link"} if cc.pins else {}
     try:
-        return _run_part_on(run, exp, part, runs, topo, work, refs, cc, link_cpus)
+        return _run_part_on(run, exp, part, runs, topo, work, refs, cc)
     finally:
         run.pins = None
         os.sched_setaffinity(0, run.cpus)
@@ -290,8 +289,8 @@ def _run_part_on(
     work: Path,
     refs: Mapping[str, str],
     cc: cores.CoreCheck,
-    link_cpus: dict[int, frozenset[int]],
 ) -> PartResult:
+    link_cpus = {int(k[1]): v for k, v in cc.pins.seats.items() if k[0] == "link"} if cc.pins else {}
     with Network(topo, scale=run.scale, backend=run.backend, workdir=work, link_cpus=link_cpus) as net:
         if part.short_tcp:
             pairs = [(part.short_tcp.src, part.short_tcp.dst)]
@@ -679,7 +678,7 @@ def _bulk(
         # host's capture then holds the packets the wire carries, not super-datagrams.
         env = {"UDT_OFFLOAD": "0"} if pcaps else None
         started = _start_bulk(
-            rt, net, lineup.flow_stacks, flows, work, seconds, 7000, tag, run.scale, transfers, env, run.pins
+            rt, net, lineup.flow_stacks, flows, work, seconds, 7000, tag, run.scale, transfers, env, pins=run.pins
         )
         live = _live(run, exp, part, lineup.name, net, started, t_wall0, extra_tags)
 
@@ -801,8 +800,7 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
                 f"{stack.name}-{tag}",
                 run.scale,
                 transfers,
-                None,
-                run.pins,
+                pins=run.pins,
             )
             live = _live(run, exp, part, stack.name, net, started, t_wall0, {"bulk_flows": str(n)})
             watch = hostwatch.HostWatch(net)
