@@ -360,14 +360,18 @@ def cmd_cores(a: argparse.Namespace) -> int:
     checked = a.scale >= cores.CHECKED_FROM
     print(
         f"cores at scale {a.scale:g} ({a.backend}); this run would have {len(cpus)} (CPUs {cores.cpu_list(cpus)}); "
-        + ("checked: a part that does not fit is refused" if checked else f"not checked below {cores.CHECKED_FROM:g}")
+        + (
+            "checked: a part that does not fit is refused"
+            if checked
+            else f"not checked below {cores.CHECKED_FROM:g}: a part's seats share the CPUs"
+        )
     )
     worst = 0
     for exp in exps:
         for p in exp.parts:
             plan = cores.plan(p, load(p.topology), a.backend)
             worst = max(worst, plan.need)
-            fits = "fits" if plan.need <= len(cpus) else ("TOO FEW" if checked else "more than the run has")
+            fits = "fits" if plan.need <= len(cpus) else ("TOO FEW" if checked else "shared")
             print(f"  {exp.name + ' / ' + p.label:44s} {plan.need:3d}  {fits:8s}  {plan.summary()}")
     print(f"the largest part needs {worst} cores")
     return 1 if checked and worst > len(cpus) else 0
