@@ -174,7 +174,7 @@ bench: setup build
 	$(PYTHON) impl/bench/compare.py
 	@echo "==> bench: a listener's resident memory under 1, 100 and 2000 completed handshakes, udt-rs beside libudt (impl/bench/listener_memory.py)"
 	$(PYTHON) impl/bench/listener_memory.py
-	@echo "==> bench: the impairment sweep, udt-rs beside libudt through udt-linkem, seeds 1..5, byte-exact (impl/bench/impairments.py; root)"
+	@echo "==> bench: the impairment sweep, udt-rs beside libudt and udt-rs with 4.11's read-time stamps (udt-rs@read) through udt-linkem, seeds 1..5, byte-exact (impl/bench/impairments.py; root)"
 	$(PYTHON) impl/bench/impairments.py
 	@echo "==> bench: a long fat path, window-bound (100 Mb/s, 110 ms, window 819): each stack's goodput as a share of what its window allows (impl/bench/long_fat_path.py; root)"
 	$(PYTHON) impl/bench/long_fat_path.py

@@ -11,16 +11,23 @@ ours/libudt; at the end a verdict line per condition (ours >= libudt: yes/no) an
 count of runs that were not ok. A run of libudt that is not ok is a finding about libudt,
 printed as such; the bench exits non-zero only when a run of udt-rs is not ok.
 
+A stack named `NAME@VARIANT` is NAME run with a variant's environment: `udt-rs@read` is ours
+with `UDT_RX_STAMP=read`, arrivals stamped when they are read, as 4.11 stamps them (docs/cli.md;
+docs/testbed.md, "the unrated path"). It runs by default beside the two, so that the table shows
+how much of a gap to libudt is that measurement.
+
     make bench                    # or: .venv/bin/python impl/bench/impairments.py --help
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from statistics import mean
 
@@ -28,10 +35,31 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
 from impairment_sweep import BY_NAME, Condition, Outcome, run  # noqa: E402
 from netns import sweep_stale_namespaces  # noqa: E402
-from udtconf.stacks import reference_stack, registry  # noqa: E402
+from udtconf.stacks import Stack, reference_stack, registry  # noqa: E402
 
 OURS = "udt-rs"
 NS_PREFIX = "udtimp-"
+# Variants of a stack (NAME@VARIANT): the environment its processes get.
+VARIANTS = {"read": {"UDT_RX_STAMP": "read"}}
+
+
+def run_named(
+    stacks: Mapping[str, Stack], name: str, cond: Condition, seed: int, d: Path, size_scale: float
+) -> Outcome:
+    """One transfer of stack ``name`` (``NAME@VARIANT``: NAME with that variant's environment)."""
+    base, _, variant = name.partition("@")
+    env = VARIANTS.get(variant, {})
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        o = run(stacks[base], cond, seed, d, NS_PREFIX, size_scale)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return dataclasses.replace(o, stack=name)
 
 
 def value(o: Outcome) -> float:
@@ -55,14 +83,20 @@ def table(cond: Condition, outcomes: list[Outcome], stacks: list[str], seeds: li
     means = {s: mean(value(by[(s, seed)]) for seed in seeds) for s in stacks}
     print(f"{'mean':<6}" + "".join(f"{means[s]:>18.2f}" for s in stacks))
     if OURS in stacks and len(stacks) > 1:
-        ref = next(s for s in stacks if s != OURS)
-        r = means[OURS] / means[ref] if means[ref] > 0 else float("inf")
-        print(f"ratio {OURS}/{ref}: {r:.2f}x")
+        ref = reference_of(stacks)
+        for ours in (s for s in stacks if s.partition("@")[0] == OURS):
+            r = means[ours] / means[ref] if means[ref] > 0 else float("inf")
+            print(f"ratio {ours}/{ref}: {r:.2f}x")
     for o in outcomes:
         if not o.ok:
             print(f"  {o.stack} seed {o.seed}: {o.status}: {o.detail[:400]}")
         elif o.outage_missed:
             print(f"  {o.stack} seed {o.seed}: the transfer ended before the outage was over")
+
+
+def reference_of(names: list[str]) -> str:
+    """The stack ours is compared with: the first that is not ours or a variant of it."""
+    return next(s for s in names if s.partition("@")[0] != OURS)
 
 
 def main() -> int:
@@ -73,7 +107,12 @@ def main() -> int:
     )
     stacks = registry()
     reference = reference_stack("udt", stacks)
-    ap.add_argument("--stacks", default=f"{OURS},{reference}", help=f"comma-separated (default {OURS},{reference})")
+    default = f"{OURS},{reference},{OURS}@read"
+    ap.add_argument(
+        "--stacks",
+        default=default,
+        help=f"comma-separated, NAME or NAME@VARIANT ({', '.join(VARIANTS)}; default {default})",
+    )
     ap.add_argument(
         "--size-scale", type=float, default=1.0, help="multiplies every transfer size (the outage's has a floor)"
     )
@@ -82,7 +121,7 @@ def main() -> int:
     names = args.stacks.split(",")
     conds = [BY_NAME[c] for c in args.conditions.split(",") if c in BY_NAME]
     runnable = {n for n, s in stacks.items() if s.bulk is not None and s.bulk.contract == "udt-cli"}
-    bad = [n for n in names if n not in runnable]
+    bad = [n for n in names if n.partition("@")[0] not in runnable or n.partition("@")[2] not in ("", *VARIANTS)]
     bad += [c for c in args.conditions.split(",") if c not in BY_NAME]
     if bad:
         print(f"impairments: unknown stack (udt-cli contract) or condition: {bad}", file=sys.stderr)
@@ -103,25 +142,26 @@ def main() -> int:
             print(f"\n==> {cond.name}: {size / (1 << 20):g} MiB per transfer", flush=True)
             for seed in seeds:
                 for name in names:
-                    o = run(stacks[name], cond, seed, Path(d), NS_PREFIX, args.size_scale)
-                    print(f"  seed {seed} {name:<8} {o.status:<12} {o.mbps:8.2f} Mb/s {o.seconds:7.2f} s", flush=True)
+                    o = run_named(stacks, name, cond, seed, Path(d), args.size_scale)
+                    print(f"  seed {seed} {name:<11} {o.status:<12} {o.mbps:8.2f} Mb/s {o.seconds:7.2f} s", flush=True)
                     results.setdefault(cond.name, []).append(o)
             table(cond, results[cond.name], names, seeds)
     print("\nverdicts")
     for cond in conds:
         outs = results[cond.name]
         if OURS in names and len(names) > 1:
-            ref = next(s for s in names if s != OURS)
-            m = {s: mean(value(o) for o in outs if o.stack == s) for s in (OURS, ref)}
-            verdict = "yes" if m[OURS] >= m[ref] else "no"
-            print(f"{cond.name:<20} ours >= {ref}: {verdict} ({m[OURS]:.2f} vs {m[ref]:.2f} Mb/s)")
+            ref = reference_of(names)
+            for ours in (s for s in names if s.partition("@")[0] == OURS):
+                m = {s: mean(value(o) for o in outs if o.stack == s) for s in (ours, ref)}
+                verdict = "yes" if m[ours] >= m[ref] else "no"
+                print(f"{cond.name:<20} {ours} >= {ref}: {verdict} ({m[ours]:.2f} vs {m[ref]:.2f} Mb/s)")
     bad_runs = Counter((o.stack, o.status) for outs in results.values() for o in outs if not o.ok)
     for name in names:
         counts = ", ".join(f"{bad_runs[(name, st)]} {st}" for st in ("wrong bytes", "hang", "failed exit"))
         total = sum(len([o for o in outs if o.stack == name]) for outs in results.values())
-        role = "" if name == OURS else " (findings about this stack, not errors of the bench)"
-        print(f"{name:<8} not ok: {counts} of {total} runs{role}")
-    ours_ok = all(o.ok for outs in results.values() for o in outs if o.stack == OURS)
+        role = "" if name.partition("@")[0] == OURS else " (findings about this stack, not errors of the bench)"
+        print(f"{name:<11} not ok: {counts} of {total} runs{role}")
+    ours_ok = all(o.ok for outs in results.values() for o in outs if o.stack.partition("@")[0] == OURS)
     return 0 if ours_ok else 1
 
 

@@ -475,8 +475,8 @@ fn recv_many(a: RecvArgs) -> Outcome {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, result) = match cli.command {
-        Command::Send(a) => ("udt send", send(a)),
-        Command::Recv(a) => ("udt recv", recv(a)),
+        Command::Send(a) => ("udt send", exit::check_env().and_then(|_| send(a))),
+        Command::Recv(a) => ("udt recv", exit::check_env().and_then(|_| recv(a))),
     };
     exit::report(name, result)
 }

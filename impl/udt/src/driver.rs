@@ -143,6 +143,34 @@ fn set_user_timeout(tcp: &TcpStream, timeout: Duration) -> io::Result<()> {
     }
 }
 
+/// Which time a received datagram is given as its arrival (UDT4.md §10: the receiver's arrival
+/// speed and packet pairs are made of these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArrivalStamp {
+    /// The kernel's receive time stamp (SO_TIMESTAMPNS): when the datagram reached the host.
+    Kernel,
+    /// When the datagram was read, as 4.11 takes it (its receive thread reads one packet per
+    /// call and stamps it then): the datagrams of one read batch are stamped 1 µs apart,
+    /// ending at the time of the read. On a busy host reads come in batches, so this reports
+    /// the host's batching as the link's speed; it is for comparisons with 4.11
+    /// (docs/testbed.md, "the unrated path").
+    Read,
+}
+
+impl ArrivalStamp {
+    /// `UDT_RX_STAMP`: `kernel` (the default) or `read`.
+    pub fn from_env() -> io::Result<ArrivalStamp> {
+        match std::env::var("UDT_RX_STAMP").as_deref() {
+            Err(_) | Ok("") | Ok("kernel") => Ok(ArrivalStamp::Kernel),
+            Ok("read") => Ok(ArrivalStamp::Read),
+            Ok(other) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("UDT_RX_STAMP={other:?}: want kernel (the default) or read"),
+            )),
+        }
+    }
+}
+
 /// A protocol's sockets and the batches and timing state of its I/O thread.
 pub struct Io {
     udp: UdpSocket,
@@ -157,6 +185,8 @@ pub struct Io {
     last_stream_poll: Instant,
     /// Arrival time given to the last datagram handed to the core.
     rx_last: Instant,
+    /// Which time a datagram's arrival is (`UDT_RX_STAMP`).
+    stamp: ArrivalStamp,
     received: usize,
     /// Datagrams received in all (GRO segments counted one by one).
     pub rx_datagrams: u64,
@@ -165,8 +195,9 @@ pub struct Io {
 impl Io {
     /// An engine for `udp` and, for protocols with a control connection, `control` (made
     /// non-blocking, with TCP_NODELAY and [`CONTROL_USER_TIMEOUT`]). Waits shorter than
-    /// `spin` are spun.
+    /// `spin` are spun. Arrivals are stamped as `UDT_RX_STAMP` says ([`ArrivalStamp::from_env`]).
     pub fn new(udp: UdpSocket, control: Option<TcpStream>, spin: Duration) -> io::Result<Io> {
+        let stamp = ArrivalStamp::from_env()?;
         let stream = match control {
             Some(tcp) => {
                 tcp.set_nonblocking(true)?;
@@ -196,9 +227,15 @@ impl Io {
             last_rx_poll: Instant::ZERO,
             last_stream_poll: Instant::ZERO,
             rx_last: Instant::ZERO,
+            stamp,
             received: 0,
             rx_datagrams: 0,
         })
+    }
+
+    /// Stamps arrivals with `stamp` from now on.
+    pub fn set_arrival_stamp(&mut self, stamp: ArrivalStamp) {
+        self.stamp = stamp;
     }
 
     pub fn udp(&self) -> &UdpSocket {
@@ -245,11 +282,21 @@ impl Io {
         // message share a stamp: they were coalesced because they arrived back to back (on
         // loopback they were one GSO send), so they are stamped 1 µs apart, ending at the
         // message's stamp. Without a stamp a datagram counts as arriving now. Times never go
-        // backwards.
+        // backwards. With ArrivalStamp::Read the batch's datagrams are stamped 1 µs apart,
+        // ending now, whatever the kernel says.
         let wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        self.rx_datagrams += self.rx.datagram_count() as u64;
+        let batch = self.rx.datagram_count() as u64;
+        self.rx_datagrams += batch;
         let mut prev = self.rx_last.max(floor);
+        let (read, mut left) = (self.stamp == ArrivalStamp::Read, batch);
         self.rx.for_each(|from, d, stamp, j, k| {
+            if read {
+                left -= 1;
+                let t = (now - Duration::from_micros(left)).max(prev);
+                p.handle_datagram(t, from, d);
+                prev = t;
+                return;
+            }
             let at = stamp.map_or(now, |ns| now - Duration::from_nanos(wall_ns.saturating_sub(ns))).clamp(prev, now);
             let t = (at - Duration::from_micros((k - 1 - j) as u64)).max(prev);
             p.handle_datagram(t, from, d);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use transfer::time::Instant;
 use transfer::transmit::{Source, Transmit};
-use udt::driver::{BufferSizes, Clock, Io, Protocol, UdpSocket, Wakeup};
+use udt::driver::{ArrivalStamp, BufferSizes, Clock, Io, Protocol, UdpSocket, Wakeup};
 
 const COUNT: u32 = 500;
 const PERIOD: Duration = Duration::from_micros(200);
@@ -131,4 +131,57 @@ fn paced_datagrams_over_udp_and_a_conversation_over_tcp() {
     let median = gaps[gaps.len() / 2];
     assert!(median >= PERIOD * 3 / 4 && median <= PERIOD * 5 / 4, "median gap {median:?}");
     assert!(elapsed >= PERIOD * (COUNT - 1), "{elapsed:?} for {COUNT} packets {PERIOD:?} apart");
+}
+
+/// Records the arrival time the engine gives each datagram.
+#[derive(Default)]
+struct Stamps(Vec<Instant>);
+
+impl Protocol for Stamps {
+    fn handle_datagram(&mut self, now: Instant, _: SocketAddr, _: &[u8]) {
+        self.0.push(now);
+    }
+    fn handle_control(&mut self, _: Instant, _: &[u8]) {}
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn poll_transmit(&mut self, _: Instant, _: &mut [u8]) -> Option<Transmit> {
+        None
+    }
+}
+
+/// Eight datagrams 2 ms apart, read late in one batch: the stamps handed to the protocol.
+fn stamps_of_a_late_read(stamp: ArrivalStamp) -> (Vec<Duration>, Duration) {
+    let rx = udp();
+    let to = rx.local_addr();
+    let mut io = Io::new(rx, None, SPIN).unwrap();
+    io.set_arrival_stamp(stamp);
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0u8..8 {
+        tx.send_to(&[i; 100], to).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let clock = Clock::default();
+    let now = clock.now();
+    let mut p = Stamps::default();
+    assert_eq!(io.recv(now).unwrap(), 8, "one batch");
+    io.feed(&mut p, now, Instant::ZERO);
+    let gaps = p.0.windows(2).map(|w| w[1] - w[0]).collect();
+    (gaps, now - *p.0.last().unwrap())
+}
+
+#[test]
+fn kernel_stamps_keep_the_arrival_spacing_of_a_batch_read_late() {
+    let (gaps, age) = stamps_of_a_late_read(ArrivalStamp::Kernel);
+    assert!(gaps.iter().all(|g| *g >= Duration::from_millis(1)), "the 2 ms spacing survives: {gaps:?}");
+    assert!(age >= Duration::from_millis(15), "the last one arrived 20 ms before the read: {age:?}");
+}
+
+#[test]
+fn read_stamps_give_a_batch_the_time_it_was_read_one_microsecond_apart_as_4_11_does() {
+    let (gaps, age) = stamps_of_a_late_read(ArrivalStamp::Read);
+    assert_eq!(gaps, vec![Duration::from_micros(1); 7]);
+    assert_eq!(age, Duration::ZERO);
 }

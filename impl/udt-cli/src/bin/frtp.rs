@@ -189,8 +189,8 @@ fn recv(a: RecvArgs) -> Outcome {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Send(a) => exit::report("frtp send", send(a)),
-        Command::Recv(a) => exit::report("frtp recv", recv(a)),
+        Command::Send(a) => exit::report("frtp send", exit::check_env().and_then(|_| send(a))),
+        Command::Recv(a) => exit::report("frtp recv", exit::check_env().and_then(|_| recv(a))),
     }
 }
 

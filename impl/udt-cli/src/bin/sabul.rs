@@ -154,8 +154,8 @@ fn recv(a: RecvArgs) -> Outcome {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Send(a) => exit::report("sabul send", send(a)),
-        Command::Recv(a) => exit::report("sabul recv", recv(a)),
+        Command::Send(a) => exit::report("sabul send", exit::check_env().and_then(|_| send(a))),
+        Command::Recv(a) => exit::report("sabul recv", exit::check_env().and_then(|_| recv(a))),
     }
 }
 
