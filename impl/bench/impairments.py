@@ -13,8 +13,8 @@ printed as such; the bench exits non-zero only when a run of udt-rs is not ok.
 
 A stack named `NAME@VARIANT` is NAME run with a variant's environment: `udt-rs@read` is ours
 with `UDT_RX_STAMP=read`, arrivals stamped when they are read, as 4.11 stamps them (docs/cli.md;
-docs/testbed.md, "the unrated path"). It runs by default beside the two, so that the table shows
-how much of a gap to libudt is that measurement.
+docs/testbed.md, "CPU and emulation timing": the check with 4.11's stamps). It runs by default
+beside the two, so that the table shows how much of a gap to libudt is that measurement.
 
     make bench                    # or: .venv/bin/python impl/bench/impairments.py --help
 """
