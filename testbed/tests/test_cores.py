@@ -75,17 +75,19 @@ def test_the_plan_is_enforced_from_half_scale_and_pinning_follows_it_unless_aske
     assert (quick.checked, quick.ok, quick.pins) == (False, True, None)
     full = cores.check(p, [0, 1], 1.0, "auto")
     assert (full.checked, full.ok, full.pins) == (True, False, None)
-    assert "needs 4 cores at scale 1" in full.shortfall(1.0) and "the run has 2" in full.shortfall(1.0)
+    assert "needs 4 cores at scale 1" in full.shortfall() and "the run has 2" in full.shortfall()
     big = cores.check(p, list(range(16)), 1.0, "auto")
     assert big.ok and big.pins is not None and big.as_json()["pinned"]["runner"] == "3-15"
     assert cores.check(p, list(range(16)), 1.0, "off").pins is None
     parts = [(EXPS["efficiency"], part("efficiency", "chicago-amsterdam"))]
-    line = cores.run_line(parts, "linkem", list(range(16)), 1.0, "auto")
+    line = cores.run_line(cores.checks(parts, "linkem", list(range(16)), 1.0, "auto"), list(range(16)))
     assert line == (
         "cores: the largest part needs 4 (efficiency / chicago-amsterdam); "
         "the run has 16 (CPUs 0-15); pinned, a CPU per seat"
     )
-    assert cores.run_line(parts, "linkem", [0, 1], 0.1, "auto").endswith("not checked below scale 0.5")
+    assert cores.run_line(cores.checks(parts, "linkem", [0, 1], 0.1, "auto"), [0, 1]).endswith(
+        "not checked below scale 0.5"
+    )
     forced = cores.check(p, list(range(16)), 0.1, "on")
     assert forced.checked and forced.pins is not None
 

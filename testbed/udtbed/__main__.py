@@ -156,7 +156,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     backend, backend_why = choose_backend(a.backend)
 
     def too_big(s: float) -> list[str]:
-        return [f"{part}: {c.shortfall(s)}" for part, c in cores.shortfalls(parts, backend, cpus, s, a.pin).items()]
+        return [f"{part}: {c.shortfall()}" for part, c in cores.shortfalls(parts, backend, cpus, s, a.pin).items()]
 
     short = cores.shortfalls(parts, backend, cpus, scale_asked, a.pin) if scale_asked is not None else {}
     if short and a.cores == "refuse":
@@ -164,7 +164,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         print(
             f"udtbed: refused: at scale {scale_asked:g} a part needs more cores than the run has "
             f"({len(cpus)}: CPUs {cores.cpu_list(cpus)}):\n  "
-            + "\n  ".join(f"{part}: {c.shortfall(scale_asked or 1)}" for part, c in short.items())
+            + "\n  ".join(f"{part}: {c.shortfall()}" for part, c in short.items())
             + "\n"
             + (
                 "Pinning every seat apart needs that many CPUs: PIN=auto (--pin auto) pins from scale "
@@ -234,7 +234,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         scale, scale_why = choose_scale(a.scale, backend, print, too_big)
         meta |= {"scale": scale, "scale_reason": scale_why}
         print(f"scale: {scale} ({scale_why})")
-        print(cores.run_line(parts, backend, cpus, scale, a.pin))
+        print(cores.run_line(cores.checks(parts, backend, cpus, scale, a.pin), cpus))
         run = Run(
             outdir,
             scale,
@@ -366,13 +366,11 @@ def cmd_cores(a: argparse.Namespace) -> int:
             else f"not checked below {cores.CHECKED_FROM:g}: a part's seats share the CPUs"
         )
     )
-    worst = 0
-    for exp in exps:
-        for p in exp.parts:
-            plan = cores.plan(p, load(p.topology), a.backend)
-            worst = max(worst, plan.need)
-            fits = "fits" if plan.need <= len(cpus) else ("TOO FEW" if checked else "shared")
-            print(f"  {exp.name + ' / ' + p.label:44s} {plan.need:3d}  {fits:8s}  {plan.summary()}")
+    parts = cores.checks([(e, p) for e in exps for p in e.parts], a.backend, cpus, a.scale, "off")
+    for name, c in parts.items():
+        fits = "fits" if c.plan.need <= c.have else ("TOO FEW" if checked else "shared")
+        print(f"  {name:44s} {c.plan.need:3d}  {fits:8s}  {c.plan.summary()}")
+    worst = max((c.plan.need for c in parts.values()), default=0)
     print(f"the largest part needs {worst} cores")
     return 1 if checked and worst > len(cpus) else 0
 

@@ -156,6 +156,10 @@ class Pins:
     def of(self, *key: str) -> frozenset[int] | None:
         return self.seats.get(tuple(key))
 
+    def links(self) -> dict[int, frozenset[int]]:
+        """Each emulated link's CPUs, by link index (udtbed.network.Network.link_cpus)."""
+        return {int(k[1]): c for k, c in self.seats.items() if k[0] == "link"}
+
     def as_json(self) -> dict[str, str]:
         return {self.what[k]: cpu_list(c) for k, c in self.seats.items()} | {"runner": cpu_list(self.rest)}
 
@@ -182,15 +186,16 @@ class CoreCheck:
 
     plan: CorePlan
     have: int
-    checked: bool  # the scale is one at which the plan is enforced
+    scale: float
+    checked: bool  # the scale is one at which the plan is enforced (or pinning was asked for)
     pins: Pins | None = None
 
     @property
     def ok(self) -> bool:
         return not self.checked or self.plan.need <= self.have
 
-    def shortfall(self, scale: float) -> str:
-        return f"needs {self.plan.need} cores at scale {scale:g} ({self.plan.summary()}); the run has {self.have}"
+    def shortfall(self) -> str:
+        return f"needs {self.plan.need} cores at scale {self.scale:g} ({self.plan.summary()}); the run has {self.have}"
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -208,45 +213,40 @@ def check(p: CorePlan, cpus: Sequence[int], scale: float, pin: str) -> CoreCheck
     must fit at any scale) or 'off'."""
     if pin not in ("auto", "on", "off"):
         raise CoresError(f"pin {pin!r}: want auto, on or off")
-    c = CoreCheck(p, len(cpus), checked=scale >= CHECKED_FROM or pin == "on")
-    if c.ok and c.plan.need <= len(cpus) and (pin == "on" or (pin == "auto" and c.checked)):
+    c = CoreCheck(p, len(cpus), scale, checked=scale >= CHECKED_FROM or pin == "on")
+    if c.checked and c.ok and pin != "off":
         c.pins = assign(p, cpus)
     return c
+
+
+def checks(
+    parts: Iterable[tuple[Experiment, Part]], backend: str, cpus: Sequence[int], scale: float, pin: str
+) -> dict[str, CoreCheck]:
+    """Every part's :func:`check` at ``scale``, by 'experiment / part'."""
+    return {
+        f"{e.name} / {p.label}": check(plan(p, load_topology(p.topology), backend), cpus, scale, pin) for e, p in parts
+    }
 
 
 def shortfalls(
     parts: Iterable[tuple[Experiment, Part]], backend: str, cpus: Sequence[int], scale: float, pin: str
 ) -> dict[str, CoreCheck]:
-    """Every part that does not fit the run's CPUs at ``scale``, by 'experiment / part': the run
-    checks them all before it builds anything."""
-    out = {}
-    for exp, part in parts:
-        c = check(plan(part, load_topology(part.topology), backend), cpus, scale, pin)
-        if not c.ok:
-            out[f"{exp.name} / {part.label}"] = c
-    return out
+    """The parts that do not fit the run's CPUs at ``scale``: the run checks them all before it
+    builds anything."""
+    return {name: c for name, c in checks(parts, backend, cpus, scale, pin).items() if not c.ok}
 
 
-def run_line(
-    parts: Sequence[tuple[Experiment, Part]], backend: str, cpus: Sequence[int], scale: float, pin: str
-) -> str:
-    """The run's one line on cores: the largest part's need, the CPUs, and whether it is checked and pinned."""
-    checks = {
-        f"{e.name} / {p.label}": check(plan(p, load_topology(p.topology), backend), cpus, scale, pin) for e, p in parts
-    }
-    if not checks:
-        return f"cores: the run has {len(cpus)} (CPUs {cpu_list(cpus)})"
-    name, big = max(checks.items(), key=lambda kv: kv[1].plan.need)
-    how = (
-        (
-            "pinned, a CPU per seat"
-            if big.pins
-            else "not pinned (PIN=off)"
-            if big.ok
-            else "too few: flagged (CORES=flag)"
-        )
-        if big.checked
-        else f"not checked below scale {CHECKED_FROM:g}" + (", pinned" if big.pins else "")
-    )
+def run_line(checked: dict[str, CoreCheck], cpus: Sequence[int]) -> str:
+    """The run's one line on cores (``checked``: :func:`checks`): the largest part's need, the
+    CPUs, and whether it is checked and pinned."""
     have = f"the run has {len(cpus)} (CPUs {cpu_list(cpus)})"
+    if not checked:
+        return f"cores: {have}"
+    name, big = max(checked.items(), key=lambda kv: kv[1].plan.need)
+    if not big.checked:
+        how = f"not checked below scale {CHECKED_FROM:g}"
+    elif big.pins:
+        how = "pinned, a CPU per seat"
+    else:
+        how = "not pinned (PIN=off)" if big.ok else "too few: flagged (CORES=flag)"
     return f"cores: the largest part needs {big.plan.need} ({name}); {have}; {how}"

@@ -13,6 +13,7 @@ the papers' rates; the results show them × scale.
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import json
 import os
@@ -20,7 +21,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -111,9 +112,23 @@ class Run:
         """The CPUs of the current part's seat ``key`` (None: not pinned, the runner's)."""
         return self.pins.of(*key) if self.pins else None
 
-    def cores(self, part: Part, topo: Topology) -> cores.CoreCheck:
+    def core_check(self, part: Part, topo: Topology) -> cores.CoreCheck:
         """``part``'s core plan checked against the run's CPUs (pins included where pinning is on)."""
         return cores.check(cores.plan(part, topo, self.backend), self.cpus, self.scale, self.pin)
+
+    @contextlib.contextmanager
+    def pinned(self, pins: cores.Pins | None) -> Iterator[None]:
+        """While a part runs on ``pins``: its seats' CPUs for :meth:`seat`, and the runner (with
+        every process it starts without a seat) on the rest; then the run's CPUs again."""
+        if pins:
+            self.log(f"  pinned: {', '.join(f'{k} on {v}' for k, v in pins.as_json().items())}")
+            os.sched_setaffinity(0, pins.rest)
+        self.pins = pins
+        try:
+            yield
+        finally:
+            self.pins = None
+            os.sched_setaffinity(0, self.cpus)
 
     def log(self, line: str) -> None:
         self.progress.log(line)
@@ -263,35 +278,17 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
     work = run.raw / exp.name / part.label
     work.mkdir(parents=True, exist_ok=True)
     refs = reference_stacks()
-    cc = run.cores(part, topo)
+    cc = run.core_check(part, topo)
     if not cc.ok:
-        msg = f"{exp.name} / {part.label}: {cc.shortfall(run.scale)}"
+        msg = f"{exp.name} / {part.label}: {cc.shortfall()}"
         if run.on_cores_fail == "refuse":
             raise cores.CoresError(msg)
         run.log(f"  WARNING: {msg}; flagged, running anyway")
-    if cc.pins:
-        run.log(f"  pinned: {', '.join(f'{k} on {v}' for k, v in cc.pins.as_json().items())}")
-        os.sched_setaffinity(0, cc.pins.rest)
-    run.pins = cc.pins
-    try:
-        return _run_part_on(run, exp, part, runs, topo, work, refs, cc)
-    finally:
-        run.pins = None
-        os.sched_setaffinity(0, run.cpus)
-
-
-def _run_part_on(
-    run: Run,
-    exp: Experiment,
-    part: Part,
-    runs: list[Lineup],
-    topo: Topology,
-    work: Path,
-    refs: Mapping[str, str],
-    cc: cores.CoreCheck,
-) -> PartResult:
-    link_cpus = {int(k[1]): v for k, v in cc.pins.seats.items() if k[0] == "link"} if cc.pins else {}
-    with Network(topo, scale=run.scale, backend=run.backend, workdir=work, link_cpus=link_cpus) as net:
+    link_cpus = cc.pins.links() if cc.pins else {}
+    with (
+        run.pinned(cc.pins),
+        Network(topo, scale=run.scale, backend=run.backend, workdir=work, link_cpus=link_cpus) as net,
+    ):
         if part.short_tcp:
             pairs = [(part.short_tcp.src, part.short_tcp.dst)]
         else:
