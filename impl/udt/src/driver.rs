@@ -291,7 +291,7 @@ impl Io {
         let (read, mut left) = (self.stamp == ArrivalStamp::Read, batch);
         self.rx.for_each(|from, d, stamp, j, k| {
             if read {
-                left -= 1;
+                left = left.saturating_sub(1);
                 let t = (now - Duration::from_micros(left)).max(prev);
                 p.handle_datagram(t, from, d);
                 prev = t;
