@@ -89,6 +89,18 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
     assert meta["sim_claims_not_reproduced"] == 0, "the quick version judges no claim of Fig. 7"
     assert "Simulated figures" in text and "SC'04 Fig. 7" in text
 
+    # `udtbed report` draws the same page again from the results alone (a run on a host
+    # without matplotlib, the full-scale bundle's, is drawn so).
+    (run_dir / "report.html").unlink()
+    p = subprocess.run([sys.executable, "-m", "udtbed", "report", str(run_dir)], capture_output=True, text=True)
+    assert p.returncode == 0 and "report: " in p.stdout, p.stdout + p.stderr
+    assert page_text(run_dir) == text
+
+
+def test_the_report_command_wants_a_run_directory(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "udtbed", "report", str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode == 2 and "is not a run directory (no run.json)" in p.stderr, p.stderr
+
 
 NEW_EXPERIMENT = """
 name = "newcomer"

@@ -245,6 +245,8 @@ def test_a_udt_flow_s_window_and_buffers_hold_what_its_path_needs_in_flight() ->
     flow = Flow("f", "chicago", "amsterdam")
     assert runner.udt_window(topo, flow, 1.0) == 20243
     assert runner.udt_window(topo, flow, 0.1) == 8192
+    # `--udt-buffers default`: 4.11's own, with which the path is window-bound.
+    assert runner.udt_window(topo, flow, 1.0, "default") == 8192
     udt = UdtCli("u", Path("/bin/udt"))
     argv, _ = udt.receiver("10.0.0.2", 9000, Path("s"), Transfer(udt_window=20243))
     assert argv[-6:] == ["--flow-window", "20243", "--rcvbuf", "20243", "--sndbuf", "40486"]

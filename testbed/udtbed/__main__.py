@@ -15,11 +15,14 @@ udtbed simulate [--only sc04-fig2,...] [--quick] [--results results/sim]   the p
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import functools
+import importlib.util
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,7 +40,7 @@ from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentE
 from .experiment import load as load_experiment
 from .influx import InfluxWriter, LocalInfluxd
 from .network import Network, choose_backend
-from .runner import CalibrationError, Run, part_runs, planned_seconds, run_experiment
+from .runner import UDT_BUFFERS, CalibrationError, Run, part_runs, planned_seconds, run_experiment
 from .stacks import all_stacks
 from .topology import TopologyError, load
 
@@ -57,6 +60,7 @@ RESULT_META = (
     "host_cpuset",
     "host_cpus",
     "pin",
+    "udt_buffers",
 )
 
 
@@ -65,6 +69,11 @@ def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
 
 
 def _commit() -> str:
+    """The checkout's commit (``-dirty`` with changes to the code a run uses); where there is no
+    git or no repository (a copied working tree on a borrowed host), ``UDTBED_COMMIT``, which the
+    full-scale bundle records where it was built, else ``unknown``."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        return os.environ.get("UDTBED_COMMIT", "unknown")
     p = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
     dirty = subprocess.run(
         ["git", "-C", str(REPO), "status", "--porcelain", "--", "testbed", "topologies", "impl"],
@@ -126,9 +135,24 @@ def select_experiments(directory: Path, wanted: str) -> list[Experiment]:
     return out
 
 
+def select_parts(exps: list[Experiment], wanted: str | None) -> list[Experiment]:
+    """``exps`` with only the parts whose labels ``wanted`` names (comma-separated; None: all);
+    an experiment left with none is dropped. A label that no experiment has is an error."""
+    if not wanted:
+        return exps
+    labels = {x.strip() for x in wanted.split(",") if x.strip()}
+    have = {p.label for e in exps for p in e.parts}
+    if unknown := sorted(labels - have):
+        raise ExperimentError(
+            f"unknown part {', '.join(map(repr, unknown))} (the experiments chosen have {', '.join(sorted(have))})"
+        )
+    picked = [dataclasses.replace(e, parts=tuple(p for p in e.parts if p.label in labels)) for e in exps]
+    return [e for e in picked if e.parts]
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     try:
-        exps = select_experiments(Path(a.experiments_dir), a.experiments)
+        exps = select_parts(select_experiments(Path(a.experiments_dir), a.experiments), a.parts)
     except ExperimentError as e:
         print(f"udtbed: {e}", file=sys.stderr)
         return 2
@@ -225,6 +249,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         "host_cpuset": a.cpuset if image else None,
         "host_cpus": cores.cpu_list(cpus),
         "pin": a.pin,
+        "udt_buffers": a.udt_buffers,
         "started": time.time(),
         "status": "running",
         "results": {},
@@ -249,6 +274,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             cpus=cpus,
             pin=a.pin,
             on_cores_fail=a.cores,
+            udt_buffers=a.udt_buffers,
         )
         total = planned_seconds(run, exps, stacks)
         # A calibration, then each run of the part (each stack under test it takes, or once).
@@ -298,10 +324,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             rc = 130
         (outdir / "run.json").write_text(json.dumps(meta, indent=1))
     if meta["results"]:
-        from .report import write_report
-
-        rep = write_report(outdir)
-        print(f"\nreport: {rep}")
+        _report(outdir, a.report)
     latest = Path(a.results) / "latest"
     try:
         if latest.is_symlink() or latest.exists():
@@ -310,6 +333,36 @@ def cmd_run(a: argparse.Namespace) -> int:
     except OSError:
         pass
     return rc
+
+
+def _report(outdir: Path, how: str) -> int:
+    """Draws ``outdir``'s report (``how="auto"``: where matplotlib is importable; a host
+    without it, the full-scale bundle's, says how to draw it elsewhere from the results)."""
+    if how == "none":
+        return 0
+    if importlib.util.find_spec("matplotlib") is None:
+        if how == "auto":
+            print(
+                f"\nreport: not drawn here (no matplotlib); draw it from the results: python -m udtbed report {outdir}"
+            )
+            return 0
+        print("udtbed: the report needs matplotlib: run `make setup` (it installs .venv)", file=sys.stderr)
+        return 2
+    from .report import write_report
+
+    print(f"\nreport: {write_report(outdir)}")
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    """(Re)draws the report of a run directory from its results (run.json, <experiment>.json)."""
+    outdir = Path(a.run_dir)
+    if not (outdir / "run.json").is_file():
+        print(
+            f"udtbed: {outdir} is not a run directory (no run.json): name one under results/testbed/", file=sys.stderr
+        )
+        return 2
+    return _report(outdir, "on")
 
 
 def cmd_check(a: argparse.Namespace) -> int:
@@ -448,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument(
         "--experiments-dir", default=str(EXPERIMENTS_DIR), help="where the experiment files are (default experiments/)"
     )
+    r.add_argument("--parts", help="comma-separated part labels: only those parts of the experiments (default: all)")
     r.add_argument("--scale", default="0.1", help="rate multiplier, or 'auto' (default 0.1)")
     r.add_argument("--duration", type=float, default=20.0, help="seconds per stack and part (default 20)")
     r.add_argument(
@@ -495,6 +549,22 @@ def main(argv: list[str] | None = None) -> int:
         help="after the experiments, the papers' NS-2 figures in the simulator (experiments/sim) into <run>/sim",
     )
     r.add_argument("--scenarios-dir", default=str(sim.SCENARIOS_DIR), help="the simulated figures' scenario files")
+    r.add_argument(
+        "--udt-buffers",
+        default="path",
+        choices=list(UDT_BUFFERS),
+        help="the UDT flows' window and buffers: sized to the path's bandwidth-delay product, never below "
+        "4.11's 8192 packets (path, default), or 4.11's defaults (default)",
+    )
+    r.add_argument(
+        "--report",
+        default="auto",
+        choices=["auto", "on", "none"],
+        help="draw the HTML report at the end (auto: where matplotlib is importable; else `udtbed report DIR` "
+        "draws it from the results elsewhere)",
+    )
+    rp = sub.add_parser("report", help="(re)draw a run directory's HTML report from its results")
+    rp.add_argument("run_dir", help="a run directory (results/testbed/<run>)")
     co = sub.add_parser("cores", help="the cores each part needs at a scale, and whether this machine has them")
     co.add_argument("--experiments", default="all", help="comma-separated names, 'default' or 'all' (default)")
     co.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR))
@@ -538,6 +608,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_list(a)
     if a.cmd == "cores":
         return cmd_cores(a)
+    if a.cmd == "report":
+        return cmd_report(a)
     if a.cmd == "calibrate":
         try:
             return cmd_calibrate(a)

@@ -47,6 +47,8 @@ from .topology import load as load_topology
 STACK_OVERHEAD_S = 2.0
 UDT_PAYLOAD = 1456  # UDT4.md §3: a 1500-byte packet's payload
 UDT_DEFAULT_WINDOW = 8192  # 4.11's flow window and receive buffer, packets (UDT4.md §13.4)
+# How a run sizes its UDT flows' window and buffers (``udtbed run --udt-buffers``, udt_window).
+UDT_BUFFERS = ("path", "default")
 CALIBRATION_S = 8.0
 LONG_RUN_S = 60.0  # a run longer than this is summarised over its second half (Run.warmup_of)
 
@@ -94,6 +96,7 @@ class Run:
         cpus: list[int] | None = None,
         pin: str = "auto",
         on_cores_fail: str = "refuse",
+        udt_buffers: str = "path",
     ):
         self.outdir, self.scale, self.duration, self.backend = outdir, scale, duration, backend
         self.influx, self.run_id, self.on_cal_fail = influx, run_id, on_calibration_fail
@@ -107,6 +110,9 @@ class Run:
         self.cpus = cpus if cpus is not None else cores.run_cpus(None)
         self.pin, self.on_cores_fail = pin, on_cores_fail
         self.pins: cores.Pins | None = None
+        if udt_buffers not in UDT_BUFFERS:
+            raise ValueError(f"udt_buffers must be one of {', '.join(UDT_BUFFERS)}, not {udt_buffers!r}")
+        self.udt_buffers = udt_buffers
 
     def seat(self, *key: str) -> frozenset[int] | None:
         """The CPUs of the current part's seat ``key`` (None: not pinned, the runner's)."""
@@ -369,16 +375,22 @@ class Started:
     procs: tuple[Process | None, ...] = ()  # (listener, connector)
 
 
-def udt_window(topo: Topology, flow: Flow, scale: float) -> int:
-    """A UDT flow's flow window and buffers, packets: what its path needs in flight
-    (:meth:`Topology.window_packets`), never below 4.11's default of 8192. The papers sized
-    them for their paths; with the defaults a 1 Gb/s × 110 ms path is window-bound."""
+def udt_window(topo: Topology, flow: Flow, scale: float, buffers: str = "path") -> int:
+    """A UDT flow's flow window and buffers, packets: with ``buffers="path"``, what its path
+    needs in flight (:meth:`Topology.window_packets`), never below 4.11's default of 8192 (the
+    papers sized them for their paths); with ``"default"``, 4.11's 8192, with which a
+    1 Gb/s × 110 ms path (9 082 packets in flight) is window-bound."""
+    if buffers == "default":
+        return UDT_DEFAULT_WINDOW
     need = topo.window_packets(flow.src, flow.dst, scale, UDT_PAYLOAD)
     return max(UDT_DEFAULT_WINDOW, need or 0)
 
 
-def transfer_for(flow: Flow, stack: Stack, net: Network, scale: float, seconds: float, base: Path) -> Transfer:
-    """``flow``'s settings at the run's scale (rates and buffers scale as the links do); with
+def transfer_for(
+    flow: Flow, stack: Stack, net: Network, scale: float, seconds: float, base: Path, buffers: str = "path"
+) -> Transfer:
+    """``flow``'s settings at the run's scale (rates and buffers scale as the links do; a UDT
+    flow's window as ``buffers`` says, :func:`udt_window`); with
     ``io = "disk"`` the sender's input is a file of ``size`` bytes (scaled; default: enough for
     ``seconds`` at the flow's rate or bottleneck), written now, and the receiver writes a file."""
     o = flow.options
@@ -392,7 +404,9 @@ def transfer_for(flow: Flow, stack: Stack, net: Network, scale: float, seconds: 
         rate_mbps=round(o.rate * scale, 6) if o.rate is not None else None,
         udp_buffer=scaled(o.udp_buffer),
         frtp_buffer=scaled(o.frtp_buffer),
-        udt_window=udt_window(net.topo, flow, scale) if stack.protocol == "udt" and stack.takes("udt_window") else None,
+        udt_window=udt_window(net.topo, flow, scale, buffers)
+        if stack.protocol == "udt" and stack.takes("udt_window")
+        else None,
     )
     if o.io != "disk":
         return t
@@ -661,7 +675,9 @@ def _bulk(
     seconds = run.duration if seconds is None else seconds
     tag = tag or f"{lineup.name}-bulk"
     transfers = {
-        f.name: transfer_for(f, lineup.flow_stacks[f.name], net, run.scale, seconds, work / f"{tag}-{f.name}")
+        f.name: transfer_for(
+            f, lineup.flow_stacks[f.name], net, run.scale, seconds, work / f"{tag}-{f.name}", run.udt_buffers
+        )
         for f in flows
     }
     pcaps = capture.start(rt, net, work, tag) if part.capture else {}
