@@ -22,7 +22,7 @@ FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOT
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
 .PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-interop test-conformance \
-        testbed testbed-image test-testbed testbed-cleanup simulate build-sim test-simulate dashboards bench fuzz conformance clean
+        testbed testbed-image test-testbed testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
@@ -30,6 +30,10 @@ help:
 	@echo "make check        cargo fmt --check, cargo clippy -D warnings, ruff format --check, ruff check, mypy --strict"
 	@echo "make test         setup + build + check + cargo tests + interop + conformance + testbed tests (with quick profiles)"
 	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
+	@echo "make fullscale-bundle  build/fullscale(.tar.gz): the runner, our stacks, libudt and Debian's network tools"
+	@echo "                  relocatable, for a many-core host without them (testbed/fullscale/bundle.sh)"
+	@echo "make fullscale    the papers' rates (SCALE=1) on a 16-core host from the bundle, lines of FULLSCALE_PLAN at once"
+	@echo "                  on CPUs of their own (root; FULLSCALE_DURATION=100 DEADLINE_S=0 RESULTS=results/fullscale)"
 	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
 	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
 	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1)"
@@ -145,6 +149,23 @@ test-testbed:
 
 testbed-cleanup:
 	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all)
+
+# Full scale (docs/testbed.md, "Full scale on a borrowed host"): the bundle is all a bare Linux
+# host with many cores needs beside the working tree; run.sh unpacks it there and runs the plan.
+# Here, where matplotlib is, the runs' reports are drawn after.
+FULLSCALE_PLAN     ?= testbed/fullscale/plan-16.txt
+FULLSCALE_DURATION ?= 100
+DEADLINE_S         ?= 0
+RESULTS            ?= results/fullscale
+fullscale-bundle: build
+	@echo "==> fullscale-bundle: build/fullscale, build/fullscale.tar.gz (testbed/fullscale/bundle.sh)"
+	@testbed/fullscale/bundle.sh
+
+fullscale: fullscale-bundle
+	@echo "==> fullscale: $(FULLSCALE_PLAN) at scale 1, $(FULLSCALE_DURATION) s per stack and part -> $(RESULTS)"
+	SCALE=1 DURATION='$(FULLSCALE_DURATION)' DEADLINE_S='$(DEADLINE_S)' RESULTS='$(RESULTS)' \
+	  bash testbed/fullscale/run.sh '$(FULLSCALE_PLAN)'
+	@for d in '$(RESULTS)'/*/2*/; do $(PYTHON) -m udtbed report "$$d"; done
 
 # The deterministic simulator (impl/netsim, docs/simulator.md): the SC'04 and SABUL papers' NS-2
 # figures with the real protocol cores, each a JSON, a plot and the paper's claims judged.

@@ -1,0 +1,214 @@
+"""The full-scale bundle (testbed/fullscale/bundle.sh) and its driver (run.sh): the runner, our
+stacks, libudt and Debian's network tools from one relocatable tree on a host that has none of
+them, run here with PATH and LD_LIBRARY_PATH cleared to the bundle and a bare base system, so
+that a missing program or library shows up here and not on a borrowed machine. Also the
+runner's options a full-scale plan uses: ``--parts``."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from udtbed import cores
+from udtbed.__main__ import select_experiments, select_parts
+from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError
+from udtbed.topology import load
+
+REPO = Path(__file__).resolve().parents[2]
+FULLSCALE = REPO / "testbed/fullscale"
+# What a minimal Ubuntu or Debian host has of its own: no iproute2, ethtool, net-tools, Mininet,
+# iperf3, tcpdump or Python.
+BASE_PACKAGES = ["coreutils", "dash", "grep", "sed", "gawk", "mawk", "tar", "gzip", "procps", "findutils", "util-linux"]
+
+
+def base_system(into: Path) -> Path:
+    """A directory of links to the base packages' commands: the only PATH besides the bundle."""
+    into.mkdir()
+    for pkg in BASE_PACKAGES:
+        p = subprocess.run(["dpkg", "-L", pkg], capture_output=True, text=True)
+        for line in p.stdout.splitlines():
+            f = Path(line)
+            if f.parent.name in ("bin", "sbin") and f.is_file() and os.access(f, os.X_OK):
+                (into / f.name).unlink(missing_ok=True)
+                (into / f.name).symlink_to(f)
+    awk = shutil.which("awk")
+    if awk and not (into / "awk").exists():
+        (into / "awk").symlink_to(Path(awk).resolve())
+    assert not any((into / t).exists() for t in ("ip", "tc", "ethtool", "ifconfig", "python3", "mnexec"))
+    return into
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    """The bundle, built as `make fullscale-bundle` builds it, into a temporary directory."""
+    out = tmp_path_factory.mktemp("bundle") / "fullscale"
+    p = subprocess.run(["bash", str(FULLSCALE / "bundle.sh"), str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out
+
+
+def bare_env(base: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": "/root", "PATH": str(base), **extra}
+
+
+def test_the_bundle_holds_every_library_its_programs_load_but_glibc(bundle):
+    manifest = (bundle / "MANIFEST").read_text()
+    for prog in ("udt", "sabul", "frtp", "udt-linkem", "libudt-peer", "ip", "tc", "ethtool", "iperf3", "tcpdump"):
+        assert f"./bin/{prog}\n" in manifest, prog
+    assert "./lib/libudt.so.0\n" in manifest and "./site/mininet/node.py\n" in manifest
+    assert not (bundle / "lib/libc.so.6").exists(), "glibc stays the host's"
+    for prog in sorted((bundle / "bin").iterdir()):
+        p = subprocess.run(
+            ["ldd", str(prog)], capture_output=True, text=True, env={"LD_LIBRARY_PATH": str(bundle / "lib")}
+        )
+        assert "not found" not in p.stdout, f"{prog.name}: {p.stdout}"
+    with tarfile.open(f"{bundle}.tar.gz") as t:
+        assert "fullscale/env.sh" in t.getnames()
+
+
+@pytest.mark.needs_root
+@pytest.mark.slow
+def test_the_bundle_runs_the_runner_on_a_host_with_nothing_but_a_base_system(bundle, tmp_path):
+    # The archive, unpacked by run.sh itself, and a one-line plan: chicago-local at scale 0.1,
+    # udt-rs beside libudt, on every CPU this process may use.
+    plan = tmp_path / "plan.txt"
+    cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    plan.write_text(f"# a test plan\n1 {cpus} --experiments efficiency --parts chicago-local --stacks udt-rs,libudt\n")
+    results = tmp_path / "results"
+    env = bare_env(
+        base_system(tmp_path / "base"),
+        BUNDLE=f"{bundle}.tar.gz",
+        RESULTS=str(results),
+        SCALE="0.1",
+        DURATION="4",
+        DEADLINE_S="240",
+    )
+    p = subprocess.run(
+        [str(bundle / "bin/bash"), str(FULLSCALE / "run.sh"), str(plan)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr + (results / f"1-{cpus}/run.log").read_text()
+    host = (results / "host.txt").read_text()
+    assert "netns: yes" in host and "veth: yes" in host and "python: 3." in host, host
+    (run_dir,) = [d for d in (results / f"1-{cpus}").iterdir() if d.is_dir() and not d.is_symlink()]
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "ok" and meta["scale"] == 0.1 and meta["commit"] != "unknown", meta
+    eff = json.loads((run_dir / "efficiency.json").read_text())
+    assert [p["label"] for p in eff["parts"]] == ["chicago-local"], "--parts ran that part alone"
+    stacks = eff["parts"][0]["stacks"]
+    assert set(stacks) == {"udt-rs", "libudt"}
+    for name, res in stacks.items():
+        assert res["flows"][0]["bytes"] > 0, f"{name} moved nothing"
+    # No matplotlib in the bundle: the report is drawn from the results where there is one.
+    assert "draw it from the results: python -m udtbed report" in (results / f"1-{cpus}/run.log").read_text()
+    assert "exit 0" in (results / "plan.log").read_text()
+    # The host's socket buffer caps are back as they were.
+    before = host.split("(were ")[1].split(")")[0].split()
+    now = [Path(f"/proc/sys/net/core/{k}").read_text().strip() for k in ("rmem_max", "wmem_max")]
+    assert now == before
+
+
+def program_needing_a_library_nobody_has(into: Path) -> Path:
+    """A program linked against a library that exists only while it is linked: as a bundled
+    program whose library the bundle left out would be on a host without it."""
+    work = into / "cc"
+    work.mkdir()
+    (work / "lib.c").write_text("int udtb_gone(void) { return 0; }\n")
+    (work / "main.c").write_text("int udtb_gone(void);\nint main(void) { return udtb_gone(); }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", work / "libudtbgone.so", work / "lib.c"], check=True)
+    prog = into / "needs-gone"
+    subprocess.run(["cc", "-o", prog, work / "main.c", f"-L{work}", "-ludtbgone"], check=True)
+    shutil.rmtree(work)
+    return prog
+
+
+@pytest.mark.needs_root
+def test_a_bundle_missing_a_library_is_refused_before_anything_is_built_naming_it(bundle, tmp_path):
+    broken = tmp_path / "fullscale"
+    shutil.copytree(bundle, broken, symlinks=True)
+    shutil.move(program_needing_a_library_nobody_has(tmp_path), broken / "bin/ip")
+    plan = tmp_path / "plan.txt"
+    plan.write_text("1 0 --experiments efficiency\n")
+    env = bare_env(base_system(tmp_path / "base"), BUNDLE=str(broken), RESULTS=str(tmp_path / "r"))
+    p = subprocess.run(
+        [str(bundle / "bin/bash"), str(FULLSCALE / "run.sh"), str(plan)], capture_output=True, text=True, env=env
+    )
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "bin/ip does not start" in p.stderr and "libudtbgone.so" in p.stderr, p.stderr
+    assert "make fullscale-bundle" in p.stderr and not (tmp_path / "r").exists(), "nothing started"
+
+
+@pytest.mark.parametrize(
+    ("setup", "want"),
+    [
+        ("no-plan", "no plan file"),
+        ("no-bundle", "is no bundle (no env.sh): make fullscale-bundle"),
+    ],
+)
+def test_run_sh_says_what_is_missing(tmp_path, setup, want):
+    plan = tmp_path / "plan.txt"
+    if setup != "no-plan":
+        plan.write_text("1 0 --experiments efficiency\n")
+    env = {**os.environ, "BUNDLE": str(tmp_path), "RESULTS": str(tmp_path / "r")}
+    p = subprocess.run(["bash", str(FULLSCALE / "run.sh"), str(plan)], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and want in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("plan", ["plan-16.txt", "plan-16-pacing.txt"])
+def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(plan):
+    # One core per seat (udtbed.cores) for every part a line runs, on that line's CPUs; a line
+    # that breaks the rule on purpose says --cores flag.
+    lines = [x.split() for x in (FULLSCALE / plan).read_text().splitlines() if x.strip() and not x.startswith("#")]
+    assert lines
+    for _, cpus, *words in lines:
+        args = [w for w in words if w.startswith("--") or not re.match(r"[A-Z_][A-Z0-9_]*=", w)]
+        opt = dict(zip(args[::2], args[1::2], strict=True))
+        have = len(cores.parse_cpus(cpus))
+        for e in select_parts(select_experiments(EXPERIMENTS_DIR, opt["--experiments"]), opt.get("--parts")):
+            for part in e.parts:
+                need = cores.plan(part, load(part.topology), "linkem").need
+                assert need <= have or opt.get("--cores") == "flag", (plan, cpus, part.label, need)
+
+
+def test_parts_picks_labels_across_the_experiments_chosen_and_refuses_an_unknown_one():
+    exps = select_experiments(EXPERIMENTS_DIR, "efficiency,fairness")
+    picked = select_parts(exps, "chicago-amsterdam,three-site")
+    assert [(e.name, [p.label for p in e.parts]) for e in picked] == [
+        ("efficiency", ["chicago-amsterdam"]),
+        ("fairness", ["three-site"]),
+    ]
+    assert [e.name for e in select_parts(exps, "chicago-local")] == ["efficiency"], "an emptied experiment is dropped"
+    assert select_parts(exps, None) == exps
+    with pytest.raises(
+        ExperimentError, match=r"unknown part 'chicago-mars' \(the experiments chosen have .*three-site"
+    ):
+        select_parts(exps, "chicago-mars")
+
+
+def test_an_unknown_part_is_a_usage_error_before_anything_runs(tmp_path):
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "udtbed",
+            "run",
+            "--experiments",
+            "efficiency",
+            "--parts",
+            "nowhere",
+            "--results",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and "unknown part 'nowhere'" in p.stderr, p.stderr
+    assert not list(tmp_path.iterdir())
