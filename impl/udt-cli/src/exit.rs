@@ -27,7 +27,8 @@ pub fn usage(msg: impl Into<String>) -> Failure {
 /// The environment the family's I/O engine reads (docs/cli.md, "Environment"), checked before
 /// anything starts: a bad value is a usage error.
 pub fn check_env() -> Outcome {
-    udt::driver::ArrivalStamp::from_env().map(|_| ()).map_err(|e| usage(e.to_string()))
+    udt::driver::ArrivalStamp::from_env().map_err(|e| usage(e.to_string()))?;
+    udt::driver::Pacing::from_env().map(|_| ()).map_err(|e| usage(e.to_string()))
 }
 
 pub fn local_io(msg: impl Into<String>) -> Failure {

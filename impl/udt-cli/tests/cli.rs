@@ -180,6 +180,32 @@ fn a_bad_arrival_stamp_setting_is_a_usage_error_naming_the_choices() {
 }
 
 #[test]
+fn a_bad_pacing_setting_is_a_usage_error_naming_the_choices() {
+    let mut c = udt(&["recv", "--listen", "127.0.0.1:0", "--output", "/dev/null"]);
+    let out = finish(c.env("UDT_PACING", "nap").spawn().unwrap(), 30);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("UDT_PACING=\"nap\"") && err.contains("sleep") && err.contains("spin"), "{err}");
+}
+
+#[test]
+fn a_transfer_paced_by_spinning_is_byte_exact() {
+    let data = pattern(3_000_017, 11);
+    let dir = tmpdir("spin-pacing");
+    let (input, output) = (dir.join("in"), dir.join("out"));
+    std::fs::write(&input, &data).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut recv = udt(&["recv", "--listen", &addr, "--output", s(&output)]);
+    let recv = recv.env("UDT_PACING", "spin").spawn().unwrap();
+    let mut send = udt(&["send", "--connect", &addr, "--input", s(&input)]);
+    let send = finish(send.env("UDT_PACING", "spin").spawn().unwrap(), 60);
+    let recv = finish(recv, 60);
+    assert!(send.status.success() && recv.status.success(), "{} {}", stderr_of(&send), stderr_of(&recv));
+    assert!(std::fs::read(&output).unwrap() == data, "the same bytes");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_transfer_with_read_time_arrival_stamps_is_byte_exact() {
     let data = pattern(3_000_017, 7);
     let dir = tmpdir("read-stamps");

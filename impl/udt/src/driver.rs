@@ -12,10 +12,13 @@
 //!    into the stream's queue, as each [`Transmit`] names its [`Source`];
 //! 3. [`Io::flush`]: `sendmmsg` the batch (runs of equal-sized datagrams to one peer as one
 //!    UDP GSO send) and write the stream;
-//! 4. [`Io::idle`] when nothing happened: until the next due time, spinning through the last
-//!    [`SLEEP_EARLY`] of a `ppoll` and through any wait shorter than the spin threshold
-//!    (pacing at microsecond intervals cannot afford a sleep's wake-up latency), woken early
-//!    by a datagram, control bytes or a [`Wakeup`] from another thread.
+//! 4. [`Io::idle`] when nothing happened: until the next due time in a `ppoll`, spinning
+//!    through its last stretch (as long as this host's wake-ups have lately come late, at
+//!    most [`SLEEP_EARLY`]), woken early by a datagram, control bytes or a [`Wakeup`] from
+//!    another thread. A wait shorter than the spin threshold is slept whole, at least that
+//!    threshold long, and the pacer then lets out what fell due back to back, one GSO send
+//!    ([`Pacing::Sleep`], the default); with `UDT_PACING=spin` it is spun instead, each packet
+//!    on its microsecond ([`Pacing::Spin`]; a core per sender at 1 Gb/s).
 //!
 //! [`Io::run`] is that loop for a protocol the calling thread owns; the multiplexer makes the
 //! same pass with its endpoint behind a lock (`mux`).
@@ -33,9 +36,11 @@ use transfer::transmit::Source;
 use crate::udp::{self, RxBatch, TxBatch, Waker};
 pub use crate::udp::{BufferSizes, UdpSocket};
 
-/// A timed `ppoll` is cut this much short and the rest spun, so that a late wake-up does not
-/// shift the pacing schedule.
+/// A timed `ppoll` is cut at most this much short and the rest spun, so that a late wake-up
+/// does not shift the pacing schedule ([`Pacing::Spin`] always cuts this much).
 pub const SLEEP_EARLY: Duration = Duration::from_micros(20);
+/// [`Pacing::Sleep`]'s least cut: spinning a little is cheaper than waking late.
+pub const SLEEP_EARLY_MIN: Duration = Duration::from_micros(2);
 /// While busy sending, the socket is read at least this often.
 pub const RX_POLL: Duration = Duration::from_micros(10);
 /// While busy, the control stream is read at least this often. Its frames come every few ms
@@ -171,6 +176,38 @@ impl ArrivalStamp {
     }
 }
 
+/// How the I/O thread waits for a departure closer than its spin threshold (a packet's period
+/// at 1 Gb/s is 12 µs, shorter than a sleep's wake-up on most hosts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    /// Sleep it, at least the spin threshold long: the pacer's catch-up (its `pacing_burst`)
+    /// then sends what fell due meanwhile back to back, so the rate holds on average and
+    /// packets leave in bursts of about the threshold's worth (4 at 1 Gb/s with 50 µs). The
+    /// bottleneck spaces them again; the receiver's arrival speed and packet pairs are
+    /// measured behind it. Waits longer than the threshold are slept until the last stretch,
+    /// which is spun: as long as this host's wake-ups come late on average, and
+    /// [`SLEEP_EARLY_MIN`] more (at most [`SLEEP_EARLY`]), so that a wake-up later than most
+    /// delays that one departure by a few µs (the schedule itself does not slip).
+    Sleep,
+    /// Spin it, so that each packet leaves on its microsecond (a core per sender at high
+    /// rates); a longer wait's last [`SLEEP_EARLY`] is spun too. The engine before issue 31.
+    Spin,
+}
+
+impl Pacing {
+    /// `UDT_PACING`: `sleep` (the default) or `spin`.
+    pub fn from_env() -> io::Result<Pacing> {
+        match std::env::var("UDT_PACING").as_deref() {
+            Err(_) | Ok("") | Ok("sleep") => Ok(Pacing::Sleep),
+            Ok("spin") => Ok(Pacing::Spin),
+            Ok(other) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("UDT_PACING={other:?}: want sleep (the default) or spin"),
+            )),
+        }
+    }
+}
+
 /// A protocol's sockets and the batches and timing state of its I/O thread.
 pub struct Io {
     udp: UdpSocket,
@@ -178,6 +215,10 @@ pub struct Io {
     tx: TxBatch,
     rx: RxBatch,
     spin: Duration,
+    pacing: Pacing,
+    /// How late a timed sleep wakes, a moving average over about 16 sleeps: the last stretch
+    /// [`Pacing::Sleep`] spins is this and [`SLEEP_EARLY_MIN`] more.
+    woke_late: Duration,
     /// Whether the next pass must look at the sockets; otherwise they are read at most every
     /// [`RX_POLL`] while busy sending (most of those calls would find nothing).
     poll_rx: bool,
@@ -195,9 +236,11 @@ pub struct Io {
 impl Io {
     /// An engine for `udp` and, for protocols with a control connection, `control` (made
     /// non-blocking, with TCP_NODELAY and [`CONTROL_USER_TIMEOUT`]). Waits shorter than
-    /// `spin` are spun. Arrivals are stamped as `UDT_RX_STAMP` says ([`ArrivalStamp::from_env`]).
+    /// `spin` are slept at least that long or spun, as `UDT_PACING` says ([`Pacing::from_env`]).
+    /// Arrivals are stamped as `UDT_RX_STAMP` says ([`ArrivalStamp::from_env`]).
     pub fn new(udp: UdpSocket, control: Option<TcpStream>, spin: Duration) -> io::Result<Io> {
         let stamp = ArrivalStamp::from_env()?;
+        let pacing = Pacing::from_env()?;
         let stream = match control {
             Some(tcp) => {
                 tcp.set_nonblocking(true)?;
@@ -223,6 +266,8 @@ impl Io {
             udp,
             stream,
             spin,
+            pacing,
+            woke_late: SLEEP_EARLY,
             poll_rx: true,
             last_rx_poll: Instant::ZERO,
             last_stream_poll: Instant::ZERO,
@@ -231,6 +276,19 @@ impl Io {
             received: 0,
             rx_datagrams: 0,
         })
+    }
+
+    /// Waits for departures as `pacing` says from now on.
+    pub fn set_pacing(&mut self, pacing: Pacing) {
+        self.pacing = pacing;
+    }
+
+    /// How much of a timed sleep is cut off and spun.
+    fn sleep_early(&self) -> Duration {
+        match self.pacing {
+            Pacing::Spin => SLEEP_EARLY,
+            Pacing::Sleep => (self.woke_late + SLEEP_EARLY_MIN).min(SLEEP_EARLY),
+        }
     }
 
     /// Stamps arrivals with `stamp` from now on.
@@ -428,24 +486,47 @@ impl Io {
             Some(t) => Some(t - now),
             None => None,
         };
-        if let Some(w) = wait {
-            if w <= self.spin {
-                let deadline = now + w;
-                while clock.now() < deadline && !wakeup.kick.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
-                }
+        let spin_until = |deadline: Instant| {
+            while clock.now() < deadline && !wakeup.kick.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        };
+        // How long to sleep, and until when to spin after it.
+        let (timeout, then_spin) = match wait {
+            Some(w) if w <= self.spin && self.pacing == Pacing::Spin => {
+                spin_until(now + w);
                 self.poll_rx = false;
                 return Ok(());
             }
-        }
+            // Too short to sleep to the microsecond: sleep the threshold; the pacer catches up.
+            Some(w) if w <= self.spin => (Some(self.spin), None),
+            Some(w) => {
+                let early = self.sleep_early();
+                (Some(w - early), Some((now + w, early)))
+            }
+            None => (None, None),
+        };
         wakeup.sleeping.store(true, Ordering::SeqCst);
         if !wakeup.kick.load(Ordering::SeqCst) {
-            let timeout = wait.map(|w| w.saturating_sub(SLEEP_EARLY));
             let stream = self.stream.as_ref().filter(|s| s.closed.is_none());
             let other = stream.map(|s| (s.tcp.as_fd(), !s.out.is_empty()));
             self.udp.wait(&wakeup.waker, other, timeout)?;
         }
         wakeup.sleeping.store(false, Ordering::SeqCst);
+        if let Some((deadline, early)) = then_spin {
+            // Woken in the last stretch: the timer (or something as late); spin the rest. The
+            // wake-up's lateness feeds the next stretch (a wake-up for a datagram in it counts
+            // as late too, which errs towards spinning).
+            let t = clock.now();
+            let target = deadline - early;
+            if t >= target {
+                let late = (t - target).min(SLEEP_EARLY);
+                self.woke_late = (self.woke_late * 15 + late) / 16;
+                if deadline > t {
+                    spin_until(deadline);
+                }
+            }
+        }
         self.poll_rx = true;
         Ok(())
     }
