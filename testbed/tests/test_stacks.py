@@ -268,4 +268,8 @@ def test_a_short_flow_point_s_bulk_flows_get_the_window_and_udp_buffer_a_bulk_pa
     for t in transfers.values():
         assert (t.udp_buffer, t.udt_window) == (6554, 8192)
         assert udt.sender("10.100.0.2", 7100, 20, transfer=t)[-2:] == ["--udp-sndbuf", "6554"]
+    # At full scale the path wants more than 4.11's window; --udt-buffers default keeps 4.11's.
+    for buffers, want in (("path", lambda w: w > 8192), ("default", lambda w: w == 8192)):
+        _, full = runner.short_tcp_bulk(spec, 1, udt, Net(), 1.0, 20, tmp_path / "u-n1", buffers)  # type: ignore[arg-type]
+        assert want(full["bulk0"].udt_window), (buffers, full["bulk0"].udt_window)
     assert runner.short_tcp_bulk(spec, 0, udt, Net(), 0.1, 20, tmp_path / "u-n0") == ([], {})  # type: ignore[arg-type]

@@ -553,8 +553,8 @@ def main(argv: list[str] | None = None) -> int:
         "--udt-buffers",
         default="path",
         choices=list(UDT_BUFFERS),
-        help="the UDT flows' window and buffers: sized to the path's bandwidth-delay product, never below "
-        "4.11's 8192 packets (path, default), or 4.11's defaults (default)",
+        help="the UDT flows' flow window and buffers: 'path' (the default) sizes them to what the path holds in "
+        "flight, never below 4.11's 8192 packets; 'default' gives 4.11's 8192",
     )
     r.add_argument(
         "--report",

@@ -674,6 +674,7 @@ def render(meta: dict[str, Any], results: list[ExperimentResult], sim_dir: Path 
         f"scale <b>{_e(meta.get('scale'))}</b> ({_e(meta.get('scale_reason'))}), "
         f"duration {_e(meta.get('duration_s'))} s per stack, host runtime {_e(meta.get('host_runtime'))}"
         + (f" (image {_e(image['name'])} {_e(image['id'][:19])})" if image else "")
+        + (", UDT windows and buffers <b>4.11's defaults</b>" if meta.get("udt_buffers") == "default" else "")
         + f", status {_e(meta.get('status'))}</p>",
         _summary(results, _stack_order(results)),
     ]

@@ -379,7 +379,7 @@ def udt_window(topo: Topology, flow: Flow, scale: float, buffers: str = "path") 
     """A UDT flow's flow window and buffers, packets: with ``buffers="path"``, what its path
     needs in flight (:meth:`Topology.window_packets`), never below 4.11's default of 8192 (the
     papers sized them for their paths); with ``"default"``, 4.11's 8192, with which a
-    1 Gb/s × 110 ms path (9 082 packets in flight) is window-bound."""
+    1 Gb/s × 110 ms path (9 444 packets of payload in one RTT) is window-bound."""
     if buffers == "default":
         return UDT_DEFAULT_WINDOW
     need = topo.window_packets(flow.src, flow.dst, scale, UDT_PAYLOAD)
@@ -795,7 +795,9 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
         rt = run.runtime(net)
         tag = f"n{n}"
         seconds = run.duration + warm
-        flows, transfers = short_tcp_bulk(spec, n, stack, net, run.scale, seconds, work / f"{stack.name}-{tag}")
+        flows, transfers = short_tcp_bulk(
+            spec, n, stack, net, run.scale, seconds, work / f"{stack.name}-{tag}", run.udt_buffers
+        )
         host = None
         short_out = work / f"{stack.name}-{tag}-short.json"
         nic0 = nic_dropped(net, spec.src)
@@ -868,12 +870,21 @@ def _short_tcp(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack
 
 
 def short_tcp_bulk(
-    spec: ShortTcp, n: int, stack: Stack, net: Network, scale: float, seconds: float, base: Path
+    spec: ShortTcp,
+    n: int,
+    stack: Stack,
+    net: Network,
+    scale: float,
+    seconds: float,
+    base: Path,
+    buffers: str = "path",
 ) -> tuple[list[Flow], dict[str, Transfer]]:
     """A ``short_tcp`` point's ``n`` bulk flows and their settings at the run's scale (the window
-    their path needs, ``bulk_udp_buffer``), as a bulk part's flows get theirs (:func:`transfer_for`)."""
+    ``buffers`` says, ``bulk_udp_buffer``), as a bulk part's flows get theirs (:func:`transfer_for`)."""
     flows = [Flow(f"bulk{j}", spec.src, spec.dst, options=spec.bulk) for j in range(n)]
-    return flows, {f.name: transfer_for(f, stack, net, scale, seconds, Path(f"{base}-{f.name}")) for f in flows}
+    return flows, {
+        f.name: transfer_for(f, stack, net, scale, seconds, Path(f"{base}-{f.name}"), buffers) for f in flows
+    }
 
 
 def short_tcp_ratio(points: list[ShortTcpPoint]) -> float | None:
