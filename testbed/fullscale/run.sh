@@ -7,8 +7,8 @@
 #
 # Environment: BUNDLE (the bundle's directory or .tar.gz; default build/fullscale.tar.gz, else
 # build/fullscale), RESULTS (default results/fullscale), SCALE (1), DURATION (seconds per stack and
-# part, 100), DEADLINE_S (stop starting phases that cannot end within this many seconds of the
-# start; 0: none). Each plan line is one `udtbed run` with --cpuset, into RESULTS/<phase>-<cpus>/;
+# part, 100), DEADLINE_S (at this many seconds from the start a run still going is stopped, and
+# a phase that could not end by then is not started; 0: none). Each plan line is one `udtbed run` with --cpuset, into RESULTS/<phase>-<cpus>/;
 # RESULTS/host.txt is what the host is (kernel, CPUs, what it refuses), RESULTS/plan.log each
 # line's start, end and exit status. The reports are drawn where matplotlib is (`udtbed report DIR`).
 set -uo pipefail
@@ -96,7 +96,7 @@ trap restore EXIT
 
 # One lane: the plan's lines of one phase on one CPU set, in turn.
 lane() {
-  local phase=$1 cpus=$2 left args st out limit envs
+  local phase=$1 cpus=$2 left args st out limit envs pid stopped=""
   while read -r args; do
     # Leading NAME=VALUE words are the runner's environment (UDT_PACING=spin, ...).
     envs=()
@@ -110,19 +110,34 @@ lane() {
     limit=()
     if [ "$deadline" -gt 0 ]; then
       left=$(( deadline - ($(date +%s) - start) ))
-      limit=(timeout -s INT -k 20 "$left")
+      limit=(timeout -s TERM -k 20 "$left")
     fi
+    # In the background, so that this lane can pass a TERM on (a background job ignores SIGINT,
+    # and so does the runner it starts; the runner stops cleanly on TERM).
     # shellcheck disable=SC2086
     "${limit[@]}" env "${envs[@]}" python3 -m udtbed run $args --scale "$scale" --duration "$duration" --cpuset "$cpus" \
-      --influx none --simulate none --results "$out" >> "$out/run.log" 2>&1
-    st=$?
+      --influx none --simulate none --results "$out" >> "$out/run.log" 2>&1 </dev/null &
+    pid=$!
+    trap 'kill -TERM "$pid" 2>/dev/null; stopped=1' TERM
+    st=0
+    while kill -0 "$pid" 2>/dev/null; do wait "$pid"; st=$?; done
+    trap - TERM
     say "phase $phase cpus $cpus: exit $st at +$(( $(date +%s) - start )) s ($args)"
-    [ "$st" -eq 0 ] || return 1
+    [ "$st" -eq 0 ] && [ -z "$stopped" ] || return 1
   done < <(grep -v '^\s*#' "$plan" | awk -v p="$phase" -v c="$cpus" '$1 == p && $2 == c {$1 = ""; $2 = ""; sub(/^ +/, ""); print}')
 }
 
+# Ctrl-C or TERM: every lane's runner stops as it does alone (namespaces and processes gone, the
+# experiments it finished kept), then the socket buffer caps are put back.
 children=()
-stop() { for p in "${children[@]}"; do kill -INT "$p" 2>/dev/null; done; wait; python3 -m udtbed cleanup >/dev/null; exit 130; }
+stop() {
+  trap '' INT TERM
+  say "interrupted: stopping the runs"
+  for p in "${children[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  wait
+  python3 -m udtbed cleanup >/dev/null
+  exit 130
+}
 trap stop INT TERM
 
 rc=0

@@ -8,9 +8,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +146,66 @@ def test_a_bundle_missing_a_library_is_refused_before_anything_is_built_naming_i
     assert p.returncode == 4, p.stdout + p.stderr
     assert "bin/ip does not start" in p.stderr and "libudtbgone.so" in p.stderr, p.stderr
     assert "make fullscale-bundle" in p.stderr and not (tmp_path / "r").exists(), "nothing started"
+
+
+def udtb_namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.startswith("udtb-")}
+
+
+def processes_under(path: Path) -> list[str]:
+    """Command lines of the processes that run something from ``path``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in argv:
+            found.append(argv)
+    return found
+
+
+@pytest.mark.needs_root
+@pytest.mark.slow
+def test_ctrl_c_stops_every_lane_cleanly_and_puts_the_socket_caps_back(bundle, tmp_path):
+    # Two lanes at once, interrupted while their parts run: each runner stops as it does alone.
+    plan = tmp_path / "plan.txt"
+    cpu = min(os.sched_getaffinity(0))
+    args = "--experiments efficiency --parts chicago-amsterdam --stacks udt-rs --calibration flag --cores flag"
+    plan.write_text(f"1 {cpu} {args}\n1 {cpu}-{cpu} {args}\n")
+    copy = tmp_path / "unpacked"
+    shutil.copytree(bundle, copy, symlinks=True)
+    results = tmp_path / "results"
+    caps = [Path(f"/proc/sys/net/core/{k}").read_text().strip() for k in ("rmem_max", "wmem_max")]
+    before = udtb_namespaces()
+    env = bare_env(base_system(tmp_path / "base"), BUNDLE=str(copy), RESULTS=str(results), SCALE="0.1", DURATION="60")
+    run = subprocess.Popen(
+        [str(bundle / "bin/bash"), str(FULLSCALE / "run.sh"), str(plan)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("-l0" in ns for ns in udtb_namespaces() - before):
+            time.sleep(0.5)
+        assert udtb_namespaces() - before, "the runs built their namespaces"
+        time.sleep(3)
+        run.send_signal(signal.SIGINT)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, out
+    assert "interrupted: stopping the runs" in out
+    assert not udtb_namespaces() - before, "no namespace left behind"
+    assert not processes_under(copy), "no process of the bundle left behind"
+    assert [Path(f"/proc/sys/net/core/{k}").read_text().strip() for k in ("rmem_max", "wmem_max")] == caps
+    for lane in (f"1-{cpu}", f"1-{cpu}-{cpu}"):
+        meta = json.loads(next((results / lane).glob("2*/run.json")).read_text())
+        assert meta["status"] == "interrupted", (lane, meta["status"])
 
 
 @pytest.mark.parametrize(
