@@ -188,17 +188,17 @@ fn a_bad_pacing_setting_is_a_usage_error_naming_the_choices() {
     assert!(err.contains("UDT_PACING=\"nap\"") && err.contains("sleep") && err.contains("spin"), "{err}");
 }
 
-#[test]
-fn a_transfer_paced_by_spinning_is_byte_exact() {
-    let data = pattern(3_000_017, 11);
-    let dir = tmpdir("spin-pacing");
+/// A 3 MB transfer with `var=value` in both ends' environment arrives byte for byte.
+fn byte_exact_with(var: &str, value: &str, seed: u64) {
+    let data = pattern(3_000_017, seed);
+    let dir = tmpdir(&format!("{}-{value}", var.to_lowercase()));
     let (input, output) = (dir.join("in"), dir.join("out"));
     std::fs::write(&input, &data).unwrap();
     let addr = format!("127.0.0.1:{}", free_port());
     let mut recv = udt(&["recv", "--listen", &addr, "--output", s(&output)]);
-    let recv = recv.env("UDT_PACING", "spin").spawn().unwrap();
+    let recv = recv.env(var, value).spawn().unwrap();
     let mut send = udt(&["send", "--connect", &addr, "--input", s(&input)]);
-    let send = finish(send.env("UDT_PACING", "spin").spawn().unwrap(), 60);
+    let send = finish(send.env(var, value).spawn().unwrap(), 60);
     let recv = finish(recv, 60);
     assert!(send.status.success() && recv.status.success(), "{} {}", stderr_of(&send), stderr_of(&recv));
     assert!(std::fs::read(&output).unwrap() == data, "the same bytes");
@@ -206,20 +206,13 @@ fn a_transfer_paced_by_spinning_is_byte_exact() {
 }
 
 #[test]
+fn a_transfer_paced_by_spinning_is_byte_exact() {
+    byte_exact_with("UDT_PACING", "spin", 11);
+}
+
+#[test]
 fn a_transfer_with_read_time_arrival_stamps_is_byte_exact() {
-    let data = pattern(3_000_017, 7);
-    let dir = tmpdir("read-stamps");
-    let (input, output) = (dir.join("in"), dir.join("out"));
-    std::fs::write(&input, &data).unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut recv = udt(&["recv", "--listen", &addr, "--output", s(&output)]);
-    let recv = recv.env("UDT_RX_STAMP", "read").spawn().unwrap();
-    let mut send = udt(&["send", "--connect", &addr, "--input", s(&input)]);
-    let send = finish(send.env("UDT_RX_STAMP", "read").spawn().unwrap(), 60);
-    let recv = finish(recv, 60);
-    assert!(send.status.success() && recv.status.success(), "{} {}", stderr_of(&send), stderr_of(&recv));
-    assert!(std::fs::read(&output).unwrap() == data, "the same bytes");
-    let _ = std::fs::remove_dir_all(&dir);
+    byte_exact_with("UDT_RX_STAMP", "read", 7);
 }
 
 #[test]
