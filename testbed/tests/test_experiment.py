@@ -130,6 +130,18 @@ def test_report_summary_answers_did_it_reproduce_first(tmp_path):
     assert "id='tiny--local'" in page
 
 
+def test_the_report_shows_each_udt_sender_s_capacity_estimate_against_the_bottleneck(tmp_path):
+    exp = load(write(tmp_path, GOOD))
+    host = {"sender_pacing": {"f": {"capacity_median_pps": 90_000, "capacity_times_bottleneck": 1.09}}}
+    stacks = {"udt-rs": StackResult("udt-rs", "udt", [flow("f", [95, 95])], host=host)}  # type: ignore[typeddict-item]
+    res = ExperimentResult(
+        "tiny", exp.title, exp.figure, "", 1.0, 10.0, 1.0, "linkem",
+        [PartResult("local", "chicago-local", "chicago-local.toml", "", {}, [], True, exp.parts[0].paper, stacks)],
+    )  # fmt: skip
+    page = render({"run_id": "r1", "status": "ok", "scale": 1.0}, [ExperimentResult.from_dict(_roundtrip(res))])
+    assert "link-capacity estimates, median after slow start" in page and "udt-rs f: 1.09× (90000 pkt/s)" in page
+
+
 def _roundtrip(res: ExperimentResult) -> dict:
     import json
 

@@ -224,7 +224,7 @@ def test_run_sh_says_what_is_missing(tmp_path, setup, want):
     assert p.returncode == 2 and want in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("plan", ["plan-16.txt", "plan-16-pacing.txt"])
+@pytest.mark.parametrize("plan", ["plan-16.txt", "plan-16-pacing.txt", "plan-16-stamps.txt"])
 def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(plan):
     # One core per seat (udtbed.cores) for every part a line runs, on that line's CPUs; a line
     # that breaks the rule on purpose says --cores flag.

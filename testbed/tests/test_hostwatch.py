@@ -101,6 +101,16 @@ def test_udt_sender_pacing_faster_than_the_bottleneck_is_flagged(tmp_path):
     assert pacing["fast"]["times_bottleneck"] == 4.49
     (flag,) = hostwatch.flags({"emulators": {}}, pacing)
     assert flag.startswith("1 UDT sender(s) paced faster than the bottleneck, up to 4.5x")
+    assert "capacity_median_pps" not in pacing["slow"], "a stack without the estimate has none"
+
+
+def test_a_udt_sender_s_capacity_estimate_is_read_after_slow_start_against_the_bottleneck(tmp_path):
+    # 1 Gb/s: 82 570 frames/s. Slow start's estimates (period 1 us) do not count.
+    lines = [(1.0, 400_000), (12.0, 80_000), (12.5, 90_000), (13.0, 99_000)]
+    p = tmp_path / "f.send.stats"
+    p.write_text("".join(json.dumps({"period_us": per, "bandwidth_pps": b}) + "\n" for per, b in lines))
+    pacing = hostwatch.sender_pacing({"f": p}, {"f": 1e9})["f"]
+    assert pacing["capacity_median_pps"] == 90_000 and pacing["capacity_times_bottleneck"] == 1.09
 
 
 @pytest.mark.needs_root

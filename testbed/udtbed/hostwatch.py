@@ -13,7 +13,8 @@ that ends in congestion collapse (docs/testbed.md, "CPU and emulation timing").
 stop: CPU time of every process in the topology's namespaces (stacks, probes, emulators), the
 machine's busy time and load average, and each emulator's frames and ``bunched`` counts in
 between. :func:`sender_pacing` reads the UDT senders' stats for the fastest pacing after slow
-start, against the bottleneck. :func:`flags` turns both into the warnings a result carries.
+start, and their link-capacity estimate, against the bottleneck. :func:`flags` turns both into
+the warnings a result carries.
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ class SenderPacing(TypedDict):
     min_period_us: float
     bottleneck_packet_us: float
     times_bottleneck: float
+    # The sender's link-capacity estimate (``bandwidth_pps``, UDT4.md §10.2) after slow start:
+    # its median in 1 500-byte frames per second, over the bottleneck's (where the stack has one).
+    capacity_median_pps: NotRequired[int]
+    capacity_times_bottleneck: NotRequired[float]
 
 
 class HostReport(TypedDict):
@@ -109,6 +114,7 @@ class _SenderStatsLine(TypedDict, total=False):
 
     summary: bool
     period_us: float
+    bandwidth_pps: int
 
 
 # The baseline of an emulator that started within the window.
@@ -297,6 +303,13 @@ def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None
             "bottleneck_packet_us": round(pkt_us, 1),
             "times_bottleneck": round(pkt_us / min(periods), 2),
         }
+        after = [x for x in lines if not x.get("summary") and x.get("period_us", 0) > 1.0]
+        if capacity := sorted(x["bandwidth_pps"] for x in after if x.get("bandwidth_pps", 0) > 0):
+            median = capacity[len(capacity) // 2]
+            out[name] |= {
+                "capacity_median_pps": median,
+                "capacity_times_bottleneck": round(median * pkt_us / 1e6, 2),
+            }
     return out
 
 

@@ -473,6 +473,24 @@ def _timing_flags(part: PartResult) -> str:
     )
 
 
+def _capacity(part: PartResult) -> str:
+    """Each UDT sender's link-capacity estimate against the bottleneck (``host.sender_pacing``):
+    a stack that over-reads the link climbs faster and refills the queue sooner (UDT4.md §12.3)."""
+    rows = [
+        f"{name} {flow}: {p['capacity_times_bottleneck']:.2f}× ({p.get('capacity_median_pps')} pkt/s)"
+        for name, s in part.stacks.items()
+        if s.host is not None
+        for flow, p in s.host.get("sender_pacing", {}).items()
+        if "capacity_times_bottleneck" in p
+    ]
+    if not rows:
+        return ""
+    return (
+        "<p class='small'>UDT senders' link-capacity estimates, median after slow start, against the "
+        "bottleneck: " + "; ".join(_e(r) for r in rows) + "</p>"
+    )
+
+
 def _verdicts(part: PartResult) -> str:
     lines = [f"<li>{_e(s)}: {_e(v.line())}</li>" for s, r in part.stacks.items() for v in r.verdicts]
     return f"<ul class='small'>{''.join(lines)}</ul>" if lines else ""
@@ -692,6 +710,7 @@ def render(meta: dict[str, Any], results: list[ExperimentResult], sim_dir: Path 
             body.append(_calibration(part))
             body.append(_cores(part))
             body.append(_timing_flags(part))
+            body.append(_capacity(part))
             first = next(iter(part.stacks.values()), None)
             if first is None:
                 continue

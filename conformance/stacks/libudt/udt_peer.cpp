@@ -31,6 +31,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -348,6 +349,15 @@ class Stats {
             (long long)p.pktSentTotal, (long long)p.pktRecvTotal, p.pktSentACKTotal,
             p.pktRecvACKTotal, p.pktSentNAKTotal, p.pktRecvNAKTotal);
     std::string l(line, len > 0 ? std::min<size_t>(static_cast<size_t>(len), sizeof line - 1) : 0);
+    if (send) {
+      // 4.11's mbpsBandwidth is its smoothed link-capacity estimate (m_iBandwidth, packets/s)
+      // times the payload's bits: back to packets/s, as udt-rs prints it.
+      int mss = 1500, optlen = sizeof mss;
+      UDT::getsockopt(sock_, 0, UDT_MSS, &mss, &optlen);
+      double pps = p.mbpsBandwidth * 1e6 / 8.0 / (mss - 44);
+      snprintf(line, sizeof line, ",\"bandwidth_pps\":%lld", (long long)llround(pps));
+      l += line;
+    }
     if (conn_ > 0) l += ",\"conn\":" + std::to_string(conn_);
     if (summary) {
       snprintf(line, sizeof line, ",\"summary\":true,\"seconds\":%.6f", t);

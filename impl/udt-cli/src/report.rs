@@ -30,6 +30,7 @@ pub fn line(role: Role, t: f64, bytes: u64, mbps: f64, s: &Stats, extra: &str) -
         acks_recv: s.acks_recv,
         naks_sent: s.naks_sent,
         naks_recv: s.naks_recv,
+        bandwidth_pps: matches!(role, Role::Send).then_some(u64::from(s.bandwidth)),
     };
     stats::line("udt-rs", role, t, bytes, mbps, &c, extra)
 }

@@ -76,6 +76,9 @@ pub struct Counters {
     pub acks_recv: u64,
     pub naks_sent: u64,
     pub naks_recv: u64,
+    /// A UDT sender's smoothed link-capacity estimate, packets/s (UDT4.md §8.6 step 7, from the
+    /// receiver's packet pairs §10.2); `None` where a stack or role has none.
+    pub bandwidth_pps: Option<u64>,
 }
 
 /// JSON has no NaN or infinity.
@@ -94,7 +97,7 @@ pub fn line(stack: &str, role: Role, t: f64, bytes: u64, mbps: f64, c: &Counters
         out,
         "{{\"stack\":\"{stack}\",\"role\":\"{}\",\"t\":{:.6},\"bytes\":{},\"mbps\":{:.3},\"rtt_ms\":{:.3},\
          \"flow_window\":{},\"cwnd\":{:.3},\"period_us\":{:.3},\"losses\":{},\"retrans\":{},\
-         \"pkts_sent\":{},\"pkts_recv\":{},\"acks_sent\":{},\"acks_recv\":{},\"naks_sent\":{},\"naks_recv\":{}{}}}",
+         \"pkts_sent\":{},\"pkts_recv\":{},\"acks_sent\":{},\"acks_recv\":{},\"naks_sent\":{},\"naks_recv\":{}{}{}}}",
         role.name(),
         num(t),
         bytes,
@@ -111,6 +114,7 @@ pub fn line(stack: &str, role: Role, t: f64, bytes: u64, mbps: f64, c: &Counters
         c.acks_recv,
         c.naks_sent,
         c.naks_recv,
+        c.bandwidth_pps.map_or(String::new(), |b| format!(",\"bandwidth_pps\":{b}")),
         extra
     );
     out
@@ -191,6 +195,10 @@ mod tests {
         }
         assert!(l.contains("\"cwnd\":0.000"));
         assert!(l.ends_with("\"summary\":true}"));
+        assert!(!l.contains("bandwidth_pps"), "only where the stack has an estimate");
+        let c = Counters { bandwidth_pps: Some(83_333), ..Counters::default() };
+        let l = line("udt-rs", Role::Send, 1.0, 0, 0.0, &c, "");
+        assert!(l.ends_with(",\"naks_recv\":0,\"bandwidth_pps\":83333}"), "{l}");
     }
 
     #[test]
