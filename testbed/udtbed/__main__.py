@@ -356,7 +356,7 @@ def _report(outdir: Path, how: str) -> int:
 
 def cmd_report(a: argparse.Namespace) -> int:
     """(Re)draws the report of a run directory from its results (run.json, <experiment>.json)."""
-    outdir = Path(a.run_dir)
+    outdir = Path(a.run_dir).resolve()  # `latest` names the run it points to, as the run itself did
     if not (outdir / "run.json").is_file():
         print(
             f"udtbed: {outdir} is not a run directory (no run.json): name one under results/testbed/", file=sys.stderr
