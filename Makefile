@@ -22,7 +22,7 @@ FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOT
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
 .PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-interop test-conformance \
-        testbed testbed-image test-testbed testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate dashboards bench fuzz conformance clean
+        testbed testbed-image test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
@@ -36,6 +36,8 @@ help:
 	@echo "                  on CPUs of their own (root; FULLSCALE_DURATION=100 DEADLINE_S=0 RESULTS=results/fullscale)"
 	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
 	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
+	@echo "make test-vm      the netem backend end to end in Debian's stock kernel under QEMU (VM_ACCEL=auto|kvm|tcg)"
+	@echo "make compare-backends  netem beside udt-linkem on each Fig. 11 path class, in that VM (table)"
 	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1)"
 	@echo "make test-simulate  the simulated figures' snapshot tests (UPDATE_SNAPSHOTS=1 rewrites them)"
 	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
@@ -87,8 +89,15 @@ check: setup
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy conformance/udtconf testbed/udtbed
 
+# The VM stage (test-vm, ~6 min, mostly TCG emulation) runs beside the static checks and the cargo
+# tests, which time nothing; the timing-sensitive stages (interop, conformance, testbed) after.
 test: setup build
-	@$(MAKE) --no-print-directory -k check test-rust test-interop test-conformance test-testbed
+	@mkdir -p build; status=0; \
+	$(MAKE) --no-print-directory test-vm >build/test-vm.log 2>&1 & vm=$$!; \
+	$(MAKE) --no-print-directory -k check test-rust || status=1; \
+	wait $$vm || status=1; cat build/test-vm.log; \
+	$(MAKE) --no-print-directory -k test-interop test-conformance test-testbed || status=1; \
+	exit $$status
 
 test-rust:
 	@echo "==> test: cargo test --release (impl/)"
@@ -149,6 +158,22 @@ test-testbed:
 
 testbed-cleanup:
 	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all)
+
+# The netem backend for real (docs/testbed.md, "The netem backend in a VM"): our kernel has no
+# sch_netem, so Debian's stock kernel boots under QEMU (udtbed vm: KVM where it works, else TCG)
+# with this filesystem shared read-only, and runs the netem tests there; build/vm gets the results.
+VM_ACCEL ?= auto
+test-vm: setup build
+	@echo "==> test: the netem backend in a stock kernel under QEMU (testbed/tests/test_netem_kernel.py, udtbed vm)"
+	@mkdir -p build/vm
+	cd testbed && ../$(PYTHON) -m udtbed vm --accel '$(VM_ACCEL)' --rw ../build/vm --record ../build/vm/vm.json -- \
+	  ../$(PYTHON) -m pytest -p no:cacheprovider tests/test_netem_kernel.py --junitxml=../build/vm/junit.xml
+
+# netem beside udt-linkem on each Fig. 11 path class, in the VM (docs/results/2026-11-26-netem-vm.md).
+compare-backends: setup build
+	@mkdir -p build/vm
+	cd testbed && ../$(PYTHON) -m udtbed vm --accel '$(VM_ACCEL)' --rw ../build/vm -- \
+	  ../$(PYTHON) -m udtbed compare-backends --out ../build/vm/compare-backends.json
 
 # Full scale (docs/testbed.md, "Full scale on a borrowed host"): the bundle is all a bare Linux
 # host with many cores needs beside the working tree; run.sh unpacks it there and runs the plan.

@@ -23,6 +23,7 @@ APT_PACKAGES=(
   strace                                  # testbed: the netem request tc sends (test_netem_commands)
   influxdb jq                             # metrics
   chromium fonts-dejavu-core              # screenshots of the report and progress display (udtbed.screenshot)
+  linux-image-amd64 qemu-system-x86 busybox-static   # make test-vm: a stock kernel with netem, booted by virtme-ng
   python3-venv
 )
 

@@ -10,6 +10,8 @@ udtbed check topologies/*.toml     validate topology files (file:line: error)
 udtbed calibrate TOPO SRC DST [--scale S]
 udtbed cleanup [--prefix udtb-PID-] [--all]   remove the udtb-* namespaces and containers of runs that are gone
 udtbed simulate [--only sc04-fig2,...] [--quick] [--results results/sim]   the papers' NS-2 figures, simulated
+udtbed compare-backends [--scale 0.02] [--seconds 20] [--out FILE]   netem beside udt-linkem on each path class
+udtbed vm [--accel auto|kvm|tcg] [--rw DIR] [--record FILE] -- CMD...   CMD in a stock kernel with netem (QEMU)
 """
 
 from __future__ import annotations
@@ -485,6 +487,66 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare_backends(a: argparse.Namespace) -> int:
+    """Each Fig. 11 path class under each backend this kernel has: RTT, rate, queue, a UDT flow."""
+    from . import backend_compare
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    backends = a.backends.split(",") if a.backends else backend_compare.available_backends()
+    work = Path("/tmp") / f"udtb-cmp-{os.getpid()}"
+    print(f"backends: {', '.join(backends)}; scale {a.scale:g}; UDT for {a.seconds:g} s per path")
+    try:
+        rows = backend_compare.compare(backends, a.scale, a.seconds, work)
+    except KeyboardInterrupt:
+        print("\nudtbed compare-backends: interrupted (every topology was closed)", file=sys.stderr)
+        return 130
+    except RuntimeError as err:
+        print(f"udtbed compare-backends: {err}", file=sys.stderr)
+        return 1
+    table = backend_compare.markdown(rows)
+    print(table)
+    if a.out:
+        Path(a.out).write_text(json.dumps([dataclasses.asdict(r) for r in rows], indent=1) + "\n")
+    return 0
+
+
+def cmd_vm(a: argparse.Namespace) -> int:
+    """The command in the stock kernel: its output as it comes, its exit status as ours."""
+    from . import vm
+
+    command = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not command:
+        print("udtbed vm: no command (udtbed vm [options] -- CMD...)", file=sys.stderr)
+        return 2
+    rw = [Path(d).resolve() for d in a.rw]
+    for d in rw:
+        d.mkdir(parents=True, exist_ok=True)
+    try:
+        r = vm.run(
+            command, accel=a.accel, cpus=a.cpus, memory=a.memory, rw=rw, timeout_s=a.timeout, kernel=a.kernel, echo=True
+        )
+    except vm.VmUnavailable as err:
+        print(f"udtbed vm: {err}", file=sys.stderr)
+        return 3
+    except vm.VmBootFailed as err:
+        print(f"udtbed vm: {err}", file=sys.stderr)
+        return 4
+    except subprocess.TimeoutExpired:
+        print(f"udtbed vm: the command ran past --timeout {a.timeout:g} s; the VM was stopped", file=sys.stderr)
+        return 124
+    except KeyboardInterrupt:
+        print("\nudtbed vm: interrupted; the VM was stopped", file=sys.stderr)
+        return 130
+    print(
+        f"udtbed vm: exit {r.rc} in {r.wall_s:.0f} s ({r.kernel} under {r.accel.upper()}, {r.cpus} vCPUs, "
+        f"booted in {r.boot_s:.0f} s; {r.kvm_note})",
+        file=sys.stderr,
+    )
+    if a.record:
+        Path(a.record).write_text(json.dumps(r.record(), indent=1) + "\n")
+    return r.rc
+
+
 def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # progress as it goes, also into a pipe or a log
@@ -597,7 +659,25 @@ def main(argv: list[str] | None = None) -> int:
     sm.add_argument("--jobs", type=int, help="simulations at once (default: the CPU count)")
     sm.add_argument("--results", default=str(REPO / "results/sim"))
     sm.add_argument("--scenarios-dir", default=str(sim.SCENARIOS_DIR))
+    cb = sub.add_parser("compare-backends", help="netem beside udt-linkem on each Fig. 11 path class (root)")
+    cb.add_argument("--scale", type=float, default=0.02)
+    cb.add_argument("--seconds", type=float, default=20.0, help="the UDT flow on each path (default 20)")
+    cb.add_argument("--backends", help="comma-separated (default: netem where the kernel has it, and linkem)")
+    cb.add_argument("--out", help="write the rows as JSON here")
+    v = sub.add_parser("vm", help="run a command in a stock kernel that has netem, under QEMU (virtme-ng)")
+    v.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"], help="auto: KVM where it boots, else TCG")
+    v.add_argument("--cpus", type=int, default=2)
+    v.add_argument("--memory", default="4G")
+    v.add_argument("--rw", action="append", default=[], help="a directory the guest may write (repeatable)")
+    v.add_argument("--kernel", help="the vmlinuz to boot (default: the newest /boot one with sch_netem)")
+    v.add_argument("--timeout", type=float, default=1800.0, help="seconds before the VM is stopped (default 1800)")
+    v.add_argument("--record", help="write how it ran (accel, kernel, times, exit) as JSON here")
+    v.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
+    if a.cmd == "vm":
+        return cmd_vm(a)
+    if a.cmd == "compare-backends":
+        return cmd_compare_backends(a)
     if a.cmd == "simulate":
         return cmd_simulate(a)
     if a.cmd == "run":

@@ -5,6 +5,9 @@ one-way delays. Rate: a paced UDP blast of 1514-byte frames offered at 1.1x the 
 with the bottleneck busy from the first frame, frames arrive exactly one serialization time
 apart, so ``(n - 1) * 1514 * 8 / arrival span`` is the link rate the path really delivers.
 A path off by more than the tolerance (default RTT 1 ms, rate 2 %) fails the calibration.
+The same blast tells how many frames arrived less than half a serialization time after the
+previous one ("bunched"): released together by a late timer in the emulation, which receivers
+timing arrivals (UDT's arrival speed and packet pairs) read as a faster link. Shown, not judged.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class PathCalibration:
     rate_mbps: float | None
     rtt_ok: bool
     rate_ok: bool
+    bunched_pct: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -50,7 +54,8 @@ class PathCalibration:
             if self.rtt_ms is not None
             else "RTT: no reply"
         )
-        return f"{self.src}->{self.dst}: {rtt}; {rate} [{'ok' if self.ok else 'OFF'}]"
+        bunched = f"; {self.bunched_pct:.1f}% of frames bunched" if self.bunched_pct is not None else ""
+        return f"{self.src}->{self.dst}: {rtt}; {rate}{bunched} [{'ok' if self.ok else 'OFF'}]"
 
 
 def ping(net: Network, src: str, dst: str, count: int = 20) -> tuple[float | None, float | None]:
@@ -65,12 +70,18 @@ def ping(net: Network, src: str, dst: str, count: int = 20) -> tuple[float | Non
     return statistics.median(rtts), rtts[0]
 
 
-def udp_rate(net: Network, src: str, dst: str, rate_bps: float, seconds: float, port: int = 5999) -> float | None:
+def udp_blast(
+    net: Network, src: str, dst: str, rate_bps: float, seconds: float, port: int = 5999
+) -> tuple[float, float] | None:
+    """(Mb/s the path delivered, % of frames bunched) of a blast at 1.1x ``rate_bps``."""
     rt = NamespaceRuntime(net)
     wd = net.workdir
     py = [sys.executable, "-m", "udtbed.probe"]
+    ptime_us = 1514 * 8 / rate_bps * 1e6
     sink = rt.spawn(
-        dst, py + ["udp-sink", "--port", str(port), "--seconds", str(seconds + 5)], stdout=wd / f"cal-sink-{dst}.json"
+        dst,
+        py + ["udp-sink", "--port", str(port), "--seconds", str(seconds + 5), "--ptime-us", f"{ptime_us:.3f}"],
+        stdout=wd / f"cal-sink-{dst}.json",
     )
     time.sleep(0.3)
     src_p = rt.spawn(
@@ -94,7 +105,7 @@ def udp_rate(net: Network, src: str, dst: str, rate_bps: float, seconds: float, 
     r: UdpSinkResult = json.loads(lines[-1])
     if r["packets"] < 10 or r["span_s"] <= 0:
         return None
-    return (r["packets"] - 1) * 1514 * 8 / r["span_s"] / 1e6
+    return (r["packets"] - 1) * 1514 * 8 / r["span_s"] / 1e6, r["bunched"] / (r["packets"] - 1) * 100
 
 
 def calibrate(
@@ -115,7 +126,8 @@ def calibrate(
         want_rate = net.topo.bottleneck_bps(src, dst, scale=net.scale)
         for attempt in range(1, attempts + 1):
             rtt, rtt_min = ping(net, src, dst)
-            rate = udp_rate(net, src, dst, want_rate, seconds) if want_rate else None
+            blast = udp_blast(net, src, dst, want_rate, seconds) if want_rate else None
+            rate = blast[0] if blast else None
             c = PathCalibration(
                 src,
                 dst,
@@ -126,6 +138,7 @@ def calibrate(
                 rate,
                 rtt is not None and abs(rtt - want_rtt) <= rtt_tol_ms,
                 want_rate is None or (rate is not None and abs(rate / (want_rate / 1e6) - 1) <= rate_tol),
+                blast[1] if blast else None,
             )
             log(f"  calibration {c.line()}" + (f" (attempt {attempt} of {attempts})" if attempt > 1 else ""))
             if c.ok:

@@ -46,6 +46,8 @@ LINKEM = Path(os.environ.get("UDT_LINKEM", REPO / "impl/target/release/udt-linke
 # scheduling releases 18-40 % of a loaded direction's frames in bunches, which receivers timing
 # arrivals (UDT's arrival speed, packet pairs) take for a faster link. UDT_LINKEM_ARGS overrides.
 LINKEM_ARGS = "--realtime --spin-us 20"
+# The netem backend's delay line: far above the frames 1 Gb/s x 110 ms holds in flight (~9 000).
+NETEM_DELAY_LIMIT = 1_000_000
 # Debian installs mininet for its own python3 only; the project's venv loads it from there.
 MININET_SITE = Path(os.environ.get("UDTBED_MININET_SITE", "/usr/lib/python3/dist-packages"))
 
@@ -103,6 +105,15 @@ class LinkemDirectionStats(TypedDict):
     bunched: int
     late_avg_us: float
     late_max_us: float
+
+
+class LinkCounters(TypedDict):
+    """One direction of an emulated link, whichever backend built it (``Network.link_counters``):
+    frames sent on, dropped by the DropTail queue, dropped by the loss model; cumulative."""
+
+    frames_out: int
+    dropped_queue: int
+    dropped_loss: int
 
 
 class LinkemStats(TypedDict):
@@ -269,9 +280,22 @@ def linkem_spec(d: Direction, packets: int | None, nbytes: int | None) -> str:
 
 
 def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[list[str]]:
-    """tc commands (after ``tc qdisc add dev IF``) for one egress: netem (delay, loss), then
-    tbf (rate) with a pfifo/bfifo DropTail child. netem takes no seed here: recorded as such."""
-    netem = ["root", "handle", "1:", "netem", "limit", "1000000", "delay", f"{d.delay_s * 1e6:.3f}us"]
+    """tc commands (after ``tc qdisc add dev IF``) for one egress: a root netem for the delay and
+    loss, with a child that is the link's rate and its DropTail queue. netem takes no seed here
+    (bookworm's iproute2 has none): recorded as such.
+
+    The child (docs/testbed.md, "The netem backend: the traps"): where the queue is counted in
+    packets, a second netem with ``rate`` and ``limit``. It is a virtual clock: each frame leaves
+    one serialization time after the previous one, computed when it is queued, so a dequeue woken
+    late (a loaded host, a VM) releases the frames that are due together but loses no capacity.
+    tbf loses the tokens beyond its burst instead: in the VM it delivered 4-8 % below the rate.
+    netem's ``limit`` counts the frames waiting and the one being sent: a DropTail of that many.
+    Byte-counted queues (no netem equivalent) keep ``tbf`` with a ``bfifo`` child.
+
+    The root's limit (default 1000 frames) must hold every frame in flight on the delay line, up
+    to ~9 000 on 1 Gb/s x 110 ms: set far above it. Delay before the queue delivers each frame at
+    the same time as a queue before the delay would, the delay being constant."""
+    netem = ["root", "handle", "1:", "netem", "limit", str(NETEM_DELAY_LIMIT), "delay", f"{d.delay_s * 1e6:.3f}us"]
     if d.loss.startswith("ge:"):
         p, r, h, *k = [float(x) for x in d.loss[3:].split(",")]
         # `gemodel P R 1-H 1-K`: netem's h and k are the probabilities that a frame gets through
@@ -281,7 +305,9 @@ def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[li
         t = d.loss.removeprefix("random:")
         netem += ["loss", "random", _percent(float(t[:-1]) / 100 if t.endswith("%") else float(t))]
     cmds = [netem]
-    if d.rate_bps:
+    if d.rate_bps and packets:
+        cmds.append(["parent", "1:1", "handle", "10:", "netem", "rate", f"{int(d.rate_bps)}bit", "limit", str(packets)])
+    elif d.rate_bps:
         burst = max(FRAME_BYTES * 2, int(d.rate_bps / 8 / 1000))  # ~1 ms of tokens
         cmds.append(
             [
@@ -298,10 +324,7 @@ def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[li
                 "1s",
             ]
         )
-        cmds.append(
-            ["parent", "10:1", "handle", "20:"]
-            + (["pfifo", "limit", str(packets)] if packets else ["bfifo", "limit", str(nbytes)])
-        )
+        cmds.append(["parent", "10:1", "handle", "20:", "bfifo", "limit", str(nbytes)])
     return cmds
 
 
@@ -573,6 +596,40 @@ class Network:
                         pass
         return out
 
+    def link_counters(self) -> dict[int, dict[str, LinkCounters]]:
+        """Each emulated link's counters by direction (``a_to_b``, ``b_to_a``), from udt-linkem's
+        last stats line (written once a second) or from the kernel's qdisc statistics (netem: the
+        rate stage's drops are the queue's; the root's others, the loss model's)."""
+        if self.backend == "linkem":
+
+            def counters(d: LinkemDirectionStats) -> LinkCounters:
+                return {
+                    "frames_out": d["frames_out"],
+                    "dropped_queue": d["dropped_queue"],
+                    "dropped_loss": d["dropped_loss"],
+                }
+
+            return {
+                i: {"a_to_b": counters(s["a_to_b"]), "b_to_a": counters(s["b_to_a"])}
+                for i, s in self.link_stats().items()
+            }
+        out: dict[int, dict[str, LinkCounters]] = {}
+        for link in self.topo.links:
+            if not link.emulated:
+                continue
+            out[link.index] = {}
+            for d, dev in (("a_to_b", "rb"), ("b_to_a", "ra")):
+                qs = json.loads(sh("tc", "-s", "-j", "qdisc", "show", "dev", dev, ns=self.router_ns(link)).stdout)
+                root = next(q for q in qs if q.get("root"))
+                child = [q for q in qs if q.get("parent") == "1:1"]
+                queue_drops = sum(q["drops"] for q in child)
+                out[link.index][d] = {
+                    "frames_out": int(root["packets"]),
+                    "dropped_queue": int(queue_drops),
+                    "dropped_loss": int(root["drops"]) - int(queue_drops),
+                }
+        return out
+
     def close(self) -> None:
         for p in self.emulators.values():
             if p.poll() is None:
@@ -599,5 +656,10 @@ class Network:
 
 
 def _offloads_off(ns: str, ifname: str) -> None:
+    """Frames, not super-packets, on every interface the topology builds: netem's loss and rate
+    and udt-linkem's frame-by-frame forwarding must each see one wire frame. ``gso off`` leaves
+    UDP's own segmentation (``tx-udp-segmentation``, what our UDT runtime's GSO sends use) on
+    a veth, so it is turned off by name as well (docs/testbed.md, "The netem backend: the traps")."""
     if shutil.which("ethtool"):
         sh("ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off", "gro", "off", ns=ns, check=False)
+        sh("ethtool", "-K", ifname, "tx-udp-segmentation", "off", ns=ns, check=False)

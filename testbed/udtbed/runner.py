@@ -345,7 +345,9 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
                 run.log(f"  -- {res.stack} against {ref}:")
                 for v in res.verdicts:
                     run.log(f"     {v.line()}")
-        pres.link_stats = {str(k): v for k, v in net.link_stats().items()}
+        # udt-linkem's last stats line; netem's qdisc counters (frames out, queue and loss drops).
+        stats = net.link_stats() if net.backend == "linkem" else net.link_counters()
+        pres.link_stats = {str(k): v for k, v in stats.items()}
     return pres
 
 
