@@ -167,7 +167,7 @@ test-vm: setup build
 	@echo "==> test: the netem backend in a stock kernel under QEMU (testbed/tests/test_netem_kernel.py, udtbed vm)"
 	@mkdir -p build/vm
 	cd testbed && ../$(PYTHON) -m udtbed vm --accel '$(VM_ACCEL)' --rw ../build/vm --record ../build/vm/vm.json -- \
-	  ../$(PYTHON) -m pytest -p no:cacheprovider tests/test_netem_kernel.py --junitxml=../build/vm/junit.xml
+	  ../$(PYTHON) -m pytest -p no:cacheprovider tests/test_netem_kernel.py -o junit_family=xunit1 --junitxml=../build/vm/junit.xml
 
 # netem beside udt-linkem on each Fig. 11 path class, in the VM (docs/results/2026-11-26-netem-vm.md).
 compare-backends: setup build

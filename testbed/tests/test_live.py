@@ -176,7 +176,7 @@ def test_tail_of_a_missing_then_replaced_file(tmp_path):
 def test_calibration_written_once_per_path_without_missing_figures():
     w = Recorder()
     cals = [
-        PathCalibration("chicago", "amsterdam", 110.0, 110.4, 110.2, 100.0, 99.5, True, True),
+        PathCalibration("chicago", "amsterdam", 110.0, 110.4, 110.2, 100.0, 99.5, True, True, 2.5),
         PathCalibration("chicago", "local", 0.04, None, None, None, None, False, True),
     ]
     write_calibration(w, {"run": "r1", "experiment": "e", "part": "p"}, cals)
@@ -188,6 +188,7 @@ def test_calibration_written_once_per_path_without_missing_figures():
         "expected_rtt_ms": 110.0,
         "rate_mbps": 99.5,
         "expected_rate_mbps": 100.0,
+        "bunched_pct": 2.5,
         "rtt_ok": 1.0,
         "rate_ok": 1.0,
         "ok": 1.0,

@@ -185,6 +185,12 @@ def within(measured: float, want: float, n: int, sigmas: float = 4.0) -> bool:
 
 
 def test_bernoulli_loss_reaches_its_rate_frame_by_frame_in_order(built, tmp_path):
+    """5 % loss, independent per frame, and the frames in order. "In order" up to what veths do
+    on their own: a veth hands a frame to the backlog of the CPU that transmits it, and the
+    router's dequeue runs on whichever CPU its timer fires, so a frame in a thousand may pass
+    one still in another CPU's backlog (seen: 1 of 4 000 with the sender pinned). netem itself
+    reorders only with jitter, which the backend never sets; the same link with 1 ms of jitter
+    shows what that would look like."""
     net = build(built, two_hosts(tmp_path, delay="2ms", loss="5%"), tmp_path)
     n = 4000
     r = send_train(net, n, rate_bps=10e6)
@@ -193,7 +199,11 @@ def test_bernoulli_loss_reaches_its_rate_frame_by_frame_in_order(built, tmp_path
     # Independent losses: runs of two or more are ~5 % of runs, never many.
     runs = {int(k): v for k, v in r["loss_runs"].items()}
     assert sum(v for k, v in runs.items() if k >= 3) <= 3, runs
-    assert r["reordered"] == 0 and r["duplicates"] == 0
+    assert r["reordered"] <= n // 1000 and r["duplicates"] == 0, r["reordered"]
+    ns = net.router_ns(net.topo.links[0])
+    sh("tc", "qdisc", "change", "dev", "rb", "root", "handle", "1:", "netem", "delay", "2ms", "1ms", ns=ns)
+    jittered = send_train(net, 1000, rate_bps=10e6, port=6103)
+    assert jittered["reordered"] >= 20, jittered["reordered"]
 
 
 def test_gilbert_elliott_loss_reaches_its_rate_in_bursts(built, tmp_path):

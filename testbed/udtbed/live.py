@@ -234,7 +234,8 @@ class LiveWatch:
 def write_calibration(writer: InfluxWriter, tags: Mapping[str, str], cals: Iterable[PathCalibration]) -> None:
     """One ``calibration`` point per path (tags ``src``, ``dst`` added to ``tags``): measured
     ``rtt_ms``, ``rtt_min_ms``, ``rate_mbps`` beside the wanted ``expected_rtt_ms``,
-    ``expected_rate_mbps``, with ``rtt_ok``, ``rate_ok``, ``ok`` as 1/0. A figure that was not
+    ``expected_rate_mbps``, the blast's ``bunched_pct``, with ``rtt_ok``, ``rate_ok``, ``ok`` as
+    1/0. A figure that was not
     measured (no ping reply, an unlimited link) is left out."""
     for c in cals:
         fields = {
@@ -245,6 +246,7 @@ def write_calibration(writer: InfluxWriter, tags: Mapping[str, str], cals: Itera
                 ("expected_rtt_ms", c.expected_rtt_ms),
                 ("rate_mbps", c.rate_mbps),
                 ("expected_rate_mbps", c.expected_rate_mbps),
+                ("bunched_pct", c.bunched_pct),
                 ("rtt_ok", c.rtt_ok),
                 ("rate_ok", c.rate_ok),
                 ("ok", c.ok),
