@@ -20,15 +20,15 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from udtbed import network
-from udtbed.calibrate import calibrate
+from udtbed.calibrate import calibrate, train
 from udtbed.network import Network, sh
+from udtbed.probe import TrainSinkResult
 from udtbed.runtime import NamespaceRuntime
 from udtbed.topology import FRAME_BYTES, load
 
@@ -79,28 +79,9 @@ def build(nets: list[Network], topo_file: Path, tmp: Path, scale: float = 1.0, b
     return net
 
 
-def send_train(net: Network, count: int, rate_bps: float = 0.0, gso: int = 1, port: int = 6100) -> dict:
-    """A numbered train from a to b; the sink's report (udtbed.probe train-sink).
-
-    The sender stays on one CPU: a veth hands each frame to the backlog of the CPU that sent it,
-    so a sender that migrates mid-train can have its later frames forwarded before earlier ones
-    still queued on the other CPU (seen: 4 of 4 000 frames reordered, netem not involved)."""
-    rt = NamespaceRuntime(net)
-    py = [sys.executable, "-m", "udtbed.probe"]
-    out = net.workdir / f"train-{port}.json"
-    sink = rt.spawn("b", py + ["train-sink", "--port", str(port), "--seconds", "60", "--quiet", "3"], stdout=out)
-    deadline = time.monotonic() + 30
-    while '"ready"' not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    src = rt.spawn(
-        "a",
-        py
-        + ["train", "--dst", net.address("b"), "--port", str(port), "--count", str(count)]
-        + ["--rate", str(rate_bps), "--gso", str(gso)],
-    )
-    assert src.wait(120) == 0
-    assert sink.wait(120) == 0
-    return json.loads(out.read_text().splitlines()[-1])
+def send_train(net: Network, count: int, rate_bps: float = 0.0, gso: int = 1, port: int = 6100) -> TrainSinkResult:
+    """A numbered train from a to b, and what arrived (udtbed.calibrate.train)."""
+    return train(net, "a", "b", count, rate_bps=rate_bps, gso=gso, port=port)
 
 
 def qdisc_stats(net: Network, dev: str = "rb") -> list[dict]:

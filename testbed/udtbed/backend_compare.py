@@ -23,13 +23,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .calibrate import ping, udp_blast
+from .calibrate import ping, train, udp_blast
 from .network import Network, probe_netem
 from .runtime import NamespaceRuntime
 from .topology import FRAME_BYTES, load
@@ -61,20 +60,6 @@ class PathRow:
     udt_capacity_x: float | None  # the sender's capacity estimate / the link's frame rate
     udt_retrans_pct: float | None
     udt_queue_drops: int | None  # frames the forward queue dropped during the transfer
-
-
-def _train(net: Network, src: str, dst: str, count: int, port: int) -> dict[str, object]:
-    rt = NamespaceRuntime(net)
-    py = [sys.executable, "-m", "udtbed.probe"]
-    out = net.workdir / f"train-{port}.json"
-    sink = rt.spawn(dst, py + ["train-sink", "--port", str(port), "--seconds", "30", "--quiet", "2"], stdout=out)
-    deadline = time.monotonic() + 20
-    while '"ready"' not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    rt.spawn(src, py + ["train", "--dst", net.address(dst), "--port", str(port), "--count", str(count)]).wait(60)
-    sink.wait(60)
-    result: dict[str, object] = json.loads(out.read_text().splitlines()[-1])
-    return result
 
 
 def _udt(net: Network, src: str, dst: str, seconds: float) -> tuple[float | None, float | None, float | None]:
@@ -120,9 +105,8 @@ def measure(topology: str, src: str, dst: str, backend: str, scale: float, secon
         blast = udp_blast(net, src, dst, want_rate, 2.0)
         queue, _ = topo.queue_limit(link, link.forward, scale)
         assert queue is not None
-        burst = _train(net, src, dst, 3 * queue, 6200)
+        burst = train(net, src, dst, 3 * queue, port=6200)
         owd = burst["owd_ms"]
-        assert isinstance(owd, list)
         ptime_ms = FRAME_BYTES * 8 / want_rate * 1e3
         # The longest wait beyond the fastest frame's (the path's own latency, the VM's included).
         held = (max(owd) - min(owd)) / ptime_ms if owd else None
@@ -131,7 +115,6 @@ def measure(topology: str, src: str, dst: str, backend: str, scale: float, secon
         time.sleep(1.2)  # udt-linkem writes its counters once a second
         drops = net.link_counters()[link.index]["a_to_b"]["dropped_queue"] - before
         received = burst["received"]
-        assert isinstance(received, int)
         return PathRow(
             topology,
             backend,
