@@ -89,15 +89,10 @@ check: setup
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy conformance/udtconf testbed/udtbed
 
-# The VM stage (test-vm, 7-11 min under TCG emulation) runs beside the static checks and the cargo
-# tests, which time nothing; the timing-sensitive stages (interop, conformance, testbed) after.
+# The VM stage (test-vm, ~7 min under TCG emulation) runs alone: beside clippy and the cargo tests
+# its emulated CPU starved and its timing checks failed (docs/testbed.md, "The netem backend in a VM").
 test: setup build
-	@mkdir -p build; status=0; \
-	$(MAKE) --no-print-directory test-vm >build/test-vm.log 2>&1 & vm=$$!; \
-	$(MAKE) --no-print-directory -k check test-rust || status=1; \
-	wait $$vm || status=1; cat build/test-vm.log; \
-	$(MAKE) --no-print-directory -k test-interop test-conformance test-testbed || status=1; \
-	exit $$status
+	@$(MAKE) --no-print-directory -k check test-rust test-vm test-interop test-conformance test-testbed
 
 test-rust:
 	@echo "==> test: cargo test --release (impl/)"
