@@ -89,7 +89,7 @@ check: setup
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy conformance/udtconf testbed/udtbed
 
-# The VM stage (test-vm, ~7 min under TCG emulation) runs alone: beside clippy and the cargo tests
+# The VM stage (test-vm, ~9 min under TCG emulation) runs alone: beside clippy and the cargo tests
 # its emulated CPU starved and its timing checks failed (docs/testbed.md, "The netem backend in a VM").
 test: setup build
 	@$(MAKE) --no-print-directory -k check test-rust test-vm test-interop test-conformance test-testbed
