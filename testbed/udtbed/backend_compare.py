@@ -27,10 +27,12 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .calibrate import ping, train, udp_blast
 from .network import Network, probe_netem
 from .runtime import NamespaceRuntime
+from .stacks import stats_json
 from .topology import FRAME_BYTES, load
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,16 +78,9 @@ def _udt(net: Network, src: str, dst: str, seconds: float) -> tuple[float | None
     for p in (tx, rx):
         p.stop()
 
-    def lines(f: Path) -> list[dict[str, float]]:
-        out = []
-        for line in f.read_text().splitlines() if f.exists() else []:
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "t" in d and "mbps" in d:
-                out.append(d)
-        return out
+    def lines(f: Path) -> list[dict[str, Any]]:
+        text = f.read_text() if f.exists() else ""
+        return [d for d in map(stats_json, text.splitlines()) if d is not None and "mbps" in d]
 
     rxl, txl = lines(rx_stats), lines(tx_stats)
     second_half = [d["mbps"] for d in rxl if d["t"] >= seconds / 2]
