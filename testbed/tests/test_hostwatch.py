@@ -101,7 +101,20 @@ def test_udt_sender_pacing_faster_than_the_bottleneck_is_flagged(tmp_path):
     assert pacing["fast"]["times_bottleneck"] == 4.49
     (flag,) = hostwatch.flags({"emulators": {}}, pacing)
     assert flag.startswith("1 UDT sender(s) paced faster than the bottleneck, up to 4.5x")
+    assert "in the slow-start exit's stats line only" in flag, flag
     assert "capacity_median_pps" not in pacing["slow"], "a stack without the estimate has none"
+
+
+def test_a_sender_that_keeps_pacing_faster_than_the_bottleneck_is_told_from_the_slow_start_exit(tmp_path):
+    p = tmp_path / "f.send.stats"
+    # 100 Mb/s (121 us a frame): 27, 30 and 40 us are all over 1.5x; 115 us is not.
+    p.write_text(
+        "".join(json.dumps({"t": i * 0.2, "period_us": x}) + "\n" for i, x in enumerate([1.0, 27.0, 30.0, 40.0, 115.0]))
+    )
+    pacing = hostwatch.sender_pacing({"f": p}, {"f": 100e6})
+    assert (pacing["f"]["lines_faster"], pacing["f"]["lines"]) == (3, 4)
+    (flag,) = hostwatch.flags({"emulators": {}}, pacing)
+    assert "in 3 of 4 stats lines after slow start" in flag, flag
 
 
 def test_a_udt_sender_s_capacity_estimate_is_read_after_slow_start_against_the_bottleneck(tmp_path):

@@ -88,6 +88,11 @@ class SenderPacing(TypedDict):
     min_period_us: float
     bottleneck_packet_us: float
     times_bottleneck: float
+    # Of the stats lines after slow start, how many paced faster than PACING_MAX times the
+    # bottleneck: 1 is the slow-start exit's period alone (set from the receiver's arrival
+    # speed, and kept until the first NAK), more is a sender that kept an over-read rate.
+    lines: NotRequired[int]
+    lines_faster: NotRequired[int]
     # The sender's link-capacity estimate (``bandwidth_pps``, UDT4.md §10.2) after slow start:
     # its median in 1 500-byte frames per second, over the bottleneck's (where the stack has one).
     capacity_median_pps: NotRequired[int]
@@ -302,6 +307,8 @@ def sender_pacing(stats: dict[str, Path], bottleneck_bps: dict[str, float | None
             "min_period_us": min(periods),
             "bottleneck_packet_us": round(pkt_us, 1),
             "times_bottleneck": round(pkt_us / min(periods), 2),
+            "lines": len(periods),
+            "lines_faster": sum(1 for x in periods if pkt_us / x > PACING_MAX),
         }
         after = [x for x in lines if not x.get("summary") and x.get("period_us", 0) > 1.0]
         if capacity := sorted(x["bandwidth_pps"] for x in after if x.get("bandwidth_pps", 0) > 0):
@@ -345,9 +352,19 @@ def flags(host: HostReport, pacing: dict[str, SenderPacing] | None = None) -> li
     fast = {n: p for n, p in (pacing or {}).items() if p["times_bottleneck"] > PACING_MAX}
     if fast:
         worst = max(fast.values(), key=lambda p: p["times_bottleneck"])
+        n, of = worst.get("lines_faster", 0), worst.get("lines", 0)
+        # Slow start ends on the receiver's arrival speed; a period faster than the bottleneck
+        # in one stats line is that exit alone, which the warm-up leaves out of the summaries.
+        when = (
+            "in the slow-start exit's stats line only"
+            if n == 1
+            else f"in {n} of {of} stats lines after slow start"
+            if of
+            else "after slow start"
+        )
         out.append(
             f"{len(fast)} UDT sender(s) paced faster than the bottleneck, up to {worst['times_bottleneck']:.1f}x "
-            f"(period {worst['min_period_us']:.0f} us, a packet takes {worst['bottleneck_packet_us']:.0f} us): "
-            f"arrival timing was compressed (limit {PACING_MAX}x)"
+            f"(period {worst['min_period_us']:.0f} us, a packet takes {worst['bottleneck_packet_us']:.0f} us) "
+            f"{when}: arrival timing was compressed (limit {PACING_MAX}x)"
         )
     return out
