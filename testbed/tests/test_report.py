@@ -84,6 +84,14 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
     # Calibration rows are in the report, marked.
     assert "a→c" in text and ("|ok|" in text or "|OFF|" in text)
     assert "cores: 8 needed (udt-linkem 3, 2 flows × (sender, receiver) 4, runner 1), the run had" in text
+    # What the host was (udtbed.hostinfo) and that every interface built had its offloads off.
+    host = meta["host"]
+    assert host["kernel"].startswith("Linux ") and host["sysctls"]["net.core.rmem_max"].isdigit(), host
+    assert host["tools"]["iperf3"].startswith("iperf 3"), host["tools"]
+    assert join.run["host"] == host, "each experiment's result carries the host"
+    assert part.offloads and all(c == {"off": c.get("off", 0)} for c in part.offloads.values()), part.offloads
+    assert "generic-receive-offload, tx-udp-segmentation off on all" in text
+    assert f"The host: {host['cpu_model']}" in text
     # The simulated figure: its JSON and plot in the run's sim/, its section in the report.
     assert (run_dir / "sim" / "sc04-fig7.json").exists() and (run_dir / "sim" / "sc04-fig7.png").exists()
     assert meta["sim_claims_not_reproduced"] == 0, "the quick version judges no claim of Fig. 7"

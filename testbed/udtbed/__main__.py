@@ -36,7 +36,7 @@ from typing import NoReturn
 
 from udtconf.progress import Progress
 
-from . import cores, network, runtime, sim
+from . import cores, hostinfo, network, runtime, sim
 from .calibrate import calibrate
 from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentError, load_all
 from .experiment import load as load_experiment
@@ -61,6 +61,7 @@ RESULT_META = (
     "host_image",
     "host_cpuset",
     "host_cpus",
+    "host",
     "pin",
     "udt_buffers",
 )
@@ -250,6 +251,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         "host_image": {"name": image.name, "id": image.id} if image else None,
         "host_cpuset": a.cpuset if image else None,
         "host_cpus": cores.cpu_list(cpus),
+        "host": hostinfo.describe(cpus),
         "pin": a.pin,
         "udt_buffers": a.udt_buffers,
         "started": time.time(),

@@ -27,6 +27,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -359,6 +360,7 @@ class Network:
     emulators: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     link_specs: dict[int, LinkSpec] = field(default_factory=dict)
     nic_specs: dict[str, list[str]] = field(default_factory=dict)  # host -> its NIC's tc qdisc arguments
+    built_ifaces: list[tuple[str, str]] = field(default_factory=list)  # (namespace, interface) built here
     link_t0: dict[int, float] = field(default_factory=dict)  # wall clock at each emulator's start (its t_s = 0)
     link_cpus: dict[int, frozenset[int]] = field(default_factory=dict)  # link -> its emulator's CPUs (udtbed.cores)
     built_by: str = ""
@@ -450,10 +452,12 @@ class Network:
                 mn_link(router, self.nodes[nb], intfName1="rb", intfName2=ib)
                 for ifn in ("ra", "rb"):
                     _offloads_off(r, ifn)
+                    self.built_ifaces.append((r, ifn))
             else:
                 mn_link(self.nodes[na], self.nodes[nb], intfName1=ia, intfName2=ib)
             for node, ns, ifn in ((link.a, na, ia), (link.b, nb, ib)):
                 _offloads_off(ns, ifn)
+                self.built_ifaces.append((ns, ifn))
                 if node in topo.switches:
                     sh("ip", "link", "set", "dev", ifn, "master", "br0", ns=ns)
                 else:
@@ -596,6 +600,21 @@ class Network:
                         pass
         return out
 
+    def offloads(self) -> dict[str, dict[str, int]]:
+        """The offloads the testbed turns off (:data:`OFFLOADS`) as ``ethtool -k`` reads them on
+        every interface it built: per feature, how many interfaces have it off, on, or could not
+        be read. Anything but ``off`` everywhere means frames may cross an emulated link as
+        super-packets."""
+        out: dict[str, dict[str, int]] = {f: {} for f in OFFLOADS}
+        have = shutil.which("ethtool") is not None
+        for ns, ifn in self.built_ifaces:
+            text = sh("ethtool", "-k", ifn, ns=ns, check=False).stdout if have else ""
+            states = dict(re.findall(r"^([a-z0-9-]+): (on|off)", text, re.M))
+            for f in OFFLOADS:
+                state = states.get(f, "unread")
+                out[f][state] = out[f].get(state, 0) + 1
+        return out
+
     def link_counters(self) -> dict[int, dict[str, LinkCounters]]:
         """Each emulated link's counters by direction (``a_to_b``, ``b_to_a``), from udt-linkem's
         last stats line (written once a second) or from the kernel's qdisc statistics (netem: the
@@ -653,6 +672,16 @@ class Network:
         for ns in reversed(self.namespaces):
             kill_namespace(ns)
         self.namespaces.clear()
+
+
+# What _offloads_off turns off, by the names ``ethtool -k`` prints.
+OFFLOADS = (
+    "tx-checksumming",
+    "tcp-segmentation-offload",
+    "generic-segmentation-offload",
+    "generic-receive-offload",
+    "tx-udp-segmentation",
+)
 
 
 def _offloads_off(ns: str, ifname: str) -> None:

@@ -521,6 +521,41 @@ def _cores(part: PartResult) -> str:
     return f"<p class='small'>{_e(line)}</p>"
 
 
+def _offloads(part: PartResult) -> str:
+    """Whether every interface the part built had its offloads off (frames, not super-packets)."""
+    o = part.offloads
+    if not o:
+        return ""
+    n = max((sum(c.values()) for c in o.values()), default=0)
+    left = {f: c for f, c in o.items() if set(c) != {"off"}}
+    if not left:
+        return f"<p class='small'>offloads: {_e(', '.join(o))} off on all {n} interfaces the part built</p>"
+    words = "; ".join(f"{f}: " + ", ".join(f"{k} on {v}" for k, v in sorted(c.items())) for f, c in left.items())
+    return f"<p class='bad'>offloads not off on every interface ({_e(words)}): frames may cross as super-packets</p>"
+
+
+def _host(meta: dict[str, Any]) -> str:
+    """The host's facts (run.json's ``host``, udtbed.hostinfo), folded: what a reader needs to
+    trust or repeat the figures and no result line shows."""
+    h = meta.get("host")
+    if not isinstance(h, dict):
+        return ""
+    gov = ", ".join(f"{g} (CPUs {c})" for g, c in h.get("governors", {}).items())
+    rows = [
+        ("kernel", h.get("kernel")),
+        ("CPU", f"{h.get('cpu_model')}; {h.get('cores_online')} online, the run had {h.get('run_cpus')}"),
+        ("frequency governor", gov),
+        ("clock source", h.get("clocksource")),
+    ]
+    rows += [(k, v) for k, v in h.get("sysctls", {}).items()]
+    rows += [(k, v) for k, v in h.get("tools", {}).items()]
+    rows += [(f"package {k}", v) for k, v in h.get("packages", {}).items()]
+    rows.append(("python", h.get("python")))
+    body = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows)
+    summary = f"The host: {_e(h.get('cpu_model'))}, {_e(h.get('kernel'))}"
+    return f"<details><summary>{summary}</summary><table>{body}</table></details>"
+
+
 def _stack_order(results: list[ExperimentResult]) -> list[str]:
     seen: dict[str, None] = {}
     for r in results:
@@ -694,6 +729,7 @@ def render(meta: dict[str, Any], results: list[ExperimentResult], sim_dir: Path 
         + (f" (image {_e(image['name'])} {_e(image['id'][:19])})" if image else "")
         + (", UDT windows and buffers <b>4.11's defaults</b>" if meta.get("udt_buffers") == "default" else "")
         + f", status {_e(meta.get('status'))}</p>",
+        _host(meta),
         _summary(results, _stack_order(results)),
     ]
     sims = load_sims(sim_dir) if sim_dir is not None else None
@@ -709,6 +745,7 @@ def render(meta: dict[str, Any], results: list[ExperimentResult], sim_dir: Path 
             body.append(f"<h3 id='{anchor(res, part)}'>{_e(part.label)}: {_e(part.topology_paper)}</h3>")
             body.append(_calibration(part))
             body.append(_cores(part))
+            body.append(_offloads(part))
             body.append(_timing_flags(part))
             body.append(_capacity(part))
             first = next(iter(part.stacks.values()), None)

@@ -265,6 +265,8 @@ class PartResult:
     sweep: dict[str, Any] | None = None
     # The part's core plan and pinning (udtbed.cores.CoreCheck.as_json): need, have, ok, pinned.
     cores: dict[str, Any] | None = None
+    # The emulated interfaces' offloads as read after the build (udtbed.network.Network.offloads).
+    offloads: dict[str, dict[str, int]] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PartResult:
@@ -281,6 +283,7 @@ class PartResult:
             link_stats=d.get("link_stats", {}),
             sweep=d.get("sweep"),
             cores=d.get("cores"),
+            offloads=d.get("offloads"),
         )
 
 

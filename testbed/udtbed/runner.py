@@ -313,6 +313,7 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             paper=part.paper,
             sweep=asdict(part.sweep) if part.sweep else None,
             cores=cc.as_json(),
+            offloads=net.offloads(),
         )
         if not pres.calibration_ok:
             msg = (
