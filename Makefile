@@ -29,7 +29,7 @@ help:
 	@echo "make build        cargo build --release (impl/) and $(LIBUDT_PEER)"
 	@echo "make check        cargo fmt --check, cargo clippy -D warnings, ruff format --check, ruff check, mypy --strict"
 	@echo "make test         setup + build + check + cargo tests + interop + conformance + testbed tests (with quick profiles)"
-	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
+	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= REPEAT= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
 	@echo "make fullscale-bundle  build/fullscale(.tar.gz): the runner, our stacks, libudt and Debian's network tools"
 	@echo "                  relocatable, for a many-core host without them (testbed/fullscale/bundle.sh)"
 	@echo "make fullscale    the papers' rates (SCALE=1) on a 16-core host from the bundle, lines of FULLSCALE_PLAN at once"
@@ -111,6 +111,8 @@ test-conformance:
 EXPERIMENTS ?= default
 SCALE       ?= 0.1
 DURATION    ?= 20
+# Each part's stacks this many times, interleaved; the report judges bands on the 95 % interval.
+REPEAT      ?= 1
 BACKEND     ?= auto
 CALIBRATION ?= refuse
 INFLUX      ?= local
@@ -126,7 +128,8 @@ PIN           ?= auto
 CORES         ?= refuse
 # The simulated figures (experiments/sim) after the experiments, into the run's sim/: full, quick or none.
 SIMULATE    ?= full
-TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' --simulate '$(SIMULATE)' \
+TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' --repeat '$(REPEAT)' \
+               --simulate '$(SIMULATE)' \
                --backend '$(BACKEND)' --calibration '$(CALIBRATION)' --influx '$(INFLUX)' \
                --runtime '$(RUNTIME)' $(if $(STACKS),--stacks '$(STACKS)') --pin '$(PIN)' --cores '$(CORES)' \
                $(if $(CPUSET),--cpuset '$(CPUSET)') $(if $(filter docker,$(RUNTIME)),--image '$(TESTBED_IMAGE)')

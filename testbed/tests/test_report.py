@@ -264,3 +264,37 @@ def test_no_simulated_results_no_section(tmp_path):
     write_simulated(tmp_path / "sim")
     page = report.write_report(tmp_path).read_text()
     assert "Simulated figures (NS-2 scenarios" in page and "|UDT is fair|UDT|jain|✓|" in cells(page)
+
+
+@pytest.mark.needs_root
+@pytest.mark.slow
+def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_intervals(tmp_path):
+    p, run_dir, meta = udtbed_run(
+        tmp_path,
+        "--experiments",
+        "efficiency",
+        "--parts",
+        "chicago-local",
+        "--stacks",
+        "udt-rs,libudt",
+        "--duration",
+        "3",
+        "--repeat",
+        "2",
+    )
+    assert meta["repeat"] == 2 and "repeats after the first start their flows" in meta["seed"], meta
+    # A B A B: each repeat runs every stack before the next repeat starts.
+    order = re.findall(r"-- (udt-rs|libudt) \(repeat (\d) of 2\)", p.stdout)
+    assert order == [("udt-rs", "1"), ("libudt", "1"), ("udt-rs", "2"), ("libudt", "2")], p.stdout
+    part = ExperimentResult.read(run_dir / meta["results"]["efficiency"]).parts[0]
+    (second,) = part.more_repeats
+    assert [r.repeat for r in part.stacks.values()] == [0, 0] and [r.repeat for r in second.values()] == [1, 1]
+    assert all(r.start_jitter_s == 0 for r in part.stacks.values())
+    assert all(0 < r.start_jitter_s <= 0.5 for r in second.values()), "repeats after the first start late"
+    # Each repeat's raw files apart.
+    raw = run_dir / "raw" / "efficiency" / "chicago-local"
+    assert (raw / "udt-rs-bulk-local.stats").exists() and (raw / "repeat-2" / "udt-rs-bulk-local.stats").exists()
+    text = page_text(run_dir)
+    assert "Bands judged over 2 repeats each (95 % intervals, Student's t)" in text, text[:2000]
+    assert re.search(r"udt-rs\|: \d+ met, \d+ missed, \d+ inconclusive", text), text[:2000]
+    assert "n = 2" in text

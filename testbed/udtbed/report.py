@@ -25,20 +25,22 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from . import repeats  # noqa: E402
 from .hostwatch import HostReport  # noqa: E402
 from .results import ExperimentResult, PartResult, Verdict  # noqa: E402
 
 CSS = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;vertical-align:top}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#b00}.ok{color:#070}.dev{color:#950}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#b00}.ok{color:#070}.dev{color:#950}.inc{color:#555}
 .note{color:#555}img{max-width:100%}td.l,th.l{text-align:left}.mark{font-weight:bold}
 table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}table.summary td.dev{background:#fdf3dc}
+table.summary td.inc{background:#f0f0f0}.iv{display:block}ul.headline{font-size:110%}
 table.summary td{white-space:nowrap}table.summary td.l{white-space:normal}.small{font-size:85%}"""
 # Paper figures in the plots: UDT dashed, SABUL dash-dotted, TCP dotted.
 PAPER_STYLE = {"udt": "--", "sabul": "-.", "tcp": ":"}
 MARK_CLASS = {True: "ok", False: "bad", None: "bad"}
-READING_CLASS = {"PASS": "ok", "FAIL": "bad", "4.11 deviation": "dev"}
+READING_CLASS = {"PASS": "ok", "FAIL": "bad", "4.11 deviation": "dev", "inconclusive": "inc"}
 
 
 def _png(fig: Figure) -> str:
@@ -67,6 +69,8 @@ def _verdict_cell(v: Verdict | None) -> str:
     if v is None:
         return "<td class=note>–</td>"
     value = "not measured" if v.value is None else f"{v.value:.3g}"
+    if v.interval:
+        value += f" <span class='small iv'>{_e(v.interval)}</span>"
     ref = f" <span class=small>({_e(v.ref)})</span>" if v.ref else ""
     reading = f" <span class=small>{v.reading}</span>" if v.reading else ""
     cls = READING_CLASS[v.reading] if v.reading else MARK_CLASS[v.ok]
@@ -80,25 +84,29 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
     )
     rows: list[str] = []
     met = {s: [0, 0, 0] for s in stacks}  # bands met, bands judged, 4.11 deviations
+    counts = {s: dict.fromkeys(("met", "missed", "inconclusive", "deviation", "unmeasured"), 0) for s in stacks}
+    most = 1
     for exp in results:
         for part in exp.parts:
             part_rows: list[str] = []
-            judged = {s: r for s, r in part.stacks.items() if r.verdicts}
+            # Each stack's verdicts, over the part's repeats when it ran more than once.
+            judged = {s: vs for s, vs in repeats.judged(part).items() if vs}
+            most = max(most, len(part.repeats()))
             # One row per band, in the order the stacks list them; a stack may lack some (a
             # reference-relative band judges only the stacks beside the reference).
             bands: dict[str, Verdict] = {}
-            for res in judged.values():
-                for v in res.verdicts:
+            for vs in judged.values():
+                for v in vs:
                     bands.setdefault(v.band, v)
             for key, v in bands.items():
                 cells = []
                 for s in stacks:
-                    r = part.stacks.get(s)
-                    vv = next((x for x in r.verdicts if x.band == key), None) if r is not None else None
+                    vv = next((x for x in judged.get(s, []) if x.band == key), None)
                     if vv is not None:
                         met[s][1] += 1
                         met[s][0] += bool(vv.ok)
                         met[s][2] += vv.reading == "4.11 deviation"
+                        counts[s][_tally(vv)] += 1
                     cells.append(_verdict_cell(vv))
                 part_rows.append(
                     f"<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
@@ -121,7 +129,9 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
     )
     rows.append(f"<tr><td class=l colspan=5><b>bands met</b></td>{total}</tr>")
     return (
-        "<h2>Did it reproduce?</h2><p class=note>Every band stands for a paper figure (hover a row for why it "
+        "<h2>Did it reproduce?</h2>"
+        + _headlines(counts, most)
+        + "<p class=note>Every band stands for a paper figure (hover a row for why it "
         "is where it is; docs/testbed.md). ✓ met, ✕ missed, ? not measured; – the band does not judge "
         "that stack (TCP is the papers' comparison, not held to UDT's bands). Mb/s are at the run's scale. "
         "Each figure reads PASS (met), FAIL (missed while the reference stack in the same run, in brackets, met "
@@ -129,6 +139,33 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
         "itself does not reach the paper there; the band stays the paper's).</p>"
         f"<table class=summary>{head}{''.join(rows)}</table>"
     )
+
+
+def _tally(v: Verdict) -> str:
+    if v.reading == "4.11 deviation":
+        return "deviation"
+    if v.judgement == "inconclusive":
+        return "inconclusive"
+    return "unmeasured" if v.ok is None else "met" if v.ok else "missed"
+
+
+def _headlines(counts: dict[str, dict[str, int]], most: int) -> str:
+    """One line per judged stack above the table: its bands met, missed, inconclusive and 4.11
+    deviations, and over how many repeats."""
+    lines = []
+    for s, c in counts.items():
+        if not any(c.values()):
+            continue
+        words = [f"{c['met']} met", f"{c['missed']} missed"]
+        words += [f"{c['inconclusive']} inconclusive"] if most > 1 or c["inconclusive"] else []
+        words += [f"{c['deviation']} where 4.11 misses too"] if c["deviation"] else []
+        words += [f"{c['unmeasured']} not measured"] if c["unmeasured"] else []
+        cls = "bad" if c["missed"] else "inc" if c["inconclusive"] or c["unmeasured"] else "ok"
+        lines.append(f"<li class={cls}><b>{_e(s)}</b>: {', '.join(words)}</li>")
+    if not lines:
+        return ""
+    over = f"over {most} repeats each (95 % intervals, Student's t)" if most > 1 else "one run each: no intervals"
+    return f"<ul class=headline>{''.join(lines)}</ul><p class=small>Bands judged {over}.</p>"
 
 
 def _paper_rows(exp: ExperimentResult, part: PartResult, stacks: list[str]) -> list[str]:

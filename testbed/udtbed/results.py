@@ -21,7 +21,8 @@ Series = list[tuple[float, float]]  # (seconds since the part's start, Mb/s or b
 # A verdict read against the reference stack's in the same run (udtbed.bands.reading): within the
 # band; outside it while the reference is inside (or no reference ran); or outside it on the same
 # side as the reference, which is then 4.11's own deviation from the paper, not a lowered band.
-Reading = Literal["PASS", "FAIL", "4.11 deviation"]
+# A band over repeats (udtbed.repeats) also reads "inconclusive": its interval straddles an edge.
+Reading = Literal["PASS", "FAIL", "4.11 deviation", "inconclusive"]
 
 
 def _series(v: Any) -> Series:
@@ -153,9 +154,21 @@ class Verdict:
     ref_value: float | None = None
     ref_ok: bool | None = None
     relative: bool = False  # the band's unit is ref_value (of = "reference"): udtbed.bands
+    # Over repeats (udtbed.repeats): how many, the interval of ``value`` (for a relative band,
+    # of the per-pair ratio to the reference, ``ratio``), the three-way judgement, and about how
+    # many repeats in all would decide an inconclusive one (None: none would, at this mean).
+    n: int = 1
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ratio: float | None = None
+    judgement: str | None = None  # udtbed.uncertainty.Judgement's value
+    repeats_to_decide: int | None = None
+    samples: list[float | None] = field(default_factory=list)
 
     @property
     def mark(self) -> str:
+        if self.judgement == "inconclusive":
+            return "~"
         return {True: "✓", False: "✕", None: "?"}[self.ok]
 
     @property
@@ -173,8 +186,21 @@ class Verdict:
             return ""
         return f"{self.ref_stack} {'–' if self.ref_value is None else f'{self.ref_value:.3g}'}"
 
+    @property
+    def interval(self) -> str:
+        """Over repeats: ' [low, high] n = N' (of the ratio to the reference for a relative band),
+        and what would decide an inconclusive one; '' for one run."""
+        if self.n < 2 or self.ci_low is None or self.ci_high is None:
+            return ""
+        of = f" ratio {self.ratio:.3g}" if self.ratio is not None else ""
+        text = f"{of} [{self.ci_low:.3g}, {self.ci_high:.3g}] n = {self.n}"
+        if self.judgement == "inconclusive":
+            more = self.repeats_to_decide
+            text += f"; about {more} repeats would decide it" if more else "; no number of repeats would decide it"
+        return text
+
     def line(self) -> str:
-        value = "not measured" if self.value is None else f"{self.value:.3g}"
+        value = "not measured" if self.value is None else f"{self.value:.3g}{self.interval}"
         want = f"want {self.want}" + (f"; {self.ref}" if self.ref else "")
         reading = f": {self.reading}" if self.reading else ""
         return f"{self.mark} {self.band}: {value} ({want}){reading}{' - ' + self.note if self.note else ''}"
@@ -196,6 +222,13 @@ class Verdict:
             ref_value=d.get("ref_value"),
             ref_ok=d.get("ref_ok"),
             relative=d.get("relative", False),
+            n=d.get("n", 1),
+            ci_low=d.get("ci_low"),
+            ci_high=d.get("ci_high"),
+            ratio=d.get("ratio"),
+            judgement=d.get("judgement"),
+            repeats_to_decide=d.get("repeats_to_decide"),
+            samples=list(d.get("samples", [])),
         )
 
 
@@ -213,6 +246,10 @@ class StackResult:
     sweep: list[SweepPoint] = field(default_factory=list)
     # udtbed.capture: per host interface what it carried, the paths' separation, inter-packet times
     capture: dict[str, Any] | None = None
+    # Which repeat of the part this is (0: the first; udtbed run --repeat) and how long its flows
+    # waited, by the repeat's seed, before they started.
+    repeat: int = 0
+    start_jitter_s: float = 0.0
 
     def flow(self, name: str) -> FlowResult:
         for f in self.flows:
@@ -246,6 +283,8 @@ class StackResult:
             verdicts=[Verdict.from_dict(v) for v in d.get("verdicts", [])],
             sweep=[SweepPoint.from_dict(p) for p in d.get("sweep", [])],
             capture=d.get("capture"),
+            repeat=d.get("repeat", 0),
+            start_jitter_s=d.get("start_jitter_s", 0.0),
         )
 
 
@@ -267,6 +306,12 @@ class PartResult:
     cores: dict[str, Any] | None = None
     # The emulated interfaces' offloads as read after the build (udtbed.network.Network.offloads).
     offloads: dict[str, dict[str, int]] | None = None
+    # The repeats after the first (``stacks`` is the first), each its stacks' results.
+    more_repeats: list[dict[str, StackResult]] = field(default_factory=list)
+
+    def repeats(self) -> list[dict[str, StackResult]]:
+        """Every repeat's results, the first first."""
+        return [self.stacks, *self.more_repeats]
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PartResult:
@@ -284,6 +329,7 @@ class PartResult:
             sweep=d.get("sweep"),
             cores=d.get("cores"),
             offloads=d.get("offloads"),
+            more_repeats=[{k: StackResult.from_dict(v) for k, v in r.items()} for r in d.get("more_repeats", [])],
         )
 
 

@@ -17,6 +17,7 @@ import contextlib
 import filecmp
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -50,6 +51,8 @@ UDT_DEFAULT_WINDOW = 8192  # 4.11's flow window and receive buffer, packets (UDT
 # How a run sizes its UDT flows' window and buffers (``udtbed run --udt-buffers``, udt_window).
 UDT_BUFFERS = ("path", "default")
 CALIBRATION_S = 8.0
+# The most a repeat after the first waits before its flows start (Run.start_jitter).
+START_JITTER_S = 0.5
 LONG_RUN_S = 60.0  # a run longer than this is summarised over its second half (Run.warmup_of)
 
 
@@ -97,6 +100,7 @@ class Run:
         pin: str = "auto",
         on_cores_fail: str = "refuse",
         udt_buffers: str = "path",
+        repeat: int = 1,
     ):
         self.outdir, self.scale, self.duration, self.backend = outdir, scale, duration, backend
         self.influx, self.run_id, self.on_cal_fail = influx, run_id, on_calibration_fail
@@ -113,6 +117,19 @@ class Run:
         if udt_buffers not in UDT_BUFFERS:
             raise ValueError(f"udt_buffers must be one of {', '.join(UDT_BUFFERS)}, not {udt_buffers!r}")
         self.udt_buffers = udt_buffers
+        if repeat < 1:
+            raise ValueError(f"repeat must be at least 1, not {repeat}")
+        # Each part's stacks run this many times, interleaved (A B A B ...: drift on a shared
+        # host hits every stack alike); ``current_repeat`` is the one running (0: the first).
+        self.repeat, self.current_repeat = repeat, 0
+
+    def start_jitter(self, exp: Experiment, part: Part, lineup: str, repeat: int) -> float:
+        """How long a repeat's flows wait before they start: 0 for the first, else up to
+        :data:`START_JITTER_S`, drawn from a seed of the run, part, stack and repeat (so that
+        repeats do not meet the links' queues and the host's timers in lockstep)."""
+        if repeat == 0:
+            return 0.0
+        return random.Random(f"{self.run_id}/{exp.name}/{part.label}/{lineup}/{repeat}").uniform(0, START_JITTER_S)
 
     def seat(self, *key: str) -> frozenset[int] | None:
         """The CPUs of the current part's seat ``key`` (None: not pinned, the runner's)."""
@@ -167,7 +184,7 @@ class Run:
             per_stack = len(part.sweep.values) * ((part.sweep.seconds or self.duration) + STACK_OVERHEAD_S)
         if part.short_tcp:
             per_stack = len(part.short_tcp.bulk_flows) * (self.duration + self.short_warmup() + STACK_OVERHEAD_S)
-        return CALIBRATION_S + n_stacks * per_stack
+        return CALIBRATION_S + n_stacks * (self.repeat * per_stack + (self.repeat - 1) * START_JITTER_S / 2)
 
 
 class CalibrationError(RuntimeError):
@@ -323,29 +340,47 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             if run.on_cal_fail == "refuse":
                 raise CalibrationError(msg + "; lower SCALE or pass CALIBRATION=flag to run anyway")
             run.log(f"  WARNING: {msg}; flagged, running anyway")
-        for lineup in runs:
-            label = f"{exp.name} / {part.label} / {lineup.name}"
-            run.progress.step(label, run.planned_seconds(part, 1) - CALIBRATION_S)
-            beside = sorted({s.name for s in lineup.flow_stacks.values()} - {lineup.name})
-            run.log(f"  -- {lineup.name}: {run.duration:.0f} s" + (f" (beside {', '.join(beside)})" if beside else ""))
-            if part.short_tcp:
-                assert lineup.under_test is not None
-                res = _short_tcp(run, exp, part, net, lineup.under_test, work)
-            elif part.sweep:
-                res = _sweep(run, exp, part, net, lineup, work, topo)
-            else:
-                res = _bulk(run, exp, part, net, lineup, work, topo)
-            reference = refs.get(res.protocol) == lineup.name
-            res.verdicts = judge_all(part, res, run.scale, run.warmup, run.duration, reference)
-            for v in res.verdicts:
-                run.log(f"     {v.line()}")
-            pres.stacks[lineup.name] = res
-        # Each band read against the reference stack's value in this run (udtbed.bands).
-        for ref in refs.values():
-            for res in against_reference(pres.stacks, ref, part, run.scale, run.warmup, run.duration):
-                run.log(f"  -- {res.stack} against {ref}:")
+        # Repeats interleave the stacks (A B A B ...); each repeat writes its raw files apart.
+        for repeat in range(run.repeat):
+            run.current_repeat = repeat
+            raw = work if repeat == 0 else work / f"repeat-{repeat + 1}"
+            raw.mkdir(exist_ok=True)
+            stacks: dict[str, StackResult] = {}
+            for lineup in runs:
+                of = f" (repeat {repeat + 1} of {run.repeat})" if run.repeat > 1 else ""
+                label = f"{exp.name} / {part.label} / {lineup.name}{of}"
+                run.progress.step(label, (run.planned_seconds(part, 1) - CALIBRATION_S) / run.repeat)
+                beside = sorted({s.name for s in lineup.flow_stacks.values()} - {lineup.name})
+                jitter = run.start_jitter(exp, part, lineup.name, repeat)
+                run.log(
+                    f"  -- {lineup.name}{of}: {run.duration:.0f} s"
+                    + (f" (beside {', '.join(beside)})" if beside else "")
+                    + (f", start {jitter:.2f} s late" if jitter else "")
+                )
+                time.sleep(jitter)
+                if part.short_tcp:
+                    assert lineup.under_test is not None
+                    res = _short_tcp(run, exp, part, net, lineup.under_test, raw)
+                elif part.sweep:
+                    res = _sweep(run, exp, part, net, lineup, raw, topo)
+                else:
+                    res = _bulk(run, exp, part, net, lineup, raw, topo)
+                res.repeat, res.start_jitter_s = repeat, round(jitter, 3)
+                reference = refs.get(res.protocol) == lineup.name
+                res.verdicts = judge_all(part, res, run.scale, run.warmup, run.duration, reference)
                 for v in res.verdicts:
                     run.log(f"     {v.line()}")
+                stacks[lineup.name] = res
+            # Each band read against the reference stack's value in this repeat (udtbed.bands).
+            for ref in refs.values():
+                for res in against_reference(stacks, ref, part, run.scale, run.warmup, run.duration):
+                    run.log(f"  -- {res.stack} against {ref}:")
+                    for v in res.verdicts:
+                        run.log(f"     {v.line()}")
+            if repeat == 0:
+                pres.stacks = stacks
+            else:
+                pres.more_repeats.append(stacks)
         # udt-linkem's last stats line; netem's qdisc counters (frames out, queue and loss drops).
         stats = net.link_stats() if net.backend == "linkem" else net.link_counters()
         pres.link_stats = {str(k): v for k, v in stats.items()}
@@ -361,6 +396,7 @@ def _tags(run: Run, exp: Experiment, part: Part, stack: str, flow: str) -> dict[
         "flow": flow,
         "scale": str(run.scale),
         "backend": run.backend,
+        "repeat": str(run.current_repeat + 1),
     }
 
 

@@ -1,0 +1,145 @@
+"""A figure with its interval, and bands judged three ways on it (udtbed.uncertainty), and a
+part's bands judged over its repeats (udtbed.repeats)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from udtbed import repeats, uncertainty
+from udtbed.results import PartResult, StackResult, Verdict
+from udtbed.uncertainty import Judgement
+
+
+def test_the_interval_of_known_samples_is_student_s_t():
+    iv = uncertainty.mean_interval([10.0, 12.0, 14.0])
+    # mean 12, sd 2, t(0.975, 2) = 4.3027: half-width 4.3027 * 2 / sqrt(3) = 4.968.
+    assert iv.mean == 12.0 and iv.n == 3 and iv.method == "student-t"
+    assert math.isclose(iv.high - iv.mean, 4.3027 * 2 / math.sqrt(3), rel_tol=1e-4), iv
+    assert math.isclose(iv.low, 12.0 - (iv.high - 12.0))
+
+
+def test_one_sample_has_no_interval_and_is_judged_by_its_value():
+    iv = uncertainty.mean_interval([0.9])
+    assert (iv.low, iv.high, iv.n, iv.method) == (0.9, 0.9, 1, "single run")
+    assert uncertainty.judge(iv, 0.85, None) is Judgement.MET
+    assert uncertainty.judge(iv, 0.95, None) is Judgement.MISSED
+    assert uncertainty.repeats_to_decide(iv, 0.95, None) == 1, "decided already"
+
+
+def test_an_interval_inside_outside_or_across_a_band_is_met_missed_or_inconclusive():
+    iv = uncertainty.mean_interval([0.97, 0.99, 1.01, 0.98])
+    assert uncertainty.judge(iv, 0.9, None) is Judgement.MET
+    assert uncertainty.judge(iv, 1.05, None) is Judgement.MISSED
+    assert uncertainty.judge(iv, None, 0.9) is Judgement.MISSED
+    assert uncertainty.judge(iv, 0.98, None) is Judgement.INCONCLUSIVE
+    assert uncertainty.judge(iv, 0.9, 1.0) is Judgement.INCONCLUSIVE, "the upper edge straddled"
+
+
+def test_an_inconclusive_band_says_about_how_many_repeats_would_decide_it():
+    iv = uncertainty.mean_interval([0.96, 1.0, 0.98, 1.02, 0.97, 0.99])
+    assert uncertainty.judge(iv, 1.0, None) is Judgement.INCONCLUSIVE
+    n = uncertainty.repeats_to_decide(iv, 1.0, None)
+    assert n is not None and n > iv.n
+    # At that n, the same mean and spread lie below the edge.
+    t = uncertainty._t(n)
+    assert iv.mean + t * iv.sd / math.sqrt(n) < 1.0
+    assert iv.mean + uncertainty._t(n - 1) * iv.sd / math.sqrt(n - 1) >= 1.0 or n - 1 == iv.n
+    # A mean on the edge is never decided.
+    on = uncertainty.mean_interval([0.9, 1.1])
+    assert uncertainty.repeats_to_decide(on, 1.0, None) is None
+
+
+def test_a_ratio_is_taken_per_pair():
+    iv = uncertainty.ratio_interval([(90.0, 100.0), (45.0, 50.0), (180.0, 200.0)])
+    assert iv.mean == pytest.approx(0.9) and iv.low == pytest.approx(0.9) and iv.n == 3, "drift cancels"
+    with pytest.raises(ValueError):
+        uncertainty.ratio_interval([(1.0, 0.0)])
+
+
+def _verdict(value, low=None, high=None, ref_value=None, relative=False, band="mean_mbps(f) >= 85"):
+    return Verdict(
+        metric="mean_mbps",
+        band=band,
+        paper="",
+        why="",
+        value=value,
+        low=low,
+        high=high,
+        ok=None,
+        ref_value=ref_value,
+        relative=relative,
+        ref_stack="libudt" if ref_value is not None else "",
+    )
+
+
+def _part(values):
+    """A part with stacks udt-rs and libudt, one repeat per entry of ``values``: {stack: [verdicts]}."""
+
+    def res(stack, verdicts):
+        return StackResult(stack=stack, protocol="udt", verdicts=verdicts)
+
+    runs = [{s: res(s, vs) for s, vs in rep.items()} for rep in values]
+    return PartResult(
+        label="p",
+        topology="t",
+        topology_file="t.toml",
+        topology_paper="",
+        links={},
+        calibration=[],
+        calibration_ok=True,
+        paper={},
+        stacks=runs[0],
+        more_repeats=runs[1:],
+    )
+
+
+def test_a_part_run_once_keeps_its_own_verdicts():
+    v = _verdict(90.0, low=85.0)
+    part = _part([{"udt-rs": [v]}])
+    assert repeats.judged(part)["udt-rs"] == [v]
+
+
+def test_repeats_give_each_band_an_interval_and_a_three_way_reading():
+    # udt-rs's goodput straddles 85; libudt's is inside; the relative band is judged per pair.
+    reps = []
+    for rs, lib in ((84.0, 90.0), (88.0, 91.0), (86.0, 89.0)):
+        reps.append(
+            {
+                "udt-rs": [
+                    _verdict(rs, low=85.0, ref_value=lib),
+                    _verdict(rs, low=0.95 * lib, ref_value=lib, relative=True, band="mean_mbps(f) >= 0.95 x reference"),
+                ],
+                "libudt": [_verdict(lib, low=85.0)],
+            }
+        )
+    out = repeats.judged(_part(reps))
+    own, rel = out["udt-rs"]
+    assert own.n == 3 and own.judgement == "inconclusive" and own.reading == "inconclusive" and own.ok is None
+    assert own.ci_low < 85.0 < own.ci_high and own.value == pytest.approx(86.0)
+    assert own.repeats_to_decide is not None and own.repeats_to_decide > 3
+    assert "n = 3" in own.line() and "repeats would decide it" in own.line()
+    assert rel.ratio == pytest.approx((84 / 90 + 88 / 91 + 86 / 89) / 3) and rel.n == 3
+    (lib,) = out["libudt"]
+    assert lib.judgement == "met" and lib.reading == "PASS" and lib.samples == [90.0, 91.0, 89.0]
+
+
+def test_a_band_missed_by_the_reference_too_over_the_repeats_is_a_4_11_deviation():
+    reps = [
+        {"udt-rs": [_verdict(v, low=85.0, ref_value=r)], "libudt": [_verdict(r, low=85.0)]}
+        for v, r in ((70.0, 72.0), (71.0, 73.0), (69.0, 71.0))
+    ]
+    out = repeats.judged(_part(reps))
+    assert out["libudt"][0].reading == "4.11 deviation", "the reference's own miss"
+    assert out["udt-rs"][0].judgement == "missed" and out["udt-rs"][0].reading == "4.11 deviation"
+    reps = [
+        {"udt-rs": [_verdict(v, low=85.0, ref_value=90.0)], "libudt": [_verdict(90.0, low=85.0)]}
+        for v in (70.0, 71.0, 69.0)
+    ]
+    assert repeats.judged(_part(reps))["udt-rs"][0].reading == "FAIL"
+
+
+def test_a_repeat_that_could_not_be_measured_is_counted_apart():
+    reps = [{"udt-rs": [_verdict(v, low=85.0)]} for v in (90.0, None, 91.0)]
+    (v,) = repeats.judged(_part(reps))["udt-rs"]
+    assert v.n == 2 and v.samples == [90.0, None, 91.0] and "1 of 3 repeats not measured" in v.note

@@ -1,0 +1,118 @@
+"""A part's bands judged over its repeats (``udtbed run --repeat N``).
+
+Each repeat judged every band on its own run (udtbed.bands), as a single run always was. Here
+the repeats' values of one band on one stack become one :class:`~udtbed.results.Verdict` with
+the mean, its 95 % interval and n (udtbed.uncertainty), and a three-way judgement: met (the
+interval inside the band), missed (outside), inconclusive (straddling an edge, with about how
+many repeats would decide it). A band relative to the reference stack (``of = "reference"``) is
+judged on the ratio taken per repeat pair, so that its interval is the ratio's own.
+
+The reading against the reference stack follows udtbed.bands: a missed band is ``4.11
+deviation`` when the reference missed it on the same side over the same repeats, else FAIL; an
+inconclusive one reads ``inconclusive``. One repeat gives back the run's own verdicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from udtconf.stacks import reference_stacks
+
+from .results import PartResult, Reading, StackResult, Verdict
+from .uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval, repeats_to_decide
+
+
+def _side(v: Verdict) -> str | None:
+    if v.judgement != Judgement.MISSED or v.value is None:
+        return None
+    return "below" if v.low is not None and v.value < v.low else "above"
+
+
+def combine(runs: list[Verdict]) -> Verdict:
+    """One band's verdicts on one stack, a repeat each, as one verdict over the repeats."""
+    first = runs[0]
+    values = [v.value for v in runs]
+    measured = [x for x in values if x is not None]
+    out = replace(first, samples=values, n=len(measured), reading=None, note=first.note)
+    if not measured:
+        return replace(out, value=None, ok=None, judgement=None)
+    if first.relative and first.ref_value is not None:
+        pairs = [(v.value, v.ref_value) for v in runs if v.value is not None and v.ref_value]
+        iv = ratio_interval(pairs)
+        # The band's bounds as multiples of the reference (the same in every repeat).
+        lo = first.low / first.ref_value if first.low is not None else None
+        hi = first.high / first.ref_value if first.high is not None else None
+        out = replace(out, ratio=iv.mean, n=iv.n)
+    else:
+        iv = mean_interval(measured)
+        lo, hi = first.low, first.high
+    j = _judge(iv, lo, hi, first.metric)
+    mean = mean_interval(measured).mean
+    left = len(values) - len(measured)
+    note = "; ".join(
+        n
+        for n in (
+            first.note,
+            f"{left} of {len(values)} repeats not measured" if left else "",
+            "one repeat: no interval" if iv.n == 1 else "",
+        )
+        if n
+    )
+    return replace(
+        out,
+        value=mean,
+        ci_low=iv.low if iv.n > 1 else None,
+        ci_high=iv.high if iv.n > 1 else None,
+        ok=None if j is Judgement.INCONCLUSIVE else j is Judgement.MET,
+        judgement=j.value,
+        repeats_to_decide=repeats_to_decide(iv, lo, hi) if j is Judgement.INCONCLUSIVE else None,
+        ref_value=(mean_interval(r).mean if (r := [v.ref_value for v in runs if v.ref_value is not None]) else None),
+        note=note,
+    )
+
+
+def _judge(iv: Interval, lo: float | None, hi: float | None, metric: str) -> Judgement:
+    if metric == "bytes_exact":
+        # Every repeat's transfer must be exact: one corrupted repeat is a miss, not noise.
+        return Judgement.MET if lo is None or iv.low >= lo else Judgement.MISSED
+    return judge(iv, lo, hi)
+
+
+def _reading(v: Verdict, ref: Verdict | None, reference: bool) -> Reading | None:
+    if v.judgement is None:
+        return None
+    if v.judgement == Judgement.INCONCLUSIVE:
+        return "inconclusive"
+    if v.judgement == Judgement.MET:
+        return "PASS"
+    if reference or (ref is not None and _side(ref) == _side(v)):
+        return "4.11 deviation"
+    return "FAIL"
+
+
+def judged(part: PartResult) -> dict[str, list[Verdict]]:
+    """Per stack, its verdicts over the part's repeats (the run's own when it ran once)."""
+    repeats = part.repeats()
+    if len(repeats) == 1:
+        return {s: r.verdicts for s, r in part.stacks.items()}
+    refs = reference_stacks()
+    out: dict[str, list[Verdict]] = {}
+    for stack in part.stacks:
+        runs: list[StackResult] = [r[stack] for r in repeats if stack in r]
+        by_band: dict[str, list[Verdict]] = {}
+        for res in runs:
+            for v in res.verdicts:
+                by_band.setdefault(v.band, []).append(v)
+        out[stack] = [combine(vs) for vs in by_band.values()]
+    for stack, verdicts in out.items():
+        protocol = part.stacks[stack].protocol
+        reference = refs.get(protocol)
+        ref = {v.band: v for v in out.get(reference or "", [])} if reference and reference != stack else {}
+        for v in verdicts:
+            v.reading = _reading(v, ref.get(v.band), reference == stack)
+            if v.ref_stack and v.band in ref:
+                v.ref_ok = ref[v.band].ok
+    return out
+
+
+__all__ = ["combine", "judged"]
