@@ -22,7 +22,7 @@ FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOT
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
 .PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-interop test-conformance \
-        testbed testbed-image test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate dashboards bench fuzz conformance clean
+        testbed testbed-image compare test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
@@ -30,6 +30,8 @@ help:
 	@echo "make check        cargo fmt --check, cargo clippy -D warnings, ruff format --check, ruff check, mypy --strict"
 	@echo "make test         setup + build + check + cargo tests + interop + conformance + testbed tests (with quick profiles)"
 	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= REPEAT= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
+	@echo "make compare      two testbed runs side by side (A=results/testbed/<run> B=...; or STACKS=libudt,udt-rs in A):"
+	@echo "                  change, 95 % intervals, Welch + Holm; exit 1 on a significant regression beyond 5 %"
 	@echo "make fullscale-bundle  build/fullscale(.tar.gz): the runner, our stacks, libudt and Debian's network tools"
 	@echo "                  relocatable, for a many-core host without them (testbed/fullscale/bundle.sh)"
 	@echo "make fullscale    the papers' rates (SCALE=1) on a 16-core host from the bundle, lines of FULLSCALE_PLAN at once"
@@ -133,6 +135,11 @@ TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(D
                --backend '$(BACKEND)' --calibration '$(CALIBRATION)' --influx '$(INFLUX)' \
                --runtime '$(RUNTIME)' $(if $(STACKS),--stacks '$(STACKS)') --pin '$(PIN)' --cores '$(CORES)' \
                $(if $(CPUSET),--cpuset '$(CPUSET)') $(if $(filter docker,$(RUNTIME)),--image '$(TESTBED_IMAGE)')
+
+# Two runs side by side (A=results/testbed/<run> B=...), or two stacks of A (STACKS=libudt,udt-rs):
+# exit 1 when a band's figure regressed beyond 5 % by more than the repeats' scatter.
+compare: setup
+	$(PYTHON) -m udtbed compare '$(A)' $(if $(B),'$(B)') $(if $(STACKS),--stacks '$(STACKS)')
 
 testbed: setup build $(if $(filter docker,$(RUNTIME)),testbed-image)
 	@echo "==> testbed: $(EXPERIMENTS) at scale $(SCALE), $(DURATION) s per stack (python -m udtbed run)"

@@ -380,6 +380,40 @@ def cmd_report(a: argparse.Namespace) -> int:
     return _report(outdir, "on")
 
 
+def cmd_compare(a: argparse.Namespace) -> int:
+    """Two runs side by side, or two stacks of one run (udtbed.compare): exit 1 when a row
+    regressed beyond the threshold, more than the repeats' scatter explains."""
+    from . import compare
+
+    pair = tuple(x.strip() for x in a.stacks.split(",")) if a.stacks else None
+    if pair is not None and len(pair) != 2:
+        print(f"udtbed compare: --stacks wants two names, A,B (got {a.stacks!r})", file=sys.stderr)
+        return 2
+    run_a = Path(a.run_a).resolve()
+    run_b = Path(a.run_b).resolve() if a.run_b else None
+    try:
+        rows = compare.compare(run_a, run_b, pair, a.alpha, a.threshold)
+    except compare.CompareError as e:
+        print(f"udtbed compare: {e}", file=sys.stderr)
+        return 2
+    if not rows:
+        print("udtbed compare: no band was judged on both sides: nothing to compare", file=sys.stderr)
+        return 2
+    print(compare.table(rows))
+    title = f"{run_a.name} against {run_b.name}" if run_b else f"{pair[0]} against {pair[1]} in {run_a.name}"  # type: ignore[index]
+    out = Path(a.html) if a.html else (run_b or run_a) / f"compare-{run_a.name}.html"
+    out.write_text(compare.page(rows, title))
+    bad = [r for r in rows if r.outcome == "regressed"]
+    untested = sum(r.outcome == "not tested" for r in rows)
+    print(
+        f"\n{len(bad)} regressed, {sum(r.outcome == 'improved' for r in rows)} improved, "
+        f"{sum(r.outcome == 'same' for r in rows)} within noise, {untested} not tested "
+        f"(a side not measured, or with one repeat: run with --repeat 2 or more); change beyond {a.threshold:.0%}, "
+        f"Holm-corrected p < {a.alpha:g}\npage: {out}"
+    )
+    return 1 if bad else 0
+
+
 def cmd_check(a: argparse.Namespace) -> int:
     """Topology files and experiment files (told apart by an experiment's [[part]] tables)."""
     bad = 0
@@ -647,6 +681,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     rp = sub.add_parser("report", help="(re)draw a run directory's HTML report from its results")
     rp.add_argument("run_dir", help="a run directory (results/testbed/<run>)")
+    cp = sub.add_parser("compare", help="two runs side by side (or two stacks of one): change, interval, significance")
+    cp.add_argument("run_a", help="run A (results/testbed/<run>)")
+    cp.add_argument("run_b", nargs="?", help="run B (omit to compare two stacks of A: --stacks)")
+    cp.add_argument("--stacks", help="A's stack and B's, e.g. libudt,udt-rs (default: each stack both runs have)")
+    cp.add_argument("--alpha", type=float, default=0.05, help="significance over all rows, Holm (default 0.05)")
+    cp.add_argument("--threshold", type=float, default=0.05, help="smallest change that counts (default 0.05: 5 %%)")
+    cp.add_argument("--html", help="write the page here (default: compare-<A>.html in B, or in A)")
     co = sub.add_parser("cores", help="the cores each part needs at a scale, and whether this machine has them")
     co.add_argument("--experiments", default="all", help="comma-separated names, 'default' or 'all' (default)")
     co.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR))
@@ -710,6 +751,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_cores(a)
     if a.cmd == "report":
         return cmd_report(a)
+    if a.cmd == "compare":
+        return cmd_compare(a)
     if a.cmd == "calibrate":
         try:
             return cmd_calibrate(a)
