@@ -40,7 +40,7 @@ help:
 	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
 	@echo "make test-vm      the netem backend end to end in Debian's stock kernel under QEMU (VM_ACCEL=auto|kvm|tcg)"
 	@echo "make compare-backends  netem beside udt-linkem on each Fig. 11 path class, in that VM (table)"
-	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1)"
+	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1 SEEDS=5)"
 	@echo "make test-simulate  the simulated figures' snapshot tests (UPDATE_SNAPSHOTS=1 rewrites them)"
 	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
 	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
@@ -203,7 +203,7 @@ ONLY  ?=
 QUICK ?=
 simulate: setup build-sim
 	@echo "==> simulate: experiments/sim -> results/sim (python -m udtbed simulate)"
-	$(PYTHON) -m udtbed simulate $(if $(ONLY),--only '$(ONLY)') $(if $(QUICK),--quick)
+	$(PYTHON) -m udtbed simulate $(if $(ONLY),--only '$(ONLY)') $(if $(QUICK),--quick) $(if $(SEEDS),--seeds '$(SEEDS)')
 
 build-sim:
 	@echo "==> build: impl/target/release/udt-sim (cargo build --release -p netsim)"

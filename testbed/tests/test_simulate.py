@@ -126,3 +126,48 @@ def test_quick_version_matches_its_snapshot_and_shows_its_claims(name, tmp_path)
     written = json.loads(out.read_text())
     assert len(written["points"]) == len(points) and len(written["checks"]) == len(checks)
     assert (tmp_path / f"{name}.png").stat().st_size > 1000
+
+
+def test_a_seed_after_the_first_moves_the_loss_streams_and_the_flows_starts():
+    sc = SCENARIOS["sc04-fig12"]
+    assert sim.reseeded(sc, 0) is sc
+    second = sim.reseeded(sc, 1)
+    assert second.seed == sc.seed + 1
+    starts = [
+        (f.get("start_s", 0.0), g["start_s"])
+        for s, t in zip(sc.series, second.series, strict=True)
+        for f, g in zip(s.flows, t.flows, strict=True)
+    ]
+    assert starts and all(0 < b - a <= sim.START_JITTER_S for a, b in starts), starts
+    assert sim.reseeded(sc, 1) == second, "the jitter is drawn from the seed: the same every time"
+
+
+def test_a_claim_holds_over_seeds_only_when_every_seed_holds_it(monkeypatch):
+    sc = SCENARIOS["sc04-fig7"]
+    check = sc.checks[0]
+    outcomes = {sc.seed: True, sc.seed + 1: False, sc.seed + 2: True}
+
+    def fake(s, quick=False, jobs=None, simulator=sim.SIMULATOR):
+        ok = outcomes[s.seed]
+        return [], [sim.CheckResult(check, ok, "ok" if ok else "x=1: 0.5 < 0.9")]
+
+    monkeypatch.setattr(sim, "simulate", fake)
+    _, (c,) = sim.simulate_seeds(sc, 3)
+    assert (c.ok, c.judgement, c.seeds) == (None, "inconclusive", (True, False, True))
+    assert c.detail == "holds in 2 of 3 seeds; first failure: x=1: 0.5 < 0.9"
+    outcomes[sc.seed + 1] = True
+    _, (c,) = sim.simulate_seeds(sc, 3)
+    assert (c.ok, c.judgement) == (True, "holds")
+    outcomes.update(dict.fromkeys(outcomes, False))
+    _, (c,) = sim.simulate_seeds(sc, 3)
+    assert (c.ok, c.judgement) == (False, "fails")
+
+
+@needs_simulator
+def test_seeds_run_and_are_written_with_each_claims_outcome(tmp_path):
+    sc = SCENARIOS["sc04-fig7"]
+    by_seed, checks = sim.simulate_seeds(sc, 2, quick=True, jobs=2)
+    assert len(by_seed) == 2 and [p.specs[0]["seed"] for p in (by_seed[0][0], by_seed[1][0])] == [sc.seed, sc.seed + 1]
+    written = json.loads(sim.write(sc, by_seed[0], checks, tmp_path, True, by_seed[1:]).read_text())
+    assert written["seeds"] == [sc.seed, sc.seed + 1] and len(written["more_seeds"]) == 1
+    assert all(len(c["seeds"]) == 2 and c["judgement"] in ("holds", "fails", "inconclusive") for c in written["checks"])

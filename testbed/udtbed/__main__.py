@@ -488,22 +488,31 @@ def cmd_calibrate(a: argparse.Namespace) -> int:
 
 
 def run_simulations(
-    names: list[str], scenarios: dict[str, sim.Scenario], outdir: Path, quick: bool, jobs: int | None
+    names: list[str],
+    scenarios: dict[str, sim.Scenario],
+    outdir: Path,
+    quick: bool,
+    jobs: int | None,
+    seeds: int = 1,
 ) -> int:
-    """Runs the named scenarios into ``outdir`` and prints each claim's verdict; returns the
-    number of claims not reproduced. Raises what ``sim.simulate`` raises (a missing simulator)."""
+    """Runs the named scenarios into ``outdir`` (each under ``seeds`` seeds) and prints each
+    claim's verdict; returns the number of claims not reproduced. Raises what ``sim.simulate``
+    raises (a missing simulator)."""
     not_reproduced = 0
     for n in names:
         sc = scenarios[n]
         t0 = time.monotonic()
-        points, checks = sim.simulate(sc, quick=quick, jobs=jobs)
-        out = sim.write(sc, points, checks, outdir, quick)
-        runs = sum(len(p.results) for p in points)
+        by_seed, checks = sim.simulate_seeds(sc, seeds, quick=quick, jobs=jobs)
+        points = by_seed[0]
+        out = sim.write(sc, points, checks, outdir, quick, by_seed[1:])
+        every = [p for pts in by_seed for p in pts]
+        runs = sum(len(p.results) for p in every)
         # A count-bound run (short_flows.until_done) may end before its duration: its last sample.
-        sim_s = sum((r["bottleneck"]["times_s"] or [r["spec"]["duration_s"]])[-1] for p in points for r in p.results)
-        print(f"{n} ({sc.figure}): {runs} runs, {sim_s:.0f} s simulated in {time.monotonic() - t0:.1f} s -> {out}")
+        sim_s = sum((r["bottleneck"]["times_s"] or [r["spec"]["duration_s"]])[-1] for p in every for r in p.results)
+        of = f", {seeds} seeds" if seeds > 1 else ""
+        print(f"{n} ({sc.figure}): {runs} runs{of}, {sim_s:.0f} s simulated in {time.monotonic() - t0:.1f} s -> {out}")
         for c in checks:
-            mark = {True: "reproduced", False: "NOT reproduced", None: "not judged"}[c.ok]
+            mark = {"holds": "reproduced", "fails": "NOT reproduced"}.get(c.judgement, c.judgement)
             print(f"  {mark}: {c.check.claim} [{c.detail}]")
             not_reproduced += c.ok is False
     return not_reproduced
@@ -523,7 +532,10 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         print(f"udtbed: no scenario {', '.join(unknown)} in {a.scenarios_dir} (have {have})", file=sys.stderr)
         return 2
     try:
-        missed = run_simulations(names, scenarios, Path(a.results), a.quick, a.jobs)
+        if a.seeds < 1:
+            print(f"udtbed: --seeds must be 1 or more, not {a.seeds}", file=sys.stderr)
+            return 2
+        missed = run_simulations(names, scenarios, Path(a.results), a.quick, a.jobs, a.seeds)
     except (FileNotFoundError, RuntimeError) as err:
         print(f"udtbed: {err}", file=sys.stderr)
         return 1
@@ -718,6 +730,13 @@ def main(argv: list[str] | None = None) -> int:
     sm.add_argument("--only", help="comma-separated scenario names (default: all)")
     sm.add_argument("--quick", action="store_true", help="the short versions make test pins")
     sm.add_argument("--jobs", type=int, help="simulations at once (default: the CPU count)")
+    sm.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="run each figure under this many seeds (loss streams, flows' start times); a claim holds "
+        "when it holds in every seed, fails when in none, else is inconclusive (default 1)",
+    )
     sm.add_argument("--results", default=str(REPO / "results/sim"))
     sm.add_argument("--scenarios-dir", default=str(sim.SCENARIOS_DIR))
     cb = sub.add_parser("compare-backends", help="netem beside udt-linkem on each Fig. 11 path class (root)")

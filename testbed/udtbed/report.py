@@ -644,9 +644,14 @@ def load_sims(sim_dir: Path) -> list[SimFile]:
 
 
 def _claims(d: dict[str, Any]) -> tuple[int, int, int]:
-    """(reproduced, judged, not judged) of a scenario's claims."""
+    """(reproduced, judged, not judged) of a scenario's claims; over seeds an inconclusive
+    claim (the seeds disagree) is among the not judged, :func:`_inconclusive` counts it."""
     oks = [c.get("ok") for c in d["checks"]]
     return sum(ok is True for ok in oks), sum(ok is not None for ok in oks), sum(ok is None for ok in oks)
+
+
+def _inconclusive(d: dict[str, Any]) -> int:
+    return sum(c.get("judgement") == "inconclusive" for c in d["checks"])
 
 
 def _num(v: object) -> str:
@@ -678,8 +683,11 @@ def sim_summary(sims: list[SimFile]) -> str:
         ok, judged, unjudged = _claims(s.data)
         cls = "note" if not judged else ("ok" if ok == judged else "bad")
         claims = f"{ok} / {judged}" if judged else "–"
-        if unjudged:
-            claims += f" ({unjudged} not judged)"
+        inconclusive = _inconclusive(s.data)
+        if inconclusive:
+            claims += f" ({inconclusive} inconclusive over {len(s.data.get('seeds', []))} seeds)"
+        if unjudged - inconclusive:
+            claims += f" ({unjudged - inconclusive} not judged)"
         if not s.data["checks"]:
             claims += " (none judged on this run)" if s.data.get("quick") else " (none)"
         link = f"<a href='#{_e(s.anchor)}'>{_e(s.data['title'])}</a>"
@@ -707,14 +715,22 @@ def _sim_scenario(s: SimFile, d: dict[str, Any]) -> str:
         head = "<th class=l>claim</th><th class=l>series</th><th class=l>key</th><th></th><th class=l>detail</th>"
         rows = [f"<tr>{head}</tr>"]
         for c in d["checks"]:
-            cls, mark = SIM_MARK[c.get("ok")]
+            cls, mark = ("inc", "~") if c.get("judgement") == "inconclusive" else SIM_MARK[c.get("ok")]
             rows.append(
                 f"<tr><td class=l>{_e(c.get('claim', ''))}</td><td class=l>{_e(c.get('series', ''))}</td>"
                 f"<td class=l>{_e(c.get('key', ''))}</td><td class='{cls} mark'>{mark}</td>"
                 f"<td class='l small'>{_e(c.get('detail', ''))}</td></tr>"
             )
         ok, judged, _ = _claims(d)
-        out.append(f"<p>Claims reproduced: <b>{ok} / {judged}</b>{_e(quick)}</p><table>{''.join(rows)}</table>")
+        seeds = d.get("seeds", [])
+        over = (
+            f" over seeds {', '.join(map(str, seeds))} (a claim holds when it holds in every seed)"
+            if len(seeds) > 1
+            else ""
+        )
+        out.append(
+            f"<p>Claims reproduced: <b>{ok} / {judged}</b>{_e(over)}{_e(quick)}</p><table>{''.join(rows)}</table>"
+        )
     else:
         out.append(f"<p class=note>No claim judged on this run{_e(quick)}.</p>")
     x = d.get("x") or "x"

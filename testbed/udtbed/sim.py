@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import re
 import statistics
 import subprocess
 import tomllib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -418,9 +419,20 @@ def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """A claim judged: ``ok`` True (holds), False (fails), None (not judged, or over seeds
+    inconclusive: ``seeds`` then says in which it held)."""
+
     check: Check
     ok: bool | None
     detail: str
+    # Over seeds (:func:`simulate_seeds`): the claim's outcome in each seed, first seed first.
+    seeds: tuple[bool | None, ...] = ()
+
+    @property
+    def judgement(self) -> str:
+        if self.ok is None:
+            return "inconclusive" if any(x is not None for x in self.seeds) else "not judged"
+        return "holds" if self.ok else "fails"
 
 
 def judge(sc: Scenario, points: list[Point], quick: bool) -> list[CheckResult]:
@@ -488,6 +500,54 @@ def simulate(
     return points, judge(sc, points, quick)
 
 
+# The most a seed after the first moves each flow's start later (simulate_seeds).
+START_JITTER_S = 0.5
+
+
+def reseeded(sc: Scenario, k: int) -> Scenario:
+    """``sc`` for its ``k``-th seed (0: ``sc`` itself): the simulator's seed (its loss streams
+    and its random choices) is ``sc.seed + k``, and every flow starts up to
+    :data:`START_JITTER_S` later, drawn from that seed, so that the flows do not meet the queue
+    in the same phase in every seed."""
+    if k == 0:
+        return sc
+    rng = random.Random(f"{sc.name}/{sc.seed + k}")
+    series = tuple(
+        replace(
+            s,
+            flows=tuple(
+                {**f, "start_s": round(float(f.get("start_s", 0.0)) + rng.uniform(0, START_JITTER_S), 4)}
+                for f in s.flows
+            ),
+        )
+        for s in sc.series
+    )
+    return replace(sc, seed=sc.seed + k, series=series)
+
+
+def simulate_seeds(
+    sc: Scenario, seeds: int, quick: bool = False, jobs: int | None = None, simulator: Path = SIMULATOR
+) -> tuple[list[list[Point]], list[CheckResult]]:
+    """The scenario under ``seeds`` seeds (:func:`reseeded`), each judged alone, and every claim
+    over them: it **holds** when it held in every seed, **fails** when it failed in every one,
+    and is **inconclusive** (``ok`` None) when the seeds disagree: the claim sits within the
+    seeds' scatter. One seed gives back :func:`simulate`'s verdicts."""
+    runs = [simulate(reseeded(sc, k), quick, jobs, simulator) for k in range(seeds)]
+    if seeds == 1:
+        return [runs[0][0]], runs[0][1]
+    combined = []
+    for i, first in enumerate(runs[0][1]):
+        outcomes = tuple(checks[i].ok for _, checks in runs)
+        judged = [x for x in outcomes if x is not None]
+        held = sum(judged)
+        ok = None if not judged or 0 < held < len(judged) else held == len(judged)
+        words = f"holds in {held} of {len(judged)} seeds" if judged else "judged in no seed"
+        failed = next((checks[i].detail for _, checks in runs if checks[i].ok is False), "")
+        detail = words + (f"; first failure: {failed}" if failed and held < len(judged) else "")
+        combined.append(CheckResult(first.check, ok, detail, outcomes))
+    return [points for points, _ in runs], combined
+
+
 def flow_table(points: Iterable[Point]) -> list[dict[str, Any]]:
     """Per run: each flow's mean goodput over the run, Mb/s (the snapshot's rows)."""
     rows = []
@@ -506,7 +566,16 @@ def flow_table(points: Iterable[Point]) -> list[dict[str, Any]]:
     return rows
 
 
-def to_json(sc: Scenario, points: list[Point], checks: list[CheckResult], quick: bool) -> dict[str, Any]:
+def to_json(
+    sc: Scenario,
+    points: list[Point],
+    checks: list[CheckResult],
+    quick: bool,
+    more_seeds: list[list[Point]] | None = None,
+) -> dict[str, Any]:
+    """The scenario's result; with ``more_seeds`` (the points of the seeds after the first) the
+    metric's values of each seed too, and each claim's outcome per seed."""
+    more = more_seeds or []
     return {
         "name": sc.name,
         "figure": sc.figure,
@@ -530,8 +599,20 @@ def to_json(sc: Scenario, points: list[Point], checks: list[CheckResult], quick:
             for p in points
         ],
         "checks": [
-            {"claim": c.check.claim, "series": c.check.series, "key": c.check.key, "ok": c.ok, "detail": c.detail}
+            {
+                "claim": c.check.claim,
+                "series": c.check.series,
+                "key": c.check.key,
+                "ok": c.ok,
+                "judgement": c.judgement,
+                "detail": c.detail,
+                "seeds": list(c.seeds),
+            }
             for c in checks
+        ],
+        "seeds": [sc.seed + k for k in range(1 + len(more))],
+        "more_seeds": [
+            [{"series": p.series, "x": p.x, "values": p.values, "specs": p.specs} for p in pts] for pts in more
         ],
     }
 
@@ -592,10 +673,17 @@ def plot(sc: Scenario, points: list[Point], path: Path) -> None:
     plt.close(fig)
 
 
-def write(sc: Scenario, points: list[Point], checks: list[CheckResult], outdir: Path, quick: bool) -> Path:
-    """``<outdir>/<name>.json`` and ``.png``; returns the JSON's path."""
+def write(
+    sc: Scenario,
+    points: list[Point],
+    checks: list[CheckResult],
+    outdir: Path,
+    quick: bool,
+    more_seeds: list[list[Point]] | None = None,
+) -> Path:
+    """``<outdir>/<name>.json`` and ``.png`` (the first seed's); returns the JSON's path."""
     outdir.mkdir(parents=True, exist_ok=True)
     out = outdir / f"{sc.name}.json"
-    out.write_text(json.dumps(to_json(sc, points, checks, quick), indent=1) + "\n")
+    out.write_text(json.dumps(to_json(sc, points, checks, quick, more_seeds), indent=1) + "\n")
     plot(sc, points, outdir / f"{sc.name}.png")
     return out
