@@ -31,6 +31,7 @@ pub fn line(role: Role, t: f64, bytes: u64, mbps: f64, s: &Stats, extra: &str) -
         naks_sent: s.naks_sent,
         naks_recv: s.naks_recv,
         bandwidth_pps: matches!(role, Role::Send).then_some(u64::from(s.bandwidth)),
+        oversize_drops: Some(s.oversize_drops),
     };
     stats::line("udt-rs", role, t, bytes, mbps, &c, extra)
 }
@@ -143,5 +144,11 @@ mod tests {
         assert!(line(Role::Send, 1.0, 0, 0.0, &s, "").contains("\"rtt_ms\":1.500,"));
         assert!(line(Role::Send, 1.0, 0, 0.0, &s, "").contains("\"losses\":3,"));
         assert!(line(Role::Recv, 1.0, 0, 0.0, &s, "").contains("\"losses\":7,"));
+    }
+
+    #[test]
+    fn line_carries_the_connection_s_oversize_drops() {
+        let s = Stats { oversize_drops: 2, ..Stats::default() };
+        assert!(line(Role::Recv, 1.0, 0, 0.0, &s, "").ends_with(",\"oversize_drops\":2}"));
     }
 }

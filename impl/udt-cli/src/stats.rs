@@ -79,6 +79,9 @@ pub struct Counters {
     /// A UDT sender's smoothed link-capacity estimate, packets/s (UDT4.md §8.6 step 7, from the
     /// receiver's packet pairs §10.2); `None` where a stack or role has none.
     pub bandwidth_pps: Option<u64>,
+    /// Data packets dropped unacknowledged because their payload was longer than negotiated
+    /// MSS − 44 (UDT4.md §8.2 step 0); `None` where a stack does not count them.
+    pub oversize_drops: Option<u64>,
 }
 
 /// JSON has no NaN or infinity.
@@ -97,7 +100,7 @@ pub fn line(stack: &str, role: Role, t: f64, bytes: u64, mbps: f64, c: &Counters
         out,
         "{{\"stack\":\"{stack}\",\"role\":\"{}\",\"t\":{:.6},\"bytes\":{},\"mbps\":{:.3},\"rtt_ms\":{:.3},\
          \"flow_window\":{},\"cwnd\":{:.3},\"period_us\":{:.3},\"losses\":{},\"retrans\":{},\
-         \"pkts_sent\":{},\"pkts_recv\":{},\"acks_sent\":{},\"acks_recv\":{},\"naks_sent\":{},\"naks_recv\":{}{}{}}}",
+         \"pkts_sent\":{},\"pkts_recv\":{},\"acks_sent\":{},\"acks_recv\":{},\"naks_sent\":{},\"naks_recv\":{}{}{}{}}}",
         role.name(),
         num(t),
         bytes,
@@ -115,6 +118,7 @@ pub fn line(stack: &str, role: Role, t: f64, bytes: u64, mbps: f64, c: &Counters
         c.naks_sent,
         c.naks_recv,
         c.bandwidth_pps.map_or(String::new(), |b| format!(",\"bandwidth_pps\":{b}")),
+        c.oversize_drops.map_or(String::new(), |n| format!(",\"oversize_drops\":{n}")),
         extra
     );
     out
@@ -199,6 +203,15 @@ mod tests {
         let c = Counters { bandwidth_pps: Some(83_333), ..Counters::default() };
         let l = line("udt-rs", Role::Send, 1.0, 0, 0.0, &c, "");
         assert!(l.ends_with(",\"naks_recv\":0,\"bandwidth_pps\":83333}"), "{l}");
+    }
+
+    #[test]
+    fn line_reports_oversize_drops_only_where_the_stack_counts_them() {
+        let c = Counters { bandwidth_pps: Some(7), oversize_drops: Some(3), ..Counters::default() };
+        let l = line("udt-rs", Role::Recv, 1.0, 0, 0.0, &c, ",\"summary\":true");
+        assert!(l.ends_with(",\"bandwidth_pps\":7,\"oversize_drops\":3,\"summary\":true}"), "{l}");
+        let l = line("sabul", Role::Recv, 1.0, 0, 0.0, &Counters::default(), "");
+        assert!(!l.contains("oversize_drops"), "{l}");
     }
 
     #[test]

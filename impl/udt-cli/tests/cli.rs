@@ -109,6 +109,7 @@ fn options_are_accepted_and_stats_are_json_lines() {
         "\"acks_recv\":",
         "\"naks_sent\":",
         "\"naks_recv\":",
+        "\"oversize_drops\":0",
         "\"summary\":true",
         "\"seconds\":",
     ] {

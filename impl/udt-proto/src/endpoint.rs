@@ -256,7 +256,7 @@ impl Endpoint {
             self.reject(from, h);
             return;
         }
-        if let Some(&id) = self.accepted.get(&(from, h.socket_id, h.isn.get())) {
+        if let Some(&id) = self.accepted.get(&(from, h.socket_id, h.isn)) {
             if let Some(c) = self.conns.get_mut(&id) {
                 if !c.is_done() {
                     let r = c.repeat_response(h);
@@ -273,7 +273,7 @@ impl Endpoint {
         let config = l.config.clone();
         let id = self.alloc_id();
         self.insert(Connection::accept(config, id, h, from, now));
-        self.accepted.insert((from, h.socket_id, h.isn.get()), id);
+        self.accepted.insert((from, h.socket_id, h.isn), id);
         self.accept_queue.push_back(id);
     }
 
@@ -356,5 +356,47 @@ impl Protocol for Endpoint {
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         Endpoint::poll_transmit(self, now, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::SocketType;
+
+    /// A first-round request whose ISN word has bit 31 set: outside §4's range, but 4.11
+    /// echoes it and so must we (§6.1 listener rule 3).
+    fn request(isn: u32) -> Handshake {
+        Handshake {
+            version: 4,
+            socket_type: SocketType::Stream,
+            isn,
+            mss: 1500,
+            flight_flag_size: 8192,
+            req_type: req_type::CLIENT,
+            socket_id: 0x1A2B_3C4D,
+            cookie: 0,
+            peer_ip: [0x0200_000a, 0, 0, 0],
+        }
+    }
+
+    #[test]
+    fn a_cookie_reply_echoes_a_client_isn_with_bit_31_set() {
+        let mut ep = Endpoint::new(1);
+        ep.listen(ConnectionConfig::default(), 4, Instant::ZERO);
+        let from: SocketAddr = "10.0.0.2:9000".parse().unwrap();
+        let req = request(0x8BAD_F00D);
+        let pkt = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(req) }.to_vec();
+        ep.handle_datagram(Instant::ZERO, from, &pkt);
+        let mut buf = [0u8; 128];
+        let t = ep.poll_transmit(Instant::ZERO, &mut buf).expect("a cookie reply");
+        assert_eq!(t.destination, from);
+        let reply = &buf[..t.size];
+        // Byte for byte the request, but for the destination ID (header word 3) and the cookie.
+        assert_eq!(reply[..12], pkt[..12]);
+        assert_eq!(reply[12..16], req.socket_id.to_be_bytes());
+        assert_eq!(reply[16..44], pkt[16..44], "words 0–6 of the handshake, the ISN's bit 31 too");
+        assert_ne!(reply[44..48], [0; 4], "the cookie");
+        assert_eq!(reply[48..], pkt[48..]);
     }
 }

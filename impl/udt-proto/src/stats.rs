@@ -16,6 +16,9 @@ pub struct Stats {
     pub pkts_recovered: u64,
     /// Received data packets dropped as duplicates or outside the window.
     pub pkts_recv_dropped: u64,
+    /// Data packets from the peer whose payload was longer than negotiated MSS − 44, dropped
+    /// unacknowledged (UDT4.md §8.2 step 0); not counted in `pkts_recv`.
+    pub oversize_drops: u64,
     /// Payload bytes sent, including retransmissions.
     pub bytes_sent: u64,
     /// Payload bytes of first transmissions only.

@@ -405,7 +405,10 @@ pub mod req_type {
 pub struct Handshake {
     pub version: u32,
     pub socket_type: SocketType,
-    pub isn: SeqNo,
+    /// Word 2 as on the wire, all 32 bits: a listener echoes it unchanged (§6.1 listener rules
+    /// 3 and 8), also from a client that set bit 31; [`Handshake::first_seq`] is the sequence
+    /// number it starts.
+    pub isn: u32,
     pub mss: u32,
     pub flight_flag_size: u32,
     pub req_type: i32,
@@ -416,6 +419,12 @@ pub struct Handshake {
 }
 
 impl Handshake {
+    /// The initial sequence number the ISN word stands for: its low 31 bits (§4), all that a
+    /// data packet's word 0 can carry.
+    pub fn first_seq(&self) -> SeqNo {
+        SeqNo::new(self.isn)
+    }
+
     fn parse(b: &[u8]) -> Result<Handshake> {
         use field::handshake::*;
         if b.len() != LEN {
@@ -425,7 +434,7 @@ impl Handshake {
         Ok(Handshake {
             version: read(b, VERSION),
             socket_type: SocketType::from_u32(read(b, SOCKET_TYPE)),
-            isn: SeqNo::new(read(b, ISN)),
+            isn: read(b, ISN),
             mss: read(b, MSS),
             flight_flag_size: read(b, FLIGHT_FLAG_SIZE),
             req_type: read(b, REQ_TYPE) as i32,
@@ -440,7 +449,7 @@ impl Handshake {
         use field::handshake::*;
         write(b, VERSION, self.version);
         write(b, SOCKET_TYPE, self.socket_type.to_u32());
-        write(b, ISN, self.isn.get());
+        write(b, ISN, self.isn);
         write(b, MSS, self.mss);
         write(b, FLIGHT_FLAG_SIZE, self.flight_flag_size);
         write(b, REQ_TYPE, self.req_type as u32);
@@ -805,7 +814,7 @@ mod tests {
         Handshake {
             version: 4,
             socket_type: SocketType::Stream,
-            isn: SeqNo::new(0x0BAD_F00D),
+            isn: 0x0BAD_F00D,
             mss: 1500,
             flight_flag_size: 8192,
             req_type,
@@ -868,6 +877,20 @@ mod tests {
                 control: Control::Handshake(hs(-1, SERVER, 0x5EED_1234, [10, 0, 0, 1]))
             }
         );
+    }
+
+    #[test]
+    fn a_handshake_keeps_all_32_bits_of_its_isn_word() {
+        let mut request = hex("80 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+            00 00 00 04 00 00 00 01 8b ad f0 0d 00 00 05 dc
+            00 00 20 00 00 00 00 01 1a 2b 3c 4d 00 00 00 00
+            02 00 00 0a 00 00 00 00 00 00 00 00 00 00 00 00");
+        let Repr::Control { control: Control::Handshake(h), .. } = roundtrip(&request) else { panic!("handshake") };
+        assert_eq!(h.isn, 0x8BAD_F00D);
+        assert_eq!(h.first_seq(), SeqNo::new(0x0BAD_F00D), "sequence numbers are 31 bits");
+        request[24] = 0x0b;
+        let Repr::Control { control: Control::Handshake(h), .. } = roundtrip(&request) else { panic!("handshake") };
+        assert_eq!(h.first_seq(), SeqNo::new(h.isn));
     }
 
     #[test]

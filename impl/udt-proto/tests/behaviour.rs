@@ -518,7 +518,7 @@ fn handshake_flood_keeps_no_state_before_the_cookie_round() {
         let hs = wire::Handshake {
             version: 4,
             socket_type: wire::SocketType::Stream,
-            isn: SeqNo::new(port as u32),
+            isn: port as u32,
             mss: 1500,
             flight_flag_size: 8192,
             req_type: req_type::CLIENT,
@@ -618,42 +618,174 @@ fn the_listener_backlog_rejects_the_excess_and_unaccepted_connections_of_silent_
     assert_eq!(p.b.stats().unaccepted_reaped, 2);
 }
 
-/// A client's two handshake rounds against `ep` from `from` with `mss` and flow window `ffs`;
-/// returns the listener's answer to the second (its `req_type`: a response or a rejection)
-/// and the connection it made, if any.
-fn handshake_with(ep: &mut udt_proto::endpoint::Endpoint, now: Instant, mss: u32, ffs: u32) -> (i32, Option<u32>) {
-    let from: std::net::SocketAddr = "10.7.0.1:5000".parse().unwrap();
-    let mut hs = wire::Handshake {
+/// The address of the scripted clients below.
+const SCRIPTED: &str = "10.7.0.1:5000";
+
+/// A scripted client's first request: socket ID 77, ISN word `isn`.
+fn scripted_request(isn: u32, mss: u32, ffs: u32) -> wire::Handshake {
+    wire::Handshake {
         version: 4,
         socket_type: wire::SocketType::Stream,
-        isn: SeqNo::new(1000),
+        isn,
         mss,
         flight_flag_size: ffs,
         req_type: req_type::CLIENT,
         socket_id: 77,
         cookie: 0,
         peer_ip: [0; 4],
-    };
+    }
+}
+
+/// `hs` from the scripted client to `ep`, and the handshake `ep` answers with.
+fn handshake_answer(ep: &mut udt_proto::endpoint::Endpoint, now: Instant, hs: wire::Handshake) -> wire::Handshake {
+    let pkt = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs) }.to_vec();
+    ep.handle_datagram(now, SCRIPTED.parse().unwrap(), &pkt);
     let mut buf = vec![0u8; 2048];
-    let mut answer = |ep: &mut udt_proto::endpoint::Endpoint, hs: wire::Handshake| {
-        let pkt = Repr::Control { dst_socket_id: 0, timestamp: 0, control: Control::Handshake(hs) }.to_vec();
-        ep.handle_datagram(now, from, &pkt);
-        let ids: Vec<u32> = ep.connection_ids().collect();
-        let t = ids
-            .iter()
-            .find_map(|&id| ep.poll_transmit_for(id, now, &mut buf))
-            .or_else(|| ep.poll_transmit(now, &mut buf));
-        let n = t.expect("an answer").size;
-        match Repr::parse(&wire::Packet::new_checked(&buf[..n]).unwrap()).unwrap() {
-            Repr::Control { control: Control::Handshake(h), .. } => h,
-            other => panic!("not a handshake: {other:?}"),
+    let ids: Vec<u32> = ep.connection_ids().collect();
+    let t =
+        ids.iter().find_map(|&id| ep.poll_transmit_for(id, now, &mut buf)).or_else(|| ep.poll_transmit(now, &mut buf));
+    let n = t.expect("an answer").size;
+    match Repr::parse_bytes(&buf[..n]).unwrap() {
+        Repr::Control { control: Control::Handshake(h), .. } => h,
+        other => panic!("not a handshake: {other:?}"),
+    }
+}
+
+/// The scripted client's two handshake rounds with `first` against `ep`: the cookie reply, the
+/// answer to the second round, and the connection the listener made, if any.
+fn handshake_rounds(
+    ep: &mut udt_proto::endpoint::Endpoint,
+    now: Instant,
+    first: wire::Handshake,
+) -> (wire::Handshake, wire::Handshake, Option<u32>) {
+    let cookie_reply = handshake_answer(ep, now, first);
+    let second = wire::Handshake { req_type: req_type::RESPONSE, cookie: cookie_reply.cookie, ..first };
+    let answer = handshake_answer(ep, now, second);
+    (cookie_reply, answer, ep.accept())
+}
+
+/// A client's two handshake rounds against `ep` with `mss` and flow window `ffs`; returns the
+/// listener's answer to the second (its `req_type`: a response or a rejection) and the
+/// connection it made, if any.
+fn handshake_with(ep: &mut udt_proto::endpoint::Endpoint, now: Instant, mss: u32, ffs: u32) -> (i32, Option<u32>) {
+    let (_, answer, conn) = handshake_rounds(ep, now, scripted_request(1000, mss, ffs));
+    (answer.req_type, conn)
+}
+
+/// Every datagram `ep` sends within `d` of `now`, its timers run every millisecond (ACKs need
+/// the ACK timer, §9.2).
+fn scripted_run(ep: &mut udt_proto::endpoint::Endpoint, now: &mut Instant, d: Duration) -> Vec<Vec<u8>> {
+    let end = *now + d;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    loop {
+        ep.handle_timeout(*now);
+        while let Some(t) = ep.poll_transmit(*now, &mut buf) {
+            out.push(buf[..t.size].to_vec());
         }
+        if *now >= end {
+            return out;
+        }
+        *now += ms(1);
+    }
+}
+
+/// A data packet from the scripted client to socket `dst`: solo message 1.
+fn scripted_data(seq: SeqNo, dst: u32, payload: &[u8]) -> Vec<u8> {
+    let header = wire::DataHeader {
+        seq,
+        boundary: wire::Boundary::Solo,
+        in_order: false,
+        msg: MsgNo::new(1),
+        timestamp: 0,
+        dst_socket_id: dst,
     };
-    let first = answer(ep, hs);
-    hs.req_type = -1;
-    hs.cookie = first.cookie;
-    let second = answer(ep, hs);
-    (second.req_type, ep.accept())
+    Repr::Data { header, payload }.to_vec()
+}
+
+/// The ACK numbers, NAK loss lists and data sequence numbers among `out`, in order.
+fn scripted_seen(out: &[Vec<u8>]) -> (Vec<SeqNo>, Vec<Vec<u32>>, Vec<SeqNo>) {
+    let (mut acks, mut naks, mut data) = (Vec::new(), Vec::new(), Vec::new());
+    for d in out {
+        match Repr::parse_bytes(d).unwrap() {
+            Repr::Control { control: Control::Ack(a), .. } => acks.push(a.ack()),
+            Repr::Control { control: Control::Nak(l), .. } => naks.push(l.words().collect()),
+            Repr::Data { header, .. } => data.push(header.seq),
+            _ => {}
+        }
+    }
+    (acks, naks, data)
+}
+
+#[test]
+fn a_client_whose_isn_has_bit_31_set_completes_the_handshake() {
+    // §6.1 listener rules 3 and 8: both replies echo the ISN word whole; 4.11's client (rule 4)
+    // and any other compare it with the ISN they sent. The connection itself counts in 31 bits.
+    let mut p = Pair::new(41, LinkConfig::default());
+    p.b.listen(ConnectionConfig::default(), 4, p.now);
+    let isn = 0x8BAD_F00D;
+    let request = scripted_request(isn, 1500, 8192);
+    let (cookie_reply, response, conn) = handshake_rounds(&mut p.b, p.now, request);
+    assert_eq!((cookie_reply.req_type, cookie_reply.isn), (req_type::CLIENT, isn));
+    assert_eq!((response.req_type, response.isn), (req_type::RESPONSE, isn));
+    let s = conn.expect("accepted");
+    let first = SeqNo::new(isn);
+    assert_eq!(p.b.connection(s).unwrap().isn(), first);
+    // A repeated second round finds the connection (rule 6) and gets the same echo.
+    let second = wire::Handshake { req_type: req_type::RESPONSE, cookie: cookie_reply.cookie, ..request };
+    let again = handshake_answer(&mut p.b, p.now, second);
+    assert_eq!((again.socket_id, again.isn), (s, isn));
+    assert_eq!(p.b.connection_ids().count(), 1);
+
+    // Data both ways starts at the ISN's low 31 bits.
+    let mut now = p.now;
+    p.b.handle_datagram(now, SCRIPTED.parse().unwrap(), &scripted_data(first, s, b"UDT4"));
+    assert_eq!(p.b.connection_mut(s).unwrap().send(now, b"back"), 4);
+    let (acks, _, sent) = scripted_seen(&scripted_run(&mut p.b, &mut now, ms(30)));
+    assert_eq!(acks.first(), Some(&first.next()));
+    assert_eq!(sent, [first]);
+    let mut got = [0u8; 16];
+    assert_eq!(p.b.connection_mut(s).unwrap().recv(&mut got), 4);
+    assert_eq!(&got[..4], b"UDT4");
+}
+
+#[test]
+fn a_data_packet_longer_than_mss_minus_44_is_dropped_unacknowledged_and_counted() {
+    // §8.2 step 0: a payload over negotiated MSS − 44 is dropped whole, as if lost: 4.11
+    // truncates it (its receive buffer holds MSS − 44 bytes, §2), acknowledges and delivers
+    // the head, and the stream is silently corrupt. The scripted client asked for MSS 9000 and
+    // sends as if it had got it; the listener's 1500 was negotiated.
+    let mut p = Pair::new(42, LinkConfig::default());
+    p.b.listen(ConnectionConfig::default(), 4, p.now);
+    let isn = SeqNo::new(5000);
+    let (_, response, conn) = handshake_rounds(&mut p.b, p.now, scripted_request(isn.get(), 9000, 8192));
+    assert_eq!(response.mss, 1500);
+    let s = conn.expect("accepted");
+    let from: std::net::SocketAddr = SCRIPTED.parse().unwrap();
+    let full = 1500 - 44;
+    let data = pattern(3 * full, 42);
+    let mut now = p.now;
+
+    // The first packet is one byte too long, the second is full-sized.
+    p.b.handle_datagram(now, from, &scripted_data(isn, s, &data[..full + 1]));
+    p.b.handle_datagram(now, from, &scripted_data(isn.next(), s, &data[full..2 * full]));
+    let (acks, naks, _) = scripted_seen(&scripted_run(&mut p.b, &mut now, ms(50)));
+    assert_eq!(naks, [vec![isn.get()]], "the oversize packet is missing, as if lost");
+    assert!(acks.iter().all(|&a| a == isn), "nothing acknowledged past it: {acks:?}");
+    let conn = p.b.connection_mut(s).unwrap();
+    let mut got = vec![0u8; 4 * full];
+    assert_eq!(conn.recv(&mut got), 0, "nothing delivered, no truncated head");
+    let st = conn.stats();
+    assert_eq!((st.oversize_drops, st.pkts_recv, st.pkts_lost_rcv), (1, 1, 1));
+
+    // A retransmission of the right size repairs the stream.
+    p.b.handle_datagram(now, from, &scripted_data(isn, s, &data[..full]));
+    let (acks, _, _) = scripted_seen(&scripted_run(&mut p.b, &mut now, ms(50)));
+    assert_eq!(acks.last(), Some(&isn.add(2)));
+    let conn = p.b.connection_mut(s).unwrap();
+    let n = conn.recv(&mut got);
+    assert_eq!(&got[..n], &data[..2 * full]);
+    assert_eq!(conn.stats().oversize_drops, 1);
 }
 
 #[test]

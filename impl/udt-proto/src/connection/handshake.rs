@@ -94,7 +94,7 @@ impl Connection {
         let hs = Handshake {
             version: 4,
             socket_type: config.socket_type,
-            isn,
+            isn: isn.get(),
             mss: config.mss,
             flight_flag_size: config.rcv_capacity(),
             req_type: req,
@@ -108,7 +108,8 @@ impl Connection {
 
     /// Creates the listener side of a connection from the cookie-bearing request `req` of the
     /// client at `client` (§6.1 listener rule 8) and queues the response. Both directions
-    /// start at the client's ISN.
+    /// start at the client's ISN; the response echoes its word whole, even with bit 31 set,
+    /// where the connection's sequence numbers take its low 31 bits.
     pub fn accept(
         config: ConnectionConfig,
         local_id: u32,
@@ -129,12 +130,12 @@ impl Connection {
             peer_ip: wire::peer_ip_words(client.ip()),
         };
         let handshake = Handshaking::new(response, now, Instant::MAX);
-        let mut c = Connection::new(config, Role::Accepted, local_id, req.isn, client, now, handshake);
+        let mut c = Connection::new(config, Role::Accepted, local_id, req.first_seq(), client, now, handshake);
         c.mss = mss;
         c.peer_id = req.socket_id;
         c.awaiting_peer = true;
         c.ctrl.push_back(CtrlOut::Handshake(response));
-        c.establish(now, req.isn, req.flight_flag_size);
+        c.establish(now, req.first_seq(), req.flight_flag_size);
         c
     }
 
@@ -176,12 +177,12 @@ impl Connection {
                 if h.req_type == req_type::REJECT {
                     return self.fail(ConnectError::Rejected);
                 }
-                if h.isn != self.isn {
+                if h.isn != self.isn.get() {
                     return self.fail(ConnectError::IsnMismatch);
                 }
                 self.mss = h.mss.clamp(MIN_MSS, self.config.mss.max(MIN_MSS));
                 self.peer_id = h.socket_id;
-                self.establish(now, h.isn, h.flight_flag_size);
+                self.establish(now, h.first_seq(), h.flight_flag_size);
                 // Let the listener know we are here so it may start sending (§16 pitfall 8),
                 // unless our own first data or ACK does so sooner.
                 self.hello_at = Some(now + HELLO_DELAY);
@@ -217,7 +218,7 @@ impl Connection {
         Handshake {
             version: 0,
             socket_type: SocketType::Other(0),
-            isn: self.isn,
+            isn: self.isn.get(),
             mss: self.mss,
             flight_flag_size: self.config.flight_flag_size,
             req_type: req,
@@ -244,7 +245,7 @@ impl Connection {
         // mismatched options cannot produce oversized packets.
         self.mss = peer.mss.clamp(MIN_MSS, self.config.mss.max(MIN_MSS));
         self.peer_id = peer.socket_id;
-        self.establish(now, peer.isn, peer.flight_flag_size);
+        self.establish(now, peer.first_seq(), peer.flight_flag_size);
         self.ctrl.push_back(CtrlOut::KeepAlive);
     }
 

@@ -92,8 +92,9 @@ impl Receiver {
     // ---------------------------------------------------------------- input
 
     /// A data packet (§8.2). Returns the gap it revealed, for an immediate NAK (§8.2 step 4).
-    /// `full_payload`: the payload of a full-sized packet; a shorter one makes the next ACK due
-    /// at once.
+    /// `full_payload`: the payload of a full-sized packet (negotiated MSS − 44); a shorter one
+    /// makes the next ACK due at once, a longer one is dropped whole, as if lost on the way
+    /// (§8.2 step 0): neither stored nor acknowledged nor measured, only counted.
     pub fn on_data(
         &mut self,
         now: Instant,
@@ -103,6 +104,10 @@ impl Receiver {
         rtt: &RttEstimator,
         stats: &mut Stats,
     ) -> Option<(SeqNo, SeqNo)> {
+        if payload.len() > full_payload {
+            stats.oversize_drops += 1;
+            return None;
+        }
         stats.pkts_recv += 1;
         stats.bytes_recv += payload.len() as u64;
         self.arrival.on_data(now);
