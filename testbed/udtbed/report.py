@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from . import repeats  # noqa: E402
+from . import repeats, runs_index  # noqa: E402
 from .hostwatch import HostReport  # noqa: E402
 from .results import ExperimentResult, PartResult, Verdict  # noqa: E402
 
@@ -827,4 +827,9 @@ def write_report(outdir: Path) -> Path:
     sim_dir = outdir / "sim"
     path = outdir / "report.html"
     path.write_text(render(meta, results, sim_dir if sim_dir.is_dir() else None))
+    # The run's line in the index of all runs, where the run sits in a results tree that
+    # `udtbed run` keeps (it has `latest`), not in a directory a run was copied to.
+    runs_index.summarise(outdir, meta, results)
+    if (outdir.parent / "latest").is_symlink():
+        runs_index.write_index(outdir.parent)
     return path

@@ -28,7 +28,7 @@ from pathlib import Path
 from rich.console import Console
 from udtconf.progress import Progress
 
-__all__ = ["ScreenshotError", "find_chromium", "screenshot_html", "screenshot_progress", "progress_svg"]
+__all__ = ["ScreenshotError", "find_chromium", "rendered_dom", "screenshot_html", "screenshot_progress", "progress_svg"]
 
 INSTALL_HINT = "install Debian's chromium (apt-get install chromium fonts-dejavu-core, or run ci/setup.sh as root)"
 
@@ -94,6 +94,21 @@ def screenshot_html(page: Path, out: Path, *, width: int = 1200, height: int = 9
         with Image.open(out) as im:
             top = im.crop((0, 0, width, height))
         top.save(out)
+
+
+def rendered_dom(url: str, *, timeout: float = 60.0) -> str:
+    """The DOM of ``url`` after its scripts ran, as headless Chromium serialises it."""
+    chromium = find_chromium()
+    with tempfile.TemporaryDirectory(prefix="udtbed-chromium-") as profile:
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+        cmd += [f"--user-data-dir={profile}", "--dump-dom", url]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise ScreenshotError(f"chromium took more than {timeout:.0f} s for {url}") from e
+    if proc.returncode != 0:
+        raise ScreenshotError(f"chromium failed (exit {proc.returncode}) on {url}: {proc.stderr[-500:]}")
+    return proc.stdout
 
 
 # --- the progress display --------------------------------------------------
