@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from udtconf import expectations, gate, report
+from udtconf import expectations, gate, processes, report
 from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
 from udtconf.frtp.checks import rules_for as frtp_rules_for
@@ -43,6 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except (SelectionError, StackError, expectations.ExpectationsError, gate.GateError) as e:
         raise pytest.UsageError(str(e)) from e
     config.stash[_SELECTION] = selection
+    # SIGTERM (make conformance, udtconf run) ends the session as Ctrl-C does: every stack stopped
+    processes.interrupt_on_sigterm()
     if config.option.xmlpath is None and not os.environ.get("UDTC_NO_JUNIT"):
         results_dir().mkdir(parents=True, exist_ok=True)
         config.option.xmlpath = str(results_dir() / "junit.xml")
@@ -147,7 +149,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         key = item_key(item)
         # With stacks under test only their tests run: the suite's own unit tests are ours to run.
         unit = key_unit(key) if key else f"test/{item.nodeid}"
-        if (key is None and sel.under_test) or (sel.shard and not sel.shard.owns(unit, sel.units)):
+        probe = getattr(getattr(item, "callspec", None), "params", {}).get("probe")
+        unselected_probe = probe is not None and not sel.probe_selected(str(getattr(probe, "id", "")))
+        if (key is None and sel.under_test) or unselected_probe or (sel.shard and not sel.shard.owns(unit, sel.units)):
             drop.append(item)
             continue
         keep.append(item)
@@ -170,7 +174,8 @@ class FailFastRunner(InteropRunner):
         self.cases = cases
 
     def run(self, server: Stack, client: Stack, case: str) -> RunResult:
-        if case != "handshake" and "handshake" in self.cases:
+        claimed = server.supports(case) and client.supports(case)  # else: "?", unclaimed, not "–"
+        if case != "handshake" and "handshake" in self.cases and claimed:
             hs = super().run(server, client, "handshake")
             if hs.status == "fail":
                 return RunResult(
@@ -247,6 +252,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         config.stash[_ENTRIES].append(
             report.Entry.from_props(props, nodeid=item.nodeid, status=status, message=_message(rep))
         )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    processes.cleanup()  # whatever an interrupted run left: the registered groups, then the marked
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -98,3 +98,21 @@ def test_cases_skipped_after_a_failed_handshake_are_marked_apart_from_unsupporte
     page = render_html(entries, tmp_path)
     assert f"title='{why}'>–</span> transfer" in page
     assert "does not list dgram'>?</span> dgram" in page
+
+
+def test_an_unselected_pair_or_case_shows_nothing_an_unclaimed_case_a_question_mark(tmp_path: Path) -> None:
+    entries = [
+        Entry("interop/tp/tp/handshake", "n1", "failed", message="client tp exit 1"),
+        Entry("interop/tp/ref/handshake", "n2", "passed"),
+        Entry("interop/ref/tp/handshake", "n3", "passed"),
+        Entry("interop/tp/tp/mss", "n4", "skipped", message="unsupported: tp meta.toml does not list mss"),
+    ]
+    page = render_html(entries, tmp_path)
+    # server ref × client ref was never selected (only cells with the stack under test run)
+    ref_row = page.split("<tr><th>ref</th>")[1].split("</tr>")[0]
+    assert ref_row.startswith("\n<td></td>"), ref_row  # columns: ref, tp
+    assert "not supported" not in ref_row and "?" not in ref_row
+    assert "title='unsupported: tp meta.toml does not list mss'>?</span> mss" in page
+    # a case of no pair's (mss for tp × ref) is not listed under that pair
+    tp_row = page.split("<tr><th>tp</th>")[1].split("</tr>")[0]
+    assert tp_row.count("</span> mss") == 1

@@ -186,3 +186,44 @@ def test_the_printed_matrix_marks_cases_skipped_after_a_failed_handshake() -> No
     }
     lines = matrix_lines(doc, ["b"])
     assert "server b            × client libudt       ✕ handshake  – transfer  ? dgram" in lines[0]
+
+
+def test_probes_and_limits_become_the_suites_environment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from udtconf.run import parser, run_env
+
+    args = parser().parse_args(["run", "--stack", "x", "--probes", "none", "--mem-limit", "4G", "--cpu-limit", "60"])
+    env = run_env(args, {"UDTC_PROBES": "stale"})
+    assert env["UDTC_PROBES"] == "none" and env["UDTC_MEM_LIMIT"] == "4G" and env["UDTC_CPU_LIMIT"] == "60"
+    assert env["UDTC_RUN_ID"], "the run's processes carry its id, so that a stopped run can find them"
+    tp = _stack(tmp_path)
+    rc, out = _run(capsys, "--stack", str(tp), "--against", "none", "--probes", "none", "--list")
+    assert rc == 0 and "(probes: none)" in out
+    rc, out = _run(capsys, "--stack", str(tp), "--mem-limit", "lots", "--list")
+    assert rc == 2 and "--mem-limit: memory limit 'lots': write a size such as 2G" in out
+    rc, out = _run(capsys, "--stack", str(tp), "--probes", "server/nothing-like-it", "--list")
+    assert rc == 2 and "no probe matches ['server/nothing-like-it']" in out
+
+
+def test_a_failed_handshake_hints_at_running_without_it() -> None:
+    from udtconf.run import handshake_hint
+
+    doc = {
+        "entries": [{"key": "interop/b/b/transfer", "status": "skipped", "message": "handshake failed for server b"}]
+    }
+    assert handshake_hint(doc, ["handshake", "transfer", "loss"]) == (
+        "hint: a pair's handshake failed, so its other cases were not run (fail-fast); to see them, run without "
+        "handshake: --cases transfer,loss"
+    )
+    assert handshake_hint({"entries": []}, ["handshake"]) is None
+
+
+@pytest.mark.slow
+def test_a_case_the_stack_does_not_claim_stays_unsupported_after_a_failed_handshake(tmp_path: Path) -> None:
+    from conftest import FailFastRunner
+    from udtconf.stacks import load
+
+    tp = load(_stack(tmp_path))  # claims handshake only; its client fails
+    runner = FailFastRunner(tmp_path / "results", ("handshake", "transfer"))
+    assert runner.run(tp, tp, "handshake").status == "fail"
+    res = runner.run(tp, tp, "transfer")
+    assert res.status == "unsupported" and "does not list transfer" in res.reason

@@ -156,3 +156,23 @@ def test_a_sabul_stack_under_test_gets_sabul_partners(tmp_path: Path) -> None:
     tp = _stack(tmp_path, "tp")
     both = from_env({"UDTC_STACK": os.pathsep.join([str(tp), str(mine)]), "CASES": "handshake"})
     assert [s.name for s in both.stacks] == ["tp", "sabul-mine", "libudt", "udt-rs", "sabul", "sabul-py"]
+
+
+def test_a_udt_run_lists_only_udt_cases(tmp_path: Path) -> None:
+    tp = _stack(tmp_path, "tp")
+    sel = from_env({"UDTC_STACK": str(tp)})
+    assert "empty" not in sel.cases and "handshake" in sel.cases, "SABUL's empty case is not a UDT case"
+    assert from_env({"STACKS": "libudt,udt-rs"}).cases == tuple(c for c in TESTCASES if c != "empty")
+
+
+def test_probes_none_or_a_list_of_ids_and_globs_narrow_the_probes(tmp_path: Path) -> None:
+    tp = _stack(tmp_path, "tp")
+    every = from_env({"UDTC_STACK": str(tp)})
+    assert every.probes is None and every.probe_selected("client/nak-duplicates")
+    none = from_env({"UDTC_STACK": str(tp), "UDTC_PROBES": "none"})
+    assert none.probes == () and not none.probe_selected("server/malformed-then-serve")
+    some = from_env({"UDTC_STACK": str(tp), "UDTC_PROBES": "server/*,client/nak-duplicates"})
+    assert some.probe_selected("server/malformed-then-serve") and some.probe_selected("client/nak-duplicates")
+    assert not some.probe_selected("client/early-nak")
+    with pytest.raises(SelectionError, match=r"no probe matches \['server/malformed'\]"):
+        from_env({"UDTC_STACK": str(tp), "UDTC_PROBES": "server/malformed"})

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from .diagnosis import crash_line, log_tail
+from . import processes
+from .diagnosis import crashed, exit_text, log_crash, log_tail
 from .pcap import PcapWriter
 from .registry import Registry
 from .stacks import Stack, stop
@@ -110,19 +111,19 @@ def run_probe(
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     pcap = workdir / "probe.pcap"
+    before = len(processes.started())
     with PcapWriter(pcap) as recorder:
         e = env(stack, workdir, p, recorder)
         try:
             res = p.fn(e)
         except errors as exc:
             res = e.result("fail", f"{type(exc).__name__}: {exc}")
+        finally:
+            mine = processes.started()[before:]
+            for proc in mine:
+                stop(proc)  # a probe that forgot one: ended here, and no crash of ours to judge
+    _judge_crashes(res, stack.name, mine)
     stack_log = workdir / f"{side}.log"
-    crash = crash_line("\n".join(log_tail(stack_log, 200)))
-    if crash:
-        if res.failed:
-            res.details += f"; {stack.name} log: {crash}"
-        else:
-            res.notes.append(f"{stack.name} log shows: {crash}")
     res.pcap, res.log = pcap, workdir / "probe.log"
     tail = log_tail(stack_log)
     res.log.write_text(
@@ -133,3 +134,30 @@ def run_probe(
         + "".join(f"  {line}\n" for line in tail)
     )
     return res
+
+
+def crash_of(name: str, proc: processes.StackProcess) -> str | None:
+    """How a stack process crashed, in words, or None: its exit, the crash line found anywhere in
+    its log, the cap it hit (:func:`~udtconf.diagnosis.crashed`)."""
+    crash = log_crash(proc.log)
+    limit = processes.limit_note(proc)
+    if not (crashed(proc.exit, crash) or limit):
+        return None
+    words = exit_text(proc.exit) if proc.exit is not None else "stopped by the suite"
+    return (
+        f"{name} crashed ({words}" + (f", {limit}" if limit else "") + ")" + (f"; {name} log: {crash}" if crash else "")
+    )
+
+
+def _judge_crashes(res: ProbeResult, name: str, procs: list[processes.StackProcess]) -> None:
+    """No probe passes a stack that crashed: a crash of any process the probe started fails it
+    (noting what the probe alone said), and a failing probe names the crash."""
+    crashes = list(dict.fromkeys(c for p in procs if (c := crash_of(name, p))))
+    if not crashes:
+        return
+    said = "; ".join(crashes)
+    if res.failed:
+        res.details += f"; {said}"
+    else:
+        res.notes.append(f"the probe alone said: {res.verdict}")
+        res.outcome, res.details = "fail", said

@@ -12,6 +12,11 @@ to dig through logs and captures. The diagnosis reads what the run left behind a
   data and ACKs got — the last ACK number and whether it sits at the 2^31 wrap (§4), and whether
   the receiver stopped acknowledging data it had (§8.3) or the sender never retransmitted what
   was NAKed (§8.7) — and which side went silent first;
+* who is at fault, from the order of events: before a receiver is blamed for silence, the cell's
+  wire rules are read for a packet that spoiled the exchange (:func:`udtconf.checks.spoiled_packets`:
+  a first data packet that is not the ISN, a payload over MSS − 44, a cookie reply that is not
+  the request), and a reply is missed only where the request that asks for it was sent — else
+  the side that sent the bad packet, or never sent the request, is named;
 * *alive but deaf*: a role still running that sent nothing for :data:`DEAF_AFTER` seconds. A
   healthy UDT endpoint is never that quiet: its EXP timer sends a keep-alive or a
   retransmission at least every few hundred milliseconds (§9.4).
@@ -36,10 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .capture import SENTINEL
+from .checks import Context, Spoiled, spoiled_packets
 from .pcap import parse_frame
 from .seq import MAX, seqcmp, seqoff
 from .trace import Connection, Endpoint
-from .wire import Nak, WireError
+from .wire import DataPacket, Handshake, Nak, WireError
 
 DEAF_AFTER = 5.0  # s without a packet from a running, engaged role: deaf (keep-alives every ~0.3 s, §9.4)
 STALL_AFTER = 10.0  # s without the ACK number moving while data beyond it reached the receiver
@@ -47,6 +53,7 @@ STARTUP = 10.0  # s a client may take from its start to its first packet (an ada
 TAIL_LINES = 15
 NEAR_WRAP = 64  # sequence numbers this close to 2^31 are reported relative to the wrap
 _TAIL_BYTES = 64 * 1024
+_CRASH_SCAN_BYTES = 16 * 1024 * 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -63,6 +70,7 @@ class Role:
     log: Path
     ended: float | None = None  # wall-clock time (time.time()) it exited or was stopped
     stats: Path | None = None
+    limit: str | None = None  # the cap it hit (udtconf.processes.limit_note)
 
     @property
     def side(self) -> str:
@@ -117,6 +125,33 @@ def crash_line(text: str) -> str | None:
             line = f"{line} {lines[i + 1].strip()}"
         return line[:300]
     return None
+
+
+def log_crash(path: Path) -> str | None:
+    """The first crash line anywhere in a log (a fatal error is often printed first and followed
+    by a dump of every thread), or None; a log over 32 MiB is read at its two ends."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            f.seek(0)
+            if size <= 2 * _CRASH_SCAN_BYTES:
+                raw = f.read()
+            else:
+                raw = f.read(_CRASH_SCAN_BYTES) + b"\n"
+                f.seek(size - _CRASH_SCAN_BYTES)
+                raw += f.read()
+    except OSError:
+        return None
+    return crash_line(raw.decode(errors="replace"))
+
+
+def crashed(rc: int | None, crash: str | None) -> bool:
+    """Whether a role crashed, by the adapter contract: a crash line in its log, whatever its exit;
+    or an exit the contract does not allow — killed by a signal, 126, or 128 and above (a shell
+    reporting a signal). 1–125 is a failure the stack reported; ``rc`` None: the suite stopped it."""
+    if crash:
+        return True
+    return rc is not None and (rc < 0 or rc == 126 or rc >= 128)
 
 
 def log_tail(path: Path, n: int = TAIL_LINES) -> list[str]:
@@ -196,12 +231,18 @@ def _shift(a: Connection, b: Connection) -> int:
 
 
 def wire_findings(
-    conn: Connection, names: Mapping[str, str], t0: float, client_leg: Connection | None = None
+    conn: Connection,
+    names: Mapping[str, str],
+    t0: float,
+    client_leg: Connection | None = None,
+    ctx: Context | None = None,
 ) -> list[str]:
     """What the capture of one connection says about how far it got, in the server's numbering.
 
     ``conn`` is the server's side of the wire, ``client_leg`` the client's own side where a relay
-    sits between them, ``names`` the stack of each side, ``t0`` the run's start (wall clock)."""
+    sits between them, ``names`` the stack of each side, ``t0`` the run's start (wall clock),
+    ``ctx`` the case's context for the wire rules: with it, a side that sent a packet spoiling
+    the exchange is named before its peer is blamed for what followed."""
     srv, cli = f"server {names.get('server', '?')}", f"client {names.get('client', '?')}"
     own = client_leg or conn  # where the client's own sending shows
     out: list[str] = []
@@ -211,25 +252,82 @@ def wire_findings(
 
     if not own.records:
         return [f"nothing on the wire from the {cli}"]
-    hs_c, hs_s = conn.handshakes("client"), conn.handshakes("server")
-    data = conn.data("client")
-    if not data:
-        if not hs_c:
-            out.append(f"the {cli} sent no handshake that reached the server")
-        elif not hs_s:
-            out.append(f"the {srv} never answered the {len(hs_c)} handshake(s) of the {cli} (§6.1)")
-        elif not any(h.req_type in (-1, -2) for _, h in hs_s):
-            out.append(f"the handshake stopped after the {srv}'s first-round reply (§6.1): no final response")
-        else:
-            out.append(f"the handshake completed but the {cli} sent no data (§6)")
+    spoiled = spoiled_packets(conn, ctx) if ctx is not None else []
+    if not conn.data("client"):
+        out.append(_handshake_stall(conn, spoiled, srv, cli, at))
     else:
-        out += _progress(conn, own, srv, cli, at)
+        out += _progress(conn, own, spoiled, srv, cli, at)
     out.append(_silence(own, srv, cli, at))
     return out
 
 
-def _progress(conn: Connection, own: Connection, srv: str, cli: str, at: Callable[[float], str]) -> list[str]:
-    """How far the data got: the verdict (who held it up) first, then the numbers."""
+def _spoil_text(s: Spoiled, at: Callable[[float], str]) -> str:
+    return f"{s.rule}: {s.message} (frame {s.record.frame}, {at(s.record.time)})"
+
+
+def _handshake_stall(conn: Connection, spoiled: list[Spoiled], srv: str, cli: str, at: Callable[[float], str]) -> str:
+    """Where a connection without data stopped, and whose move it was: a reply is missed only
+    where the request that asks for it was sent and was valid."""
+    hs_c, hs_s = conn.handshakes("client"), conn.handshakes("server")
+    bad = {
+        side: next((s for s in spoiled if s.record.sender == side and isinstance(s.record.packet, Handshake)), None)
+        for side in ("client", "server")
+    }
+    bad_c, bad_s = bad["client"], bad["server"]
+    if not hs_c:
+        return f"the {cli} sent no handshake that reached the server"
+    if not hs_s:
+        if bad_c:
+            return (
+                f"the {cli} sent an invalid handshake request ({_spoil_text(bad_c, at)}): the {srv} did not "
+                f"answer its {len(hs_c)} handshake(s) (§6.1)"
+            )
+        return f"the {srv} never answered the {len(hs_c)} handshake(s) of the {cli} (§6.1)"
+    if any(h.req_type in (-1, -2) for _, h in hs_s):
+        if bad_s:
+            return (
+                f"the {srv} sent an invalid handshake ({_spoil_text(bad_s, at)}): the {cli} sent no data after it (§6)"
+            )
+        return f"the handshake completed but the {cli} sent no data (§6)"
+    reply = hs_s[0][0]
+    if not any(h.req_type == 1 for _, h in hs_c):  # rendezvous (§6.2): each side answers the other's HS
+        if bad_c:
+            return f"the {cli} sent an invalid rendezvous handshake ({_spoil_text(bad_c, at)}) (§6.2)"
+        return f"the {srv} answered the {cli}'s rendezvous handshakes but never with HS(−1) (§6.2)"
+    # listener (§6.1): the final response answers the client's second-round request
+    second = [(r, h) for r, h in hs_c if r.time >= reply.time and h.req_type != 1]
+    if not second:
+        if bad_s:
+            return (
+                f"the {srv}'s cookie reply was invalid ({_spoil_text(bad_s, at)}): the {cli} never sent the "
+                "second-round request (§6.1)"
+            )
+        return (
+            f"the {cli} never sent the second-round request after the {srv}'s cookie reply at {at(reply.time)} (§6.1)"
+        )
+    if bad_c:
+        return (
+            f"the {cli} sent an invalid handshake request ({_spoil_text(bad_c, at)}): the {srv} sent no final "
+            "response to it (§6.1)"
+        )
+    cookies = {h.cookie for _, h in hs_s if h.req_type == 1}
+    if not any(h.cookie in cookies for _, h in second):
+        return (
+            f"the {cli}'s second-round request did not echo the {srv}'s cookie: no final response (a listener drops "
+            "it, §6.1 listener rule 4)"
+        )
+    return (
+        f"the handshake stopped after the {srv}'s first-round reply (§6.1): no final response to the second-round "
+        f"request the {cli} sent at {at(second[0][0].time)}"
+    )
+
+
+def _progress(
+    conn: Connection, own: Connection, spoiled: list[Spoiled], srv: str, cli: str, at: Callable[[float], str]
+) -> list[str]:
+    """How far the data got: the verdict (who held it up) first, then the numbers. Invalid data
+    from the client is the verdict where the receiver's stall follows from it: its first data
+    packet, or the packet at the number the ACK waits for."""
     data = conn.data("client")
     arrived: dict[int, float] = {}
     top: int | None = None
@@ -245,13 +343,33 @@ def _progress(conn: Connection, own: Connection, srv: str, cli: str, at: Callabl
         f"data: {len(arrived)} sequence numbers reached the server, up to {top:#010x}{wrap_note(top)}; "
         f"the client's last data packet {(last_d.seq + delta) & MAX:#010x} at {at(last_r.time)}"
     )
+    bad = [s for s in spoiled if s.record.sender == "client" and isinstance(s.record.packet, DataPacket)]
+    firsts = {id(leg.data("client")[0][0]) for leg in (conn, own) if leg.data("client")}
+    first_bad = next((s for s in bad if id(s.record) in firsts), None)
     acks = conn.acks("server")
     if not acks:
+        if first_bad:
+            return [
+                f"the {cli}'s first data packet was invalid ({_spoil_text(first_bad, at)}): the {srv} had nothing it "
+                "could acknowledge",
+                summary,
+            ]
         return [f"the {srv} received data but sent no ACK at all (§8.3)", summary]
     ack = acks[-1][1].ack_no
     moved = next(r.time for r, a in acks if a.ack_no == ack)
     if seqcmp(ack, top) > 0:
-        return [summary, f"every data packet that reached the server was acknowledged (ACK {ack:#010x} at {at(moved)})"]
+        done = f"every data packet that reached the server was acknowledged (ACK {ack:#010x} at {at(moved)})"
+        if bad:
+            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+            return [f"the {cli} sent invalid data: {_spoil_text(bad[0], at)}{more}", summary, done]
+        return [summary, done]
+    at_ack = first_bad or next((s for s in bad if isinstance(p := s.record.packet, DataPacket) and p.seq == ack), None)
+    if at_ack:
+        why = _spoil_text(at_ack, at)
+        return [
+            f"the ACK number waits at {ack:#010x}{wrap_note(ack)} after invalid data from the {cli} ({why})",
+            summary,
+        ]
     beyond = seqoff(ack, top) + 1
     if ack in arrived:
         verdict = (
@@ -349,20 +467,23 @@ def diagnose(
     t0: float,
     client_leg: Connection | None = None,
     stopped: str | None = None,
+    ctx: Context | None = None,
 ) -> Diagnosis:
     """A failed run's :class:`Diagnosis` from its roles and its capture (``conns``: the server's
     side, one per client; ``client_leg``: the client's own side behind a relay; ``stopped``: why
-    the suite stopped the run early, which then already names a deaf role)."""
+    the suite stopped the run early, which then already names a deaf role; ``ctx``: the case's
+    context for the wire rules, which the culprit of a stall is read from)."""
     diag = Diagnosis()
     for role in roles:
         tail = log_tail(role.log)
         if tail:
             diag.tails[role.label] = tail
-        crash = crash_line("\n".join(log_tail(role.log, 200)))
+        crash = log_crash(role.log)
+        limit = f" ({role.limit})" if role.limit else ""
         if crash:
-            diag.findings.append(f"{role.label} {exit_text(role.rc)}: {crash}")
-        elif role.rc is not None and (role.rc < 0 or role.rc > 128):
-            diag.findings.append(f"{role.label} {exit_text(role.rc)}")
+            diag.findings.append(f"{role.label} {exit_text(role.rc)}: {crash}{limit}")
+        elif crashed(role.rc, crash) or role.limit:
+            diag.findings.append(f"{role.label} {exit_text(role.rc)}{limit}")
         if role.stats and (s := last_stats(role.stats)):
             diag.stats[role.label] = stats_text(s)
     names = {r.side: r.stack for r in roles}
@@ -380,7 +501,7 @@ def diagnose(
     for i, conn in enumerate(conns):
         prefix = f"connection {i + 1} (client port {conn.client[1]}): " if len(conns) > 1 else ""
         own = client_leg if len(conns) == 1 else None
-        diag.findings += [prefix + f for f in wire_findings(conn, names, t0, own)]
+        diag.findings += [prefix + f for f in wire_findings(conn, names, t0, own, ctx)]
     return diag
 
 
@@ -509,10 +630,12 @@ __all__ = [
     "Role",
     "WireWatch",
     "crash_line",
+    "crashed",
     "deaf_findings",
     "diagnose",
     "exit_text",
     "last_stats",
+    "log_crash",
     "log_tail",
     "stats_text",
     "wire_findings",

@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .capture import Capture, can_capture
-from .diagnosis import Diagnosis, Role, WireWatch, diagnose, exit_text
+from .checks import Context
+from .diagnosis import Diagnosis, Role, WireWatch, diagnose, exit_text, log_crash
 from .pcap import read_udp
 from .ports import free_udp_port, udp_port_bound
+from .processes import StackProcess, limit_note
 from .relay import LossRelay, Relay, wrap_target
 from .stacks import EXIT_OK, EXIT_UNSUPPORTED, REPO_ROOT, Stack, stop
 from .testdata import random_file, sha256_file
@@ -119,7 +121,7 @@ class _Proc:
 
     name: str
     stack: Stack
-    popen: subprocess.Popen[bytes]
+    popen: StackProcess
     logdir: Path
     started: float
     ended: float | None = None
@@ -145,7 +147,12 @@ class _Proc:
     def role(self) -> Role:
         log = self.logdir / f"{self.side}.log"
         stats = self.logdir / f"stats-{self.side}.jsonl"
-        return Role(self.name, self.stack.name, self.rc, log, self.ended, stats if stats.exists() else None)
+        limit = limit_note(self.popen)
+        return Role(self.name, self.stack.name, self.rc, log, self.ended, stats if stats.exists() else None, limit)
+
+    def crash(self) -> str | None:
+        """Its log's crash line (anywhere in the log), or None."""
+        return log_crash(self.logdir / f"{self.side}.log")
 
 
 class InteropRunner:
@@ -257,10 +264,11 @@ class InteropRunner:
         res.status = "fail" if problems else "pass"
         res.reason = "; ".join(problems) or f"{sum(p.stat().st_size for p in inputs)} bytes delivered intact"
         if problems:
-            res.diagnosis = diagnose([p.role() for p in procs], res.conns, t0_wall, res.client_leg, res.stopped)
-            # a crash line replaces the bare exit status it explains
+            ctx = Context(case, set(res.dropped), res.client_leg)  # the wire rules name who spoiled the exchange
+            res.diagnosis = diagnose([p.role() for p in procs], res.conns, t0_wall, res.client_leg, res.stopped, ctx)
+            # a crash line (or the cap it hit) replaces the bare exit status it explains
             findings = res.diagnosis.findings
-            problems = [next((f for f in findings if f.startswith(f"{p}: ")), p) for p in problems]
+            problems = [next((f for f in findings if f.startswith((f"{p}: ", f"{p} ("))), p) for p in problems]
             more = [f for f in findings if f not in problems][:3]
             res.reason = "; ".join(problems + more)
         (logdir / "result.json").write_text(json.dumps(res.to_json(), indent=2, ensure_ascii=False))
@@ -359,8 +367,11 @@ class InteropRunner:
     def _exit_problem(
         p: _Proc, stopped: str | None, timeout: float, server_rc: int | None, client_rcs: list[int | None]
     ) -> str | None:
-        """What is wrong with how a role ended, or None."""
-        if p.rc == EXIT_OK or (p.rc is None and stopped):
+        """What is wrong with how a role ended, or None. A role that exited 0 with a crash line in
+        its log crashed all the same (a thread died, the process went on)."""
+        if p.rc == EXIT_OK:
+            return f"{p.name} {p.stack.name} {exit_text(p.rc)}" if p.crash() else None
+        if p.rc is None and stopped:
             return None  # a role the suite stopped early: the reason says why
         if p.rc is not None:
             return f"{p.name} {p.stack.name} {exit_text(p.rc)}"

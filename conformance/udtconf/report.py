@@ -123,8 +123,9 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
         "code{font-size:12px}</style>",
         "<h1>UDT4 conformance — interop matrix</h1>",
         "<p>Rows: server (listener / receiver) stack; columns: client (sender) stack. ✓ transfer intact and no "
-        "MUST rule violated, ✕ failure (orange = known finding/flaky), ? not supported or not built, "
-        "– not run because the pair's handshake failed (fail-fast). "
+        "MUST rule violated, ✕ failure (orange = known finding/flaky), ? unclaimed in a meta.toml (unsupported) "
+        "or not built, – not run because the pair's handshake failed (fail-fast); a case or pair not selected "
+        "shows nothing. "
         "Each mark links to the run's logs; <i>pcap</i> to the capture.</p>",
     ]
     if junit and str(junit):
@@ -144,17 +145,17 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
                 fails = wire_fail.get((s, c, case), [])
                 must = [f for f in fails if f.grade == "MUST" and f.status == "failed"]
                 if e is None:
-                    sym, cls = "?", "unk"
-                elif e.status in ("passed", "xpass") and not must:
+                    continue  # not selected (a reference × reference pair, another protocol's case)
+                if e.status in ("passed", "xpass") and not must:
                     sym, cls = "✓", "ok"
                 elif e.status == "skipped":
                     sym, cls = ("–" if SKIPPED_AFTER_HANDSHAKE in e.text else "?"), "unk"
                 else:
                     sym, cls = "✕", "known" if e.status == "xfail" and not must else "bad"
-                link = html.escape(_rel(e.logdir, outdir)) if e and e.logdir else ""
-                cap = f" <a href='{html.escape(_rel(e.pcap, outdir))}'>pcap</a>" if e and e.pcap else ""
+                link = html.escape(_rel(e.logdir, outdir)) if e.logdir else ""
+                cap = f" <a href='{html.escape(_rel(e.pcap, outdir))}'>pcap</a>" if e.pcap else ""
                 note = f" <small>({len(fails)} rule{'s' if len(fails) != 1 else ''} failed)</small>" if fails else ""
-                title = html.escape(e.text if e else "not run")
+                title = html.escape(e.text)
                 mark = (
                     f"<a class='{cls}' href='{link}' title='{title}'>{sym}</a>"
                     if link

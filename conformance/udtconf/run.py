@@ -3,7 +3,8 @@
 ::
 
     python -m udtconf run --stack PATH [--stack PATH ...] [--against NAMES|none]
-                          [--cases a,b] [--fail-on must|required|all] [--shard i/N]
+                          [--cases a,b] [--probes none|A,B] [--mem-limit SIZE] [--cpu-limit S]
+                          [--fail-on must|required|all] [--shard i/N]
                           [--out DIR] [--influx URL] [--list]
 
 ``--stack`` is a stack directory (meta.toml + entrypoint, docs/conformance/adapter-contract.md)
@@ -12,9 +13,13 @@ anywhere on disk. The command runs the ``build`` commands of the stacks this run
 (with itself and with each ``--against`` stack of its protocol, both directions; by default
 libudt and udt-rs for a UDT stack, sabul and sabul-py for a SABUL one), its active probes and its
 adapter checks (:mod:`udtconf.selection`); writes junit.xml, results.json, matrix.html and runs/
-to ``--out``; prints the matrix; and exits 0 when nothing gating failed, 1 when something did
+to ``--out``; prints the matrix (with a hint when a failed handshake kept a pair's other cases
+from running); and exits 0 when nothing gating failed, 1 when something did
 (:mod:`udtconf.gate`), 2 when it could not run: a bad option, meta.toml or expectations file,
-an unknown stack, a failed build.
+an unknown stack, a failed build. ``--probes none`` leaves the active probes out while an adapter
+is being debugged; ``--mem-limit`` and ``--cpu-limit`` set the caps of every stack process
+(:mod:`udtconf.processes`). SIGINT or SIGTERM stops pytest and every process the run started,
+then exits 128 + the signal.
 
 ``python -m udtconf build`` runs only the builds, for the selection of the environment (the
 plain matrix's ``STACKS``, default every conformance stack); ``make conformance`` uses it.
@@ -25,13 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
+import signal
 import sys
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import expectations, gate
+from . import expectations, gate, processes
 from .report import SKIPPED_AFTER_HANDSHAKE
 from .selection import Selection, SelectionError, from_env
 from .stacks import CONFORMANCE_DIR, PARTNERS, REPO_ROOT, StackError, build
@@ -89,6 +95,23 @@ def parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=DEFAULT_OUT, metavar="DIR", help=f"results directory (default {DEFAULT_OUT})"
     )
     run.add_argument("--influx", metavar="URL", help="write each case's outcome to InfluxDB 1.x at URL")
+    run.add_argument(
+        "--probes",
+        metavar="none|A,B",
+        help="the active probes to run: 'none' while debugging an adapter (the interop cells and adapter checks "
+        "only), or comma-separated probe ids or globs such as 'server/*' (default: all)",
+    )
+    run.add_argument(
+        "--mem-limit",
+        metavar="SIZE",
+        help=f"memory cap of each stack process (RLIMIT_DATA), e.g. 4G; 0: none (default "
+        f"{processes.size_text(processes.DEFAULT_MEM_LIMIT)})",
+    )
+    run.add_argument(
+        "--cpu-limit",
+        metavar="S",
+        help=f"CPU-time cap of each stack process in seconds; 0: none (default {processes.DEFAULT_CPU_LIMIT})",
+    )
     run.add_argument("--list", action="store_true", help="list what this run (and shard) would run, then exit")
     b = sub.add_parser(
         "build",
@@ -104,7 +127,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, str]:
     """The environment the suite reads (udtconf.selection, conftest.py) for these options."""
-    drop = ("STACKS", "CASES", "UDTC_SHARD", "INFLUX", "UDTC_NO_JUNIT", "UDTC_AGAINST")
+    drop = ("STACKS", "CASES", "UDTC_SHARD", "INFLUX", "UDTC_NO_JUNIT", "UDTC_AGAINST", "UDTC_PROBES")
     env = {k: v for k, v in base.items() if k not in drop}
     env["UDTC_STACK"] = os.pathsep.join(str(p.expanduser().absolute()) for p in args.stack)
     if args.against:
@@ -115,6 +138,18 @@ def run_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, str]
         env["CASES"] = args.cases
     if args.shard:
         env["UDTC_SHARD"] = args.shard
+    if args.probes:
+        env["UDTC_PROBES"] = args.probes
+    try:
+        if args.mem_limit is not None:
+            processes.parse_size(args.mem_limit)
+            env[processes.MEM_LIMIT_VAR] = args.mem_limit
+        if args.cpu_limit is not None:
+            processes.parse_seconds(args.cpu_limit)
+            env[processes.CPU_LIMIT_VAR] = args.cpu_limit
+    except processes.LimitError as e:
+        raise UsageError(f"--{'mem' if 'memory' in str(e) else 'cpu'}-limit: {e}") from e
+    env[processes.RUN_ID_VAR] = uuid.uuid4().hex[:12]
     if args.influx:
         if not args.influx.startswith(("http://", "https://")):
             raise UsageError(
@@ -139,7 +174,8 @@ def describe(sel: Selection) -> list[str]:
     lines = [f"{len(cells)} interop cells{shard}:"]
     lines += [f"  server {s.name} × client {c.name}: {case}" for s, c, case in cells]
     probes = sel.probe_stacks()
-    lines.append(f"active probes and adapter checks{shard}: {', '.join(s.name for s in probes) or 'none'}")
+    which = "" if sel.probes is None else f" (probes: {', '.join(sel.probes) or 'none'})"
+    lines.append(f"active probes and adapter checks{shard}{which}: {', '.join(s.name for s in probes) or 'none'}")
     return lines
 
 
@@ -185,7 +221,10 @@ def matrix_lines(doc: Mapping[str, object], under_test: Sequence[str]) -> list[s
     for (server, client), marks in cells.items():
         lines.append(f"  server {server:<12} × client {client:<12} {'  '.join(marks)}")
     if cells:
-        lines.append("  (✓ passed  ✕ failed  ? not supported or not built  – not run: the pair's handshake failed)")
+        lines.append(
+            "  (✓ passed  ✕ failed  ? unclaimed in meta.toml (unsupported) or not built  "
+            "– not run: the pair's handshake failed)"
+        )
     for name in under_test:
         mine = [e for e in entries if str(e["key"]).startswith((f"active/{name}/", f"adapter/{name}/"))]
         counts: dict[str, int] = {}
@@ -207,6 +246,19 @@ def matrix_lines(doc: Mapping[str, object], under_test: Sequence[str]) -> list[s
     return lines
 
 
+def handshake_hint(doc: Mapping[str, object], cases: Sequence[str]) -> str | None:
+    """What to run next when a pair's failed handshake kept its other cases from running."""
+    raw = doc.get("entries")
+    entries = [e for e in raw if isinstance(e, dict)] if isinstance(raw, list) else []
+    if not any(SKIPPED_AFTER_HANDSHAKE in str(e.get("message", "")) for e in entries):
+        return None
+    others = ",".join(c for c in cases if c != "handshake") or "transfer"
+    return (
+        "hint: a pair's handshake failed, so its other cases were not run (fail-fast); to see them, run "
+        f"without handshake: --cases {others}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     env = run_env(args, os.environ)
     sel = selection(env)
@@ -219,14 +271,20 @@ def run(args: argparse.Namespace) -> int:
         (out / stale).unlink(missing_ok=True)
     build_all(sel, out)
     t0 = time.monotonic()
-    rc = subprocess.run(pytest_argv(out), env=env, cwd=CONFORMANCE_DIR).returncode
+    rc, sig = processes.run_supervised(pytest_argv(out), env, CONFORMANCE_DIR)
     took = time.monotonic() - t0
+    if sig:
+        name = signal.Signals(sig).name
+        print(f"\nudtconf run: stopped by {name} after {took:.0f} s; every process of the run ended", file=sys.stderr)
+        return 128 + sig
     results = out / "results.json"
     doc = json.loads(results.read_text()) if results.is_file() else {}
     partners = [s.name for s in sel.stacks if not sel.tested(s.name)]
     against = ",".join(partners) or "none"
     print(f"\nconformance: {', '.join(sel.under_test)} against {against}; gate {args.fail_on}; {took:.0f} s")
     print("\n".join(matrix_lines(doc, sel.under_test)))
+    if (hint := handshake_hint(doc, sel.cases)) is not None:
+        print(hint)
     print(f"results: {out / 'matrix.html'}, {out / 'junit.xml'}, {results}")
     if rc == 0:
         print("exit 0: nothing gating failed")

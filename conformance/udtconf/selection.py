@@ -19,7 +19,9 @@ A stack is paired only with stacks of its own protocol, and a cell runs only the
 protocol defines (:data:`~udtconf.stacks.PROTOCOL_TESTCASES`): ``transfer`` is the UDT4 case
 for UDT pairs and the SABUL case for SABUL pairs.
 
-``CASES`` narrows the test cases. ``UDTC_SHARD=i/N`` keeps this runner's share: the units of
+``CASES`` narrows the test cases (default: those of the selected stacks' protocols).
+``UDTC_PROBES`` narrows the active probes: ``none``, or comma-separated probe ids or globs
+(``server/*``); the adapter checks always run. ``UDTC_SHARD=i/N`` keeps this runner's share: the units of
 work — one per cell (server, client, case), so that a cell's interop run and its wire-rule and
 codec tests (which share the memoised run) land together, and one per stack for its probes
 and adapter checks — sorted and dealt out round-robin; shard i of N owns every N-th unit from
@@ -28,6 +30,7 @@ the i-th. All N shards together run exactly the selection.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import zlib
 from collections.abc import Mapping, Sequence
@@ -99,6 +102,10 @@ class Selection:
     under_test: tuple[str, ...] = ()  # names; empty: the plain matrix (every stack is under test)
     shard: Shard | None = None
     registry: Mapping[str, Stack] = field(default_factory=dict, compare=False, repr=False)
+    probes: tuple[str, ...] | None = None  # probe ids or globs; None: every probe
+
+    def probe_selected(self, probe_id: str) -> bool:
+        return self.probes is None or any(fnmatch.fnmatchcase(probe_id, p) for p in self.probes)
 
     def tested(self, name: str) -> bool:
         return not self.under_test or name in self.under_test
@@ -151,11 +158,48 @@ def parse_cases(text: str | None) -> tuple[str, ...]:
     return tuple(cases)
 
 
+def parse_probes(text: str | None) -> tuple[str, ...] | None:
+    """``UDTC_PROBES``: None (every probe), () for ``none``, else the ids and globs, each of which
+    must match some probe of the suite."""
+    if text is None or not text.strip():
+        return None
+    if text.strip() == "none":
+        return ()
+    wanted = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    known = probe_ids()
+    unknown = [w for w in wanted if not fnmatch.filter(known, w)]
+    if unknown:
+        raise SelectionError(
+            f"no probe matches {unknown}; write 'none', or probe ids or globs such as 'server/*' "
+            f"(probes: {', '.join(sorted(set(known)))})"
+        )
+    return wanted
+
+
+def probe_ids() -> list[str]:
+    """The ids of every protocol's active probes."""
+    from .frtp.tester import PROBES as FRTP  # the testers are heavy: only when probes are named
+    from .sabul.tester import PROBES as SABUL
+    from .tester import PROBES as UDT
+
+    return [p.id for probes in (UDT, SABUL, FRTP) for p in probes]
+
+
+def _narrow(cases: tuple[str, ...], stacks: Sequence[Stack], explicit: bool) -> tuple[str, ...]:
+    """Without CASES: only the cases of the selected stacks' protocols (a UDT run lists no
+    SABUL ``empty``)."""
+    if explicit or not stacks:
+        return cases
+    return tuple(c for c in cases if any(c in s.protocol_testcases for s in stacks))
+
+
 def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
     """The selection the environment asks for; a :class:`SelectionError` or a
     :class:`~udtconf.stacks.StackError` says what to change when it cannot be run."""
     paths = [Path(p) for p in environ.get("UDTC_STACK", "").split(os.pathsep) if p.strip()]
     cases = parse_cases(environ.get("CASES"))
+    explicit = bool(environ.get("CASES"))
+    probes = parse_probes(environ.get("UDTC_PROBES"))
     shard = Shard.parse(environ["UDTC_SHARD"]) if environ.get("UDTC_SHARD") else None
     reg = registry(search_path(environ), stacks=paths)
     if not paths:
@@ -163,7 +207,8 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
             raise SelectionError(
                 "UDTC_AGAINST pairs the stacks under test (UDTC_STACK=PATH) with others; set UDTC_STACK"
             )
-        return Selection(tuple(select(reg, environ.get("STACKS") or None)), cases, shard=shard, registry=reg)
+        chosen = tuple(select(reg, environ.get("STACKS") or None))
+        return Selection(chosen, _narrow(cases, chosen, explicit), shard=shard, registry=reg, probes=probes)
     if environ.get("STACKS"):
         raise SelectionError(
             "STACKS selects the plain matrix; with stacks under test (UDTC_STACK / --stack) name their "
@@ -177,7 +222,7 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
     against_text = environ.get("UDTC_AGAINST") or default_partners(tested, reg)
     against = [] if against_text.strip() == "none" else select(reg, against_text)
     stacks = list({s.name: s for s in [*tested, *against]}.values())
-    return Selection(tuple(stacks), cases, tuple(s.name for s in tested), shard, reg)
+    return Selection(tuple(stacks), _narrow(cases, stacks, explicit), tuple(s.name for s in tested), shard, reg, probes)
 
 
 def default_partners(tested: list[Stack], reg: Mapping[str, Stack]) -> str:

@@ -21,8 +21,10 @@ command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) make
 * A stack with conformance test cases (non-empty ``testcases``) also has an executable
   ``entrypoint``, the adapter contract (docs/conformance/adapter-contract.md). The suite never
   calls a stack's binary directly: it sets ``ROLE``, ``TESTCASE``, addresses and file paths in
-  the environment and reads the exit code (0 = pass, 127 = test case not supported, anything
-  else = failure). :func:`discover` lists these stacks.
+  the environment and reads the exit code (0 = pass, 127 = test case not supported, 1–125 =
+  failure; a signal, 126, 128 and above, or a crash line in the log = a crash). Every process
+  runs under the memory and CPU caps of :mod:`udtconf.processes`. :func:`discover` lists these
+  stacks.
 * An optional ``[bulk]`` table says how the testbed and the benchmark run one bulk transfer
   with the stack (:class:`Bulk`): through the ``udt`` command line of docs/cli.md
   (``udt-cli``), the ``sabul`` one (``sabul-cli``: the sender listens), or as kernel TCP
@@ -32,13 +34,15 @@ command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) make
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import tomllib
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .processes import StackProcess, start
+from .processes import stop as stop  # where the suite has always found it
 
 EXIT_OK = 0
 EXIT_UNSUPPORTED = 127
@@ -156,21 +160,11 @@ class Stack:
         env.update({k: str(v) for k, v in values.items()})
         return env
 
-    def start(self, role: str, testcase: str, logdir: Path, **values: str | int | Path) -> subprocess.Popen[bytes]:
-        """Start the entrypoint; its stdout/stderr go to ``logdir/<role>.log``."""
+    def start(self, role: str, testcase: str, logdir: Path, **values: str | int | Path) -> StackProcess:
+        """Start the entrypoint under the suite's limits (:mod:`udtconf.processes`); its stdout
+        and stderr go to ``logdir/<role>.log``."""
         logdir.mkdir(parents=True, exist_ok=True)
-        log = open(logdir / f"{role}.log", "ab")
-        try:
-            return subprocess.Popen(
-                [str(self.entrypoint)],
-                env=self.env(role, testcase, LOGDIR=logdir, **values),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group: killable as a whole
-            )
-        finally:
-            log.close()
+        return start(self.entrypoint, self.env(role, testcase, LOGDIR=logdir, **values), logdir / f"{role}.log")
 
     def compliance_check(self, logdir: Path, timeout: float = 10.0) -> tuple[bool, str]:
         """Run an unknown test case in both roles; the contract demands exit code 127."""
@@ -194,31 +188,6 @@ class Stack:
             if rc != EXIT_UNSUPPORTED:
                 return False, f"{role} role exited {rc} for unknown TESTCASE {case}, expected 127"
         return True, "unknown TESTCASE → 127 in both roles"
-
-
-def stop(p: subprocess.Popen[bytes], grace: float = 2.0) -> int | None:
-    """Terminate a started entrypoint and everything it spawned (its process group), also when
-    the entrypoint itself has already exited and left children behind: SIGTERM with SIGCONT (a
-    stopped process acts on neither SIGTERM nor its own exit until continued), then SIGKILL to
-    whatever is left of the group once the entrypoint is gone or ``grace`` has passed."""
-    for sig in (signal.SIGTERM, signal.SIGCONT):
-        _killpg(p.pid, sig)
-    try:
-        p.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
-    _killpg(p.pid, signal.SIGKILL)
-    try:
-        return p.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        return p.poll()
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is gone (PermissionError: its id now belongs to someone else's group)
 
 
 def _string(meta_path: Path, table: Mapping[str, object], key: str, where: str = "") -> str | None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import active
 from .active import ProbeResult
-from .diagnosis import crash_line, exit_text, log_tail
+from .diagnosis import exit_text, log_crash, log_tail
 from .pcap import PcapWriter
 from .ports import free_udp_port, udp_port_bound
 from .seq import MAX, incseq, seqcmp, seqoff
@@ -1315,7 +1315,7 @@ def _slug(label: str) -> str:
 
 
 def _stack_crash(rc: int | None, log: Path) -> str:
-    line = crash_line("\n".join(log_tail(log, 200)))
+    line = log_crash(log)
     return f"{_exit_desc(rc)}" + (f" ({line})" if line else "")
 
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from ..capture import Capture
-from ..diagnosis import Diagnosis, crash_line, exit_text, last_stats, log_tail, stats_text
+from ..diagnosis import Diagnosis, exit_text, last_stats, log_crash, log_tail, stats_text
 from ..interop import SERVER_GRACE, InteropRunner, RunResult, _Proc
 from ..pcap import read_frames
 from ..ports import free_tcp_port, tcp_port_listening
@@ -142,7 +142,7 @@ def _wait_listening(port: int, proc: _Proc, timeout: float) -> bool:
 def _exit_problem(p: _Proc, procs: list[_Proc], timeout: float) -> str | None:
     who = f"{p.name} {p.stack.name} ({ROLE[p.side]})"
     if p.rc == EXIT_OK:
-        return None
+        return f"{who} {exit_text(p.rc)}" if p.crash() else None  # a crash line: a crash all the same
     if p.rc is not None:
         return f"{who} {exit_text(p.rc)}"
     others = [o for o in procs if o is not p]
@@ -160,9 +160,12 @@ def _diagnose(procs: list[_Proc]) -> Diagnosis:
         tail = log_tail(role.log)
         if tail:
             diag.tails[label] = tail
-        crash = crash_line("\n".join(log_tail(role.log, 200)))
+        crash = log_crash(role.log)
+        limit = f" ({role.limit})" if role.limit else ""
         if crash:
-            diag.findings.append(f"{label} {exit_text(role.rc)}: {crash}")
+            diag.findings.append(f"{label} {exit_text(role.rc)}: {crash}{limit}")
+        elif limit:
+            diag.findings.append(f"{label} {exit_text(role.rc)}{limit}")
         elif tail and role.rc not in (None, EXIT_OK):
             diag.findings.append(f"{label}: {tail[-1]}")
         if role.stats and (s := last_stats(role.stats)):
