@@ -22,7 +22,7 @@ FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOT
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
 .PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-interop test-conformance \
-        testbed testbed-image compare test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate dashboards bench fuzz conformance clean
+        testbed testbed-image compare gate test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
@@ -32,6 +32,8 @@ help:
 	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= REPEAT= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
 	@echo "make compare      two testbed runs side by side (A=results/testbed/<run> B=...; or STACKS=libudt,udt-rs in A):"
 	@echo "                  change, 95 % intervals, Welch + Holm; exit 1 on a significant regression beyond 5 %"
+	@echo "make gate         BASE=<git ref>: this checkout's udt-rs against BASE's, GATE_REPEAT=3 runs each in turns"
+	@echo "                  (GATE_EXPERIMENTS=efficiency PARTS=); exit 1 on a real regression, not on noise"
 	@echo "make fullscale-bundle  build/fullscale(.tar.gz): the runner, our stacks, libudt and Debian's network tools"
 	@echo "                  relocatable, for a many-core host without them (testbed/fullscale/bundle.sh)"
 	@echo "make fullscale    the papers' rates (SCALE=1) on a 16-core host from the bundle, lines of FULLSCALE_PLAN at once"
@@ -140,6 +142,15 @@ TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(D
 # exit 1 when a band's figure regressed beyond 5 % by more than the repeats' scatter.
 compare: setup
 	$(PYTHON) -m udtbed compare '$(A)' $(if $(B),'$(B)') $(if $(STACKS),--stacks '$(STACKS)')
+
+# The performance gate: this checkout's udt-rs against BASE's (a git ref, built in build/gate/),
+# GATE_REPEAT runs a build in turns, compared; exit 1 on a real regression (docs/testbed.md).
+GATE_REPEAT      ?= 3
+GATE_EXPERIMENTS ?= efficiency
+gate: setup build
+	@test -n "$(BASE)" || { echo "make gate: name the base, e.g. make gate BASE=origin/main" >&2; exit 2; }
+	$(PYTHON) -m udtbed gate --base '$(BASE)' --repeat '$(GATE_REPEAT)' --experiments '$(GATE_EXPERIMENTS)' \
+		$(if $(PARTS),--parts '$(PARTS)') --duration '$(DURATION)'
 
 testbed: setup build $(if $(filter docker,$(RUNTIME)),testbed-image)
 	@echo "==> testbed: $(EXPERIMENTS) at scale $(SCALE), $(DURATION) s per stack (python -m udtbed run)"

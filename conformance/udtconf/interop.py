@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .capture import Capture, can_capture
-from .checks import Context
 from .diagnosis import Diagnosis, Role, WireWatch, diagnose, exit_text, log_crash
 from .pcap import read_udp
 from .ports import free_udp_port, udp_port_bound
@@ -264,8 +263,7 @@ class InteropRunner:
         res.status = "fail" if problems else "pass"
         res.reason = "; ".join(problems) or f"{sum(p.stat().st_size for p in inputs)} bytes delivered intact"
         if problems:
-            ctx = Context(case, set(res.dropped), res.client_leg)  # the wire rules name who spoiled the exchange
-            res.diagnosis = diagnose([p.role() for p in procs], res.conns, t0_wall, res.client_leg, res.stopped, ctx)
+            res.diagnosis = diagnose([p.role() for p in procs], res.conns, t0_wall, res.client_leg, res.stopped)
             # a crash line (or the cap it hit) replaces the bare exit status it explains
             findings = res.diagnosis.findings
             problems = [next((f for f in findings if f.startswith((f"{p}: ", f"{p} ("))), p) for p in problems]

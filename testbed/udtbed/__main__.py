@@ -414,6 +414,34 @@ def cmd_compare(a: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def cmd_gate(a: argparse.Namespace) -> int:
+    """This checkout's udt-rs against a base commit's, in turns on this machine (udtbed.gate):
+    exit 1 on a regression beyond the threshold that the runs' scatter does not explain."""
+    from . import compare, gate
+
+    run_args = ["--experiments", a.experiments, "--duration", str(a.duration), "--scale", a.scale]
+    run_args += ["--parts", a.parts] if a.parts else []
+    try:
+        rows = gate.gate(a.base, a.repeat, run_args, a.alpha, a.threshold)
+    except (gate.GateError, compare.CompareError) as e:
+        print(f"udtbed gate: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nudtbed gate: interrupted (each run cleaned up its namespaces and processes)", file=sys.stderr)
+        return 130
+    print(compare.table(rows))
+    page = gate.GATE_DIR / "gate.html"
+    page.write_text(compare.page(rows, f"gate: this checkout against {a.base}"))
+    bad = [r for r in rows if r.outcome == "regressed"]
+    print(
+        f"\ngate against {a.base}: {len(bad)} regressed, {sum(r.outcome == 'improved' for r in rows)} improved, "
+        f"{sum(r.outcome == 'same' for r in rows)} within noise, {sum(r.outcome == 'not tested' for r in rows)} not "
+        f"tested ({a.repeat} runs a build, change beyond {a.threshold:.0%}, Holm-corrected p < {a.alpha:g})"
+        f"\npage: {page}"
+    )
+    return 1 if bad else 0
+
+
 def cmd_check(a: argparse.Namespace) -> int:
     """Topology files and experiment files (told apart by an experiment's [[part]] tables)."""
     bad = 0
@@ -700,6 +728,15 @@ def main(argv: list[str] | None = None) -> int:
     cp.add_argument("--alpha", type=float, default=0.05, help="significance over all rows, Holm (default 0.05)")
     cp.add_argument("--threshold", type=float, default=0.05, help="smallest change that counts (default 0.05: 5 %%)")
     cp.add_argument("--html", help="write the page here (default: compare-<A>.html in B, or in A)")
+    g = sub.add_parser("gate", help="this checkout's udt-rs against a base commit's, in turns, compared (root)")
+    g.add_argument("--base", required=True, help="the git ref to compare against (built in build/gate/<sha>)")
+    g.add_argument("--repeat", type=int, default=3, help="runs a build, in turns (default 3)")
+    g.add_argument("--experiments", default="efficiency", help="the experiments run (default efficiency)")
+    g.add_argument("--parts", help="only these parts (default: every part of the experiments)")
+    g.add_argument("--duration", type=float, default=20.0, help="seconds per run of a part (default 20)")
+    g.add_argument("--scale", default="0.1", help="the runs' scale (default 0.1)")
+    g.add_argument("--alpha", type=float, default=0.05)
+    g.add_argument("--threshold", type=float, default=0.05)
     co = sub.add_parser("cores", help="the cores each part needs at a scale, and whether this machine has them")
     co.add_argument("--experiments", default="all", help="comma-separated names, 'default' or 'all' (default)")
     co.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR))
@@ -772,6 +809,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_report(a)
     if a.cmd == "compare":
         return cmd_compare(a)
+    if a.cmd == "gate":
+        return cmd_gate(a)
     if a.cmd == "calibrate":
         try:
             return cmd_calibrate(a)

@@ -139,6 +139,19 @@ def rows(
     return out
 
 
+def compare_runs(
+    runs_a: list[Path],
+    runs_b: list[Path],
+    pairs: list[tuple[str, str]],
+    alpha: float = ALPHA,
+    threshold: float = THRESHOLD,
+) -> list[Row]:
+    """Several runs a side (the gate's turns): each side's repeats are those of all its runs."""
+    a = [e for r in runs_a for e in _results(r)]
+    b = [e for r in runs_b for e in _results(r)]
+    return rows(a, b, pairs, alpha, threshold)
+
+
 def compare(
     run_a: Path,
     run_b: Path | None = None,
@@ -206,4 +219,4 @@ def page(out: list[Row], title: str) -> str:
     )
 
 
-__all__ = ["ALPHA", "THRESHOLD", "CompareError", "Row", "compare", "holm", "page", "rows", "table"]
+__all__ = ["ALPHA", "THRESHOLD", "CompareError", "Row", "compare", "compare_runs", "holm", "page", "rows", "table"]
