@@ -26,8 +26,12 @@ pub struct Stats {
     pub bytes_recv: u64,
     /// Payload bytes stored for the application (duplicates excluded).
     pub bytes_recv_unique: u64,
+    /// ACKs with an ACK number (full or medium, §5.3), as 4.11 counts them (`pktSentACK`).
     pub acks_sent: u64,
     pub acks_recv: u64,
+    /// Light ACKs (one word, every 64 packets, §9.2), which 4.11 does not count.
+    pub light_acks_sent: u64,
+    pub light_acks_recv: u64,
     pub naks_sent: u64,
     pub naks_recv: u64,
     pub ack2_sent: u64,

@@ -1039,3 +1039,25 @@ fn a_peer_closing_with_data_still_missing_breaks_the_receiver_instead_of_ending_
     let mut buf = vec![0; data.len()];
     assert_eq!(b.recv(&mut buf), 5 * 1456, "the five packets before the gap are delivered");
 }
+
+#[test]
+fn stats_count_acks_with_a_number_apart_from_light_acks_as_4_11_counts_them() {
+    let mut p =
+        Pair::new(5, LinkConfig { delay: ms(5), rate_bps: Some(200_000_000), queue_pkts: 2000, ..Default::default() });
+    let data = pattern(8_000_000, 5);
+    let (c, s, got) = transfer(&mut p, ConnectionConfig::default(), &data, secs(30));
+    assert_eq!(got.len(), data.len());
+    p.run_for(secs(1));
+    let acks = acks_sent(&p, Dir::BtoA);
+    let light = acks.iter().filter(|(_, a)| matches!(a, Ack::Light { .. })).count() as u64;
+    let numbered = acks.len() as u64 - light;
+    assert!(
+        light > 0,
+        "at 200 Mb/s (170 packets per SYN) light ACKs go out between full ones (one per 64 packets, §9.2)"
+    );
+    let rx = p.b.connection(s).unwrap().stats();
+    let tx = p.a.connection(c).unwrap().stats();
+    // 4.11's pktSentACK counts the ACKs with a number only; udt-rs counts the light ones apart.
+    assert_eq!((rx.acks_sent, rx.light_acks_sent), (numbered, light));
+    assert_eq!((tx.acks_recv, tx.light_acks_recv), (numbered, light), "a lossless link delivers every ACK");
+}

@@ -759,7 +759,7 @@ impl UdtSocket {
                     // period after connecting before saying goodbye.
                     let quiet = g.ep.connection(id).is_some_and(|c| {
                         let s = c.stats();
-                        s.pkts_recv + s.acks_recv + s.ack2_recv + s.naks_recv == 0
+                        s.pkts_recv + s.acks_recv + s.light_acks_recv + s.ack2_recv + s.naks_recv == 0
                     });
                     let young = self.connected_at.map_or(Duration::ZERO, |t| STARTUP_GRACE.saturating_sub(t.elapsed()));
                     if quiet && !young.is_zero() {

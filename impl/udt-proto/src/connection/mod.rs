@@ -499,7 +499,11 @@ impl Connection {
     }
 
     fn on_ack(&mut self, now: Instant, ack: &Ack) {
-        self.stats.acks_recv += 1;
+        if let Ack::Light { .. } = ack {
+            self.stats.light_acks_recv += 1;
+        } else {
+            self.stats.acks_recv += 1;
+        }
         let Some(snd) = self.snd.as_mut() else { return };
         let (ack_no, rtt) = match *ack {
             Ack::Light { ack } => return snd.on_light_ack(ack),

@@ -8,7 +8,7 @@
 //! never on a bare 10 ms timer. The others fire at their deadlines.
 
 use super::{BrokenReason, ConnectError, Connection, CtrlOut, State};
-use crate::wire::{self, NakList};
+use crate::wire::{self, Ack, NakList};
 use transfer::cc::SYN;
 use transfer::rtt::RttEstimator;
 use transfer::time::{micros, Duration, Instant};
@@ -169,8 +169,11 @@ impl Connection {
         let period = self.cc.get().ack_period();
         let rcv = self.rcv.as_mut().expect("connected");
         if let Some(ack) = rcv.check_ack_timer(now, after_packet, period, &self.rtt) {
+            match ack {
+                Ack::Light { .. } => self.stats.light_acks_sent += 1,
+                Ack::Medium { .. } | Ack::Full { .. } => self.stats.acks_sent += 1,
+            }
             self.ctrl.push_back(CtrlOut::Ack(ack));
-            self.stats.acks_sent += 1;
         }
     }
 
