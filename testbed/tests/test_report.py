@@ -4,6 +4,7 @@ friendliness experiment (its own table), and for an experiment added by a data f
 Then the report's simulated figures (udtbed.sim's JSON and PNG in <run dir>/sim), without a run."""
 
 import base64
+import dataclasses
 import html
 import json
 import re
@@ -13,7 +14,8 @@ import sys
 
 import pytest
 from conftest import udtbed_run_argv
-from udtbed import report, sim
+from udtbed import report, screenshot, sim
+from udtbed.report import render
 from udtbed.results import ExperimentResult
 
 
@@ -298,3 +300,16 @@ def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_inte
     assert "Bands judged over 2 repeats each (95 % intervals, Student's t)" in text, text[:2000]
     assert re.search(r"udt-rs\|: \d+ met, \d+ missed, \d+ inconclusive", text), text[:2000]
     assert "n = 2" in text
+    # Read at a glance: with seven stacks the summary still fits a 1280-px window.
+    try:
+        screenshot.find_chromium()
+    except screenshot.ScreenshotError as e:
+        pytest.skip(str(e))
+    results = [ExperimentResult.read(run_dir / f) for f in meta["results"].values()]
+    for rep in (r for e in results for p in e.parts for r in p.repeats()):
+        for name in ("tcp-cubic", "tcp-reno", "tcp-bbr", "udt-rs@read", "sabul"):
+            rep[name] = dataclasses.replace(rep["udt-rs"], stack=name)
+    wide = tmp_path / "wide.html"
+    wide.write_text(render(meta, results) + "<script>document.title = document.documentElement.scrollWidth</script>")
+    width = re.search(r"<title>(\d+)</title>", screenshot.rendered_dom(wide.as_uri(), width=1280))
+    assert width and int(width.group(1)) <= 1280, width

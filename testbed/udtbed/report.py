@@ -29,14 +29,14 @@ from . import repeats, runs_index  # noqa: E402
 from .hostwatch import HostReport  # noqa: E402
 from .results import ExperimentResult, PartResult, Verdict  # noqa: E402
 
-CSS = """body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#222}
+CSS = """body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;padding:0 .5em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.bad{color:#b00}.ok{color:#070}.dev{color:#950}.inc{color:#555}
 .note{color:#555}img{max-width:100%}td.l,th.l{text-align:left}.mark{font-weight:bold}
 table.summary td.ok{background:#eef8ee}table.summary td.bad{background:#fbeaea}table.summary td.dev{background:#fdf3dc}
 table.summary td.inc{background:#f0f0f0}.iv{display:block}ul.headline{font-size:110%}
-table.summary td{white-space:nowrap}table.summary td.l{white-space:normal}.small{font-size:85%}"""
+table.summary{font-size:88%}table.summary td.l{min-width:6em}.small{font-size:85%}"""
 # Paper figures in the plots: UDT dashed, SABUL dash-dotted, TCP dotted.
 PAPER_STYLE = {"udt": "--", "sabul": "-.", "tcp": ":"}
 MARK_CLASS = {True: "ok", False: "bad", None: "bad"}
@@ -68,13 +68,14 @@ def anchor(exp: ExperimentResult, part: PartResult) -> str:
 def _verdict_cell(v: Verdict | None) -> str:
     if v is None:
         return "<td class=note>–</td>"
+    # The value and its mark on one line; the interval, the reference's value and the reading
+    # each on a line of their own, so that a column stays narrow with many stacks.
     value = "not measured" if v.value is None else f"{v.value:.3g}"
-    if v.interval:
-        value += f" <span class='small iv'>{_e(v.interval)}</span>"
-    ref = f" <span class=small>({_e(v.ref)})</span>" if v.ref else ""
-    reading = f" <span class=small>{v.reading}</span>" if v.reading else ""
+    interval = f"<span class='small iv'>{_e(v.interval.strip())}</span>" if v.interval else ""
+    ref = f"({_e(v.ref)}) " if v.ref else ""
+    reading = f"<span class='small iv'>{ref}{v.reading or ''}</span>" if v.reading or ref else ""
     cls = READING_CLASS[v.reading] if v.reading else MARK_CLASS[v.ok]
-    return f"<td class={cls} title='{_e(v.line())}'>{value}{ref} <span class=mark>{v.mark}</span>{reading}</td>"
+    return f"<td class={cls} title='{_e(v.line())}'>{value} <span class=mark>{v.mark}</span>{interval}{reading}</td>"
 
 
 def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:

@@ -96,11 +96,13 @@ def screenshot_html(page: Path, out: Path, *, width: int = 1200, height: int = 9
         top.save(out)
 
 
-def rendered_dom(url: str, *, timeout: float = 60.0) -> str:
-    """The DOM of ``url`` after its scripts ran, as headless Chromium serialises it."""
+def rendered_dom(url: str, *, width: int = 1280, height: int = 900, timeout: float = 60.0) -> str:
+    """The DOM of ``url`` after its scripts ran in a ``width`` x ``height`` window, as headless
+    Chromium serialises it."""
     chromium = find_chromium()
     with tempfile.TemporaryDirectory(prefix="udtbed-chromium-") as profile:
-        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars"]
+        cmd += [f"--window-size={width},{height}", "--force-device-scale-factor=1"]
         cmd += [f"--user-data-dir={profile}", "--dump-dom", url]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
