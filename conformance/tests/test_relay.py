@@ -56,6 +56,37 @@ def test_without_shift_numbers_pass_unchanged() -> None:
         assert decode(server.recv(2048)).seq == 5  # type: ignore[union-attr]
 
 
+def test_client_isn_with_bit_31_set_passes_both_ways_byte_for_byte() -> None:
+    # A client that draws its ISN (and socket ID) from all 32 bits reaches a server directly;
+    # through a relay that moves nothing, it must reach it the same way: every byte unchanged.
+    server, client = _sock(), _sock()
+    isn, cid = 0x80001234, 0x80000007
+    with LossRelay(server.getsockname(), drop=[3]) as relay:
+        request = Handshake(isn=isn, socket_id=cid, req_type=1).encode()
+        client.sendto(request, relay.address)
+        got, up = server.recvfrom(2048)
+        assert got == request
+        reply = Handshake(isn=isn, socket_id=cid, req_type=1, cookie=77, dst_id=cid).encode()
+        server.sendto(reply, up)
+        assert client.recv(2048) == reply
+        data = DataPacket(seq=isn & MAX, msg_no=1, dst_id=9).encode()
+        client.sendto(data, relay.address)
+        assert server.recv(2048) == data
+
+
+def test_a_shift_returns_the_client_its_own_isn_word_with_bit_31() -> None:
+    server, client = _sock(), _sock()
+    isn, target = 0x80000010, wrap_target(5)
+    with LossRelay(server.getsockname(), isn_target=target) as relay:
+        client.sendto(Handshake(isn=isn, socket_id=7).encode(), relay.address)
+        hs, up = server.recvfrom(2048)
+        assert decode(hs).isn == target  # type: ignore[union-attr]
+        server.sendto(Handshake(isn=target, socket_id=9, req_type=-1, dst_id=7).encode(), up)
+        assert decode(client.recv(2048)).isn == isn  # type: ignore[union-attr]
+        client.sendto(DataPacket(seq=isn & MAX, msg_no=1, dst_id=9).encode(), relay.address)
+        assert decode(server.recv(2048)).seq == target  # type: ignore[union-attr]
+
+
 def test_bottleneck_paces_and_tail_drops() -> None:
     import time
 

@@ -12,8 +12,12 @@ socket, so several connections through one relay stay apart.
   retransmission is the one that gets through.
 * ``isn_target`` — if set, the relay rewrites sequence numbers so that the client's ISN appears
   to the server as ``isn_target``: handshake ISNs and data sequence numbers on the way in; ACK
-  numbers, NAK words and the response ISN on the way out. Both stacks see a consistent
-  connection.
+  numbers, NAK words and the response ISN on the way out (the client gets its own ISN word
+  back, all 32 bits). Both stacks see a consistent connection.
+
+Without ``isn_target`` the relay is transparent: it changes no byte of what it passes on, so a
+client whose handshake carries an ISN or socket ID outside the 31-bit range (UDT4.md §3.3, §4)
+meets the server exactly as it would directly, and the server's verdict on it is its own.
 
 * ``rate_pps`` — if set, client → server traffic leaves through a drop-tail bottleneck of
   that many packets per second with a ``queue``-packet buffer, so a sender's rate control
@@ -58,8 +62,9 @@ def _shift(seq: int, delta: int) -> int:
 class _Flow:
     client: tuple[str, int]
     upstream: socket.socket
-    isn: int | None = None
-    delta: int = 0
+    isn: int | None = None  # the client's ISN word, as its first handshake carried it
+    delta: int = 0  # the shift; 0: numbers pass untouched
+    isn_sent: int | None = None  # that ISN as the relay passed it on (shifted)
     seen: dict[int, int] = field(default_factory=dict)
 
 
@@ -197,7 +202,9 @@ class LossRelay(Relay):
                     flow.isn = isn
                     if self.isn_target is not None:
                         flow.delta = (self.isn_target - isn) & MAX
-                _W.pack_into(pkt, 24, _shift(isn, flow.delta))
+                        flow.isn_sent = _shift(isn, flow.delta)
+                if self.isn_target is not None:
+                    _W.pack_into(pkt, 24, _shift(isn, flow.delta))
         if self.rate_pps:
             if len(self._queue) >= self.queue_limit:
                 self.tail_drops += 1
@@ -231,11 +238,14 @@ class LossRelay(Relay):
     def _from_server(self, pkt: bytearray, flow: _Flow) -> None:
         self._record(self.server, flow.upstream.getsockname(), bytes(pkt))
         back = (-flow.delta) & MAX
-        if flow.delta and len(pkt) >= 16:
+        if self.isn_target is not None and len(pkt) >= 16:
             w0 = _W.unpack_from(pkt, 0)[0]
             ctype = (w0 >> 16) & 0x7FFF
             if w0 & 0x80000000 and ctype == 0 and len(pkt) >= 64:
-                _W.pack_into(pkt, 24, _shift(_W.unpack_from(pkt, 24)[0], back))
+                isn = _W.unpack_from(pkt, 24)[0]
+                # the echo of the client's ISN returns as the word the client sent (bit 31 too)
+                mine = flow.isn if isn == flow.isn_sent and flow.isn is not None else _shift(isn, back)
+                _W.pack_into(pkt, 24, mine)
             elif w0 & 0x80000000 and ctype == 2 and len(pkt) >= 20:
                 _W.pack_into(pkt, 16, _shift(_W.unpack_from(pkt, 16)[0], back))
             elif w0 & 0x80000000 and ctype == 3:
