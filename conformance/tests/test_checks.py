@@ -5,7 +5,7 @@ from __future__ import annotations
 import crafted
 import pytest
 from crafted import CID, ISN, SID, conn_of
-from udtconf.checks import Context, rule_by_id
+from udtconf.checks import Context, Inconclusive, rule_by_id, transfer_completed
 from udtconf.trace import Connection
 from udtconf.wire import Ack, Ack2, DataPacket, Handshake, KeepAlive, Nak, Shutdown, peer_ip_field
 
@@ -27,6 +27,24 @@ def test_cookie_round_passes_and_fails() -> None:
     assert run("udt4/6.1/cookie-round", conn_of(*handshake(cookie_ok=False)))
     bad = run("udt4/6.1/cookie-round", conn_of(*handshake(echo_isn=False)))
     assert any("does not echo client ISN" in m for m in bad)
+
+
+def test_a_client_that_stops_at_an_invalid_cookie_reply_is_not_charged() -> None:
+    # §6.1 listener rule 3 broken first (socket ID, MSS and window zeroed): the client's missing
+    # second round follows from it; only the listener is charged
+    ip = peer_ip_field("127.0.0.1")
+    req = Handshake(isn=ISN, socket_id=CID, req_type=1, peer_ip=ip).encode()
+    zeroed = Handshake(isn=ISN, socket_id=0, mss=0, flight_flag_size=0, req_type=1, cookie=77, dst_id=CID, peer_ip=ip)
+    found = rule_by_id("udt4/6.1/cookie-round").run(
+        conn_of(("client", 0, req), ("server", 0.001, zeroed.encode())), Context("handshake")
+    )
+    assert [v.party for v in found] == ["server"]
+    # a faithful reply left unanswered is the client's fault
+    reply = Handshake(isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID, peer_ip=ip).encode()
+    found = rule_by_id("udt4/6.1/cookie-round").run(
+        conn_of(("client", 0, req), ("server", 0.001, reply)), Context("handshake")
+    )
+    assert [v.party for v in found] == ["client"]
 
 
 def test_ack_beyond_sent_is_a_violation() -> None:
@@ -97,10 +115,45 @@ def test_undecodable_packet_is_reported() -> None:
     assert "§5.3" in msg
 
 
+def ack(no: int, t: float) -> tuple[str, float, bytes]:
+    return ("server", t, Ack(dst_id=CID, ack_seq_no=1, ack_no=no, rtt=1, rtt_var=1, avail_buffer=100).encode())
+
+
 def test_shutdown_rule() -> None:
-    assert run("udt4/5.6/shutdown-on-close", conn_of(*handshake(), data(ISN, 0.01)), case="close")
+    done = conn_of(*handshake(), data(ISN, 0.01), ack(ISN + 1, 0.015))
+    assert run("udt4/5.6/shutdown-on-close", done, case="close")
     ok = conn_of(*handshake(), data(ISN, 0.01), ("client", 0.02, Shutdown(dst_id=SID).encode()))
     assert run("udt4/5.6/shutdown-on-close", ok, case="close") == []
+
+
+def test_missing_shutdown_is_inconclusive_when_the_transfer_never_completed() -> None:
+    # A run stopped with the client's data unacknowledged: its close() was still lingering (§6.3),
+    # so no Shutdown was due and the client is not to blame for its absence.
+    unacked = conn_of(*handshake(), data(ISN, 0.01), data(ISN + 1, 0.02), ack(ISN + 1, 0.03))
+    with pytest.raises(Inconclusive, match="close was never due"):
+        run("udt4/5.6/shutdown-on-close", unacked, case="handshake")
+    with pytest.raises(Inconclusive):
+        run("udt4/5.6/shutdown-on-close", conn_of(*handshake()), case="handshake")  # no data at all
+    assert transfer_completed(conn_of(*handshake(), data(ISN, 0.01), data(ISN + 1, 0.02), ack(ISN + 2, 0.03)))
+    assert not transfer_completed(unacked)
+
+
+def test_cookie_reply_may_echo_the_clients_control_time_stamp() -> None:
+    # §6.1 listener rule 3: the cookie reply is the request sent back, header included, so a
+    # client's non-zero time stamp comes back in it; the client alone broke the rule.
+    ip = peer_ip_field("127.0.0.1")
+    req = Handshake(isn=ISN, socket_id=CID, req_type=1, peer_ip=ip, timestamp=4242).encode()
+    reply = Handshake(isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID, peer_ip=ip, timestamp=4242)
+    c = conn_of(("client", 0.0, req), ("server", 0.001, reply.encode()))
+    (v,) = rule_by_id("udt4/3.2/control-timestamp-zero").run(c, Context("handshake"))
+    assert v.party == "client" and "4242" in v.message
+    # a time stamp the listener made up itself, or one on a packet it built (the final
+    # response, an ACK), is its own
+    own = Handshake(isn=ISN, socket_id=CID, req_type=1, cookie=77, dst_id=CID, peer_ip=ip, timestamp=99)
+    final = Handshake(isn=ISN, socket_id=SID, req_type=-1, cookie=77, dst_id=CID, peer_ip=ip, timestamp=4242)
+    c = conn_of(("client", 0.0, req), ("server", 0.001, own.encode()), ("server", 0.002, final.encode()))
+    found = rule_by_id("udt4/3.2/control-timestamp-zero").run(c, Context("handshake"))
+    assert [(v.party, v.frame) for v in found] == [("client", 1), ("server", 2), ("server", 3)]
 
 
 def test_shutdown_copies_back_to_back_are_one_shutdown_and_a_later_one_a_repeat() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import crafted
 import pytest
+from udtconf.checks import Context
 from udtconf.diagnosis import (
     DEAF_AFTER,
     STARTUP,
@@ -151,6 +152,119 @@ def test_complete_transfer_and_who_went_silent_first() -> None:
     f = wire_findings(c, NAMES, T0)
     assert any(x.startswith("every data packet that reached the server was acknowledged (ACK 0x00000066") for x in f)
     assert f[-1].endswith("the client went silent first")
+
+
+# the culprit, from the cell's wire rules and the order of events
+
+HS_CTX = Context("handshake")
+IP = peer_ip_field("127.0.0.1")
+
+
+def big(seq: int, t: float, size: int = 1500) -> tuple[str, float, bytes]:
+    return ("client", t, DataPacket(seq=seq, msg_no=1, dst_id=SID, payload=b"x" * size).encode())
+
+
+def test_first_data_packet_off_the_isn_names_the_sender_not_the_silent_receiver() -> None:
+    c = conn_of(*handshake(100), data(101, 0.01), data(101, 0.5))
+    f = wire_findings(c, NAMES, T0, ctx=HS_CTX)
+    assert f[0].startswith(
+        "the client clistack's first data packet was invalid (udt4/4/first-data-is-isn: first data sequence 0x65 ≠ "
+        "ISN 0x64 (frame 5, t=0.01 s)): the server srvstack had nothing it could acknowledge"
+    )
+    assert not any("received data but sent no ACK" in x for x in f)
+    # without the wire rules the old reading stands: a receiver that never ACKed
+    assert wire_findings(c, NAMES, T0)[0] == "the server srvstack received data but sent no ACK at all (§8.3)"
+
+
+def test_oversize_first_payload_names_the_sender() -> None:
+    c = conn_of(*handshake(100), big(100, 0.01))
+    (first, *_) = wire_findings(c, NAMES, T0, ctx=HS_CTX)
+    assert first.startswith("the client clistack's first data packet was invalid (udt4/3.1/payload-size: payload 1500")
+
+
+def test_oversize_payload_acknowledged_by_a_truncating_receiver_still_names_the_sender() -> None:
+    # 4.11 stores the head of an oversize packet and ACKs it (§8.2 step 0): the output differs,
+    # every packet was acknowledged, and the sender's payload is the fault
+    c = conn_of(*handshake(100), big(100, 0.01), ack(101, 0.02))
+    f = wire_findings(c, NAMES, T0, ctx=HS_CTX)
+    assert f[0].startswith("the client clistack sent invalid data: udt4/3.1/payload-size: payload 1500 > MSS − 44")
+    assert any(x.startswith("every data packet that reached the server was acknowledged") for x in f)
+
+
+def test_ack_waiting_at_an_oversize_packet_names_the_sender() -> None:
+    c = conn_of(*handshake(100), data(100, 0.01), big(101, 0.02), data(102, 0.03), ack(101, 0.04), big(101, 0.3))
+    (first, *_) = wire_findings(c, NAMES, T0, ctx=HS_CTX)
+    assert first.startswith("the ACK number waits at 0x00000065 after invalid data from the client clistack (")
+    assert "udt4/3.1/payload-size" in first
+
+
+def test_valid_data_left_unacknowledged_still_blames_the_receiver() -> None:
+    c = conn_of(*handshake(100), data(100, 0.01), data(101, 0.02))
+    assert (
+        wire_findings(c, NAMES, T0, ctx=HS_CTX)[0] == "the server srvstack received data but sent no ACK at all (§8.3)"
+    )
+
+
+def test_no_final_response_only_when_the_second_round_request_was_sent() -> None:
+    request, reply, second, _ = handshake(100)
+    asked = wire_findings(conn_of(request, reply, second), NAMES, T0, ctx=HS_CTX)
+    assert asked[0] == (
+        "the handshake stopped after the server srvstack's first-round reply (§6.1): no final response to the "
+        "second-round request the client clistack sent at t=0.00 s"
+    )
+    never = wire_findings(conn_of(request, reply), NAMES, T0, ctx=HS_CTX)
+    assert never[0] == (
+        "the client clistack never sent the second-round request after the server srvstack's cookie reply at "
+        "t=0.00 s (§6.1)"
+    )
+
+
+def test_a_second_round_request_without_the_cookie_is_the_clients_fault() -> None:
+    request, reply, _, _ = handshake(100)
+    wrong = ("client", 0.002, Handshake(isn=100, socket_id=CID, req_type=-1, cookie=5, peer_ip=IP).encode())
+    (first, *_) = wire_findings(conn_of(request, reply, wrong), NAMES, T0, ctx=HS_CTX)
+    assert first.startswith("the client clistack's second-round request did not echo the server srvstack's cookie")
+
+
+def test_a_zeroed_cookie_reply_names_the_listener_for_the_missing_second_round() -> None:
+    request, _, _, _ = handshake(100)
+    zeroed = Handshake(isn=100, socket_id=0, mss=0, flight_flag_size=0, req_type=1, cookie=77, dst_id=CID, peer_ip=IP)
+    (first, *_) = wire_findings(conn_of(request, ("server", 0.001, zeroed.encode())), NAMES, T0, ctx=HS_CTX)
+    assert first.startswith(
+        "the server srvstack's cookie reply was invalid (udt4/6.1/cookie-round: cookie reply changed fields other "
+        "than the cookie (frame 2, t=0.00 s)): the client clistack never sent the second-round request (§6.1)"
+    )
+
+
+def test_an_invalid_request_left_unanswered_names_the_client() -> None:
+    bad = ("client", 0.0, Handshake(version=5, isn=1, socket_id=CID, req_type=1, peer_ip=IP).encode())
+    (first, *_) = wire_findings(conn_of(bad), NAMES, T0, ctx=HS_CTX)
+    assert first.startswith(
+        "the client clistack sent an invalid handshake request (udt4/5.1/handshake-fields: version 5"
+    )
+    assert "the server srvstack did not answer its 1 handshake(s)" in first
+
+
+def test_diagnose_leads_with_the_spoiler_and_marks_the_peers_silence_as_what_followed(tmp_path: Path) -> None:
+    # the server, stopped by the suite, went quiet 10 s before the end: after the client's bad
+    # first packet, which is the culprit the one-line reason leads with (udtconf.interop)
+    roles = [
+        Role("server", "srvstack", None, tmp_path / "s.log", ended=T0 + 12.0),
+        Role("client", "clistack", None, tmp_path / "c.log", ended=T0 + 12.0),
+    ]
+    c = conn_of(*handshake(100), data(101, 0.01), data(101, 11.5))
+    d = diagnose(roles, [c], T0, ctx=HS_CTX)
+    assert d.culprit is not None and d.culprit.startswith("the client clistack's first data packet was invalid")
+    deaf = [f for f in d.findings if "alive but deaf" in f]
+    assert deaf and all(f.startswith("then server srvstack alive but deaf") for f in deaf)
+    assert diagnose(roles, [c], T0).culprit is None  # without the wire rules: no culprit read from them
+
+
+def test_a_crash_leads_rather_than_a_bad_packet(tmp_path: Path) -> None:
+    (tmp_path / "s.log").write_text("thread 'main' panicked at src/rx.rs:3:1:\nboom\n")
+    roles = [Role("server", "srvstack", 101, tmp_path / "s.log"), Role("client", "clistack", 0, tmp_path / "c.log")]
+    d = diagnose(roles, [conn_of(*handshake(100), data(101, 0.01))], T0, ctx=HS_CTX)
+    assert d.culprit is None and d.findings[0].startswith("server srvstack exit 101: thread 'main' panicked")
 
 
 def test_a_role_stopped_while_silent_is_deaf_one_that_exited_is_not(tmp_path: Path) -> None:

@@ -128,6 +128,18 @@ def _peer(side: str) -> str:
     return "server" if side == "client" else "client"
 
 
+def transfer_completed(conn: Connection) -> bool:
+    """Whether the client's transfer completed: it sent data, and the server's last ACK number
+    lies past every data sequence number that reached the server (§8.3). A rule that judges what
+    follows a transfer (its close) is inconclusive on a run where this is False."""
+    top: int | None = None
+    for _, d in conn.data("client"):
+        if top is None or seqcmp(d.seq, top) > 0:
+            top = d.seq
+    acks = conn.acks("server")
+    return top is not None and bool(acks) and seqcmp(acks[-1][1].ack_no, top) > 0
+
+
 def _negotiated_mss(conn: Connection) -> int | None:
     hs = [h for _, h in conn.handshakes() if h.req_type in (-1, -2) and h.mss]
     return min((h.mss for h in hs), default=None)
@@ -183,12 +195,23 @@ def _padding(conn: Connection, ctx: Context) -> Iterable[Violation]:
     "udt4/3.2/control-timestamp-zero",
     "3.2",
     "SHOULD",
-    "4.11 always sends 0 in control packets. Senders SHOULD send 0 (testbed rule: MUST send 0).",
+    "4.11 sends 0 in the control packets it builds; a listener's reply that is the received request "
+    "sent back (cookie reply, rejection 1002, §6.1) echoes the request's time stamp. Senders SHOULD "
+    "send 0 (testbed rule: MUST send 0, except in such an echo).",
 )
 def _ctl_ts(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    requested: set[int] = set()  # time stamps of the client's handshake requests so far
     for r in conn.records:
-        if r.packet is not None and r.packet.is_control and r.packet.timestamp != 0:
-            yield _v(r, f"control time stamp {r.packet.timestamp} ≠ 0")
+        p = r.packet
+        if p is None or not p.is_control:
+            continue
+        if r.sender == "client" and isinstance(p, Handshake):
+            requested.add(p.timestamp)
+        # §6.1 listener rules 3 and 5: the reply is the request's packet, header and all; a
+        # non-zero time stamp there is the client's, already reported on its request.
+        echo = r.sender == "server" and isinstance(p, Handshake) and p.req_type in (1, 1002)
+        if p.timestamp != 0 and not (echo and p.timestamp in requested):
+            yield _v(r, f"control time stamp {p.timestamp} ≠ 0")
 
 
 @rule(
@@ -268,6 +291,9 @@ def _hs_fields(conn: Connection, ctx: Context) -> Iterable[Violation]:
 def _cookie(conn: Connection, ctx: Context) -> Iterable[Violation]:
     cli = conn.handshakes("client")
     srv = conn.handshakes("server")
+    if not cli and (data := conn.data("client")):
+        yield _v(data[0][0], "data without any handshake request before it")
+        return
     if not cli or not srv:
         raise Inconclusive("handshake exchange incomplete in the capture")
     r0, first = cli[0]
@@ -279,13 +305,16 @@ def _cookie(conn: Connection, ctx: Context) -> Iterable[Violation]:
         return
     rr, reply = replies[0]
     same = (reply.version, reply.sock_type, reply.isn, reply.mss, reply.flight_flag_size, reply.socket_id)
-    if same != (first.version, first.sock_type, first.isn, first.mss, first.flight_flag_size, first.socket_id):
+    changed = same != (first.version, first.sock_type, first.isn, first.mss, first.flight_flag_size, first.socket_id)
+    if changed:
         yield _v(rr, "cookie reply changed fields other than the cookie")
     if reply.dst_id != first.socket_id:
         yield _v(rr, f"cookie reply destination {reply.dst_id:#x} ≠ client socket ID {first.socket_id:#x}")
     seconds = [(r, h) for r, h in cli if r.time >= rr.time and h.cookie == reply.cookie and h.req_type != 1]
     if not seconds:
-        yield Violation("client", None, f"no second request echoing cookie {reply.cookie:#x} with request type ≠ 1")
+        # a client that will not go on from a cookie reply that is not its request is not at fault
+        if not changed and reply.dst_id == first.socket_id:
+            yield Violation("client", None, f"no second request echoing cookie {reply.cookie:#x} with request type ≠ 1")
         return
     r2, second = seconds[0]
     finals = [(r, h) for r, h in srv if r.time >= r2.time and h.req_type == -1]
@@ -808,6 +837,10 @@ def _shutdown(conn: Connection, ctx: Context) -> Iterable[Violation]:
     # deliberate deviations): copies in one burst are one Shutdown, a later one is a repeat.
     shuts = list(conn.of_type(Shutdown))
     if not shuts:
+        # A close() lingers while data is unacknowledged (§6.3, UDT_LINGER 180 s): a run stopped
+        # before the last ACK never made a Shutdown due, and its absence is nobody's fault here.
+        if not transfer_completed(conn):
+            raise Inconclusive("the transfer did not complete (client data unacknowledged): close was never due")
         # the client (data source) closes first; the server's close() comes after the peer's Shutdown
         yield Violation("client", None, "no Shutdown packet from either side after the transfer (client closed first)")
         return
@@ -830,6 +863,63 @@ def _keepalive(conn: Connection, ctx: Context) -> Iterable[Violation]:
     for r, k in conn.of_type(KeepAlive):
         if k.addl != 0:
             yield _v(r, f"keep-alive additional info {k.addl}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Packets that spoil the exchange
+
+# Rules a packet breaks so that its receiver may discard it or cannot go on: a first data packet
+# that is not the ISN, a payload longer than MSS − 44, a handshake that is not what §6 asks for,
+# a packet addressed to no socket, bytes that are no UDT4 packet. A peer that stops answering or
+# acknowledging after such a packet is not at fault: the diagnosis of a failed run
+# (udtconf.diagnosis) names the packet's sender. In order of precedence: where one packet breaks
+# several, the first names it.
+SPOILING_RULES = (
+    "udt4/4/first-data-is-isn",
+    "udt4/3.1/payload-size",
+    "udt4/6.1/cookie-round",
+    "udt4/5.1/handshake-fields",
+    "udt4/6.2/rendezvous-handshake",
+    "udt4/6.1/listener-stateless-before-cookie",
+    "udt4/3.3/socket-id-range",
+    "udt4/3.3/destination-id",
+    "udt4/2/max-length",
+    "udt4/2/decodable",
+)
+
+
+@dataclass(frozen=True)
+class Spoiled:
+    """A packet that broke a rule of :data:`SPOILING_RULES`, sent by the party the rule constrains."""
+
+    record: Record
+    rule: str
+    message: str  # the violation, without the packet's description
+
+
+def spoiled_packets(conn: Connection, ctx: Context) -> list[Spoiled]:
+    """The packets of ``conn`` (and of the client's own leg behind a relay, ``ctx.client_leg``)
+    that broke a rule of :data:`SPOILING_RULES` applying to ``ctx.testcase``, each once, in the
+    order they were sent. A violation shown on a packet its party did not send (a gap NAKed too
+    late) or on no packet (a reply never sent) spoils nothing: it is not listed."""
+    records: dict[int, list[Record]] = {}
+    for leg in (conn, ctx.client_leg):
+        for r in leg.records if leg is not None else []:
+            records.setdefault(r.frame, []).append(r)
+    found: dict[int, Spoiled] = {}
+    for rule_id in SPOILING_RULES:
+        rule = rule_by_id(rule_id)
+        if ctx.testcase not in rule.cases:
+            continue
+        try:
+            violations = rule.run(conn, ctx)
+        except Inconclusive:
+            continue
+        for v in violations:
+            sent = [r for r in records.get(v.frame, []) if r.sender == v.party] if v.frame is not None else []
+            if sent and id(sent[0]) not in found:
+                found[id(sent[0])] = Spoiled(sent[0], rule_id, v.message.split(" — ")[0])
+    return sorted(found.values(), key=lambda s: (s.record.time, s.record.frame))
 
 
 # ---------------------------------------------------------------------------------------------

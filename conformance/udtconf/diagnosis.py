@@ -12,6 +12,11 @@ to dig through logs and captures. The diagnosis reads what the run left behind a
   data and ACKs got — the last ACK number and whether it sits at the 2^31 wrap (§4), and whether
   the receiver stopped acknowledging data it had (§8.3) or the sender never retransmitted what
   was NAKed (§8.7) — and which side went silent first;
+* who is at fault, from the order of events: before a receiver is blamed for silence, the cell's
+  wire rules are read for a packet that spoiled the exchange (:func:`udtconf.checks.spoiled_packets`:
+  a first data packet that is not the ISN, a payload over MSS − 44, a cookie reply that is not
+  the request), and a reply is missed only where the request that asks for it was sent — else
+  the side that sent the bad packet, or never sent the request, is named;
 * *alive but deaf*: a role still running that sent nothing for :data:`DEAF_AFTER` seconds. A
   healthy UDT endpoint is never that quiet: its EXP timer sends a keep-alive or a
   retransmission at least every few hundred milliseconds (§9.4).
@@ -36,10 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .capture import SENTINEL
+from .checks import Context, Spoiled, spoiled_packets
 from .pcap import parse_frame
 from .seq import MAX, seqcmp, seqoff
 from .trace import Connection, Endpoint
-from .wire import Nak, WireError
+from .wire import DataPacket, Handshake, Nak, WireError
 
 DEAF_AFTER = 5.0  # s without a packet from a running, engaged role: deaf (keep-alives every ~0.3 s, §9.4)
 STALL_AFTER = 10.0  # s without the ACK number moving while data beyond it reached the receiver
@@ -225,12 +231,26 @@ def _shift(a: Connection, b: Connection) -> int:
 
 
 def wire_findings(
-    conn: Connection, names: Mapping[str, str], t0: float, client_leg: Connection | None = None
+    conn: Connection,
+    names: Mapping[str, str],
+    t0: float,
+    client_leg: Connection | None = None,
+    ctx: Context | None = None,
 ) -> list[str]:
     """What the capture of one connection says about how far it got, in the server's numbering.
 
     ``conn`` is the server's side of the wire, ``client_leg`` the client's own side where a relay
-    sits between them, ``names`` the stack of each side, ``t0`` the run's start (wall clock)."""
+    sits between them, ``names`` the stack of each side, ``t0`` the run's start (wall clock),
+    ``ctx`` the case's context for the wire rules: with it, a side that sent a packet spoiling
+    the exchange is named before its peer is blamed for what followed."""
+    return _wire(conn, names, t0, client_leg, ctx)[0]
+
+
+def _wire(
+    conn: Connection, names: Mapping[str, str], t0: float, client_leg: Connection | None, ctx: Context | None
+) -> tuple[list[str], tuple[str, str] | None]:
+    """:func:`wire_findings`, and where their verdict rests on a spoiling packet, that verdict
+    and the side that sent the packet."""
     srv, cli = f"server {names.get('server', '?')}", f"client {names.get('client', '?')}"
     own = client_leg or conn  # where the client's own sending shows
     out: list[str] = []
@@ -239,26 +259,84 @@ def wire_findings(
         return f"t={t - t0:.2f} s"
 
     if not own.records:
-        return [f"nothing on the wire from the {cli}"]
-    hs_c, hs_s = conn.handshakes("client"), conn.handshakes("server")
-    data = conn.data("client")
-    if not data:
-        if not hs_c:
-            out.append(f"the {cli} sent no handshake that reached the server")
-        elif not hs_s:
-            out.append(f"the {srv} never answered the {len(hs_c)} handshake(s) of the {cli} (§6.1)")
-        elif not any(h.req_type in (-1, -2) for _, h in hs_s):
-            out.append(f"the handshake stopped after the {srv}'s first-round reply (§6.1): no final response")
-        else:
-            out.append(f"the handshake completed but the {cli} sent no data (§6)")
+        return [f"nothing on the wire from the {cli}"], None
+    spoiled = spoiled_packets(conn, ctx) if ctx is not None else []
+    if not conn.data("client"):
+        out.append(_handshake_stall(conn, spoiled, srv, cli, at))
     else:
-        out += _progress(conn, own, srv, cli, at)
+        out += _progress(conn, own, spoiled, srv, cli, at)
     out.append(_silence(own, srv, cli, at))
-    return out
+    culprit = next(((f, s.record.sender) for f in out[:1] for s in spoiled if _spoil_text(s, at) in f), None)
+    return out, culprit
 
 
-def _progress(conn: Connection, own: Connection, srv: str, cli: str, at: Callable[[float], str]) -> list[str]:
-    """How far the data got: the verdict (who held it up) first, then the numbers."""
+def _spoil_text(s: Spoiled, at: Callable[[float], str]) -> str:
+    return f"{s.rule}: {s.message} (frame {s.record.frame}, {at(s.record.time)})"
+
+
+def _handshake_stall(conn: Connection, spoiled: list[Spoiled], srv: str, cli: str, at: Callable[[float], str]) -> str:
+    """Where a connection without data stopped, and whose move it was: a reply is missed only
+    where the request that asks for it was sent and was valid."""
+    hs_c, hs_s = conn.handshakes("client"), conn.handshakes("server")
+    bad = {
+        side: next((s for s in spoiled if s.record.sender == side and isinstance(s.record.packet, Handshake)), None)
+        for side in ("client", "server")
+    }
+    bad_c, bad_s = bad["client"], bad["server"]
+    if not hs_c:
+        return f"the {cli} sent no handshake that reached the server"
+    if not hs_s:
+        if bad_c:
+            return (
+                f"the {cli} sent an invalid handshake request ({_spoil_text(bad_c, at)}): the {srv} did not "
+                f"answer its {len(hs_c)} handshake(s) (§6.1)"
+            )
+        return f"the {srv} never answered the {len(hs_c)} handshake(s) of the {cli} (§6.1)"
+    if any(h.req_type in (-1, -2) for _, h in hs_s):
+        if bad_s:
+            return (
+                f"the {srv} sent an invalid handshake ({_spoil_text(bad_s, at)}): the {cli} sent no data after it (§6)"
+            )
+        return f"the handshake completed but the {cli} sent no data (§6)"
+    reply = hs_s[0][0]
+    if not any(h.req_type == 1 for _, h in hs_c):  # rendezvous (§6.2): each side answers the other's HS
+        if bad_c:
+            return f"the {cli} sent an invalid rendezvous handshake ({_spoil_text(bad_c, at)}) (§6.2)"
+        return f"the {srv} answered the {cli}'s rendezvous handshakes but never with HS(−1) (§6.2)"
+    # listener (§6.1): the final response answers the client's second-round request
+    second = [(r, h) for r, h in hs_c if r.time >= reply.time and h.req_type != 1]
+    if not second:
+        if bad_s:
+            return (
+                f"the {srv}'s cookie reply was invalid ({_spoil_text(bad_s, at)}): the {cli} never sent the "
+                "second-round request (§6.1)"
+            )
+        return (
+            f"the {cli} never sent the second-round request after the {srv}'s cookie reply at {at(reply.time)} (§6.1)"
+        )
+    if bad_c:
+        return (
+            f"the {cli} sent an invalid handshake request ({_spoil_text(bad_c, at)}): the {srv} sent no final "
+            "response to it (§6.1)"
+        )
+    cookies = {h.cookie for _, h in hs_s if h.req_type == 1}
+    if not any(h.cookie in cookies for _, h in second):
+        return (
+            f"the {cli}'s second-round request did not echo the {srv}'s cookie: no final response (a listener drops "
+            "it, §6.1 listener rule 4)"
+        )
+    return (
+        f"the handshake stopped after the {srv}'s first-round reply (§6.1): no final response to the second-round "
+        f"request the {cli} sent at {at(second[0][0].time)}"
+    )
+
+
+def _progress(
+    conn: Connection, own: Connection, spoiled: list[Spoiled], srv: str, cli: str, at: Callable[[float], str]
+) -> list[str]:
+    """How far the data got: the verdict (who held it up) first, then the numbers. Invalid data
+    from the client is the verdict where the receiver's stall follows from it: its first data
+    packet, or the packet at the number the ACK waits for."""
     data = conn.data("client")
     arrived: dict[int, float] = {}
     top: int | None = None
@@ -274,13 +352,33 @@ def _progress(conn: Connection, own: Connection, srv: str, cli: str, at: Callabl
         f"data: {len(arrived)} sequence numbers reached the server, up to {top:#010x}{wrap_note(top)}; "
         f"the client's last data packet {(last_d.seq + delta) & MAX:#010x} at {at(last_r.time)}"
     )
+    bad = [s for s in spoiled if s.record.sender == "client" and isinstance(s.record.packet, DataPacket)]
+    firsts = {id(leg.data("client")[0][0]) for leg in (conn, own) if leg.data("client")}
+    first_bad = next((s for s in bad if id(s.record) in firsts), None)
     acks = conn.acks("server")
     if not acks:
+        if first_bad:
+            return [
+                f"the {cli}'s first data packet was invalid ({_spoil_text(first_bad, at)}): the {srv} had nothing it "
+                "could acknowledge",
+                summary,
+            ]
         return [f"the {srv} received data but sent no ACK at all (§8.3)", summary]
     ack = acks[-1][1].ack_no
     moved = next(r.time for r, a in acks if a.ack_no == ack)
     if seqcmp(ack, top) > 0:
-        return [summary, f"every data packet that reached the server was acknowledged (ACK {ack:#010x} at {at(moved)})"]
+        done = f"every data packet that reached the server was acknowledged (ACK {ack:#010x} at {at(moved)})"
+        if bad:
+            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+            return [f"the {cli} sent invalid data: {_spoil_text(bad[0], at)}{more}", summary, done]
+        return [summary, done]
+    at_ack = first_bad or next((s for s in bad if isinstance(p := s.record.packet, DataPacket) and p.seq == ack), None)
+    if at_ack:
+        why = _spoil_text(at_ack, at)
+        return [
+            f"the ACK number waits at {ack:#010x}{wrap_note(ack)} after invalid data from the {cli} ({why})",
+            summary,
+        ]
     beyond = seqoff(ack, top) + 1
     if ack in arrived:
         verdict = (
@@ -354,6 +452,9 @@ class Diagnosis:
     findings: list[str] = field(default_factory=list)
     tails: dict[str, list[str]] = field(default_factory=dict)
     stats: dict[str, str] = field(default_factory=dict)
+    # the finding that names the side whose invalid packet the failure follows from (no role
+    # crashed): a one-line reason leads with it, and marks what the peer did after it "then"
+    culprit: str | None = None
 
     def headline(self, n: int = 3) -> str:
         return "; ".join(self.findings[:n])
@@ -378,10 +479,12 @@ def diagnose(
     t0: float,
     client_leg: Connection | None = None,
     stopped: str | None = None,
+    ctx: Context | None = None,
 ) -> Diagnosis:
     """A failed run's :class:`Diagnosis` from its roles and its capture (``conns``: the server's
     side, one per client; ``client_leg``: the client's own side behind a relay; ``stopped``: why
-    the suite stopped the run early, which then already names a deaf role)."""
+    the suite stopped the run early, which then already names a deaf role; ``ctx``: the case's
+    context for the wire rules, which the culprit of a stall is read from)."""
     diag = Diagnosis()
     for role in roles:
         tail = log_tail(role.log)
@@ -403,14 +506,23 @@ def diagnose(
         for r in leg.records:
             last_sent[r.sender] = max(last_sent.get(r.sender, r.time), r.time)
             first_sent[r.sender] = min(first_sent.get(r.sender, r.time), r.time)
-    if not stopped:
-        diag.findings += deaf_findings(roles, last_sent, first_sent, t0)
-    if not conns:
-        diag.findings.append("no capture of the server's port (capturing needs root): no wire symptoms")
+    crashed_any = bool(diag.findings)  # so far only crashes and caps: a crash leads, not a bad packet
+    wire: list[str] = []
+    spoiler: str | None = None
     for i, conn in enumerate(conns):
         prefix = f"connection {i + 1} (client port {conn.client[1]}): " if len(conns) > 1 else ""
         own = client_leg if len(conns) == 1 else None
-        diag.findings += [prefix + f for f in wire_findings(conn, names, t0, own)]
+        found, culprit = _wire(conn, names, t0, own, ctx)
+        wire += [prefix + f for f in found]
+        if culprit and diag.culprit is None and not crashed_any:
+            diag.culprit, spoiler = prefix + culprit[0], culprit[1]
+    if not stopped:
+        # a peer gone quiet after the spoiling packet is its consequence, not a second fault
+        deaf = deaf_findings(roles, last_sent, first_sent, t0)
+        diag.findings += [f"then {f}" if spoiler and not f.startswith(spoiler) else f for f in deaf]
+    if not conns:
+        diag.findings.append("no capture of the server's port (capturing needs root): no wire symptoms")
+    diag.findings += wire
     return diag
 
 

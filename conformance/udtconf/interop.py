@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .capture import Capture, can_capture
+from .checks import Context
 from .diagnosis import Diagnosis, Role, WireWatch, diagnose, exit_text, log_crash
 from .pcap import read_udp
 from .ports import free_udp_port, udp_port_bound
@@ -263,12 +264,17 @@ class InteropRunner:
         res.status = "fail" if problems else "pass"
         res.reason = "; ".join(problems) or f"{sum(p.stat().st_size for p in inputs)} bytes delivered intact"
         if problems:
-            res.diagnosis = diagnose([p.role() for p in procs], res.conns, t0_wall, res.client_leg, res.stopped)
+            ctx = Context(case, set(res.dropped), res.client_leg)  # the wire rules name who spoiled the exchange
+            res.diagnosis = diagnose([p.role() for p in procs], res.conns, t0_wall, res.client_leg, res.stopped, ctx)
             # a crash line (or the cap it hit) replaces the bare exit status it explains
             findings = res.diagnosis.findings
             problems = [next((f for f in findings if f.startswith((f"{p}: ", f"{p} ("))), p) for p in problems]
-            more = [f for f in findings if f not in problems][:3]
-            res.reason = "; ".join(problems + more)
+            # the side whose invalid packet the failure follows from leads; a stop came after it
+            lead = [res.diagnosis.culprit] if res.diagnosis.culprit else []
+            if lead and res.stopped:
+                problems[0] = f"then {problems[0]}"
+            more = [f for f in findings if f not in problems + lead][:3]
+            res.reason = "; ".join(lead + problems + more)
         (logdir / "result.json").write_text(json.dumps(res.to_json(), indent=2, ensure_ascii=False))
         return res
 
