@@ -50,7 +50,8 @@ help:
 	@echo "                  the impairment sweep (loss, reordering, duplication, an outage; 5 seeds; ~12 min; root);"
 	@echo "                  a window-bound long fat path (100 Mb/s x 110 ms, share of what the window allows; root)"
 	@echo "make fuzz         cargo fuzz run $(FUZZ_TARGET) for FUZZ_SECONDS=$(FUZZ_SECONDS)"
-	@echo "make conformance  the conformance suite: builds only the selected stacks (STACKS=..., CASES=..., UDTC_GATE=... passed through)"
+	@echo "make conformance  the conformance suite: builds only the selected stacks (STACKS=..., CASES=..., UDTC_GATE=... passed through;"
+	@echo "                  REPEAT=N: N times, each cell's pass rate, flaky cells reported, FLAKY=fail to fail on them)"
 	@echo "make conformance-image  the suite and the reference stacks in one image, for third parties (docker/Dockerfile.conformance)"
 	@echo "make clean        remove build outputs"
 
@@ -254,7 +255,16 @@ fuzz:
 conformance: setup
 	@echo "==> conformance: build $(if $(STACKS),$(STACKS),every conformance stack), then pytest conformance/ $(if $(CASES),CASES=$(CASES))"
 	$(CONFORMANCE_ENV) $(PYTHON) -m udtconf build
+ifeq ($(strip $(REPEAT)),)
 	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance
+else
+	@# REPEAT=N: the selection N times, each into results/conformance/repeat-<k>, then each cell's pass rate.
+	@for k in $$(seq 1 $(REPEAT)); do \
+	  echo "==> conformance: repeat $$k of $(REPEAT)"; \
+	  $(CONFORMANCE_ENV) UDTC_RESULTS=results/conformance/repeat-$$k $(PYTHON) -m pytest conformance -q || true; \
+	done
+	$(PYTHON) -m udtconf flaky $$(seq -f 'results/conformance/repeat-%g' 1 $(REPEAT)) $(if $(FLAKY),--flaky '$(FLAKY)')
+endif
 
 # The conformance suite for third parties (docs/conformance/third-party.md): the suite, tshark and
 # both reference stacks compiled from this checkout inside the build, so it needs nothing on the

@@ -227,3 +227,58 @@ def test_a_case_the_stack_does_not_claim_stays_unsupported_after_a_failed_handsh
     assert runner.run(tp, tp, "handshake").status == "fail"
     res = runner.run(tp, tp, "transfer")
     assert res.status == "unsupported" and "does not list transfer" in res.reason
+
+
+def test_a_cell_that_passes_sometimes_is_flaky_and_one_that_never_does_failed() -> None:
+    from udtconf import flakiness
+
+    def doc(statuses: dict[str, str], gating: list[str]) -> dict[str, object]:
+        return {
+            "entries": [{"key": k, "status": s} for k, s in statuses.items()],
+            "gate": {"gating": [{"key": k} for k in gating]},
+        }
+
+    docs = [
+        doc({"interop/a/b/loss": "failed", "interop/a/b/transfer": "passed", "wire/x": "failed"}, ["interop/a/b/loss"]),
+        doc({"interop/a/b/loss": "passed", "interop/a/b/transfer": "passed", "wire/x": "failed"}, []),
+        doc({"interop/a/b/loss": "passed", "interop/a/b/transfer": "passed", "wire/x": "failed"}, []),
+    ]
+    cells = {c.key: c for c in flakiness.cells(docs)}
+    assert (cells["interop/a/b/loss"].kind, cells["interop/a/b/loss"].rate) == ("flaky", "2 of 3")
+    assert cells["interop/a/b/transfer"].kind == "passed" and cells["wire/x"].kind == "failed"
+    # The policy: a flaky gating cell is reported and does not fail the run, unless --flaky fail;
+    # a cell that failed every time fails it when it gated (wire/x never gated: reported only).
+    assert flakiness.summarise(docs, "pass")["gating"] == []
+    assert flakiness.summarise(docs, "fail")["gating"] == ["interop/a/b/loss"]
+    docs[1]["gate"] = docs[2]["gate"] = docs[0]["gate"]
+    for d in docs[1:]:
+        d["entries"][0]["status"] = "failed"  # type: ignore[index]
+    assert flakiness.summarise(docs, "pass")["gating"] == ["interop/a/b/loss"]
+
+
+@pytest.mark.slow
+def test_repeats_report_a_cell_that_fails_only_the_first_time_as_flaky(tmp_path: Path) -> None:
+    # udt-rs behind an entrypoint whose first handshake client gives up: the cell fails in the
+    # first repeat and passes in the second.
+    udt_rs = Path(__file__).resolve().parents[1] / "stacks" / "udt-rs"
+    d = tmp_path / "flaky"
+    d.mkdir()
+    (d / "meta.toml").write_text('name = "flaky"\nprotocol = "udt"\nversion = "0"\ntestcases = ["handshake"]\n')
+    count = tmp_path / "clients"
+    (d / "entrypoint").write_text(
+        "#!/usr/bin/env bash\n"
+        f'if [ "$ROLE" = client ] && [ "$TESTCASE" = handshake ]; then\n'
+        f'  echo x >> "{count}"; [ "$(wc -l < "{count}")" -eq 1 ] && exit 1\nfi\n'
+        f'exec "{udt_rs}/entrypoint" "$@"\n'
+    )
+    (d / "entrypoint").chmod(0o755)
+    rc, doc, out = _suite(tmp_path, d, "--probes", "none", "--repeat", "2")
+    assert rc == 0, out
+    verdict = json.loads((tmp_path / "out" / "flakiness.json").read_text())
+    assert [c["key"] for c in verdict["flaky"]] == ["interop/flaky/flaky/handshake"], verdict
+    assert verdict["flaky"][0]["rate"] == "1 of 2" and "flaky: interop/flaky/flaky/handshake passed 1 of 2" in out
+    assert (tmp_path / "out" / "repeat-2" / "results.json").is_file()
+    # The strict policy: the same flaky cell fails the run.
+    count.unlink()
+    rc, _, out = _suite(tmp_path, d, "--probes", "none", "--repeat", "2", "--flaky", "fail")
+    assert rc == 1 and "1 gating cell(s) failed or were flaky" in out, out

@@ -4,7 +4,7 @@
 
     python -m udtconf run --stack PATH [--stack PATH ...] [--against NAMES|none]
                           [--cases a,b] [--probes none|A,B] [--mem-limit SIZE] [--cpu-limit S]
-                          [--fail-on must|required|all] [--shard i/N]
+                          [--fail-on must|required|all] [--shard i/N] [--repeat N [--flaky pass|fail]]
                           [--out DIR] [--influx URL] [--list]
 
 ``--stack`` is a stack directory (meta.toml + entrypoint, docs/conformance/adapter-contract.md)
@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import expectations, gate, processes
+from . import expectations, flakiness, gate, processes
 from .report import SKIPPED_AFTER_HANDSHAKE
 from .selection import Selection, SelectionError, from_env
 from .stacks import CONFORMANCE_DIR, PARTNERS, REPO_ROOT, StackError, build
@@ -60,7 +60,7 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m udtconf",
         description="Conformance suite for UDT4 and SABUL stacks (docs/conformance/README.md).",
     )
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,build}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,build,flaky}")
     run = sub.add_parser(
         "run",
         help="run the suite for stacks under test",
@@ -112,6 +112,21 @@ def parser() -> argparse.ArgumentParser:
         metavar="S",
         help=f"CPU-time cap of each stack process in seconds; 0: none (default {processes.DEFAULT_CPU_LIMIT})",
     )
+    run.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the selection N times and report each cell's pass rate; a cell that passes sometimes is "
+        "flaky (udtconf.flakiness; default 1)",
+    )
+    run.add_argument(
+        "--flaky",
+        choices=flakiness.POLICIES,
+        default="pass",
+        help="with --repeat: whether a flaky gating cell fails the run (fail) or is reported only (pass, default); "
+        "a cell that gated in every repeat always fails it",
+    )
     run.add_argument("--list", action="store_true", help="list what this run (and shard) would run, then exit")
     b = sub.add_parser(
         "build",
@@ -122,7 +137,27 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--out", type=Path, metavar="DIR", help="where build-<stack>.log go (default $UDTC_RESULTS or results)"
     )
+    f = sub.add_parser(
+        "flaky",
+        help="pass rates over results directories of repeated runs",
+        description="Each cell's pass rate over the results.json of several runs of one selection (make "
+        "conformance REPEAT=N writes them); exit 1 when a gating cell failed in every run (or, with --flaky "
+        "fail, in any).",
+    )
+    f.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="results directories, one per run")
+    f.add_argument("--flaky", choices=flakiness.POLICIES, default="pass")
     return ap
+
+
+def flaky_command(args: argparse.Namespace) -> int:
+    docs = []
+    for d in args.dirs:
+        results = d / "results.json"
+        if not results.is_file():
+            raise UsageError(f"{d} has no results.json: name the results directories of the runs")
+        docs.append(json.loads(results.read_text()))
+    rcs = [0 if (doc.get("gate") or {}).get("passed", True) else 1 for doc in docs]
+    return _over_repeats(docs, rcs, args.flaky, args.dirs[0].parent)
 
 
 def run_env(args: argparse.Namespace, base: Mapping[str, str]) -> dict[str, str]:
@@ -269,16 +304,32 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("results.json", "matrix.html", "junit.xml"):
         (out / stale).unlink(missing_ok=True)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat {args.repeat}: give 1 or more")
     build_all(sel, out)
     t0 = time.monotonic()
-    rc, sig = processes.run_supervised(pytest_argv(out), env, CONFORMANCE_DIR)
+    # Each repeat writes its own results (the first to --out, the others to repeat-<k>/ in it).
+    docs: list[dict[str, object]] = []
+    rcs: list[int] = []
+    for k in range(args.repeat):
+        out_k = out if k == 0 else out / f"repeat-{k + 1}"
+        out_k.mkdir(parents=True, exist_ok=True)
+        if args.repeat > 1:
+            print(f"udtconf run: repeat {k + 1} of {args.repeat} -> {out_k}", flush=True)
+        rc, sig = processes.run_supervised(pytest_argv(out_k), env | {"UDTC_RESULTS": str(out_k)}, CONFORMANCE_DIR)
+        if sig:
+            took = time.monotonic() - t0
+            name = signal.Signals(sig).name
+            print(
+                f"\nudtconf run: stopped by {name} after {took:.0f} s; every process of the run ended", file=sys.stderr
+            )
+            return 128 + sig
+        rcs.append(rc)
+        results_k = out_k / "results.json"
+        docs.append(json.loads(results_k.read_text()) if results_k.is_file() else {})
     took = time.monotonic() - t0
-    if sig:
-        name = signal.Signals(sig).name
-        print(f"\nudtconf run: stopped by {name} after {took:.0f} s; every process of the run ended", file=sys.stderr)
-        return 128 + sig
     results = out / "results.json"
-    doc = json.loads(results.read_text()) if results.is_file() else {}
+    doc = docs[0]
     partners = [s.name for s in sel.stacks if not sel.tested(s.name)]
     against = ",".join(partners) or "none"
     print(f"\nconformance: {', '.join(sel.under_test)} against {against}; gate {args.fail_on}; {took:.0f} s")
@@ -286,6 +337,9 @@ def run(args: argparse.Namespace) -> int:
     if (hint := handshake_hint(doc, sel.cases)) is not None:
         print(hint)
     print(f"results: {out / 'matrix.html'}, {out / 'junit.xml'}, {results}")
+    if args.repeat > 1:
+        return _over_repeats(docs, rcs, args.flaky, out)
+    rc = rcs[0]
     if rc == 0:
         print("exit 0: nothing gating failed")
         return EXIT_OK
@@ -297,6 +351,26 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"exit 2: pytest ended with status {rc} (interrupted, or a usage error above)", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _over_repeats(docs: list[dict[str, object]], rcs: list[int], policy: str, out: Path) -> int:
+    """The exit of a repeated run: a cell that gated in every repeat fails it; a flaky one as
+    ``policy`` says (udtconf.flakiness)."""
+    verdict = flakiness.summarise(docs, policy, out)
+    print("\n".join(flakiness.lines(verdict)))
+    print(f"pass rates: {out / 'flakiness.json'}")
+    if any(rc not in (0, 1, 5) for rc in rcs):
+        print(f"exit 2: pytest ended with status {rcs} (interrupted, or a usage error above)", file=sys.stderr)
+        return EXIT_USAGE
+    gating = verdict["gating"]
+    assert isinstance(gating, list)
+    if gating:
+        print(
+            f"exit 1: {len(gating)} gating cell(s) failed" + (" or were flaky" if policy == "fail" else " every time")
+        )
+        return EXIT_GATE
+    print("exit 0: no gating cell failed every time" + ("" if policy == "fail" else " (flaky ones reported above)"))
+    return EXIT_OK
 
 
 def build_command(args: argparse.Namespace) -> int:
@@ -312,6 +386,8 @@ def build_command(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.command == "flaky":
+            return flaky_command(args)
         return run(args) if args.command == "run" else build_command(args)
     except UsageError as e:
         print(f"udtconf {args.command}: {e}", file=sys.stderr)
