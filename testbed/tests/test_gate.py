@@ -67,3 +67,14 @@ def test_the_gate_wants_two_runs_a_build_and_a_built_head(monkeypatch, tmp_path)
     monkeypatch.setattr(gate, "HEAD_BIN", tmp_path / "missing")
     with pytest.raises(gate.GateError, match="make build"):
         gate.gate("HEAD", 2, [])
+
+
+def test_a_head_binary_made_elsewhere_is_gated_in_place_of_this_checkout_s(monkeypatch, tmp_path):
+    with pytest.raises(gate.GateError, match="no such file"):
+        gate.gate("HEAD", 2, [], head_bin=tmp_path / "nowhere")
+    head = tmp_path / "wrapped-udt"
+    head.write_text("")
+    monkeypatch.setattr(gate, "base_binary", lambda ref, log=print: ("abc", tmp_path / "base-udt"))
+    calls = _fake_runs(monkeypatch, tmp_path, lambda b, n: 90.0 + n % 2)
+    gate.gate("HEAD", 2, [], head_bin=head)
+    assert [c[1] for c in calls if c[0] == "head"] == [str(head), str(head)]

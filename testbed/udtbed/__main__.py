@@ -422,7 +422,8 @@ def cmd_gate(a: argparse.Namespace) -> int:
     run_args = ["--experiments", a.experiments, "--duration", str(a.duration), "--scale", a.scale]
     run_args += ["--parts", a.parts] if a.parts else []
     try:
-        rows = gate.gate(a.base, a.repeat, run_args, a.alpha, a.threshold)
+        head = Path(a.head_bin).resolve() if a.head_bin else None
+        rows = gate.gate(a.base, a.repeat, run_args, a.alpha, a.threshold, head_bin=head)
     except (gate.GateError, compare.CompareError) as e:
         print(f"udtbed gate: {e}", file=sys.stderr)
         return 2
@@ -735,6 +736,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--parts", help="only these parts (default: every part of the experiments)")
     g.add_argument("--duration", type=float, default=20.0, help="seconds per run of a part (default 20)")
     g.add_argument("--scale", default="0.1", help="the runs' scale (default 0.1)")
+    g.add_argument("--head-bin", help="the head's udt binary (default impl/target/release/udt)")
     g.add_argument("--alpha", type=float, default=0.05)
     g.add_argument("--threshold", type=float, default=0.05)
     co = sub.add_parser("cores", help="the cores each part needs at a scale, and whether this machine has them")

@@ -87,14 +87,18 @@ def gate(
     alpha: float = compare.ALPHA,
     threshold: float = compare.THRESHOLD,
     log: Callable[[str], None] = print,
+    head_bin: Path | None = None,
 ) -> list[compare.Row]:
-    """The rows of the head against ``ref`` (udtbed.compare); raises :class:`GateError`."""
+    """The rows of the head against ``ref`` (udtbed.compare); raises :class:`GateError`.
+    ``head_bin``: the head's ``udt`` (default this checkout's release build), e.g. a build made
+    elsewhere, or a wrapper that slows it on purpose to check that the gate catches it."""
     if repeat < 2:
         raise GateError("the gate needs at least 2 runs a build to tell a change from noise (--repeat 2 or more)")
-    if not HEAD_BIN.exists():
-        raise GateError(f"{HEAD_BIN} is missing: run `make build` first")
+    head = head_bin or HEAD_BIN
+    if not head.exists():
+        raise GateError(f"{head} is missing: run `make build` first" if head_bin is None else f"{head}: no such file")
     _, base_bin = base_binary(ref, log)
-    base_runs, head_runs = run_turns(base_bin, HEAD_BIN, repeat, run_args, log)
+    base_runs, head_runs = run_turns(base_bin, head, repeat, run_args, log)
     return compare.compare_runs(base_runs, head_runs, [("udt-rs", "udt-rs")], alpha, threshold)
 
 
