@@ -94,3 +94,11 @@ def test_the_command_exits_1_on_a_regression_and_writes_the_page(tmp_path):
     assert p.returncode == 2 and "--stacks" in p.stderr, p.stderr
     p = subprocess.run([sys.executable, "-m", "udtbed", "compare", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 2 and "not a run directory" in p.stderr, p.stderr
+
+
+def test_a_figure_the_base_measured_and_the_head_never_did_is_a_regression(tmp_path):
+    a = _run(tmp_path, "a", [92, 92.5, 91.5], [7.0, 7.2, 6.8])
+    b = _run(tmp_path, "b", [92, 92.5, 91.5], [None, None, None])
+    by_band = {r.band: r for r in compare.compare(a, b)}
+    assert by_band[TIME].outcome == "regressed" and by_band[TIME].p is None
+    assert {r.band: r.outcome for r in compare.compare(b, a)}[TIME] == "improved"

@@ -10,7 +10,9 @@ p-values are corrected by Holm's step-down method, which holds the chance of any
 among all rows at ``alpha``. A row **regressed** when its corrected p is below ``alpha`` and it
 moved the wrong way by more than ``threshold`` (the band says which way is wrong: a band with a
 floor wants more, one with a ceiling less); **improved** likewise the other way; **same**
-otherwise. A side with one repeat has no spread: its rows are shown, not tested.
+otherwise. A side with one repeat has no spread: its rows are shown, not tested. A figure that
+one side measured in every repeat and the other in none (a time to 90 % never reached) is
+regressed or improved without a test.
 """
 
 from __future__ import annotations
@@ -126,6 +128,12 @@ def rows(
                 else:
                     p = float(stats.ttest_ind(xa, xb, equal_var=False).pvalue)
                 row = replace(row, p=1.0 if math.isnan(p) else p)
+            elif len(xa) >= 2 and len(va) == len(xa) and not xb:
+                # A measured it every time and B never (a time to 90 % B never reached): worse,
+                # with no test needed; the other way round, better.
+                row = replace(row, outcome="regressed")
+            elif len(xb) >= 2 and len(vb) == len(xb) and not xa:
+                row = replace(row, outcome="improved")
             out.append(row)
     tested = [(i, r.p) for i, r in enumerate(out) if r.p is not None]
     adjusted = holm([p for _, p in tested])
