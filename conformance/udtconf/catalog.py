@@ -57,7 +57,7 @@ def render() -> str:
         "Every probe fails when a process of the stack it started crashed — an exit the",
         "[contract](adapter-contract.md) does not allow (a signal, 126, ≥ 128) or a crash line anywhere in",
         "its log, whatever its exit status — or hit a [limit](adapter-contract.md#limits), whatever the",
-        "probe itself accepts (`tolerated`, `broken`, \"no crash\"); its verdict then names the crash and",
+        'probe itself accepts (`tolerated`, `broken`, "no crash"); its verdict then names the crash and',
         "keeps what the probe alone said among its notes. `--probes none|ids` (`UDTC_PROBES`) selects them.",
         "",
         "| probe | § | stack role | what the tester does / expects |",
