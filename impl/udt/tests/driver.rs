@@ -175,9 +175,20 @@ fn a_period_shorter_than_the_spin_threshold_is_slept_and_what_fell_due_leaves_ba
     assert!(elapsed >= schedule, "{elapsed:?} for {COUNT} packets {SHORT_PERIOD:?} apart");
     // Each sleep lasts at least the spin threshold (5 periods): the datagrams that fell due
     // meanwhile leave together, so most gaps are far shorter than a period.
+    // A loaded machine stretches some sleeps and shortens none, so the share of such gaps is
+    // judged, not the median: a pacer that sent one datagram a period would leave almost none.
     let gaps = sorted_gaps(&r);
-    let median = gaps[gaps.len() / 2];
-    assert!(median < SHORT_PERIOD / 2, "bursts, not one datagram a period: median gap {median:?}");
+    let short = gaps.iter().filter(|g| **g < SHORT_PERIOD / 2).count();
+    let q = |f: usize| gaps[(gaps.len() - 1) * f / 100];
+    assert!(
+        short * 4 >= gaps.len(),
+        "bursts, not one datagram a period: {short} of {} gaps under {:?} (gaps at 10/50/90 %: {:?} {:?} {:?})",
+        gaps.len(),
+        SHORT_PERIOD / 2,
+        q(10),
+        q(50),
+        q(90)
+    );
 }
 
 /// Records the arrival time the engine gives each datagram.
