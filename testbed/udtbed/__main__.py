@@ -403,15 +403,8 @@ def cmd_compare(a: argparse.Namespace) -> int:
     title = f"{run_a.name} against {run_b.name}" if run_b else f"{pair[0]} against {pair[1]} in {run_a.name}"  # type: ignore[index]
     out = Path(a.html) if a.html else (run_b or run_a) / f"compare-{run_a.name}.html"
     out.write_text(compare.page(rows, title))
-    bad = [r for r in rows if r.outcome == "regressed"]
-    untested = sum(r.outcome == "not tested" for r in rows)
-    print(
-        f"\n{len(bad)} regressed, {sum(r.outcome == 'improved' for r in rows)} improved, "
-        f"{sum(r.outcome == 'same' for r in rows)} within noise, {untested} not tested "
-        f"(a side not measured, or with one repeat: run with --repeat 2 or more); change beyond {a.threshold:.0%}, "
-        f"Holm-corrected p < {a.alpha:g}\npage: {out}"
-    )
-    return 1 if bad else 0
+    print(f"\n{compare.counts(rows, a.threshold, a.alpha)}\npage: {out}")
+    return 1 if any(r.outcome == "regressed" for r in rows) else 0
 
 
 def cmd_gate(a: argparse.Namespace) -> int:
@@ -433,14 +426,10 @@ def cmd_gate(a: argparse.Namespace) -> int:
     print(compare.table(rows))
     page = gate.GATE_DIR / "gate.html"
     page.write_text(compare.page(rows, f"gate: this checkout against {a.base}"))
-    bad = [r for r in rows if r.outcome == "regressed"]
     print(
-        f"\ngate against {a.base}: {len(bad)} regressed, {sum(r.outcome == 'improved' for r in rows)} improved, "
-        f"{sum(r.outcome == 'same' for r in rows)} within noise, {sum(r.outcome == 'not tested' for r in rows)} not "
-        f"tested ({a.repeat} runs a build, change beyond {a.threshold:.0%}, Holm-corrected p < {a.alpha:g})"
-        f"\npage: {page}"
+        f"\ngate against {a.base}, {a.repeat} runs a build: {compare.counts(rows, a.threshold, a.alpha)}\npage: {page}"
     )
-    return 1 if bad else 0
+    return 1 if any(r.outcome == "regressed" for r in rows) else 0
 
 
 def cmd_check(a: argparse.Namespace) -> int:

@@ -185,6 +185,17 @@ def compare(
     return rows(a, b, [(s, s) for s in names], alpha, threshold)
 
 
+def counts(out: list[Row], threshold: float, alpha: float) -> str:
+    """'1 regressed, 0 improved, 2 within noise, 0 not tested (change beyond 5%, Holm-corrected
+    p < 0.05)': the line under a table of rows."""
+    n = {k: sum(r.outcome == k for r in out) for k in ("regressed", "improved", "same", "not tested")}
+    return (
+        f"{n['regressed']} regressed, {n['improved']} improved, {n['same']} within noise, {n['not tested']} not "
+        f"tested (a side not measured, or with one repeat); change beyond {threshold:.0%}, Holm-corrected "
+        f"p < {alpha:g}"
+    )
+
+
 def _iv(iv: Interval | None) -> str:
     return "–" if iv is None else iv.text()
 
@@ -227,4 +238,16 @@ def page(out: list[Row], title: str) -> str:
     )
 
 
-__all__ = ["ALPHA", "THRESHOLD", "CompareError", "Row", "compare", "compare_runs", "holm", "page", "rows", "table"]
+__all__ = [
+    "ALPHA",
+    "THRESHOLD",
+    "CompareError",
+    "Row",
+    "compare",
+    "compare_runs",
+    "counts",
+    "holm",
+    "page",
+    "rows",
+    "table",
+]
