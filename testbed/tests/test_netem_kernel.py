@@ -35,10 +35,15 @@ from udtbed.topology import FRAME_BYTES, load
 REPO = Path(__file__).resolve().parents[2]
 UDT = REPO / "impl/target/release/udt"
 SABUL = REPO / "impl/target/release/sabul"
-# In a TCG-emulated VM every hop costs ~0.5 ms of emulated CPU (measured: +1.0 to +1.7 ms of
-# RTT over three paths with netem, +2.5 to +4 ms with udt-linkem): the RTT tolerance is the
-# default's 1 ms plus that. Rates are held to the runner's default 2 %.
+# In a TCG-emulated VM every hop costs emulated CPU, and how much depends on how fast the host
+# emulates that day: +1.0 to +1.7 ms of RTT over three paths with netem in one CI run, +3.1 to
+# +4.4 ms in another whose VM booted in 39 s instead of 22. So the RTT tolerance is the
+# default's 1 ms plus the VM's own RTT on the path that has no delay (chicago-local, the same
+# shape as the others), measured once per session (:func:`vm_overhead_ms`), and at least
+# VM_RTT_TOL_MS. Rates are held to the runner's default 2 %.
 VM_RTT_TOL_MS = 2.5
+# An overhead above this leaves no timing to judge: the VM is too slow, and the tests say so.
+VM_OVERHEAD_MAX_MS = 8.0
 RATE_TOL = 0.02
 SCALE = 0.02  # 1 Gb/s -> 20 Mb/s, OC-12 -> 12.4 Mb/s: what TCG carries
 
@@ -52,6 +57,28 @@ def kernel_has_netem() -> None:
     ok, why = network.probe_netem()
     if not ok:
         pytest.skip(f"this kernel has no sch_netem ({why}): `make test-vm` runs these in a stock kernel")
+
+
+@pytest.fixture(scope="module")
+def vm_overhead_ms(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """The RTT this VM adds on a path without delay: chicago-local's median ping RTT over the
+    0.04 ms it emulates (its own build, calibrated as the runner calibrates)."""
+    tmp = tmp_path_factory.mktemp("overhead")
+    net = Network(load(REPO / "topologies/chicago-local.toml"), scale=SCALE, backend="netem", workdir=tmp)
+    try:
+        net.build()
+        (cal,) = calibrate(net, [("chicago", "local")], rtt_tol_ms=VM_RTT_TOL_MS, rate_tol=RATE_TOL)
+    finally:
+        net.close()
+    assert cal.rtt_ms is not None, cal.line()
+    overhead = max(0.0, cal.rtt_ms - cal.expected_rtt_ms)
+    assert overhead <= VM_OVERHEAD_MAX_MS, f"the VM adds {overhead:.1f} ms to a path without delay: too slow to judge"
+    return overhead
+
+
+def rtt_tol(overhead_ms: float, floor: float = VM_RTT_TOL_MS, over: float = 1.0) -> float:
+    """The RTT tolerance in this VM: ``over`` ms above its own overhead, at least ``floor``."""
+    return max(floor, overhead_ms + over)
 
 
 def two_hosts(tmp: Path, **link: str) -> Path:
@@ -101,11 +128,13 @@ def qdisc_stats(net: Network, dev: str = "rb") -> list[dict]:
         ("chicago-amsterdam", "chicago", "amsterdam"),
     ],
 )
-def test_each_path_class_calibrates_within_the_vm_tolerances(built, tmp_path, topology, src, dst):
+def test_each_path_class_calibrates_within_the_vm_tolerances(built, tmp_path, vm_overhead_ms, topology, src, dst):
     """0.04 ms, 16 ms and 110 ms of RTT at 20 / 12.4 / 20 Mb/s: ping's median RTT and the rate a
-    paced blast measures, as the runner calibrates before every run."""
+    paced blast measures, as the runner calibrates before every run; the RTT within 1 ms of the
+    emulated delay plus the VM's own overhead (chicago-local's is measured on a build of its own)."""
     net = build(built, REPO / f"topologies/{topology}.toml", tmp_path, scale=SCALE)
-    (cal,) = calibrate(net, [(src, dst)], rtt_tol_ms=VM_RTT_TOL_MS, rate_tol=RATE_TOL, attempts=2)
+    tol = rtt_tol(vm_overhead_ms)
+    (cal,) = calibrate(net, [(src, dst)], rtt_tol_ms=tol, rate_tol=RATE_TOL, attempts=2)
     assert cal.rtt_ms is not None and cal.rtt_ms >= cal.expected_rtt_ms - 0.05, cal.line()
     assert cal.ok, cal.line()
 
@@ -273,7 +302,7 @@ def test_closing_a_netem_network_leaves_no_namespace_or_qdisc_behind(tmp_path):
 VM_RTT_TOL_MS_LINKEM = 5.0
 
 
-def test_a_fig11_path_under_netem_beside_udt_linkem(tmp_path, record_property):
+def test_a_fig11_path_under_netem_beside_udt_linkem(tmp_path, record_property, vm_overhead_ms):
     """Chicago-Ottawa (16 ms, OC-12 at scale 0.02) built by each backend in the same kernel: both
     deliver the configured rate and delay, and a UDT flow
     runs on each without exceeding the link. The rows (udtbed compare-backends') go to the JUnit
@@ -284,11 +313,12 @@ def test_a_fig11_path_under_netem_beside_udt_linkem(tmp_path, record_property):
 
     if not UDT.exists():
         pytest.skip(f"{UDT} is not built (make build)")
-    for backend, rtt_tol in (("netem", VM_RTT_TOL_MS), ("linkem", VM_RTT_TOL_MS_LINKEM)):
+    tols = (rtt_tol(vm_overhead_ms), rtt_tol(vm_overhead_ms, VM_RTT_TOL_MS_LINKEM, VM_RTT_TOL_MS_LINKEM - 1.5))
+    for backend, tol in zip(("netem", "linkem"), tols, strict=True):
         r = backend_compare.measure("chicago-ottawa", "chicago", "ottawa", backend, SCALE, 10.0, tmp_path)
         record_property(backend, json.dumps(asdict(r)))
         assert r.rate_mbps is not None and abs(r.rate_mbps / r.rate_want_mbps - 1) <= RATE_TOL, r
-        assert r.rtt_ms is not None and r.rtt_want_ms - 0.05 <= r.rtt_ms <= r.rtt_want_ms + rtt_tol, r
+        assert r.rtt_ms is not None and r.rtt_want_ms - 0.05 <= r.rtt_ms <= r.rtt_want_ms + tol, r
         # The burst's queue depth is only recorded here: a Python sender on an emulated, loaded CPU
         # may not fill the queue (read 9.8 of 17 beside the cargo tests, 14.3 alone); the
         # DropTail test judges the queue by its drops and its longest wait.
