@@ -313,3 +313,98 @@ def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_inte
     wide.write_text(render(meta, results) + "<script>document.title = document.documentElement.scrollWidth</script>")
     width = re.search(r"<title>(\d+)</title>", screenshot.rendered_dom(wide.as_uri(), width=1280))
     assert width and int(width.group(1)) <= 1280, width
+
+
+def _bulk_part(goodputs, exact=(True, True, True)):
+    """A one-flow part of udt-rs run once per entry of ``goodputs`` (its steady Mb/s)."""
+    from udtbed.results import FlowResult, PartResult, StackResult
+
+    def rep(k, mbps, ok):
+        flow = FlowResult(
+            name="f",
+            src="a",
+            dst="b",
+            start_s=0.0,
+            series_1s=[(float(t), mbps + t) for t in range(1, 6)],
+            series_raw=[],
+            mean_mbps=mbps,
+            bytes=1,
+            exact=ok,
+            pkts_sent=1000,
+            retrans=10,
+            time_to_90pct_s=None if k == 1 else 2.0 + k,
+        )
+        return {"udt-rs": StackResult(stack="udt-rs", protocol="udt", flows=[flow], repeat=k, start_jitter_s=0.1 * k)}
+
+    runs = [rep(k, m, ok) for k, (m, ok) in enumerate(zip(goodputs, exact, strict=True))]
+    return PartResult(
+        label="p",
+        topology="t",
+        topology_file="t.toml",
+        topology_paper="",
+        links={},
+        calibration=[],
+        calibration_ok=True,
+        paper={},
+        stacks=runs[0],
+        more_repeats=runs[1:],
+    )
+
+
+def test_a_part_run_several_times_shows_each_figure_with_its_interval_and_the_seeds():
+    part = _bulk_part([90.0, 94.0, 92.0], exact=(True, False, True))
+    page = html.unescape(re.sub(r"<[^>]+>", "|", report._part_bulk(part, 1.0) + report._flow_details(part)))
+    half = 4.303 * 2 / 3**0.5
+    assert f"92.0 |[{92 - half:.1f}, {92 + half:.1f}]" in page, page
+    assert "time to 90 % of the bottleneck (paper: 7.5 s): udt-rs/f 3.0 |[" in page, page
+    assert "(not reached in 1 of 3)" in page, "the repeat that never reached 90 % is counted, not dropped"
+    assert "|NO in 1 of 3|" in page, "one corrupted repeat makes the flow not exact"
+    note = report._repeats_note(part)
+    assert "3 repeats" in note and "1: udt-rs +0 s; 2: udt-rs +0.1 s; 3: udt-rs +0.2 s" in note, note
+    assert report._repeats_note(_bulk_part([90.0], exact=(True,))) == "", "one run: nothing to say"
+
+
+def test_a_plot_over_repeats_draws_the_mean_with_its_95_percent_band():
+    import matplotlib.pyplot as plt
+    from udtbed import repeats
+
+    part = _bulk_part([90.0, 94.0, 92.0])
+    fig, ax = plt.subplots()
+    report._series(ax, repeats.runs(part, "udt-rs"), "f", "udt-rs")
+    (line,) = ax.get_lines()
+    assert list(line.get_ydata()) == [93.0, 94.0, 95.0, 96.0, 97.0] and "mean of 3, 95 % band" in line.get_label()
+    (band,) = ax.collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    half = 4.303 * 2 / 3**0.5
+    assert min(ys) == pytest.approx(93.0 - half, rel=1e-3) and max(ys) == pytest.approx(97.0 + half, rel=1e-3)
+    plt.close(fig)
+    # One run: its own line and no band.
+    fig, ax = plt.subplots()
+    report._series(ax, repeats.runs(_bulk_part([90.0], exact=(True,)), "udt-rs"), "f", "udt-rs")
+    assert len(ax.get_lines()) == 1 and not ax.collections
+    plt.close(fig)
+
+
+def test_a_sweep_and_the_short_flows_over_repeats_show_intervals_in_their_tables():
+    from udtbed.results import ShortTcpPoint, SweepPoint
+
+    part = _bulk_part([90.0, 94.0, 92.0])
+    for k, rep in enumerate(part.repeats()):
+        res = rep["udt-rs"]
+        res.sweep = [
+            SweepPoint(value=v, flows=[dataclasses.replace(res.flows[0], mean_mbps=v / 10 + k)]) for v in (100.0, 200.0)
+        ]
+    part.sweep = {"option": "rate", "paper": []}
+    page = html.unescape(re.sub(r"<[^>]+>", "|", report._part_sweep(part, 1.0)))
+    assert "|200||200||21.0 |[18.5, 23.5]|" in page, page
+
+    for k, rep in enumerate(part.repeats()):
+        rep["udt-rs"].sweep = []
+        rep["udt-rs"].points = [
+            ShortTcpPoint(
+                bulk_flows=n, short_aggregate_mbps=y + k, short_flows=10, bulk_mean_mbps=[], bulk_series_1s={}
+            )
+            for n, y in ((0, 60.0), (1, 30.0))
+        ]
+    page = html.unescape(re.sub(r"<[^>]+>", "|", report._part_short_tcp(part)))
+    assert "|31.0 |[28.5, 33.5]| (0.51 |[0.49, 0.53]|)|" in page, page

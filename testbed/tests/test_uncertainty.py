@@ -7,7 +7,7 @@ import math
 
 import pytest
 from udtbed import repeats, uncertainty
-from udtbed.results import PartResult, StackResult, Verdict
+from udtbed.results import FlowResult, PartResult, StackResult, Verdict
 from udtbed.uncertainty import Judgement
 
 
@@ -143,3 +143,43 @@ def test_a_repeat_that_could_not_be_measured_is_counted_apart():
     reps = [{"udt-rs": [_verdict(v, low=85.0)]} for v in (90.0, None, 91.0)]
     (v,) = repeats.judged(_part(reps))["udt-rs"]
     assert v.n == 2 and v.samples == [90.0, None, 91.0] and "1 of 3 repeats not measured" in v.note
+
+
+def _flow(name, mbps, series, exact=None):
+    return FlowResult(
+        name=name,
+        src="a",
+        dst="b",
+        start_s=0.0,
+        series_1s=series,
+        series_raw=[],
+        mean_mbps=mbps,
+        bytes=0,
+        exact=exact,
+    )
+
+
+def test_a_figure_over_repeats_counts_only_the_repeats_that_measured_it():
+    runs = [
+        StackResult(stack="udt-rs", protocol="udt", flows=[_flow("f", m, [])], metrics={"jain_index": j})
+        for m, j in ((90.0, 0.9), (94.0, None), (92.0, 0.8))
+    ]
+    goodput = repeats.across(runs, lambda r: r.flows[0].mean_mbps)
+    assert goodput is not None and goodput.n == 3 and goodput.mean == pytest.approx(92.0)
+    # Student's t at 2 degrees of freedom: 4.303 x sd 2 / sqrt 3.
+    assert goodput.high - goodput.mean == pytest.approx(4.303 * 2 / 3**0.5, rel=1e-3)
+    jain = repeats.across(runs, lambda r: r.metrics.get("jain_index"))
+    assert jain is not None and jain.n == 2 and jain.mean == pytest.approx(0.85)
+    assert repeats.across(runs, lambda r: r.metrics.get("stability_index")) is None
+
+
+def test_a_flows_series_over_repeats_keeps_the_seconds_every_repeat_measured():
+    runs = [
+        StackResult(stack="udt-rs", protocol="udt", flows=[_flow("f", 0, [(1.0, 10.0), (2.0, 20.0), (3.0, 30.0)])]),
+        StackResult(stack="udt-rs", protocol="udt", flows=[_flow("f", 0, [(1.0, 14.0), (2.0, 24.0)])]),
+        StackResult(stack="udt-rs", protocol="udt", flows=[_flow("other", 0, [(1.0, 99.0)])]),
+    ]
+    band = repeats.series_across(runs, "f")
+    assert [t for t, _ in band] == [1.0, 2.0], "second 3 was measured in one of the two repeats with the flow"
+    assert [iv.mean for _, iv in band] == [12.0, 22.0] and all(iv.n == 2 for _, iv in band)
+    assert all(iv.low < iv.mean < iv.high for _, iv in band)

@@ -14,11 +14,12 @@ inconclusive one reads ``inconclusive``. One repeat gives back the run's own ver
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from udtconf.stacks import reference_stacks
 
-from .results import PartResult, Reading, StackResult, Verdict
+from .results import FlowResult, PartResult, Reading, StackResult, Verdict
 from .uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval, repeats_to_decide
 
 
@@ -115,4 +116,33 @@ def judged(part: PartResult) -> dict[str, list[Verdict]]:
     return out
 
 
-__all__ = ["combine", "judged"]
+def runs(part: PartResult, stack: str) -> list[StackResult]:
+    """``stack``'s result in every repeat of ``part`` that ran it, the first first."""
+    return [r[stack] for r in part.repeats() if stack in r]
+
+
+def across(results: list[StackResult], get: Callable[[StackResult], float | None]) -> Interval | None:
+    """One figure over the repeats that measured it (None: none did); n says how many did."""
+    xs = [x for r in results if (x := get(r)) is not None]
+    return mean_interval(xs) if xs else None
+
+
+def flow_of(name: str) -> Callable[[StackResult], FlowResult | None]:
+    """The flow ``name`` of a repeat's result (None where that repeat has none)."""
+    return lambda r: next((f for f in r.flows if f.name == name), None)
+
+
+def series_across(results: list[StackResult], flow: str) -> list[tuple[float, Interval]]:
+    """A flow's receiver goodput per second over the repeats: each second that every repeat
+    measured, with the mean and 95 % interval of its repeats' values (the 1-s grid is the same
+    in every repeat: each series is resampled from its flow's start)."""
+    by_t: dict[float, list[float]] = {}
+    get = flow_of(flow)
+    with_flow = [f for r in results if (f := get(r)) is not None]
+    for f in with_flow:
+        for t, x in f.series_1s:
+            by_t.setdefault(t, []).append(x)
+    return [(t, mean_interval(xs)) for t, xs in sorted(by_t.items()) if len(xs) == len(with_flow)]
+
+
+__all__ = ["across", "combine", "flow_of", "judged", "runs", "series_across"]

@@ -15,6 +15,7 @@ import base64
 import html
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from . import repeats, runs_index  # noqa: E402
 from .hostwatch import HostReport  # noqa: E402
-from .results import ExperimentResult, PartResult, Verdict  # noqa: E402
+from .results import ExperimentResult, FlowResult, PartResult, StackResult, Verdict  # noqa: E402
+from .uncertainty import Interval  # noqa: E402
 
 CSS = """body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;padding:0 .5em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}
@@ -56,6 +58,79 @@ def _fmt(x: float | None, nd: int = 1) -> str:
 
 def _e(s: object) -> str:
     return html.escape(str(s))
+
+
+# --- figures over a part's repeats (udtbed run --repeat N) ---------------------------------------
+
+
+def _ci(iv: Interval | None, nd: int = 1) -> str:
+    """A figure over repeats: 'mean [low, high]' (the 95 % interval; n > 1), one run's value alone."""
+    if iv is None:
+        return "–"
+    if iv.n < 2:
+        return f"{iv.mean:.{nd}f}"
+    return f"{iv.mean:.{nd}f} <span class=small>[{iv.low:.{nd}f}, {iv.high:.{nd}f}]</span>"
+
+
+def _over(part: PartResult, stack: str, get: Callable[[StackResult], float | None]) -> Interval | None:
+    return repeats.across(repeats.runs(part, stack), get)
+
+
+def _of_flow(flow: str, attr: str) -> Callable[[StackResult], float | None]:
+    """A repeat's figure ``attr`` of its flow ``flow`` (None where it has none)."""
+    get = repeats.flow_of(flow)
+
+    def figure(r: StackResult) -> float | None:
+        f = get(r)
+        return None if f is None else getattr(f, attr)
+
+    return figure
+
+
+def _metric(key: str) -> Callable[[StackResult], float | None]:
+    return lambda r: r.metrics.get(key)
+
+
+def _series(ax: Any, results: list[StackResult], flow: str, label: str) -> None:
+    """A flow's 1-s goodput: one run's line, or over repeats their mean with its 95 % band."""
+    band = repeats.series_across(results, flow) if len(results) > 1 else []
+    if band:
+        t = [x for x, _ in band]
+        (ln,) = ax.plot(t, [iv.mean for _, iv in band], label=f"{label} (mean of {band[0][1].n}, 95 % band)")
+        ax.fill_between(
+            t, [iv.low for _, iv in band], [iv.high for _, iv in band], color=ln.get_color(), alpha=0.2, lw=0
+        )
+        return
+    f = repeats.flow_of(flow)(results[0]) if results else None
+    if f is not None and f.series_1s:
+        ax.plot([p[0] for p in f.series_1s], [p[1] for p in f.series_1s], label=label)
+
+
+def _errorbars(ax: Any, xs: list[float], ivs: list[Interval | None], fmt: str, label: str) -> None:
+    """Points with their 95 % intervals as error bars (none for a point from one run)."""
+    pts = [(x, iv) for x, iv in zip(xs, ivs, strict=True) if iv is not None]
+    if not pts:
+        return
+    ys = [iv.mean for _, iv in pts]
+    err = [[iv.mean - iv.low for _, iv in pts], [iv.high - iv.mean for _, iv in pts]]
+    ax.errorbar([x for x, _ in pts], ys, yerr=err, fmt=fmt, capsize=3, label=label)
+
+
+def _repeats_note(part: PartResult) -> str:
+    """How the part's repeats ran: their number, order and each one's seeded start jitter."""
+    reps = part.repeats()
+    if len(reps) < 2:
+        return ""
+    each = "; ".join(
+        f"{k + 1}: " + ", ".join(f"{_e(n)} +{r.start_jitter_s:.3g} s" for n, r in rep.items())
+        for k, rep in enumerate(reps)
+    )
+    return (
+        f"<p class=note>{len(reps)} repeats, the stacks in turns; tables give the mean and its 95 % interval "
+        f"[low, high] (Student's t), plots the mean with its 95 % band or error bars. Start jitter per repeat "
+        f"({each}), each drawn from the seed <code>run/experiment/part/stack/repeat</code>; the links' loss "
+        f"streams run on from their topology seeds.</p>"
+    )
 
 
 def anchor(exp: ExperimentResult, part: PartResult) -> str:
@@ -265,10 +340,8 @@ def _part_bulk(part: PartResult, scale: float) -> str:
     if len(names) == 1:
         # One flow: every stack on one set of axes, against the paper's figure.
         fig, ax = plt.subplots(figsize=(7.5, 3.2))
-        for name, s in stacks.items():
-            if s.flows and s.flows[0].series_1s:
-                t, x = zip(*s.flows[0].series_1s, strict=True)
-                ax.plot(t, x, label=name)
+        for name in stacks:
+            _series(ax, repeats.runs(part, name), names[0], name)
         _paper_lines(ax, part, scale, None)
         ax.set_xlabel("s")
         ax.set_ylabel("Mb/s (receiver, 1 s)")
@@ -278,9 +351,7 @@ def _part_bulk(part: PartResult, scale: float) -> str:
         fig, axes = plt.subplots(1, len(stacks), figsize=(4.2 * len(stacks), 3), squeeze=False, sharey=True)
         for ax, (name, s) in zip(axes[0], stacks.items(), strict=True):
             for f in s.flows:
-                if f.series_1s:
-                    t, x = zip(*f.series_1s, strict=True)
-                    ax.plot(t, x, label=f.name)
+                _series(ax, repeats.runs(part, name), f.name, f.name)
             for f in s.flows:
                 proto = f.protocol or s.protocol
                 mbps = part.paper.get(proto, {}).get(f.name)
@@ -298,7 +369,7 @@ def _part_bulk(part: PartResult, scale: float) -> str:
     rows = [head + "".join(f"<th>{_e(n)}</th>" for n in stacks) + "</tr>"]
     for fl in names:
         papers = "".join(f"<td>{_fmt(_times(part.paper.get(p, {}).get(fl), scale))}</td>" for p in protos)
-        cells = "".join(f"<td>{_fmt(s.flow(fl).mean_mbps)}</td>" for s in stacks.values())
+        cells = "".join(f"<td>{_ci(_over(part, n, _of_flow(fl, 'mean_mbps')))}</td>" for n in stacks)
         rows.append(f"<tr><td>{_e(fl + _flow_stack(part, fl))}</td>{papers}{cells}</tr>")
     labels = {
         "aggregate_mbps": "aggregate Mb/s",
@@ -307,19 +378,24 @@ def _part_bulk(part: PartResult, scale: float) -> str:
         "join_mbps": "join throughput (n × slowest)",
     }
     for key, label in labels.items():
-        vals = [s.metrics.get(key) for s in stacks.values()]
-        if any(v is not None for v in vals):
+        ivs = [_over(part, n, _metric(key)) for n in stacks]
+        if any(iv is not None for iv in ivs):
             pj = part.paper.get("udt", {}).get("join") if key == "join_mbps" else None
-            cells = "".join(f"<td>{_fmt(v, 3 if 'index' in key else 1)}</td>" for v in vals)
+            cells = "".join(f"<td>{_ci(iv, 3 if 'index' in key else 1)}</td>" for iv in ivs)
             blanks = "<td></td>" * (len(protos) - 1)
             rows.append(f"<tr><td>{label}</td><td>{_fmt(_times(pj, scale))}</td>{blanks}{cells}</tr>")
     out.append("<table>" + "".join(rows) + "</table>")
-    ttt = [(n, f.name, f.time_to_90pct_s) for n, s in stacks.items() for f in s.flows]
-    out.append(
-        '<p class="note">time to 90 % of the bottleneck (paper: 7.5 s): '
-        + ", ".join(f"{n}/{fl} {_fmt(t)} s" for n, fl, t in ttt)
-        + "</p>"
-    )
+    ttt = []
+    for n, s in stacks.items():
+        for f in s.flows:
+            iv = _over(part, n, _of_flow(f.name, "time_to_90pct_s"))
+            total = len(repeats.runs(part, n))
+            never = total - (iv.n if iv else 0)
+            ttt.append(
+                f"{_e(n)}/{_e(f.name)} {_ci(iv)} s"
+                + (f" (not reached in {never} of {total})" if never and total > 1 else "")
+            )
+    out.append('<p class="note">time to 90 % of the bottleneck (paper: 7.5 s): ' + ", ".join(ttt) + "</p>")
     return "\n".join(out)
 
 
@@ -328,6 +404,17 @@ SWEEP_UNITS = {
     "udp_buffer": ("UDP buffer", 1024, "KB"),
     "frtp_buffer": ("FRTP buffer", 1e6, "MB"),
 }
+
+
+def _at_value(value: float, attr: str) -> Callable[[StackResult], float | None]:
+    """A repeat's figure ``attr`` of its sweep point at ``value`` (its first flow)."""
+
+    def figure(r: StackResult) -> float | None:
+        p = next((p for p in r.sweep if p.value == value), None)
+        f: FlowResult | None = p.flows[0] if p is not None and p.flows else None
+        return None if f is None else getattr(f, attr)
+
+    return figure
 
 
 def _part_sweep(part: PartResult, scale: float) -> str:
@@ -344,25 +431,28 @@ def _part_sweep(part: PartResult, scale: float) -> str:
         "<th>sender CPU %</th><th>receiver CPU %</th></tr>"
     ]
     for name, s in part.stacks.items():
-        xs, good, loss = [], [], []
+        runs = repeats.runs(part, name)
+        xs: list[float] = []
+        good: list[Interval | None] = []
+        loss: list[Interval | None] = []
         for p in s.sweep:
             f = p.flows[0] if p.flows else None
             if f is None:
                 continue
             xs.append(p.value / div)
-            good.append(f.mean_mbps)
-            loss.append(f.loss_pct)
+            good.append(repeats.across(runs, _at_value(p.value, "mean_mbps")))
+            loss.append(repeats.across(runs, _at_value(p.value, "loss_pct")))
             pp: dict[str, float] = next((q for q in paper if q["value"] == p.value), {})
             here = p.value * scale / div
             rows.append(
-                f"<tr><td>{_e(name)}</td><td>{p.value / div:g}</td><td>{here:.3g}</td><td>{_fmt(f.mean_mbps)}</td>"
-                f"<td>{_fmt(_times(pp.get('mbps'), scale))}</td><td>{_fmt(f.loss_pct, 3)}</td>"
+                f"<tr><td>{_e(name)}</td><td>{p.value / div:g}</td><td>{here:.3g}</td><td>{_ci(good[-1])}</td>"
+                f"<td>{_fmt(_times(pp.get('mbps'), scale))}</td><td>{_ci(loss[-1], 3)}</td>"
                 f"<td>{_fmt(pp.get('loss_pct'), 2)}</td><td>{f.losses_recv if f.losses_recv is not None else '–'}</td>"
                 f"<td>{f.rcvbuf_drops if f.rcvbuf_drops is not None else '–'}</td>"
                 f"<td>{_fmt(f.cpu_send_pct, 0)}</td><td>{_fmt(f.cpu_recv_pct, 0)}</td></tr>"
             )
-        ax.plot(xs, good, "o-", label=f"{name} goodput")
-        ax2.plot(xs, [x if x is not None else float("nan") for x in loss], "o-", label=f"{name} loss")
+        _errorbars(ax, xs, good, "o-", f"{name} goodput")
+        _errorbars(ax2, xs, loss, "o-", f"{name} loss")
     if paper:
         px = [q["value"] / div for q in paper if "mbps" in q]
         ax.plot(px, [q["mbps"] * scale for q in paper if "mbps" in q], "k^", label="paper × scale")
@@ -376,6 +466,18 @@ def _part_sweep(part: PartResult, scale: float) -> str:
     return _png(fig) + "<table>" + "".join(rows) + "</table>"
 
 
+def _exact(runs: list[StackResult], flow: str) -> str:
+    """'yes' when every repeat's transfer was exact, 'NO' (and in how many) when one was not."""
+    get = repeats.flow_of(flow)
+    marks = [f.exact for r in runs if (f := get(r)) is not None and f.exact is not None]
+    if not marks:
+        return "–"
+    bad = marks.count(False)
+    if not bad:
+        return "yes"
+    return "NO" + (f" in {bad} of {len(marks)}" if len(marks) > 1 else "")
+
+
 def _flow_details(part: PartResult) -> str:
     """Loss, CPU and exactness of the flows that have them (fixed-rate and finite flows)."""
     rows = []
@@ -384,10 +486,12 @@ def _flow_details(part: PartResult) -> str:
             if f.loss_pct is None and f.exact is None and f.rate_mbps is None:
                 continue
             rows.append(
-                f"<tr><td>{_e(name)} / {_e(f.name)}</td><td>{_fmt(f.rate_mbps)}</td><td>{_fmt(f.mean_mbps)}</td>"
-                f"<td>{_fmt(f.loss_pct, 3)}</td><td>{'–' if f.rcvbuf_drops is None else f.rcvbuf_drops}</td>"
+                f"<tr><td>{_e(name)} / {_e(f.name)}</td><td>{_fmt(f.rate_mbps)}</td>"
+                f"<td>{_ci(_over(part, name, _of_flow(f.name, 'mean_mbps')))}</td>"
+                f"<td>{_ci(_over(part, name, _of_flow(f.name, 'loss_pct')), 3)}</td>"
+                f"<td>{'–' if f.rcvbuf_drops is None else f.rcvbuf_drops}</td>"
                 f"<td>{_fmt(f.cpu_send_pct, 0)}</td><td>{_fmt(f.cpu_recv_pct, 0)}</td>"
-                f"<td>{'–' if f.exact is None else ('yes' if f.exact else 'NO')}</td></tr>"
+                f"<td>{_exact(repeats.runs(part, name), f.name)}</td></tr>"
             )
     if not rows:
         return ""
@@ -457,6 +561,22 @@ def _times(mbps: float | None, scale: float) -> float | None:
     return None if mbps is None else mbps * scale
 
 
+def _short_at(k: int, relative: bool) -> Callable[[StackResult], float | None]:
+    """A repeat's short-flow aggregate at its ``k``-th bulk-flow count (relative: over its own
+    no-bulk aggregate, taken within the repeat)."""
+
+    def figure(r: StackResult) -> float | None:
+        if k >= len(r.points):
+            return None
+        y = r.points[k].short_aggregate_mbps
+        if not relative:
+            return y
+        base = r.points[0].short_aggregate_mbps
+        return y / base if base else None
+
+    return figure
+
+
 def _part_short_tcp(part: PartResult) -> str:
     """Short-flow aggregate per bulk-flow count, absolute and relative to no bulk flows: the
     relative figure is the one comparable across scales (SC'04: 69 -> 48 Mb/s, i.e. 0.70;
@@ -472,10 +592,11 @@ def _part_short_tcp(part: PartResult) -> str:
         rows.append(f"<tr><td>paper (1 Gb/s)</td>{cells}</tr>")
     for name, s in part.stacks.items():
         ns = [p.bulk_flows for p in s.points]
-        ys = [p.short_aggregate_mbps for p in s.points]
-        rel = [y / ys[0] if ys and ys[0] else None for y in ys]
-        ax.plot(ns, [float("nan") if r is None else r for r in rel], "o-", label=name)
-        cells = "".join(f"<td>{y:.1f} ({_fmt(r, 2)})</td>" for y, r in zip(ys, rel, strict=True))
+        runs = repeats.runs(part, name)
+        ys = [repeats.across(runs, _short_at(k, relative=False)) for k in range(len(ns))]
+        rel = [repeats.across(runs, _short_at(k, relative=True)) for k in range(len(ns))]
+        _errorbars(ax, [float(n) for n in ns], rel, "o-", name)
+        cells = "".join(f"<td>{_ci(y)} ({_ci(r, 2)})</td>" for y, r in zip(ys, rel, strict=True))
         cc = f", TCP {s.short_tcp_cc}" if s.short_tcp_cc else ""
         rows.append(f"<tr><td>{_e(name)} ({s.short_tcp_workers} at a time{_e(cc)})</td>{cells}</tr>")
     if paper and base:
@@ -802,6 +923,7 @@ def render(meta: dict[str, Any], results: list[ExperimentResult], sim_dir: Path 
             body.append(_offloads(part))
             body.append(_timing_flags(part))
             body.append(_capacity(part))
+            body.append(_repeats_note(part))
             first = next(iter(part.stacks.values()), None)
             if first is None:
                 continue
