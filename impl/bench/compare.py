@@ -7,12 +7,16 @@ one bulk transfer of --size-mib MiB, the stack talking to itself (udt-rs -> udt-
 libudt -> libudt, sabul -> sabul). Stacks are names from the stack registry
 (conformance/stacks/, any with a `udt-cli` or `sabul-cli` [bulk] table). Goodput comes from
 the receiver's stats summary (docs/cli.md), CPU time (user + sys) from wait4() on each process.
-Prints the ratios ours/libudt (udt-rs against the registry's reference stack) and sabul/udt-rs,
-then runs `cargo bench -p transfer --bench loss_list` and prints its output.
+Each network runs the stacks --repeat times in turns (udt-rs, libudt, sabul, udt-rs, ...), so
+that drift on a shared host hits all alike. Prints the ratios ours/libudt (udt-rs against the
+registry's reference stack) and sabul/udt-rs, each taken per repeat (the two ran one after the
+other) with its 95 % interval over the repeats (Student's t, udtbed.uncertainty), then runs
+`cargo bench -p transfer --bench loss_list` and prints its output.
 
 Targets (stated, not asserted): goodput >= 2.5x libudt's and CPU per Gb <= 0.5x
-libudt's, on the loopback; SABUL (whose 2003 code busy-waited between packets) needs less than
-a full core for either side below 1 Gb/s.
+libudt's, on the loopback, judged on the intervals: met when every interval lies on the target's
+side, not met when one lies wholly on the other, inconclusive otherwise; SABUL (whose 2003 code
+busy-waited between packets) needs less than a full core for either side below 1 Gb/s.
 
     make bench                    # or: .venv/bin/python impl/bench/compare.py --help
 """
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
 from cli import read_stats, recv_argv, sabul_recv_argv, sabul_send_argv, send_argv  # noqa: E402
 from netns import LOOPBACK, Net, veth_namespaces  # noqa: E402
+from udtbed.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval  # noqa: E402
 from udtconf.stacks import Stack, StackError, reference_stack, registry  # noqa: E402
 
 OURS = "udt-rs"
@@ -56,6 +62,7 @@ class Run:
     error: str = ""
     hung: bool = False  # a side was still running at the timeout (and was killed)
     exited_ok: bool = False  # both sides exited 0 (ok also needs the receiver's stats summary)
+    repeat: int = 0
 
     def cpu_per_gbit(self, cpu: float, size_bytes: int) -> float:
         return cpu / (size_bytes * 8 / 1e9)
@@ -142,57 +149,94 @@ def transfer(
     return Run(net.name, name, True, summary["mbps"], summary["seconds"], cpu_send, cpu_recv, exited_ok=True)
 
 
-def ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x" if b > 0 else "-"
+def interval_text(iv: Interval | None, unit: str = "x") -> str:
+    """'2.31x [2.10, 2.52]' over repeats, '2.31x' from one, '-' from none."""
+    if iv is None:
+        return "-"
+    return f"{iv.mean:.2f}{unit}" + (f" [{iv.low:.2f}, {iv.high:.2f}]" if iv.n > 1 else "")
+
+
+def paired(a: list[Run], b: list[Run], of: Callable[[Run], float]) -> Interval | None:
+    """``of(a) / of(b)`` taken per repeat in which both ran, with its interval over the repeats."""
+    bs = {r.repeat: r for r in b if r.ok}
+    pairs = [(of(r), max(of(bs[r.repeat]), 1e-9)) for r in a if r.ok and r.repeat in bs]
+    return ratio_interval(pairs) if pairs else None
+
+
+def targets(g: Interval, cs: Interval, cr: Interval) -> str:
+    """The loopback targets judged on the intervals (udtbed.uncertainty.judge)."""
+    marks = [judge(g, GOODPUT_TARGET, None), judge(cs, None, CPU_TARGET), judge(cr, None, CPU_TARGET)]
+    if all(m is Judgement.MET for m in marks):
+        return "targets met"
+    if Judgement.MISSED in marks:
+        return "targets not met"
+    return "inconclusive (an interval straddles a target: more --repeat)"
 
 
 def report(runs: list[Run], size: int, reference: str) -> bool:
     """Prints the table; True when every run succeeded."""
     print()
     print(
-        f"{'net':<6}{'stack':<8}{'goodput Mb/s':>14}{'seconds':>9}{'cpu send s':>12}{'cpu recv s':>12}"
+        f"{'net':<6}{'stack':<8}{'rep':>4}{'goodput Mb/s':>14}{'seconds':>9}{'cpu send s':>12}{'cpu recv s':>12}"
         f"{'send s/Gb':>11}{'recv s/Gb':>11}"
     )
     for r in runs:
         if not r.ok:
-            print(f"{r.net:<6}{r.stack:<8}  FAILED: {r.error}")
+            print(f"{r.net:<6}{r.stack:<8}{r.repeat + 1:>4}  FAILED: {r.error}")
             continue
         print(
-            f"{r.net:<6}{r.stack:<8}{r.mbps:>14.1f}{r.seconds:>9.2f}{r.cpu_send:>12.2f}{r.cpu_recv:>12.2f}"
-            f"{r.cpu_per_gbit(r.cpu_send, size):>11.3f}{r.cpu_per_gbit(r.cpu_recv, size):>11.3f}"
+            f"{r.net:<6}{r.stack:<8}{r.repeat + 1:>4}{r.mbps:>14.1f}{r.seconds:>9.2f}{r.cpu_send:>12.2f}"
+            f"{r.cpu_recv:>12.2f}{r.cpu_per_gbit(r.cpu_send, size):>11.3f}{r.cpu_per_gbit(r.cpu_recv, size):>11.3f}"
         )
+    nets = list(dict.fromkeys(r.net for r in runs))
+
+    def of(net: str, stack: str) -> list[Run]:
+        return [r for r in runs if r.net == net and r.stack == stack]
+
+    def send(r: Run) -> float:
+        return r.cpu_per_gbit(r.cpu_send, size)
+
+    def recv(r: Run) -> float:
+        return r.cpu_per_gbit(r.cpu_recv, size)
+
+    def mbps(r: Run) -> float:
+        return r.mbps
+
+    w = 24
     print()
-    print(f"ratios {OURS}/{reference} (targets on lo: goodput >= {GOODPUT_TARGET}x, CPU per Gb <= {CPU_TARGET}x)")
-    print(f"{'net':<6}{'goodput':>10}{'cpu/Gb send':>13}{'cpu/Gb recv':>13}   verdict")
-    by = {(r.net, r.stack): r for r in runs}
-    for net in dict.fromkeys(r.net for r in runs):
-        ours, ref = by.get((net, OURS)), by.get((net, reference))
-        if not (ours and ref and ours.ok and ref.ok):
-            print(f"{net:<6}{'-':>10}{'-':>13}{'-':>13}   incomplete")
+    print(
+        f"ratios {OURS}/{reference}, per repeat pair with the 95 % interval over the repeats "
+        f"(targets on lo: goodput >= {GOODPUT_TARGET}x, CPU per Gb <= {CPU_TARGET}x)"
+    )
+    print(f"{'net':<6}{'n':>3}  {'goodput':<{w}}{'cpu/Gb send':<{w}}{'cpu/Gb recv':<{w}}verdict")
+    for net in nets:
+        ours, ref = of(net, OURS), of(net, reference)
+        g, cs, cr = paired(ours, ref, mbps), paired(ours, ref, send), paired(ours, ref, recv)
+        if g is None or cs is None or cr is None:
+            print(f"{net:<6}{'-':>3}  {'-':<{w}}{'-':<{w}}{'-':<{w}}incomplete")
             continue
-        g = ours.mbps / ref.mbps
-        cs = ours.cpu_per_gbit(ours.cpu_send, size) / max(ref.cpu_per_gbit(ref.cpu_send, size), 1e-9)
-        cr = ours.cpu_per_gbit(ours.cpu_recv, size) / max(ref.cpu_per_gbit(ref.cpu_recv, size), 1e-9)
-        verdict = "-"
-        if net == "lo":
-            met = g >= GOODPUT_TARGET and cs <= CPU_TARGET and cr <= CPU_TARGET
-            verdict = "targets met" if met else "targets not met"
-        print(f"{net:<6}{g:>9.2f}x{cs:>12.2f}x{cr:>12.2f}x   {verdict}")
-    sabul_rows = [(net, by.get((net, SABUL)), by.get((net, OURS))) for net in dict.fromkeys(r.net for r in runs)]
-    if any(s is not None for _, s, _ in sabul_rows):
+        verdict = targets(g, cs, cr) if net == "lo" else "-"
+        print(f"{net:<6}{g.n:>3}  {interval_text(g):<{w}}{interval_text(cs):<{w}}{interval_text(cr):<{w}}{verdict}")
+    if any(r.stack == SABUL for r in runs):
         print()
-        print(f"ratios {SABUL}/{OURS}, and the CPU SABUL needs (target: under one core per side below 1 Gb/s)")
-        print(f"{'net':<6}{'goodput':>10}{'cpu/Gb send':>13}{'cpu/Gb recv':>13}{'cores send':>12}{'cores recv':>12}")
-        for net, sab, ours in sabul_rows:
-            if not (sab and ours and sab.ok and ours.ok):
-                print(f"{net:<6}{'-':>10}{'-':>13}{'-':>13}{'-':>12}{'-':>12}   incomplete")
+        print(f"ratios {SABUL}/{OURS} per repeat pair, and the cores SABUL keeps busy (target: under one per side)")
+        print(
+            f"{'net':<6}{'n':>3}  {'goodput':<{w}}{'cpu/Gb send':<{w}}{'cpu/Gb recv':<{w}}{'cores send':<{w}}cores recv"
+        )
+        for net in nets:
+            sab, ours = of(net, SABUL), of(net, OURS)
+            g, cs, cr = paired(sab, ours, mbps), paired(sab, ours, send), paired(sab, ours, recv)
+            ok = [r for r in sab if r.ok]
+            if g is None or cs is None or cr is None or not ok:
+                print(f"{net:<6}{'-':>3}  incomplete")
                 continue
-            g = sab.mbps / ours.mbps
-            cs = sab.cpu_per_gbit(sab.cpu_send, size) / max(ours.cpu_per_gbit(ours.cpu_send, size), 1e-9)
-            cr = sab.cpu_per_gbit(sab.cpu_recv, size) / max(ours.cpu_per_gbit(ours.cpu_recv, size), 1e-9)
             # Cores busy during the transfer: CPU seconds over the transfer's seconds.
-            ks, kr = (c / max(sab.seconds, 1e-9) for c in (sab.cpu_send, sab.cpu_recv))
-            print(f"{net:<6}{g:>9.2f}x{cs:>12.2f}x{cr:>12.2f}x{ks:>12.2f}{kr:>12.2f}")
+            ks = mean_interval([r.cpu_send / max(r.seconds, 1e-9) for r in ok])
+            kr = mean_interval([r.cpu_recv / max(r.seconds, 1e-9) for r in ok])
+            print(
+                f"{net:<6}{g.n:>3}  {interval_text(g):<{w}}{interval_text(cs):<{w}}{interval_text(cr):<{w}}"
+                f"{interval_text(ks, ''):<{w}}{interval_text(kr, '')}"
+            )
     return all(r.ok for r in runs)
 
 
@@ -215,6 +259,7 @@ def main() -> int:
         help=f"comma-separated stacks from the registry with a udt or sabul command line: {', '.join(runnable)}",
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per transfer (default 600)")
+    ap.add_argument("--repeat", type=int, default=3, help="transfers per stack and network, in turns (default 3)")
     ap.add_argument("--no-cargo-bench", action="store_true", help="skip the loss_list criterion bench")
     args = ap.parse_args()
     nets = args.nets.split(",")
@@ -224,6 +269,9 @@ def main() -> int:
         print(
             f"compare: not a registry stack with a udt or sabul command line: {bad}; known: {runnable}", file=sys.stderr
         )
+        return 2
+    if args.repeat < 1:
+        print(f"compare: --repeat must be at least 1, not {args.repeat}", file=sys.stderr)
         return 2
     if "veth" in nets and os.geteuid() != 0:
         print("compare: veth needs root (network namespaces); use --nets lo", file=sys.stderr)
@@ -238,17 +286,22 @@ def main() -> int:
         data = work / "input"
         with open(data, "wb") as f:
             f.truncate(size)
-        print(f"compare: {args.size_mib} MiB per transfer, stacks {', '.join(names)}, nets {', '.join(nets)}")
+        print(
+            f"compare: {args.size_mib} MiB per transfer, stacks {', '.join(names)} in turns, {args.repeat} "
+            f"times each, nets {', '.join(nets)}"
+        )
         port = 24000 + os.getpid() % 1000
         for net_name in nets:
             with ExitStack() as scope:
                 net = LOOPBACK if net_name == "lo" else scope.enter_context(veth_namespaces("udtcmp-", *VETH_ADDRS))
-                for name in names:
-                    port += 1
-                    print(f"  {net.name}: {name} -> {name} ...", end="", flush=True)
-                    r = transfer(stacks[name], net, data, work, port, args.timeout)
-                    print(f" {r.mbps:.0f} Mb/s" if r.ok else f" FAILED ({r.error[:200]})", flush=True)
-                    runs.append(r)
+                for k in range(args.repeat):
+                    for name in names:
+                        port += 1
+                        print(f"  {net.name}: {name} -> {name} ({k + 1} of {args.repeat}) ...", end="", flush=True)
+                        r = transfer(stacks[name], net, data, work, port, args.timeout)
+                        r.repeat = k
+                        print(f" {r.mbps:.0f} Mb/s" if r.ok else f" FAILED ({r.error[:200]})", flush=True)
+                        runs.append(r)
     ok = report(runs, size, reference)
     if not args.no_cargo_bench:
         ok = cargo_bench() and ok

@@ -12,10 +12,13 @@ payload = MSS - 28 (IP, UDP) - 16 (UDT header) = 1456 bytes. The default is the 
 allows 86.7 Mb/s — the largest rate this 2-core machine forwards faithfully at that RTT.
 
 Each stack sends to itself (udt-rs -> udt-rs, libudt -> libudt), ``--runs`` times, alternating.
-Printed per run and as means: the receiver's goodput over the whole transfer, its steady goodput
-(over the second half of the receiver's per-second lines, after slow start), each as a
-fraction of what the window allows, and the ratio ours/reference. Stated, not asserted: at a
-window-bound point ours should reach at least libudt's fraction.
+Printed per run and as means with their 95 % intervals over the runs (Student's t,
+udtbed.uncertainty): the receiver's goodput over the whole transfer, its steady goodput (over
+the second half of the receiver's per-second lines, after slow start), each as a fraction of
+what the window allows, and the ratio ours/reference taken per run pair (the two ran one after
+the other) with its interval. Stated, not asserted: at a window-bound point ours should reach at
+least libudt's fraction; the verdict is yes or no when the ratio's interval lies wholly on one
+side of 1, inconclusive (with about how many runs would decide it) when it straddles 1.
 
     .venv/bin/python impl/bench/long_fat_path.py [--rate-mbit 100] [--rtt-ms 110] [--window 819]
 """
@@ -25,15 +28,16 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import mean
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
 from cli import read_stats  # noqa: E402
 from compare import transfer  # noqa: E402
 from netns import linkem_namespaces, sweep_stale_namespaces  # noqa: E402
+from udtbed.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval, repeats_to_decide  # noqa: E402
 from udtconf.stacks import reference_stack, registry  # noqa: E402
 from udtconf.testdata import random_file  # noqa: E402
 
@@ -62,12 +66,38 @@ def steady_mbps(lines: list[dict[str, object]]) -> float | None:
     return (b1 - b0) * 8 / (t1 - t0) / 1e6 if t1 > t0 else None
 
 
+def text(iv: Interval | None) -> str:
+    """'86.1 [85.0, 87.2]' over several runs, '86.1' from one, '-' from none."""
+    if iv is None:
+        return "-"
+    return f"{iv.mean:.3g}" + (f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.n > 1 else "")
+
+
+def verdict(iv: Interval | None) -> str:
+    """Ours at least the reference: judged on the ratio's interval against 1."""
+    if iv is None:
+        return "no figure (a run failed)"
+    j = judge(iv, 1.0, None)
+    if j is Judgement.INCONCLUSIVE:
+        more = repeats_to_decide(iv, 1.0, None)
+        return "inconclusive (the interval straddles 1" + (f"; about {more} runs would decide it)" if more else ")")
+    return "yes" if j is Judgement.MET else "no"
+
+
 @dataclass
 class Point:
     stack: str
     mbps: float
     steady: float | None
     error: str = ""
+    run: int = 0
+
+
+def per_run(points: list[Point], ours: str, ref: str, of: Callable[[Point], float | None]) -> Interval | None:
+    """``of(ours) / of(ref)`` taken per run in which both measured it, with its interval."""
+    refs = {p.run: of(p) for p in points if p.stack == ref}
+    pairs = [(a, b) for p in points if p.stack == ours and (a := of(p)) is not None and (b := refs.get(p.run))]
+    return ratio_interval(pairs) if pairs else None
 
 
 def main() -> int:
@@ -112,29 +142,29 @@ def main() -> int:
                 with linkem_namespaces(NS_PREFIX, *ADDRS, spec, spec) as net:
                     r = transfer(stacks[name], net, src, rundir, 9000, timeout, options=options)
                 lines = read_stats(rundir / f"{net.name}-{name}-recv.jsonl")
-                p = Point(name, r.mbps, steady_mbps(lines) if r.ok else None, "" if r.ok else r.error)
+                p = Point(name, r.mbps, steady_mbps(lines) if r.ok else None, "" if r.ok else r.error, i)
                 points.append(p)
                 steady = f"{p.steady:.1f}" if p.steady is not None else "-"
                 print(
                     f"run {i + 1} {name:<8} {p.mbps:7.1f} Mb/s ({p.mbps / allows:5.1%} of the window), "
                     f"steady {steady} Mb/s" + (f"  FAILED: {p.error[:300]}" if p.error else "")
                 )
-    print(f"\n{'stack':<10}{'mean Mb/s':>11}{'of window':>11}{'steady Mb/s':>13}{'of window':>11}")
-    means: dict[str, tuple[float, float]] = {}
+    print(f"\n{'stack':<10}{'n':>3}  {'mean Mb/s':<22}{'of window':>10}  {'steady Mb/s':<22}{'of window':>10}")
     for name in names:
         mine = [p for p in points if p.stack == name]
-        m = mean(p.mbps if not p.error else 0.0 for p in mine)
+        whole = mean_interval([p.mbps if not p.error else 0.0 for p in mine])
         steadies = [p.steady for p in mine if p.steady is not None]
-        s = mean(steadies) if steadies else 0.0
-        means[name] = (m, s)
-        print(f"{name:<10}{m:>11.1f}{m / allows:>11.1%}{s:>13.1f}{s / allows:>11.1%}")
-    if OURS in means and len(names) > 1:
+        s = mean_interval(steadies) if steadies else None
+        print(
+            f"{name:<10}{whole.n:>3}  {text(whole):<22}{whole.mean / allows:>10.1%}  {text(s):<22}"
+            f"{(s.mean / allows if s else 0.0):>10.1%}"
+        )
+    if OURS in names and len(names) > 1:
         ref = next(n for n in names if n != OURS)
-        (om, os_), (rm, rs) = means[OURS], means[ref]
-        ratio = om / rm if rm else float("inf")
-        steady_ratio = os_ / rs if rs else float("inf")
-        print(f"ratio {OURS}/{ref}: {ratio:.2f}x whole transfer, {steady_ratio:.2f}x steady")
-        print(f"verdict: ours >= {ref} at a window-bound point: {'yes' if ratio >= 1.0 else 'no'}")
+        ratio = per_run(points, OURS, ref, lambda p: p.mbps if not p.error else 0.0)
+        steady_ratio = per_run(points, OURS, ref, lambda p: p.steady)
+        print(f"ratio {OURS}/{ref} per run pair: {text(ratio)} whole transfer, {text(steady_ratio)} steady")
+        print(f"verdict: ours >= {ref} at a window-bound point: {verdict(ratio)}")
     return 1 if any(p.error and p.stack == OURS for p in points) else 0
 
 
