@@ -27,6 +27,7 @@ from typing import Literal
 
 from scipy import stats  # type: ignore[import-untyped]
 
+from . import repeats
 from .results import ExperimentResult, Verdict
 from .uncertainty import Interval, mean_interval
 
@@ -69,14 +70,14 @@ def _results(run: Path) -> list[ExperimentResult]:
 
 
 def _samples(res: list[ExperimentResult]) -> dict[tuple[str, str, str, str], list[Verdict]]:
-    """(experiment, part, stack, band) -> that band's verdict in each repeat."""
+    """(experiment, part, stack, band) -> that band's verdict in each repeat of each run."""
     out: dict[tuple[str, str, str, str], list[Verdict]] = {}
     for exp in res:
         for part in exp.parts:
-            for rep in part.repeats():
-                for stack, r in rep.items():
-                    for v in r.verdicts:
-                        out.setdefault((exp.experiment, part.label, stack, v.band), []).append(v)
+            for stack, bands in repeats.by_band(part).items():
+                for band, vs in bands.items():
+                    # Several runs of one side (the gate's turns) add up.
+                    out.setdefault((exp.experiment, part.label, stack, band), []).extend(vs)
     return out
 
 

@@ -91,20 +91,28 @@ def _reading(v: Verdict, ref: Verdict | None, reference: bool) -> Reading | None
     return "FAIL"
 
 
+def by_band(part: PartResult) -> dict[str, dict[str, list[Verdict]]]:
+    """Per stack, per band, that band's verdict in each repeat that judged it, the first first
+    (the one grouping the report's judgement and ``udtbed compare`` both read)."""
+    out: dict[str, dict[str, list[Verdict]]] = {}
+    for rep in part.repeats():
+        for stack, res in rep.items():
+            bands = out.setdefault(stack, {})
+            for v in res.verdicts:
+                bands.setdefault(v.band, []).append(v)
+    return out
+
+
 def judged(part: PartResult) -> dict[str, list[Verdict]]:
     """Per stack, its verdicts over the part's repeats (the run's own when it ran once)."""
     repeats = part.repeats()
     if len(repeats) == 1:
         return {s: r.verdicts for s, r in part.stacks.items()}
     refs = reference_stacks()
-    out: dict[str, list[Verdict]] = {}
-    for stack in part.stacks:
-        runs: list[StackResult] = [r[stack] for r in repeats if stack in r]
-        by_band: dict[str, list[Verdict]] = {}
-        for res in runs:
-            for v in res.verdicts:
-                by_band.setdefault(v.band, []).append(v)
-        out[stack] = [combine(vs) for vs in by_band.values()]
+    grouped = by_band(part)
+    out: dict[str, list[Verdict]] = {
+        stack: [combine(vs) for vs in grouped.get(stack, {}).values()] for stack in part.stacks
+    }
     for stack, verdicts in out.items():
         protocol = part.stacks[stack].protocol
         reference = refs.get(protocol)
@@ -145,4 +153,4 @@ def series_across(results: list[StackResult], flow: str) -> list[tuple[float, In
     return [(t, mean_interval(xs)) for t, xs in sorted(by_t.items()) if len(xs) == len(with_flow)]
 
 
-__all__ = ["across", "combine", "flow_of", "judged", "runs", "series_across"]
+__all__ = ["across", "by_band", "combine", "flow_of", "judged", "runs", "series_across"]
