@@ -22,7 +22,7 @@ FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOT
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
 .PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-interop test-conformance \
-        testbed testbed-image compare gate test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate dashboards bench fuzz conformance clean
+        testbed testbed-image compare gate test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate ns2-check dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
@@ -44,6 +44,8 @@ help:
 	@echo "make compare-backends  netem beside udt-linkem on each Fig. 11 path class, in that VM (table)"
 	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1 SEEDS=5)"
 	@echo "make test-simulate  the simulated figures' snapshot tests (UPDATE_SNAPSHOTS=1 rewrites them)"
+	@echo "make ns2-check    the simulator's TCP against NS-2 2.35's on 36 dumbbells (QUICK=1 SEEDS=5), results/sim/ns2-check;"
+	@echo "                  exit 1 when a scenario disagrees beyond the tolerance"
 	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
 	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
 	@echo "make bench        goodput and CPU: our udt vs libudt, our sabul beside our udt, then the loss_list bench;"
@@ -225,6 +227,12 @@ build-sim:
 test-simulate: build-sim
 	@echo "==> test: the simulated figures' quick versions against their snapshots (testbed/tests/test_simulate.py)"
 	cd testbed && $(if $(UPDATE_SNAPSHOTS),UPDATE_SNAPSHOTS=$(UPDATE_SNAPSHOTS)) ../$(PYTHON) -m pytest tests/test_simulate.py
+
+# The simulator's TCP checked against NS-2 itself (docs/simulator.md, "Checked against NS-2"): the same
+# dumbbells in both, per-flow goodput, drops and Jain's index; exit 1 when a scenario disagrees.
+ns2-check: setup build-sim
+	@echo "==> ns2-check: impl/netsim's TCP against NS-2's Sack1 (python -m udtbed ns2-check) -> results/sim/ns2-check"
+	$(PYTHON) -m udtbed ns2-check $(if $(QUICK),--quick) $(if $(SEEDS),--seeds '$(SEEDS)')
 
 # Grafana dashboards as code (grafana-foundation-sdk, requirements-dev.txt); the JSON is committed
 # and testbed/tests/test_dashboards.py checks that it is current.

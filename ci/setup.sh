@@ -22,6 +22,7 @@ APT_PACKAGES=(
   iperf3 iproute2 iputils-ping bridge-utils ethtool mininet   # testbed
   strace                                  # testbed: the netem request tc sends (test_netem_commands)
   influxdb jq                             # metrics
+  ns2                                     # make ns2-check: NS-2 2.35's TCP beside the simulator's (udtbed.ns2check)
   chromium fonts-dejavu-core              # screenshots of the report and progress display (udtbed.screenshot)
   linux-image-amd64 qemu-system-x86 busybox-static   # make test-vm: a stock kernel with netem, booted by virtme-ng
   python3-venv

@@ -564,6 +564,47 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ns2_check(a: argparse.Namespace) -> int:
+    """Our simulator's TCP against NS-2's on the same dumbbells (docs/simulator.md, "Checked against
+    NS-2"): a table, JSON and Markdown into --out; exit 1 when a scenario disagrees, 2 without ns."""
+    from . import ns2check
+
+    if ns2check.ns_binary() is None:
+        print("udtbed: NS-2's `ns` is not installed: `make setup` installs it (Debian package ns2)", file=sys.stderr)
+        return 2
+    if a.seeds < 1:
+        print(f"udtbed: --seeds must be 1 or more, not {a.seeds}", file=sys.stderr)
+        return 2
+    checks = ns2check.scenarios(a.quick)
+    if a.only:
+        names = a.only.split(",")
+        checks = [c for c in checks if c.name in names]
+        if not checks:
+            have = ", ".join(c.name for c in ns2check.scenarios(a.quick))
+            print(f"udtbed: no scenario {a.only} (have {have})", file=sys.stderr)
+            return 2
+    command = "python -m udtbed ns2-check" + (" --quick" if a.quick else "") + f" --seeds {a.seeds}"
+    print(f"==> ns2-check: {len(checks)} scenario(s) x {a.seeds} seed(s), ours and NS-2", flush=True)
+    try:
+        results = ns2check.compare(checks, a.seeds, a.jobs, progress=lambda line: print("  " + line, flush=True))
+    except (FileNotFoundError, RuntimeError) as err:
+        print(f"udtbed: {err}", file=sys.stderr)
+        return 1
+    print(ns2check.table(results))
+    out = Path(a.out)
+    ns2check.write(results, out, a.seeds, command)
+    bad = [c.scenario.name for c in results if c.verdict is ns2check.Verdict.DISAGREE]
+    unsure = [c.scenario.name for c in results if c.verdict is ns2check.Verdict.INCONCLUSIVE]
+    print(f"wrote {out / 'ns2-check.json'} and {out / 'ns2-check.md'}")
+    if unsure:
+        print(f"inconclusive (beyond the tolerance, within the seeds' scatter; more --seeds): {', '.join(unsure)}")
+    if bad:
+        print(f"disagree with NS-2 beyond {ns2check.GOODPUT_TOLERANCE:.0%}: {', '.join(bad)}")
+        return 1
+    print(f"every scenario within {ns2check.GOODPUT_TOLERANCE:.0%} of NS-2 or the seeds' scatter")
+    return 0
+
+
 def cmd_compare_backends(a: argparse.Namespace) -> int:
     """Each Fig. 11 path class under each backend this kernel has: RTT, rate, queue, a UDT flow."""
     from . import backend_compare
@@ -767,6 +808,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     sm.add_argument("--results", default=str(REPO / "results/sim"))
     sm.add_argument("--scenarios-dir", default=str(sim.SCENARIOS_DIR))
+    nc = sub.add_parser("ns2-check", help="our simulator's TCP against NS-2's on the same dumbbells (needs ns)")
+    nc.add_argument("--quick", action="store_true", help="three 20 s points (seconds in all) instead of the 36")
+    nc.add_argument("--seeds", type=int, default=5, help="seeds per scenario (default 5)")
+    nc.add_argument("--only", help="comma-separated scenario names (default: all)")
+    nc.add_argument("--jobs", type=int, help="runs at once (default: the CPU count + 4 threads)")
+    nc.add_argument("--out", default=str(REPO / "results/sim/ns2-check"))
     cb = sub.add_parser("compare-backends", help="netem beside udt-linkem on each Fig. 11 path class (root)")
     cb.add_argument("--scale", type=float, default=0.02)
     cb.add_argument("--seconds", type=float, default=20.0, help="the UDT flow on each path (default 20)")
@@ -786,6 +833,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_vm(a)
     if a.cmd == "compare-backends":
         return cmd_compare_backends(a)
+    if a.cmd == "ns2-check":
+        return cmd_ns2_check(a)
     if a.cmd == "simulate":
         return cmd_simulate(a)
     if a.cmd == "run":
