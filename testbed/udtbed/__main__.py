@@ -810,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
     sm.add_argument("--scenarios-dir", default=str(sim.SCENARIOS_DIR))
     nc = sub.add_parser("ns2-check", help="our simulator's TCP against NS-2's on the same dumbbells (needs ns)")
     nc.add_argument("--quick", action="store_true", help="three 20 s points (seconds in all) instead of the 36")
-    nc.add_argument("--seeds", type=int, default=5, help="seeds per scenario (default 5)")
+    nc.add_argument("--seeds", type=int, default=10, help="seeds per scenario (default 10)")
     nc.add_argument("--only", help="comma-separated scenario names (default: all)")
     nc.add_argument("--jobs", type=int, help="runs at once (default: the CPU count + 4 threads)")
     nc.add_argument("--out", default=str(REPO / "results/sim/ns2-check"))

@@ -37,7 +37,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udtbed import sim
+from scipy import stats  # type: ignore[import-untyped]
+
+from udtbed import sim, uncertainty
 
 # NS-2's ``ns`` binary (Debian's ``ns2`` package; ``make setup`` installs it).
 NS_BINARY = "ns"
@@ -439,25 +441,41 @@ class Comparison:
     def ratio(self) -> float:
         return self.ours.mean / self.ns2.mean if self.ns2.mean > 0 else math.inf
 
+    def _per_seed(self) -> tuple[list[float], list[float]]:
+        return [_mean(r.goodput_mbps) for r in self.ours.runs], [_mean(r.goodput_mbps) for r in self.ns2.runs]
+
     @property
     def stderr_ratio(self) -> float:
         """The ratio's standard error from the seeds' scatter: each side's per-seed means of the
-        per-flow goodput (Welch), relative to NS-2's mean."""
-        a = [_mean(r.goodput_mbps) for r in self.ours.runs]
-        b = [_mean(r.goodput_mbps) for r in self.ns2.runs]
+        per-flow goodput (Welch: the two loss streams are independent), relative to NS-2's mean."""
+        a, b = self._per_seed()
         if self.ns2.mean <= 0 or len(a) < 2 or len(b) < 2:
             return 0.0
         return math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b)) / self.ns2.mean
 
     @property
+    def significance_bound(self) -> float:
+        """How far from 1 the ratio must be to differ at :data:`uncertainty.CONFIDENCE`: the
+        Welch–Satterthwaite Student's t quantile times :attr:`stderr_ratio` (0 with one seed or
+        no scatter: then every difference counts)."""
+        a, b = self._per_seed()
+        if len(a) < 2 or len(b) < 2:
+            return 0.0
+        va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+        if va + vb == 0:
+            return 0.0
+        df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+        return float(stats.t.ppf(0.5 + uncertainty.CONFIDENCE / 2, df)) * self.stderr_ratio
+
+    @property
     def verdict(self) -> Verdict:
-        """AGREE within the tolerance; DISAGREE beyond it by more than twice the standard error
-        of the difference; INCONCLUSIVE beyond it but within the seeds' own scatter (more seeds
-        tell)."""
+        """AGREE: the ratio of the means within the tolerance. DISAGREE: beyond it, and the
+        difference significant (beyond :attr:`significance_bound`). INCONCLUSIVE: beyond it but
+        within the seeds' own scatter; more seeds tell."""
         off = abs(self.ratio - 1)
         if off <= self.tolerance:
             return Verdict.AGREE
-        if off > 2 * self.stderr_ratio:
+        if off > self.significance_bound:
             return Verdict.DISAGREE
         return Verdict.INCONCLUSIVE
 
@@ -472,6 +490,7 @@ class Comparison:
             "ratio": self.ratio,
             "tolerance": self.tolerance,
             "stderr_ratio": self.stderr_ratio,
+            "significance_bound": self.significance_bound,
             "verdict": self.verdict.name.lower(),
             "ours": self.ours.summary(),
             "ns2": self.ns2.summary(),
