@@ -5,6 +5,7 @@
 //!   one event queue in virtual time;
 //! - [`agent`]: what one end of a flow implements;
 //! - [`udt`], [`sabul`]: the real `udt-proto` and `sabul` cores as flow ends;
+//! - [`udt2004`]: the 2004 UDT NS-2 module behind SC'04 Figs. 2–7, a small sans-IO model;
 //! - [`tcp`]: TCP as NS-2's SACK agent ran it in the papers, a small sans-IO model;
 //! - [`scenario`]: a run described as data (a dumbbell, its flows) and its results.
 
@@ -14,3 +15,4 @@ pub mod sabul;
 pub mod scenario;
 pub mod tcp;
 pub mod udt;
+pub mod udt2004;

@@ -37,6 +37,10 @@ use crate::network::{FlowId, FlowSetup, LinkId, Nanos, Network, SocketLimit};
 use crate::sabul::{SabulReceiver, SabulSender};
 use crate::tcp::{TcpConfig, TcpReceiver, TcpSender};
 use crate::udt::{UdtReceiver, UdtSender, WithoutFlowControl, RECEIVER_ADDR};
+use crate::udt2004::{self, DecRandomSource};
+
+/// The `cc` of a UDT flow that runs the 2004 NS-2 module's agents ([`udt2004`]).
+pub const NS2_2004: &str = "ns2-2004";
 
 /// How long a simulated UDT application waits for its connection.
 pub const CONNECT_TIMEOUT: transfer::time::Duration = transfer::time::Duration::from_secs(60);
@@ -105,7 +109,9 @@ pub struct FlowSpec {
     #[serde(default)]
     pub name: Option<String>,
     pub protocol: Protocol,
-    /// UDT's controller: `udt411` (4.11's CUDTCC, default) or `paper` (the SC'04 variant).
+    /// UDT's controller: `udt411` (4.11's CUDTCC, default), `paper` (the SC'04 variant), or
+    /// `ns2-2004`: not a controller but the 2004 NS-2 module's own agents ([`udt2004`]), which
+    /// take `window_pkts` as their window cap `Wmax` and refuse `bytes` and `flow_control`.
     #[serde(default)]
     pub cc: Option<String>,
     /// UDT: the window-based flow control on (default) or off (rate control alone, Fig. 7).
@@ -343,8 +349,22 @@ impl RunSpec {
             }
             if f.protocol == Protocol::Udt {
                 if let Some(cc) = &f.cc {
-                    if cc != "udt411" && cc != "paper" {
-                        return err(format!("flow {i}: cc {cc:?} is not a UDT controller: use udt411 or paper"));
+                    if cc != "udt411" && cc != "paper" && cc != NS2_2004 {
+                        return err(format!(
+                            "flow {i}: cc {cc:?} is not a UDT controller: use udt411, paper or {NS2_2004}"
+                        ));
+                    }
+                    if cc == NS2_2004 && f.bytes.is_some() {
+                        return err(format!(
+                            "flow {i}: the {NS2_2004} model has no finite transfers (its source is unlimited, \
+                             UDT-2004-NS2.md §3.7): drop bytes and bound the flow with stop_s"
+                        ));
+                    }
+                    if cc == NS2_2004 && !f.flow_control {
+                        return err(format!(
+                            "flow {i}: the {NS2_2004} model has no switch for its window (UDT-2004-NS2.md §7.3): \
+                             keep flow_control and set window_pkts (its Wmax) large instead"
+                        ));
                     }
                 }
             } else if f.cc.is_some() || !f.flow_control {
@@ -407,6 +427,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
         SocketLimit { link, packets: n.socket_pkts }
     });
     let shared = Shared { forward, reverse, nic };
+    // The 2004 module's unseeded `rand()`: one stream for every 2004 sender of the run.
+    let dec_random = udt2004::dec_random_source(spec.seed);
     let mut ids: Vec<(FlowId, &FlowSpec, String)> = Vec::new();
     let mut index = 0u64;
     for f in &spec.flows {
@@ -417,7 +439,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
                 (Some(n), _) => format!("{n}{}", k + 1),
                 (None, _) => format!("{}{index}", protocol_name(f.protocol)),
             };
-            let id = add_flow(&mut net, spec, f, &name, index, secs(f.start_s), shared);
+            let id = add_flow(&mut net, spec, f, &name, index, secs(f.start_s), shared, &dec_random);
             ids.push((id, f, name));
         }
     }
@@ -427,7 +449,7 @@ pub fn run(spec: &RunSpec) -> Result<RunResult, SpecError> {
             net.run_until(end);
             None
         }
-        Some(s) => Some(run_short_flows(&mut net, spec, s, index, shared, end)),
+        Some(s) => Some(run_short_flows(&mut net, spec, s, index, shared, end, &dec_random)),
     };
     let mut result = collect(spec, &net, shared, &ids);
     result.short_flows = short;
@@ -444,6 +466,7 @@ struct Shared {
 }
 
 /// Adds one flow of `f`'s description with its own access links (and own link, if any).
+#[allow(clippy::too_many_arguments)]
 fn add_flow(
     net: &mut Network,
     spec: &RunSpec,
@@ -452,6 +475,7 @@ fn add_flow(
     index: u64,
     start: Nanos,
     shared: Shared,
+    dec_random: &DecRandomSource,
 ) -> FlowId {
     let b = &spec.bottleneck;
     let link_seed = |n: u64| spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(n);
@@ -481,7 +505,7 @@ fn add_flow(
         start,
         stop: f.stop_s.map(secs),
         socket: shared.nic.filter(|_| f.protocol != Protocol::Tcp),
-        make: ends(f, spec.seed.wrapping_mul(1_000_003).wrapping_add(index)),
+        make: ends(f, spec.seed.wrapping_mul(1_000_003).wrapping_add(index), dec_random.clone()),
     })
 }
 
@@ -497,6 +521,7 @@ fn run_short_flows(
     mut index: u64,
     shared: Shared,
     end: Nanos,
+    dec_random: &DecRandomSource,
 ) -> ShortFlowsResult {
     let f = FlowSpec {
         name: None,
@@ -529,7 +554,7 @@ fn run_short_flows(
         while active.len() < s.concurrency as usize && started < s.count && now < end {
             index += 1;
             started += 1;
-            let id = add_flow(net, spec, &f, &format!("short{started}"), index, now, shared);
+            let id = add_flow(net, spec, &f, &format!("short{started}"), index, now, shared, dec_random);
             active.push((id, now));
         }
         if now >= end || (s.until_done && started == s.count && active.is_empty()) {
@@ -563,10 +588,14 @@ fn protocol_name(p: Protocol) -> &'static str {
 }
 
 /// The flow's two ends, built at its start.
-fn ends(f: &FlowSpec, seed: u64) -> crate::network::MakeEnds {
+fn ends(f: &FlowSpec, seed: u64, dec_random: DecRandomSource) -> crate::network::MakeEnds {
     let f = f.clone();
     Box::new(move |now: Instant| -> (Box<dyn Agent>, Box<dyn Agent>) {
         match f.protocol {
+            Protocol::Udt if f.cc.as_deref() == Some(NS2_2004) => {
+                let config = udt2004::SenderConfig { wmax: f.window_pkts.unwrap_or(udt2004::DEFAULT_WMAX) };
+                (Box::new(udt2004::Sender::new(config, dec_random, now)), Box::new(udt2004::Receiver::new(now)))
+            }
             Protocol::Udt => {
                 let variant =
                     if f.cc.as_deref() == Some("paper") { NativeVariant::Paper } else { NativeVariant::Udt411 };
