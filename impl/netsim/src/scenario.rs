@@ -351,7 +351,7 @@ impl RunSpec {
                 if let Some(cc) = &f.cc {
                     if cc != "udt411" && cc != "paper" && cc != NS2_2004 {
                         return err(format!(
-                            "flow {i}: cc {cc:?} is not a UDT controller: use udt411, paper or {NS2_2004}"
+                            "flow {i}: cc {cc:?} is not a UDT controller: use udt411 or paper, or {NS2_2004} for the 2004 NS-2 model"
                         ));
                     }
                     if cc == NS2_2004 && f.bytes.is_some() {
