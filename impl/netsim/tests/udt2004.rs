@@ -393,3 +393,103 @@ fn finite_transfers_and_flow_control_off_are_refused() {
     s.flows[0].flow_control = false;
     assert!(run(&s).unwrap_err().0.contains("window_pkts"));
 }
+
+/// Row 15: the sender answers every ACK with an ACK2, a repeated (non-advancing) one included.
+#[test]
+fn every_ack_gets_an_ack2() {
+    let mut s = sender(0.0);
+    run_to(&mut s, 0.0, 0.001);
+    for (k, t) in [0.002, 0.003, 0.004].into_iter().enumerate() {
+        feed(&mut s, t, &Packet::Ack { serial: k as u32, ack: 1, rtt_us: 10_000, speed: 0, capacity: 0 });
+    }
+    let out = run_to(&mut s, 0.004, 0.004);
+    let serials: Vec<u32> = out
+        .iter()
+        .filter_map(|(_, p, _)| match p {
+            Packet::Ack2 { serial } => Some(*serial),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(serials, vec![0, 1, 2]);
+    assert_eq!(s.last_ack(), 1);
+}
+
+/// Rows 19, 17: out of slow start, `W := ceil(0.875·W + 0.125·AS·(RTT_s + SYN))`, with `RTT_s`
+/// replaced by the first report that is not exactly 10 ms.
+#[test]
+fn window_is_a_rounded_up_ewma_of_as_times_rtt_plus_syn() {
+    let mut s = sender(0.0);
+    run_to(&mut s, 0.0, 0.001);
+    feed(&mut s, 0.002, &nak(&[1])); // slow start ends with W = 1
+    assert_eq!(s.window(), 1);
+    feed(&mut s, 0.003, &Packet::Ack { serial: 0, ack: 1, rtt_us: 100_000, speed: 8000, capacity: 8333 });
+    assert_eq!(s.rtt(), 0.1);
+    assert_eq!(s.window(), (0.875f64 + 0.125 * 8000.0 * 0.11).ceil() as i64);
+    assert_eq!(s.window(), 111);
+    feed(&mut s, 0.004, &Packet::Ack { serial: 1, ack: 2, rtt_us: 20_000, speed: 0, capacity: 8333 });
+    assert!((s.rtt() - (0.875 * 0.1 + 0.125 * 0.02)).abs() < 1e-15, "smoothed once more");
+    assert_eq!(s.window(), 111, "AS = 0 leaves W");
+}
+
+/// Rows 31, 32 (slip): a new period sends one packet, then pauses `SYN + P`; a second NAK
+/// cuts the pause short at once.
+#[test]
+fn second_nak_cuts_the_freeze_short() {
+    let mut s = sender(0.0);
+    run_to(&mut s, 0.0, 0.001);
+    feed(&mut s, 0.002, &nak(&[1, 0]));
+    let out = run_to(&mut s, 0.002, 0.005);
+    assert_eq!(data_seqs(&out), vec![0], "one packet, then the pause");
+    feed(&mut s, 0.005, &nak(&[1]));
+    let out = run_to(&mut s, 0.005, 0.005);
+    assert_eq!(data_seqs(&out), vec![1], "the second NAK's pass runs at once");
+}
+
+/// Rows 9, 38: duplicates are measured and counted as arrivals but change no ACK.
+#[test]
+fn duplicates_are_measured_but_not_acknowledged_twice() {
+    let mut r = Receiver::new(at(0.0));
+    for (k, seq) in [0, 1, 1, 0, 2].into_iter().enumerate() {
+        feed(&mut r, 0.001 + k as f64 * 1e-4, &Packet::Data { seq });
+    }
+    assert_eq!(r.arrivals(), 5, "the module's own count includes duplicates");
+    assert_eq!(r.stats().delivered, 3 * 1500, "delivered: unique in-order packets");
+    let out = run_to(&mut r, 0.0015, 0.025);
+    let acks: Vec<i64> = out
+        .iter()
+        .filter_map(|(_, p, _)| match p {
+            Packet::Ack { ack, .. } => Some(*ack),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(acks, vec![3], "one ACK at 10 ms; at 20 ms it has not advanced and 2·RTT_r has not passed");
+}
+
+/// Rows 33, 35: arrival speed from the arrival intervals; the capacity is 0 while 9 of the 16
+/// probe slots hold 0.0 (7 pairs), then the pair gap once the sort has gathered the zeros.
+#[test]
+fn capacity_is_zero_before_eight_packet_pairs() {
+    let mut r = Receiver::new(at(0.0));
+    let gap = 50e-6;
+    let mut t = 0.0101;
+    for seq in 0..98 {
+        feed(&mut r, t, &Packet::Data { seq }); // pairs (16n, 16n+1) for n = 0..6: 7 probes
+        t += gap;
+    }
+    let first = run_to(&mut r, t - gap, 0.02);
+    for seq in 98..130 {
+        feed(&mut r, t, &Packet::Data { seq }); // two more pairs
+        t += gap;
+    }
+    let second = run_to(&mut r, t - gap, 0.03);
+    let field = |out: &[(f64, Packet, u32)]| match out.last() {
+        Some((_, Packet::Ack { speed, capacity, .. }, _)) => (*speed, *capacity),
+        other => panic!("no ACK: {other:?}"),
+    };
+    // 1/50 µs = 20 000 pkts/s, rounded up after the float difference of two µs instants.
+    let near = |v: u32| (20_000..=20_001).contains(&v);
+    let (speed, capacity) = field(&first);
+    assert!(near(speed) && capacity == 0, "{:?}", field(&first));
+    let (speed, capacity) = field(&second);
+    assert!(near(speed) && near(capacity), "{:?}", field(&second));
+}
