@@ -396,6 +396,10 @@ impl Sender {
     fn skip_blocked_polls(&mut self, bound: f64) {
         let Some(mut at) = self.next_pass else { return };
         while at < bound {
+            if self.p <= 0.0 {
+                at = bound; // a zero RTT report zeroed `P`: the module would spin here
+                break;
+            }
             if self.freeze {
                 self.freeze = false;
                 at += SYN + self.p;

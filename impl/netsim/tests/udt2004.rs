@@ -493,3 +493,13 @@ fn capacity_is_zero_before_eight_packet_pairs() {
     let (speed, capacity) = field(&second);
     assert!(near(speed) && near(capacity), "{:?}", field(&second));
 }
+
+/// Row 26: the `L/9` cap applies only while `P > PBeforeNak`; at `P = PBeforeNak` (after a NAK
+/// that did not decrease) the spare capacity `L − C` sets the step.
+#[test]
+fn the_l_over_9_cap_holds_only_while_p_exceeds_p_before_nak() {
+    use netsim::udt2004::increase;
+    // L = 7000 pkts/s (84 Mb/s), C = 1000: L/9 is 9.3 Mb/s, L − C 72 Mb/s.
+    assert!((increase(1e-3, 7000.0, 0.5e-3) - 0.01).abs() < 1e-12, "capped at L/9");
+    assert!((increase(1e-3, 7000.0, 1e-3) - 0.1).abs() < 1e-12, "not capped");
+}
