@@ -81,7 +81,13 @@ def test_sim_spec_matches_the_scenario() -> None:
     sc = ns2check.CrossCheck("t", 3, 10.0, 100.0, 10, loss=0.001, delay_ms=1.0)
     spec = ns2check.sim_spec(sc, 4)
     assert spec["seed"] == 4
-    assert spec["bottleneck"] == {"rate_mbps": 100.0, "queue_pkts": 10, "delay_ms": 1.0, "loss": 0.001}
+    assert spec["bottleneck"] == {
+        "rate_mbps": 100.0,
+        "queue_pkts": 10,
+        "delay_ms": 1.0,
+        "loss": 0.001,
+        "access_rate_mbps": 100_000.0,
+    }
     assert [f["protocol"] for f in spec["flows"]] == ["tcp"] * 3
 
 

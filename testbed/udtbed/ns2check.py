@@ -12,8 +12,8 @@ lies within :data:`GOODPUT_TOLERANCE` (docs/simulator.md, "Checked against NS-2"
 tolerance).
 
 The topology is docs/simulator.md's: flow *i*'s sender node ``s_i`` has its access link to the
-router ``r1`` (one-way delay ``rtt/2 − D``, rate :data:`ACCESS_BPS`, effectively unlimited as
-ours), ``r1 → r2`` is the bottleneck (rate, DropTail queue in packets, delay ``D``, random
+router ``r1`` (one-way delay ``rtt/2 − D``, rate :data:`ACCESS_BPS`, and ours the same rate
+here), ``r1 → r2`` is the bottleneck (rate, DropTail queue in packets, delay ``D``, random
 loss), and every sink sits on ``r2`` itself, as our receivers sit right after the bottleneck.
 ACKs go back through ``r2 → r1`` (the same rate and delay, a queue no ACK stream fills) and the
 access link. NS-2's ``queue-limit Q`` holds Q − 1 waiting packets plus the one on the wire
@@ -50,7 +50,8 @@ MSS = 1460
 HEADER = 40
 # Our TCP's default advertised window (``TcpConfig::window_pkts``); NS-2 gets the same.
 WINDOW_PKTS = 20_000
-# Access links: ours have no rate limit; NS-2's links need one, so 100 Gb/s (0.12 µs a packet).
+# Access links: NS-2's links need a rate, so 100 Gb/s (0.12 µs a packet), and ours get the same
+# (``access_rate_mbps``; by default they have none).
 ACCESS_BPS = 100e9
 # Queues nothing should fill (access links, the reverse bottleneck).
 HUGE_QUEUE = 1_000_000
@@ -343,6 +344,10 @@ def sim_spec(sc: CrossCheck, seed: int) -> dict[str, Any]:
             "queue_pkts": sc.queue_pkts,
             "delay_ms": sc.delay_ms,
             "loss": sc.loss,
+            # NS-2's access links, whose 0.12 µs a packet spaces a burst: with ours unlimited a
+            # window's packets reach the bottleneck in the same ns, and at 1 ms on a 10-packet
+            # queue one of 10 flows starved in 2 of 10 seeds (docs/simulator.md).
+            "access_rate_mbps": ACCESS_BPS / 1e6,
         },
         "flows": [
             {"protocol": "tcp", "rtt_ms": sc.rtt_ms, "start_s": t, "window_pkts": WINDOW_PKTS}
