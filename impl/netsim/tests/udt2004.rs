@@ -503,3 +503,87 @@ fn the_l_over_9_cap_holds_only_while_p_exceeds_p_before_nak() {
     assert!((increase(1e-3, 7000.0, 0.5e-3) - 0.01).abs() < 1e-12, "capped at L/9");
     assert!((increase(1e-3, 7000.0, 1e-3) - 0.1).abs() < 1e-12, "not capped");
 }
+
+/// §8.2, §8.4 consequence: once the sender only retransmits, the numbers 16n and 16n + 1 no
+/// longer leave back to back, so a "pair" measures the sending period: the capacity report falls
+/// from the link's 83 334 pkts/s to the sending rate, and with `L ≈ C` the increase of §6.2 sits
+/// at its floor. (The sorting slip only speeds this up: with a correct exchange it happens too.)
+#[test]
+fn capacity_estimate_follows_the_rate_down_after_a_collapse() {
+    let mut r = Receiver::new(at(0.0));
+    let capacity = |out: &[(f64, Packet, u32)]| match out.iter().rev().find(|(_, p, _)| matches!(p, Packet::Ack { .. }))
+    {
+        Some((_, Packet::Ack { capacity, .. }, _)) => *capacity,
+        _ => panic!("no ACK in {out:?}"),
+    };
+    // New data at the 1 Gb/s line rate (12 µs): 17 back-to-back pairs.
+    let mut t = 0.0101;
+    for seq in 0..272 {
+        feed(&mut r, t, &Packet::Data { seq });
+        t += 12e-6;
+    }
+    let before = capacity(&run_to(&mut r, t, 0.02));
+    assert!((83_000..=84_000).contains(&before), "line-rate pairs: {before} pkts/s");
+    // Retransmissions of the old pairs' numbers, one every 10 ms (P = 10 ms, 100 pkts/s): the
+    // receiver times them as pairs all the same.
+    let mut t = 0.021;
+    for n in 0..17 {
+        for seq in [16 * n, 16 * n + 1] {
+            feed(&mut r, t, &Packet::Data { seq });
+            run_to(&mut r, t, t + 0.0099);
+            t += 0.01;
+        }
+    }
+    let after = capacity(&run_to(&mut r, t, t + 0.05));
+    assert!((99..=101).contains(&after), "pairs sent one period apart: {after} pkts/s");
+}
+
+/// 1 Gb/s, 100 ms RTT, queue one BDP (8333), `Wmax` 100 000: the rules of §6, §8, §9 trap the
+/// flow (spec §6.5 "Consequence"). Slow start's 1 µs bursts overshoot; ~1430 immediate NAKs in
+/// 0.2 s, all in the first period, decrease `P` by ×1.125 each (`DecRandom` = 1 for this seed)
+/// or every 2nd/3rd; the ~16 600 lost numbers then block new data, so `CurrSeq` — hence
+/// `LastDecSeq` — never moves, no new period starts, and the receiver's re-reports (one per
+/// `RTT_r`) keep decreasing while `L` has followed the rate down; the advancing ACKs cap `P` at
+/// the RTT: about 10 pkts/s, 0.12 Mb/s, for good.
+#[test]
+fn one_flow_on_a_1_gbps_100_ms_path_is_trapped_after_the_slow_start_overshoot() {
+    for seed in [1, 2] {
+        let mut spec = one_flow(seed, 8333);
+        spec.duration_s = 12.0;
+        spec.bottleneck.rate_mbps = 1000.0;
+        spec.flows[0].rtt_ms = 100.0;
+        spec.flows[0].window_pkts = Some(100_000);
+        let r = run(&spec).expect("a valid spec");
+        let f = &r.flows[0];
+        assert!(f.throughput_mbps[1] > 300.0, "slow start reaches the link: {:?}", f.throughput_mbps);
+        let tail = &f.throughput_mbps[9..];
+        assert!(tail.iter().all(|&m| m < 1.0), "seed {seed}: trapped below 1 Mb/s: {:?}", f.throughput_mbps);
+        assert!(f.loss_events > 1400, "seed {seed}: {} NAKs", f.loss_events);
+        let p_end = *f.period_us.last().expect("samples");
+        assert!(p_end > 50_000.0, "seed {seed}: P held near the RTT cap, {p_end} µs");
+    }
+}
+
+/// SC'04 Fig. 6's setting (1 Gb/s, queue 8333, a 1 ms and a 100 ms flow): the 1 ms flow is
+/// trapped another way (spec §6.5 "Consequence"). After its overshoot the ACK's every-other
+/// removal (§3.4) leaves hundreds of numbers below `LastAck` in the loss list; each NAK sends
+/// one of them (the smallest first, unchecked, §3.1), which the receiver discards, so no ACK
+/// advances, nothing caps `P` (§6.8), and every re-reported NAK multiplies it by 1.125 without
+/// bound.
+#[test]
+fn fig6_short_flow_stalls_on_stale_loss_entries_with_an_unbounded_period() {
+    let mut spec = one_flow(1, 8333);
+    spec.bottleneck.rate_mbps = 1000.0;
+    spec.flows[0].rtt_ms = 1.0;
+    spec.flows[0].window_pkts = Some(100_000);
+    let mut long = spec.flows[0].clone();
+    long.rtt_ms = 100.0;
+    spec.flows.push(long);
+    let r = run(&spec).expect("a valid spec");
+    let short = &r.flows[0];
+    assert!(short.throughput_mbps[2..].iter().all(|&m| m < 0.1), "{:?}", short.throughput_mbps);
+    let p = &short.period_us;
+    assert!(p[9] > 1e6 && p[9] > 100.0 * p[5], "P grows without bound: {p:?}");
+    let long = &r.flows[1];
+    assert!(long.throughput_mbps[9] < 1.0, "{:?}", long.throughput_mbps);
+}
