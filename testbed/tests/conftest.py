@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from udtbed import network, runtime
+from udtbed.results import PartResult, StackResult
 
 
 def pytest_collection_modifyitems(config, items):
@@ -68,3 +69,19 @@ def udtbed_run_argv(results: Path, *args: str) -> list[str]:
     figures (a test that wants them passes ``--simulate`` again), writing to ``results``."""
     argv = [sys.executable, "-m", "udtbed", "run", "--influx", "none", "--simulate", "none"]
     return [*argv, "--results", str(results), *args]
+
+
+def part_of_repeats(runs: list[dict[str, StackResult]]) -> PartResult:
+    """A part with nothing but results: ``runs`` is one {stack: StackResult} per repeat, the first first."""
+    return PartResult(
+        label="p",
+        topology="t",
+        topology_file="t.toml",
+        topology_paper="",
+        links={},
+        calibration=[],
+        calibration_ok=True,
+        paper={},
+        stacks=runs[0],
+        more_repeats=runs[1:],
+    )

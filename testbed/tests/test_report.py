@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import udtbed_run_argv
+from conftest import part_of_repeats, udtbed_run_argv
 from udtbed import report, screenshot, sim
 from udtbed.report import render
 from udtbed.results import ExperimentResult
@@ -317,7 +317,7 @@ def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_inte
 
 def _bulk_part(goodputs, exact=(True, True, True)):
     """A one-flow part of udt-rs run once per entry of ``goodputs`` (its steady Mb/s)."""
-    from udtbed.results import FlowResult, PartResult, StackResult
+    from udtbed.results import FlowResult, StackResult
 
     def rep(k, mbps, ok):
         flow = FlowResult(
@@ -337,18 +337,7 @@ def _bulk_part(goodputs, exact=(True, True, True)):
         return {"udt-rs": StackResult(stack="udt-rs", protocol="udt", flows=[flow], repeat=k, start_jitter_s=0.1 * k)}
 
     runs = [rep(k, m, ok) for k, (m, ok) in enumerate(zip(goodputs, exact, strict=True))]
-    return PartResult(
-        label="p",
-        topology="t",
-        topology_file="t.toml",
-        topology_paper="",
-        links={},
-        calibration=[],
-        calibration_ok=True,
-        paper={},
-        stacks=runs[0],
-        more_repeats=runs[1:],
-    )
+    return part_of_repeats(runs)
 
 
 def test_a_part_run_several_times_shows_each_figure_with_its_interval_and_the_seeds():

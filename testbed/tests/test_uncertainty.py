@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import part_of_repeats
 from udtbed import repeats, uncertainty
-from udtbed.results import FlowResult, PartResult, StackResult, Verdict
+from udtbed.results import FlowResult, StackResult, Verdict
 from udtbed.uncertainty import Judgement
 
 
@@ -80,18 +81,7 @@ def _part(values):
         return StackResult(stack=stack, protocol="udt", verdicts=verdicts)
 
     runs = [{s: res(s, vs) for s, vs in rep.items()} for rep in values]
-    return PartResult(
-        label="p",
-        topology="t",
-        topology_file="t.toml",
-        topology_paper="",
-        links={},
-        calibration=[],
-        calibration_ok=True,
-        paper={},
-        stacks=runs[0],
-        more_repeats=runs[1:],
-    )
+    return part_of_repeats(runs)
 
 
 def test_a_part_run_once_keeps_its_own_verdicts():
