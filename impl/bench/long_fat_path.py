@@ -67,10 +67,8 @@ def steady_mbps(lines: list[dict[str, object]]) -> float | None:
 
 
 def text(iv: Interval | None) -> str:
-    """'86.1 [85.0, 87.2]' over several runs, '86.1' from one, '-' from none."""
-    if iv is None:
-        return "-"
-    return f"{iv.mean:.3g}" + (f" [{iv.low:.3g}, {iv.high:.3g}]" if iv.n > 1 else "")
+    """'86.1 [85, 87.2] n = 3' over several runs (Interval.text), '86.1 (n = 1)' from one, '-' from none."""
+    return "-" if iv is None else iv.text()
 
 
 def verdict(iv: Interval | None) -> str:
