@@ -14,8 +14,8 @@
 
 use crate::afpacket::{PacketSocket, Received, RecvBatch, SendBatch};
 use crate::clock::{now_ns, tighten_timer_slack};
-use crate::delay_line::{Admission, DelayLine};
-use crate::link_spec::LinkSpec;
+use link_model::delay_line::{Admission, DelayLine};
+use link_model::link_spec::LinkSpec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 /// Receive batches taken per loop round before turning to releases.

@@ -4,8 +4,8 @@
 use link_emulator::afpacket::PacketSocket;
 use link_emulator::clock::{now_ns, process_cpu_seconds};
 use link_emulator::forwarder::{self, DirectionStats, ForwarderConfig};
-use link_emulator::link_spec::LinkSpec;
 use link_emulator::stats::take_line;
+use link_model::link_spec::LinkSpec;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,7 @@
 //! A deterministic network simulator in virtual time that runs the family's real sans-IO
 //! protocol cores (docs/simulator.md).
 //!
-//! - [`network`]: links (`link-emulator`'s delay line, the one `udt-linkem` runs), flows and
+//! - [`network`]: links (`link-model`'s delay line, the one `udt-linkem` runs), flows and
 //!   one event queue in virtual time;
 //! - [`agent`]: what one end of a flow implements;
 //! - [`udt`], [`sabul`]: the real `udt-proto` and `sabul` cores as flow ends;

@@ -1,6 +1,6 @@
 //! The network: links, flows and one event queue in virtual time.
 //!
-//! A [`Network`] holds one-way links, each a [`link_emulator::delay_line::DelayLine`] — the
+//! A [`Network`] holds one-way links, each a [`link_model::delay_line::DelayLine`] — the
 //! very delay line, DropTail serialisation queue and loss model `udt-linkem` runs on real
 //! interfaces (docs/link-emulation.md) — and flows, each two [`Agent`]s with a route of links
 //! per direction. A datagram an agent emits enters the first link of its route; when a link
@@ -28,8 +28,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use link_emulator::delay_line::{Admission, DelayLine, DelayLineStats};
-use link_emulator::link_spec::LinkSpec;
+use link_model::delay_line::{Admission, DelayLine, DelayLineStats};
+use link_model::link_spec::LinkSpec;
 use transfer::time::Instant;
 
 use crate::agent::{Agent, AgentStats, Channel};

@@ -25,8 +25,8 @@
 
 use std::sync::Arc;
 
-use link_emulator::link_spec::{LinkSpec, QueueLimit};
-use link_emulator::loss::LossSpec;
+use link_model::link_spec::{LinkSpec, QueueLimit};
+use link_model::loss::LossSpec;
 use serde::{Deserialize, Serialize};
 use transfer::time::Instant;
 use udt_proto::cc::native::{NativeVariant, UdtNative};

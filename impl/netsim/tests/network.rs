@@ -1,8 +1,8 @@
 //! The simulator as a whole: its links behave as `udt-linkem`'s, runs are deterministic, and
 //! the real protocol cores and the TCP model do what the textbook says on a dumbbell.
 
-use link_emulator::delay_line::{Admission, DelayLine};
-use link_emulator::link_spec::LinkSpec;
+use link_model::delay_line::{Admission, DelayLine};
+use link_model::link_spec::LinkSpec;
 use netsim::agent::{Agent, AgentStats, Channel, Emit};
 use netsim::network::{instant, FlowSetup, Nanos, Network, SocketLimit, EPOCH};
 use netsim::scenario::{run, Bottleneck, FlowSpec, HostNic, Protocol, RunSpec, ShortFlows};
@@ -86,7 +86,7 @@ fn through_socket(spec: &LinkSpec, socket: Option<u32>, sends: Vec<(u64, u32)>) 
     got
 }
 
-/// The same trace offered straight to `link-emulator`'s delay line, as `udt-linkem` does.
+/// The same trace offered straight to `link-model`'s delay line, as `udt-linkem` does.
 fn through_delay_line(spec: &LinkSpec, sends: &[(u64, u32)]) -> Vec<(u64, u32)> {
     let mut line = DelayLine::new(spec);
     let mut out = Vec::new();

@@ -10,7 +10,7 @@
 //! # The link model
 //!
 //! `Pair` has no link model of its own: each direction is a
-//! [`link_emulator::delay_line::DelayLine`], the one model that the userspace link emulator
+//! [`link_model::delay_line::DelayLine`], the one model that the userspace link emulator
 //! `udt-linkem` and the network simulator `netsim` run, built from the direction's
 //! [`LinkConfig`] as a [`LinkSpec`] (`delay`, `rate`, `queue=<queue_pkts>p`,
 //! `loss=random:<loss>`, `duplicate`, `reorder`, `reorder_delay`, and a `seed` derived from
@@ -56,9 +56,9 @@
 
 use std::net::SocketAddr;
 
-use link_emulator::delay_line::{Admission, DelayLine};
-use link_emulator::link_spec::{LinkSpec, QueueLimit};
-use link_emulator::loss::LossSpec;
+use link_model::delay_line::{Admission, DelayLine};
+use link_model::link_spec::{LinkSpec, QueueLimit};
+use link_model::loss::LossSpec;
 
 use crate::config::ConnectionConfig;
 use crate::endpoint::Endpoint;

@@ -17,7 +17,7 @@
 //! at its release time, the copy first, taking no second place in the queue or on the link.
 //!
 //! ```
-//! use link_emulator::{delay_line::{DelayLine, Admission}, link_spec::LinkSpec};
+//! use link_model::{delay_line::{DelayLine, Admission}, link_spec::LinkSpec};
 //! let spec: LinkSpec = "delay=20ms,rate=100mbit".parse().unwrap();
 //! let mut line = DelayLine::new(&spec);
 //! assert!(matches!(line.handle_frame(0, 1500, "frame"), Admission::Queued { .. }));
