@@ -21,14 +21,14 @@ CASES  ?=
 FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
-.PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-interop test-conformance \
+.PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-harness test-interop test-conformance \
         testbed testbed-image compare gate test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate ns2-check dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
 	@echo "make build        cargo build --release (impl/) and $(LIBUDT_PEER)"
 	@echo "make check        cargo fmt --check, cargo clippy -D warnings, ruff format --check, ruff check, mypy --strict"
-	@echo "make test         setup + build + check + cargo tests + interop + conformance + testbed tests (with quick profiles)"
+	@echo "make test         setup + build + check + cargo tests + harness + interop + conformance + testbed tests (with quick profiles)"
 	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= REPEAT= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
 	@echo "make compare      two testbed runs side by side (A=results/testbed/<run> B=...; or STACKS=libudt,udt-rs in A):"
 	@echo "                  change, 95 % intervals, Welch + Holm; exit 1 on a significant regression beyond 5 %"
@@ -82,28 +82,36 @@ build-frtp:
 	@echo "==> build: impl/target/release/frtp (cargo build --release -p udt-cli --bin frtp)"
 	cd impl && $(CARGO) build --release -p udt-cli --bin frtp
 
-$(LIBUDT_PEER): conformance/stacks/libudt/udt_peer.cpp
+$(LIBUDT_PEER): stacks/libudt/udt_peer.cpp
 	@echo "==> build: $@ (C++ against Debian libudt-dev)"
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
 
-# Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, mypy.ini).
-check: setup
+# Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, mypy.ini),
+# and the Python side's import contract (ci/import_graph.py). No root and no network: the tools
+# are those `make setup` installed (`make test` runs setup first).
+check:
+	@test -x $(PYTHON) || { echo "make check: no $(PYTHON); run 'make setup' once (it installs the tools)" >&2; exit 2; }
 	@echo "==> check: cargo fmt --check, cargo clippy -D warnings (impl/)"
 	cd impl && $(CARGO) fmt --all --check && $(CARGO) clippy --release --all-targets --quiet -- -D warnings
-	@echo "==> check: ruff format --check, ruff check, mypy --strict (udtconf, udtbed)"
+	@echo "==> check: ruff format --check, ruff check, mypy --strict (udtharness, udtconf, udtbed), import contract"
 	$(PYTHON) -m ruff format --check --quiet .
 	$(PYTHON) -m ruff check --quiet .
-	$(PYTHON) -m mypy conformance/udtconf testbed/udtbed
+	$(PYTHON) -m mypy harness/udtharness conformance/udtconf testbed/udtbed
+	$(PYTHON) ci/import_graph.py
 
 # The VM stage (test-vm, ~9 min under TCG emulation) runs alone: beside clippy and the cargo tests
 # its emulated CPU starved and its timing checks failed (docs/testbed.md, "The netem backend in a VM").
 test: setup build
-	@$(MAKE) --no-print-directory -k check test-rust test-vm test-interop test-conformance test-testbed
+	@$(MAKE) --no-print-directory -k check test-rust test-vm test-harness test-interop test-conformance test-testbed
 
 test-rust:
 	@echo "==> test: cargo test --release (impl/)"
 	cd impl && $(CARGO) test --release --no-fail-fast
+
+test-harness:
+	@echo "==> test: the harness under the suite, the testbed, the interop tests and the benches (harness/)"
+	$(PYTHON) -m pytest harness
 
 test-interop:
 	@echo "==> test: interop, our udt <-> libudt, our sabul <-> the suite's SABUL peer, frtp on a circuit (impl/interop)"

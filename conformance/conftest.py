@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from udtconf import expectations, gate, processes, report
+from udtconf import expectations, gate, report
 from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
 from udtconf.frtp.checks import rules_for as frtp_rules_for
@@ -19,7 +19,8 @@ from udtconf.recovery import ADAPTER_CASE as RECOVERY_CASE
 from udtconf.report import SKIPPED_AFTER_HANDSHAKE
 from udtconf.sabul.checks import rules_for as sabul_rules_for
 from udtconf.selection import Selection, SelectionError, from_env, key_unit
-from udtconf.stacks import Stack, StackError
+from udtharness import processes
+from udtharness.stacks import Stack, StackError
 
 # INFLUX=URL: each case's outcome to InfluxDB; a progress bar on a terminal (see the modules' docs).
 pytest_plugins = ["udtconf.influx_results", "udtconf.pytest_progress"]

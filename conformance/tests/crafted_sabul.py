@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from udtconf.pcap import TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, PcapWriter, read_frames
 from udtconf.sabul import trace
 from udtconf.sabul.wire import Ack, Data, Err, OptionBlock, Syn
+from udtharness.pcap import TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, PcapWriter, read_frames
 
 SENDER = ("127.0.0.1", 7000)
 RECEIVER = ("127.0.0.1", 40000)

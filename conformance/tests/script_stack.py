@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from udtconf.stacks import Stack, load
+from udtharness.stacks import Stack, load
 
 
 def script_stack(tmp_path: Path, name: str, script: str, testcases: list[str], protocol: str | None = None) -> Stack:

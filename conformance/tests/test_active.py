@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from script_stack import script_stack
-from udtconf.pcap import read_udp
-from udtconf.stacks import Stack
 from udtconf.tester import ABSURD_HANDSHAKES, PROBES, ClientSession, Probe, Wire, _whole_messages, run_probe
 from udtconf.wire import Ack, Handshake
+from udtharness.pcap import read_udp
+from udtharness.stacks import Stack
 from verdicts import probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("udt")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from udtconf.stacks import Stack
+from udtharness.stacks import Stack
 
 
 def test_meta(stack: Stack) -> None:
@@ -30,7 +30,7 @@ def _fake_stack(root: Path, name: str, script: str) -> Path:
 
 
 def test_compliance_check_rejects_a_stack_that_accepts_anything(tmp_path: Path) -> None:
-    from udtconf.stacks import load
+    from udtharness.stacks import load
 
     bad = load(_fake_stack(tmp_path, "yes-man", "exit 0"))
     ok, why = bad.compliance_check(tmp_path / "logs")
@@ -40,7 +40,7 @@ def test_compliance_check_rejects_a_stack_that_accepts_anything(tmp_path: Path) 
 
 
 def test_meta_name_must_match_directory(tmp_path: Path) -> None:
-    from udtconf.stacks import StackError, load
+    from udtharness.stacks import StackError, load
 
     d = _fake_stack(tmp_path, "a", "exit 127")
     (d / "meta.toml").write_text('name = "b"\nversion = "0"\ntestcases = []\n')

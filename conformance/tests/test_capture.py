@@ -7,10 +7,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from udtconf.capture import SENTINEL, Capture, can_capture
-from udtconf.pcap import read_udp
-from udtconf.ports import free_udp_port
 from udtconf.wire import KeepAlive, decode
+from udtharness.capture import SENTINEL, Capture, can_capture
+from udtharness.pcap import read_udp
+from udtharness.ports import free_udp_port
 
 
 @pytest.mark.needs_root

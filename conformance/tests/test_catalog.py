@@ -5,7 +5,7 @@ from __future__ import annotations
 from udtconf import catalog
 from udtconf.checks import RULES
 from udtconf.sabul import checks as sabul
-from udtconf.stacks import REPO_ROOT
+from udtharness.stacks import REPO_ROOT
 
 
 def test_cases_doc_is_current() -> None:

@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 from udtconf.interop import InteropRunner
-from udtconf.pcap import read_udp
-from udtconf.stacks import Stack
 from udtconf.wire import Ack, DataPacket, Handshake, WireError, decode
+from udtharness.pcap import read_udp
+from udtharness.stacks import Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("udt")]
 

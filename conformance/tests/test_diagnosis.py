@@ -25,11 +25,11 @@ from udtconf.diagnosis import (
     wrap_note,
 )
 from udtconf.interop import InteropRunner
-from udtconf.pcap import PcapWriter
 from udtconf.seq import MAX, incseq
-from udtconf.stacks import REPO_ROOT, load
 from udtconf.trace import Connection
 from udtconf.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, peer_ip_field
+from udtharness.pcap import PcapWriter
+from udtharness.stacks import REPO_ROOT, load
 
 CID, SID = 0x11, 0x22
 NAMES = {"server": "srvstack", "client": "clistack"}

@@ -10,8 +10,8 @@ from udtconf.checks import RULES
 from udtconf.expectations import ExpectationsError, for_stacks, key_case, key_stacks, load
 from udtconf.frtp import checks as frtp
 from udtconf.sabul import checks as sabul
-from udtconf.stacks import STACKS_DIR
-from udtconf.stacks import load as load_stack
+from udtharness.stacks import STACKS_DIR
+from udtharness.stacks import load as load_stack
 
 WAIVER = """
 [[waiver]]

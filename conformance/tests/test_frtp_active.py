@@ -12,7 +12,7 @@ import pytest
 from script_stack import script_stack
 from test_sabul_active import NAIVE as SABUL_NAIVE
 from udtconf.frtp.tester import PROBES, FrtpProbe, run_probe
-from udtconf.stacks import Stack
+from udtharness.stacks import Stack
 from verdicts import probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("frtp")]

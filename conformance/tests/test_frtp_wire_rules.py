@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from udtconf.interop import InteropRunner
 from udtconf.sabul.checks import SabulContext, SabulRule
-from udtconf.stacks import Stack
+from udtharness.stacks import Stack
 from verdicts import rule_run, rule_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("frtp")]

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
-from udtconf.stacks import REPO_ROOT
+from udtharness.stacks import REPO_ROOT
 
 WORKFLOW = REPO_ROOT / "ci" / "github" / "udt-conformance.yml"
 CONTAINER_PREFIX = "udtc-image-test-"
@@ -78,7 +78,7 @@ def third_party_stack(root: Path, uid: int) -> Path:
     """A copy of the shipped udt-rs adapter as a stranger would keep it: its own directory outside
     the repository, its own name, its binary in its own bin/ put there by its `build` command
     (which runs in the container), `requires` relative to itself."""
-    shipped = REPO_ROOT / "conformance" / "stacks" / "udt-rs"
+    shipped = REPO_ROOT / "stacks" / "udt-rs"
     testcases = ", ".join(f'"{t}"' for t in tomllib.loads((shipped / "meta.toml").read_text())["testcases"])
     stack = root / "udt-thirdparty"
     stack.mkdir(parents=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from udtconf.interop import InteropRunner
-from udtconf.stacks import Stack
+from udtharness.stacks import Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from udtconf.pcap import LINKTYPE_ETHERNET, PcapError, PcapWriter, read_udp
 from udtconf.wire import KeepAlive, decode
+from udtharness.pcap import LINKTYPE_ETHERNET, PcapError, PcapWriter, read_udp
 
 KA = KeepAlive(dst_id=0xC0FFEE).encode()
 

@@ -1,4 +1,4 @@
-"""How the suite runs a stack's processes (udtconf.processes): what counts as a crash, the memory
+"""How the suite runs a stack's processes (udtharness.processes): what counts as a crash, the memory
 and CPU caps and how a cap kill is reported, and that a stopped run leaves no process behind.
 
 The stacks are one Python script each (script_stack.py); each does one thing wrong."""
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from script_stack import script_stack
-from udtconf import processes
 from udtconf.diagnosis import crashed, log_crash
 from udtconf.interop import InteropRunner
-from udtconf.processes import LimitError, Limits, parse_seconds, parse_size
 from udtconf.tester import Probe, ProbeEnv, ProbeResult, _StackServer, run_probe
+from udtharness import processes
+from udtharness.processes import LimitError, Limits, parse_seconds, parse_size
 
 # Go's runtime dying: the fatal error first, then a dump of every goroutine, exit 2.
 FATAL_THEN_DUMP = r"""

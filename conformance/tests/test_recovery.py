@@ -20,9 +20,9 @@ from udtconf.recovery import (
 )
 from udtconf.selection import Selection
 from udtconf.seq import MAX
-from udtconf.stacks import Stack, reference_stack
 from udtconf.trace import Connection, Record
 from udtconf.wire import Ack, DataPacket, Handshake, Nak, Packet, encode_loss_list
+from udtharness.stacks import Stack, reference_stack
 
 # ------------------------------------------------------------------------- judging and measuring
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from udtconf.pcap import read_udp
 from udtconf.relay import LossRelay, wrap_target
 from udtconf.seq import MAX, incseq
 from udtconf.wire import Ack, DataPacket, Handshake, Nak, decode, encode_loss_list
+from udtharness.pcap import read_udp
 
 
 def _sock() -> socket.socket:

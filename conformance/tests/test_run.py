@@ -220,7 +220,7 @@ def test_a_failed_handshake_hints_at_running_without_it() -> None:
 @pytest.mark.slow
 def test_a_case_the_stack_does_not_claim_stays_unsupported_after_a_failed_handshake(tmp_path: Path) -> None:
     from conftest import FailFastRunner
-    from udtconf.stacks import load
+    from udtharness.stacks import load
 
     tp = load(_stack(tmp_path))  # claims handshake only; its client fails
     runner = FailFastRunner(tmp_path / "results", ("handshake", "transfer"))
@@ -260,7 +260,7 @@ def test_a_cell_that_passes_sometimes_is_flaky_and_one_that_never_does_failed() 
 def test_repeats_report_a_cell_that_fails_only_the_first_time_as_flaky(tmp_path: Path) -> None:
     # udt-rs behind an entrypoint whose first handshake client gives up: the cell fails in the
     # first repeat and passes in the second.
-    udt_rs = Path(__file__).resolve().parents[1] / "stacks" / "udt-rs"
+    udt_rs = Path(__file__).resolve().parents[2] / "stacks" / "udt-rs"
     d = tmp_path / "flaky"
     d.mkdir()
     (d / "meta.toml").write_text('name = "flaky"\nprotocol = "udt"\nversion = "0"\ntestcases = ["handshake"]\n')

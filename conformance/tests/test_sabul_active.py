@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from script_stack import script_stack
 from udtconf.sabul.tester import PROBES, SabulProbe, run_probe
-from udtconf.stacks import Stack
+from udtharness.stacks import Stack
 from verdicts import probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("sabul")]

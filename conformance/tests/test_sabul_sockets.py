@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from udtconf import CONFORMANCE_DIR
 from udtconf.sabul import driver, peer
 from udtconf.sabul.driver import EXIT_BROKEN, EXIT_SETUP, SessionError
 from udtconf.sabul.peer import SenderConfig
 from udtconf.sabul.wire import Ack, Data, OptionBlock, decode_option_block
-from udtconf.stacks import CONFORMANCE_DIR
 
 PAYLOAD = 1468
 QUIET = io.StringIO()

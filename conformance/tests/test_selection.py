@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from udtconf.checks import rules_for
 from udtconf.selection import Selection, SelectionError, Shard, from_env, key_unit
-from udtconf.stacks import STACKS_DIR, TESTCASES, StackError
+from udtharness.stacks import STACKS_DIR, TESTCASES, StackError
 
 
 def _stack(root: Path, name: str, cases: str = '["handshake", "transfer"]') -> Path:

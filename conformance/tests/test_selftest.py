@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from udtconf.capture import can_capture
 from udtconf.checks import Context, Inconclusive, rule_by_id
 from udtconf.interop import InteropRunner
-from udtconf.stacks import load
+from udtharness.capture import can_capture
+from udtharness.stacks import load
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root]
 

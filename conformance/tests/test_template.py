@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from udtconf.stacks import load
+from udtharness.stacks import load
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "template"
 UDT = Path(__file__).resolve().parents[2] / "impl" / "target" / "release" / "udt"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from udtconf.stacks import REPO_ROOT, registry
+from udtharness.stacks import REPO_ROOT, registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from udtconf.checks import Context, Rule
 from udtconf.interop import InteropRunner
-from udtconf.stacks import Stack
+from udtharness.stacks import Stack
 from verdicts import rule_run, rule_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("udt")]

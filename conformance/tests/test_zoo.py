@@ -26,11 +26,11 @@ from pathlib import Path
 
 import pytest
 from udtconf import expectations
-from udtconf.capture import can_capture
 from udtconf.checks import Context, Inconclusive, rules_for
 from udtconf.interop import InteropRunner, RunResult
-from udtconf.stacks import Stack, registry
 from udtconf.tester import PROBES, run_probe
+from udtharness.capture import can_capture
+from udtharness.stacks import Stack, registry
 from zoo import DEFECTS, Defect, make_stack
 from zoo.peer import CRASH_MARK
 

@@ -12,7 +12,7 @@ import pytest
 from udtconf.active import Probe, ProbeResult
 from udtconf.checks import Inconclusive, Rule, Violation
 from udtconf.interop import InteropRunner, RunResult
-from udtconf.stacks import Stack
+from udtharness.stacks import Stack
 
 U = TypeVar("U")  # what a rule reads: a UDT connection, a SABUL session
 C = TypeVar("C")

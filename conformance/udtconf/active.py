@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from . import processes
+from udtharness import processes
+from udtharness.pcap import PcapWriter
+from udtharness.stacks import Stack, stop
+
 from .diagnosis import crashed, exit_text, log_crash, log_tail
-from .pcap import PcapWriter
 from .registry import Registry
-from .stacks import Stack, stop
 
 
 @dataclass

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from udtharness.stacks import reference_stack
+
 from .active import Probe, ProbeEnv
 from .checks import ALL_CASES, RULES
 from .frtp import checks as frtp
@@ -17,7 +19,6 @@ from .recovery import CASES as COMPARISONS
 from .sabul import checks as sabul
 from .sabul import tester as sabul_tester
 from .sabul.checks import SabulRule
-from .stacks import reference_stack
 from .tester import PROBES
 
 

@@ -40,9 +40,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .capture import SENTINEL
+from udtharness.capture import SENTINEL
+from udtharness.cli import STATS_KEYS, SUMMARY_KEYS
+from udtharness.pcap import parse_frame
+
 from .checks import Context, Spoiled, spoiled_packets
-from .pcap import parse_frame
 from .seq import MAX, seqcmp, seqoff
 from .trace import Connection, Endpoint
 from .wire import DataPacket, Handshake, Nak, WireError
@@ -70,7 +72,7 @@ class Role:
     log: Path
     ended: float | None = None  # wall-clock time (time.time()) it exited or was stopped
     stats: Path | None = None
-    limit: str | None = None  # the cap it hit (udtconf.processes.limit_note)
+    limit: str | None = None  # the cap it hit (udtharness.processes.limit_note)
 
     @property
     def side(self) -> str:
@@ -168,7 +170,7 @@ def log_tail(path: Path, n: int = TAIL_LINES) -> list[str]:
     return lines[-n:]
 
 
-# docs/cli.md stats keys, in the order a reader wants them
+# docs/cli.md stats keys (udtharness.cli), in the order a reader wants them: the counts first.
 _STATS_KEYS = (
     "summary",
     "t",
@@ -185,6 +187,7 @@ _STATS_KEYS = (
     "cwnd",
     "flow_window",
 )
+assert set(_STATS_KEYS) <= set(STATS_KEYS) | set(SUMMARY_KEYS), "a key docs/cli.md does not have"
 
 
 def last_stats(path: Path) -> dict[str, object] | None:

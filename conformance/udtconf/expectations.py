@@ -30,7 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .stacks import CONFORMANCE_DIR, Stack
+from udtharness.stacks import Stack
+
+from . import CONFORMANCE_DIR
 
 DEFAULT_PATH = CONFORMANCE_DIR / "expectations.toml"
 KINDS = ("finding", "flaky")

@@ -35,15 +35,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .capture import Capture, can_capture
+from udtharness.capture import Capture, can_capture
+from udtharness.pcap import read_udp
+from udtharness.ports import free_udp_port, udp_port_bound
+from udtharness.processes import StackProcess, limit_note
+from udtharness.stacks import EXIT_OK, EXIT_UNSUPPORTED, REPO_ROOT, Stack, stop
+from udtharness.testdata import random_file, sha256_file
+
 from .checks import Context
 from .diagnosis import Diagnosis, Role, WireWatch, diagnose, exit_text, log_crash
-from .pcap import read_udp
-from .ports import free_udp_port, udp_port_bound
-from .processes import StackProcess, limit_note
 from .relay import LossRelay, Relay, wrap_target
-from .stacks import EXIT_OK, EXIT_UNSUPPORTED, REPO_ROOT, Stack, stop
-from .testdata import random_file, sha256_file
 from .trace import Connection, connections
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""pytest plugin: the conformance run as one progress bar (udtconf.progress).
+"""pytest plugin: the conformance run as one progress bar (udtharness.progress).
 
 On a terminal, ``make conformance`` shows a live bar (tests done / collected, the running
 test's shortened node id, elapsed, ETA) instead of pytest's row of dots; a failing or erroring
@@ -27,8 +27,7 @@ from typing import IO
 
 import pytest
 from rich.console import Console
-
-from udtconf.progress import Progress
+from udtharness.progress import Progress
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -50,10 +50,11 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from udtharness.stacks import Stack
+
 from .interop import CASE_BYTES, InteropRunner, RunResult
 from .relay import LossRelay
 from .seq import MAX, seqcmp
-from .stacks import Stack
 from .trace import Connection
 from .wire import Nak
 

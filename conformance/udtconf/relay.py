@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
-from .pcap import PcapWriter
+from udtharness.pcap import PcapWriter
+
 from .seq import MAX, incseq
 
 _W = struct.Struct("!I")

@@ -18,7 +18,7 @@ from running); and exits 0 when nothing gating failed, 1 when something did
 (:mod:`udtconf.gate`), 2 when it could not run: a bad option, meta.toml or expectations file,
 an unknown stack, a failed build. ``--probes none`` leaves the active probes out while an adapter
 is being debugged; ``--mem-limit`` and ``--cpu-limit`` set the caps of every stack process
-(:mod:`udtconf.processes`). SIGINT or SIGTERM stops pytest and every process the run started,
+(:mod:`udtharness.processes`). SIGINT or SIGTERM stops pytest and every process the run started,
 then exits 128 + the signal.
 
 ``python -m udtconf build`` runs only the builds, for the selection of the environment (the
@@ -37,10 +37,12 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import expectations, flakiness, gate, processes
+from udtharness import processes
+from udtharness.stacks import PARTNERS, REPO_ROOT, StackError, build
+
+from . import CONFORMANCE_DIR, expectations, flakiness, gate
 from .report import SKIPPED_AFTER_HANDSHAKE
 from .selection import Selection, SelectionError, from_env
-from .stacks import CONFORMANCE_DIR, PARTNERS, REPO_ROOT, StackError, build
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE = 0, 1, 2
 DEFAULT_OUT = REPO_ROOT / "results" / "conformance"

@@ -10,13 +10,13 @@ command line):
 * **Stacks under test** — ``UDTC_STACK`` (os.pathsep-separated stack directories, anywhere on
   disk) paired with ``UDTC_AGAINST`` (comma-separated registry names, ``none`` for no partner;
   default: for each protocol of the stacks under test its partners in
-  :data:`~udtconf.stacks.PARTNERS` that the registry holds — libudt and udt-rs for UDT, sabul
+  :data:`~udtharness.stacks.PARTNERS` that the registry holds — libudt and udt-rs for UDT, sabul
   and sabul-py for SABUL): only the cells that involve a stack under test (X × X, X × ref,
   ref × X; never ref × ref), and only the active probes and adapter checks of the stacks under
   test.
 
 A stack is paired only with stacks of its own protocol, and a cell runs only the cases that
-protocol defines (:data:`~udtconf.stacks.PROTOCOL_TESTCASES`): ``transfer`` is the UDT4 case
+protocol defines (:data:`~udtharness.stacks.PROTOCOL_TESTCASES`): ``transfer`` is the UDT4 case
 for UDT pairs and the SABUL case for SABUL pairs.
 
 ``CASES`` narrows the test cases (default: those of the selected stacks' protocols).
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from .stacks import PARTNERS, TESTCASES, Stack, registry, search_path, select
+from udtharness.stacks import PARTNERS, TESTCASES, Stack, registry, search_path, select
 
 
 class SelectionError(ValueError):
@@ -195,7 +195,7 @@ def _narrow(cases: tuple[str, ...], stacks: Sequence[Stack], explicit: bool) -> 
 
 def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
     """The selection the environment asks for; a :class:`SelectionError` or a
-    :class:`~udtconf.stacks.StackError` says what to change when it cannot be run."""
+    :class:`~udtharness.stacks.StackError` says what to change when it cannot be run."""
     paths = [Path(p) for p in environ.get("UDTC_STACK", "").split(os.pathsep) if p.strip()]
     cases = parse_cases(environ.get("CASES"))
     explicit = bool(environ.get("CASES"))
@@ -227,7 +227,7 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
 
 def default_partners(tested: list[Stack], reg: Mapping[str, Stack]) -> str:
     """The ``--against`` default: for each protocol of the stacks under test, its partners of
-    :data:`~udtconf.stacks.PARTNERS` that the registry holds (``none`` if there are none)."""
+    :data:`~udtharness.stacks.PARTNERS` that the registry holds (``none`` if there are none)."""
     protocols = dict.fromkeys(s.protocol for s in tested)
     names = [n for p in protocols for n in PARTNERS.get(p, ()) if n in reg and reg[n].conformance]
     return ",".join(names) or "none"

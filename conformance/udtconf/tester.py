@@ -31,14 +31,15 @@ from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 
+from udtharness.pcap import PcapWriter
+from udtharness.ports import free_udp_port, udp_port_bound
+from udtharness.stacks import Stack, stop
+from udtharness.testdata import random_file
+
 from . import active
 from .active import ProbeResult
 from .diagnosis import exit_text, log_crash, log_tail
-from .pcap import PcapWriter
-from .ports import free_udp_port, udp_port_bound
 from .seq import MAX, incseq, seqcmp, seqoff
-from .stacks import Stack, stop
-from .testdata import random_file
 from .wire import (
     Ack,
     Ack2,

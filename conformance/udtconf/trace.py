@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .capture import SENTINEL
-from .pcap import UdpDatagram
+from udtharness.capture import SENTINEL
+from udtharness.pcap import UdpDatagram
+
 from .wire import Ack, DataPacket, Handshake, Packet, WireError, decode
 
 Endpoint = tuple[str, int]

@@ -5,12 +5,12 @@ measured back to back in one run.
 For each network (loopback; two namespaces joined by a veth pair) and each stack,
 one bulk transfer of --size-mib MiB, the stack talking to itself (udt-rs -> udt-rs,
 libudt -> libudt, sabul -> sabul). Stacks are names from the stack registry
-(conformance/stacks/, any with a `udt-cli` or `sabul-cli` [bulk] table). Goodput comes from
+(stacks/, any with a `udt-cli` or `sabul-cli` [bulk] table). Goodput comes from
 the receiver's stats summary (docs/cli.md), CPU time (user + sys) from wait4() on each process.
 Each network runs the stacks --repeat times in turns (udt-rs, libudt, sabul, udt-rs, ...), so
 that drift on a shared host hits all alike. Prints the ratios ours/libudt (udt-rs against the
 registry's reference stack) and sabul/udt-rs, each taken per repeat (the two ran one after the
-other) with its 95 % interval over the repeats (Student's t, udtbed.uncertainty), then runs
+other) with its 95 % interval over the repeats (Student's t, udtharness.uncertainty), then runs
 `cargo bench -p transfer --bench loss_list` and prints its output.
 
 Targets (stated, not asserted): goodput >= 2.5x libudt's and CPU per Gb <= 0.5x
@@ -36,11 +36,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # This tree's registry and interop helpers, whichever udtconf the interpreter has installed.
-sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
-from cli import read_stats, recv_argv, sabul_recv_argv, sabul_send_argv, send_argv  # noqa: E402
+sys.path[:0] = [str(REPO / "harness"), str(REPO / "impl/interop")]
 from netns import LOOPBACK, Net, veth_namespaces  # noqa: E402
-from udtbed.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval  # noqa: E402
-from udtconf.stacks import Stack, StackError, reference_stack, registry  # noqa: E402
+from udtharness.cli import read_stats, recv_argv, sabul_recv_argv, sabul_send_argv, send_argv  # noqa: E402
+from udtharness.stacks import Stack, StackError, reference_stack, registry  # noqa: E402
+from udtharness.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval  # noqa: E402
 
 OURS = "udt-rs"
 SABUL = "sabul"
@@ -164,7 +164,7 @@ def paired(a: list[Run], b: list[Run], of: Callable[[Run], float]) -> Interval |
 
 
 def targets(g: Interval, cs: Interval, cr: Interval) -> str:
-    """The loopback targets judged on the intervals (udtbed.uncertainty.judge)."""
+    """The loopback targets judged on the intervals (udtharness.uncertainty.judge)."""
     marks = [judge(g, GOODPUT_TARGET, None), judge(cs, None, CPU_TARGET), judge(cr, None, CPU_TARGET)]
     if all(m is Judgement.MET for m in marks):
         return "targets met"

@@ -34,11 +34,11 @@ from pathlib import Path
 from statistics import mean
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
+sys.path[:0] = [str(REPO / "harness"), str(REPO / "impl/interop")]
 from impairment_sweep import BY_NAME, Condition, Outcome, run  # noqa: E402
 from netns import sweep_stale_namespaces  # noqa: E402
-from udtbed.uncertainty import ratio_interval  # noqa: E402
-from udtconf.stacks import Stack, reference_stack, registry  # noqa: E402
+from udtharness.stacks import Stack, reference_stack, registry  # noqa: E402
+from udtharness.uncertainty import ratio_interval  # noqa: E402
 
 OURS = "udt-rs"
 NS_PREFIX = "udtimp-"
@@ -98,7 +98,7 @@ def table(cond: Condition, outcomes: list[Outcome], stacks: list[str], seeds: li
 
 def ratio_text(by: Mapping[tuple[str, int], Outcome], ours: str, ref: str, seeds: list[int]) -> str:
     """``ours``/``ref`` taken per seed (the two ran the same link seed), with its 95 % interval
-    over the seeds (udtbed.uncertainty, Student's t); seeds where ``ref`` moved nothing carry no
+    over the seeds (udtharness.uncertainty, Student's t); seeds where ``ref`` moved nothing carry no
     ratio and are counted apart."""
     pairs = [(value(by[(ours, s)]), value(by[(ref, s)])) for s in seeds]
     usable = [(a, b) for a, b in pairs if b > 0]

@@ -13,7 +13,7 @@ allows 86.7 Mb/s — the largest rate this 2-core machine forwards faithfully at
 
 Each stack sends to itself (udt-rs -> udt-rs, libudt -> libudt), ``--runs`` times, alternating.
 Printed per run and as means with their 95 % intervals over the runs (Student's t,
-udtbed.uncertainty): the receiver's goodput over the whole transfer, its steady goodput (over
+udtharness.uncertainty): the receiver's goodput over the whole transfer, its steady goodput (over
 the second half of the receiver's per-second lines, after slow start), each as a fraction of
 what the window allows, and the ratio ours/reference taken per run pair (the two ran one after
 the other) with its interval. Stated, not asserted: at a window-bound point ours should reach at
@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "conformance"), str(REPO / "impl/interop")]
-from cli import read_stats  # noqa: E402
+sys.path[:0] = [str(REPO / "harness"), str(REPO / "impl/interop")]
 from compare import transfer  # noqa: E402
 from netns import linkem_namespaces, sweep_stale_namespaces  # noqa: E402
-from udtbed.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval, repeats_to_decide  # noqa: E402
-from udtconf.stacks import reference_stack, registry  # noqa: E402
-from udtconf.testdata import random_file  # noqa: E402
+from udtharness.cli import read_stats  # noqa: E402
+from udtharness.stacks import reference_stack, registry  # noqa: E402
+from udtharness.testdata import random_file  # noqa: E402
+from udtharness.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval, repeats_to_decide  # noqa: E402
 
 OURS = "udt-rs"
 NS_PREFIX = "udtlfp-"

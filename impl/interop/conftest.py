@@ -1,7 +1,7 @@
 """Harness for the interop tests: stacks, networks and one transfer between two peers.
 
-Stacks come from the stack registry (conformance/stacks/*/meta.toml, read by
-udtconf.stacks); each one here has the command line of docs/cli.md (`recv --listen`,
+Stacks come from the stack registry (stacks/*/meta.toml, read by
+udtharness.stacks); each one here has the command line of docs/cli.md (`recv --listen`,
 `send --connect`, rendezvous, `--dgram`, `--stats`), so a transfer is two
 processes and a sha256 comparison. Networks are the loopback or two network
 namespaces joined by a veth pair, created per test session with the pid in
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli import read_stats, recv_argv, send_argv
 from netns import LOOPBACK, Net, sweep_stale_namespaces, veth_namespaces
-from udtconf.ports import free_udp_port
-from udtconf.stacks import StackError, registry
-from udtconf.testdata import random_file, sha256_file
+from udtharness.cli import read_stats, recv_argv, send_argv, stats_problems
+from udtharness.ports import free_udp_port
+from udtharness.stacks import StackError, registry
+from udtharness.testdata import random_file, sha256_file
 
 NS_PREFIX = "udtt-"
 # A transfer of a few packets takes well under 2 s (rendezvous included); the
@@ -207,27 +207,6 @@ def transfer(
     return TransferResult(tx, rx, seconds, read_stats(send_stats), read_stats(recv_stats))
 
 
-STATS_KEYS = {
-    "stack",
-    "role",
-    "t",
-    "bytes",
-    "mbps",
-    "rtt_ms",
-    "flow_window",
-    "cwnd",
-    "period_us",
-    "losses",
-    "retrans",
-    "pkts_sent",
-    "pkts_recv",
-    "acks_sent",
-    "acks_recv",
-    "naks_sent",
-    "naks_recv",
-}
-
-
 def check_transfer(result: TransferResult, input_path: Path, output_path: Path, size: int) -> None:
     """Same bytes on both sides, and both stats summaries agree with the size."""
     procs = [result.receiver, result.sender]
@@ -245,9 +224,7 @@ def check_transfer(result: TransferResult, input_path: Path, output_path: Path, 
         if not s.get("summary"):
             problems.append("no summary line")
         else:
-            missing = (STATS_KEYS | {"seconds"}) - s.keys()
-            if missing:
-                problems.append(f"missing keys {sorted(missing)}")
+            problems += stats_problems(s, summary=True)
             if s.get("bytes") != size:
                 problems.append(f"bytes={s.get('bytes')} != {size}")
             if s.get("stack") != stack or s.get("role") != role:

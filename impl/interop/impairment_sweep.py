@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from netns import Net, linkem_namespaces
-from udtconf.stacks import Stack
-from udtconf.testdata import random_file, sha256_file
+from udtharness.stacks import Stack
+from udtharness.testdata import random_file, sha256_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from compare import transfer  # noqa: E402

@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli import read_stats, recv_argv, send_argv
 from conftest import Proc, describe, pick_port, run_processes, stack_binary
 from netns import Net
-from udtconf.testdata import random_file, sha256_file
+from udtharness.cli import read_stats, recv_argv, send_argv
+from udtharness.testdata import random_file, sha256_file
 
 N = 3
 # Distinct sizes (not multiples of the 1456-byte payload) so a mix-up shows as a size mismatch.

@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli import read_stats, sabul_send_argv
 from conftest import (
     SABUL_SIZES,
     Proc,
@@ -36,7 +35,8 @@ from conftest import (
     wait_processes,
 )
 from netns import Net, linkem_namespaces, sweep_stale_namespaces
-from udtconf.testdata import random_file
+from udtharness.cli import read_stats, sabul_send_argv
+from udtharness.testdata import random_file
 
 # (sender, receiver)
 PAIRS = [

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from impairment_sweep import CONDITIONS, Condition, Outcome, run
 from netns import sweep_stale_namespaces
-from udtconf.stacks import reference_stack, registry
+from udtharness.stacks import reference_stack, registry
 
 pytestmark = pytest.mark.needs_root
 

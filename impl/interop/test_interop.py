@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import check_transfer, transfer
 from netns import Net
-from udtconf.testdata import random_file
+from udtharness.testdata import random_file
 
 # (sender, receiver): the sender is the client (or the rendezvous side that runs `send`).
 PAIRS = [

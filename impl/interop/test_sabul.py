@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli import read_stats, sabul_recv_argv, sabul_send_argv
 from conftest import SABUL_SIZES, Proc, TransferResult, check_transfer, pick_port, run_processes, stack_binary
 from netns import Net, linkem_namespaces, sweep_stale_namespaces
-from udtconf.testdata import random_file
+from udtharness.cli import read_stats, sabul_recv_argv, sabul_send_argv
+from udtharness.testdata import random_file
 
 # (sender, receiver)
 PAIRS = [

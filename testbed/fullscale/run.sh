@@ -34,7 +34,7 @@ fi
 [ -f "$bundle/env.sh" ] || { echo "fullscale: $bundle is no bundle (no env.sh): make fullscale-bundle" >&2; exit 2; }
 # shellcheck source=/dev/null
 . "$bundle/env.sh"
-export PYTHONPATH="$UDTB_BUNDLE/site:$repo/testbed:$repo/conformance"
+export PYTHONPATH="$UDTB_BUNDLE/site:$repo/testbed:$repo/harness"
 
 # Every program of the bundle starts: a library the bundle lacks is named here, not mid-run.
 for prog in "$UDTB_BUNDLE"/bin/*; do

@@ -13,7 +13,7 @@ from udtbed.influx import InfluxWriter
 from udtbed.results import StackResult
 from udtbed.runner import Run, run_experiment
 from udtbed.stacks import all_stacks
-from udtconf.stacks import reference_stacks
+from udtharness.stacks import reference_stacks
 
 SCALE = 0.1
 

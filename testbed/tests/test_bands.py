@@ -12,7 +12,7 @@ from udtbed.bands import against_reference, judge_all
 from udtbed.experiment import TOPOLOGIES_DIR, Band, Flow, Part
 from udtbed.report import render
 from udtbed.results import ExperimentResult, FlowResult, PartResult, StackResult, Verdict
-from udtconf.stacks import reference_stacks
+from udtharness.stacks import reference_stacks
 
 # One part, one flow, run by udt-rs and by libudt (the reference stack): a band with two sides and
 # one never measured here (the flows never reach 90 % of the link).

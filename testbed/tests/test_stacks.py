@@ -152,10 +152,12 @@ def test_frtp_s_sender_listens_on_its_control_address_and_the_receiver_binds_dat
     assert (s.listener, s.control_net, s.protocol) == ("sender", "control", "frtp")
     t = Transfer(data_addr="10.100.0.2", rate_mbps=95, udp_buffer=6554, frtp_buffer=4096000)
     argv, _ = s.receiver("10.101.0.1", 7000, STATS, t)
-    assert argv[:12] == [
-        "/bin/frtp", "recv", "--connect", "10.101.0.1:7000", "--data-bind", "10.100.0.2:0",
-        "--rate", "95", "--output", "/dev/null", "--udp-buffer", "6554",
-    ]  # fmt: skip
+    assert argv[:6] == ["/bin/frtp", "recv", "--connect", "10.101.0.1:7000", "--output", "/dev/null"]
+    options = dict(zip(argv[6::2], argv[7::2], strict=True))
+    assert options | {"--stats": ""} == {
+        "--data-bind": "10.100.0.2:0", "--rate": "95", "--udp-buffer": "6554", "--frtp-buffer": "4096000",
+        "--stats": "", "--stats-interval": "200",
+    }  # fmt: skip
     assert s.sender("10.101.0.1", 7000, 20, STATS, 0.1, t)[:6] == [
         "/bin/frtp", "send", "--listen", "10.101.0.1:7000", "--input", "/dev/zero",
     ]  # fmt: skip
@@ -184,7 +186,7 @@ def test_the_runner_meets_a_stack_with_a_control_path_on_that_net_and_gives_its_
 
 def test_a_capture_tells_which_net_carried_the_data_and_which_the_control(tmp_path):
     from udtbed import capture
-    from udtconf.pcap import TCP_ACK, PcapWriter
+    from udtharness.pcap import TCP_ACK, PcapWriter
 
     class Topo:
         hosts = ["a", "b"]

@@ -1,4 +1,4 @@
-"""A figure with its interval, and bands judged three ways on it (udtbed.uncertainty), and a
+"""A figure with its interval, and bands judged three ways on it (udtharness.uncertainty), and a
 part's bands judged over its repeats (udtbed.repeats)."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ import math
 
 import pytest
 from conftest import part_of_repeats
-from udtbed import repeats, uncertainty
+from udtbed import repeats
 from udtbed.results import FlowResult, StackResult, Verdict
-from udtbed.uncertainty import Judgement
+from udtharness import uncertainty
+from udtharness.uncertainty import Judgement
 
 
 def test_the_interval_of_known_samples_is_student_s_t():

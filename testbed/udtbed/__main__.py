@@ -34,7 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from udtconf.progress import Progress
+from udtharness.progress import Progress
 
 from . import cores, hostinfo, network, runtime, sim
 from .calibrate import calibrate
@@ -462,7 +462,7 @@ def cmd_list(a: argparse.Namespace) -> int:
     for e in exps.values():
         parts = ", ".join(p.label for p in e.parts)
         print(f"  {'*' if e.default else ' '} {e.name:14s} {e.figure}: {e.title} [{parts}]")
-    print("stacks (conformance/stacks/*/meta.toml):")
+    print("stacks (stacks/*/meta.toml):")
     for name, s in all_stacks().items():
         ok, why = s.available()
         print(f"    {name:14s} {s.protocol}: {'available' if ok else 'NOT AVAILABLE'} ({why})")
@@ -691,9 +691,7 @@ def main(argv: list[str] | None = None) -> int:
         help="run each part's stacks this many times, interleaved (A B A B ...); the report judges every "
         "band on the 95 %% interval over the repeats (default 1)",
     )
-    r.add_argument(
-        "--stacks", default="udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr,tcp-reno", help="names from conformance/stacks/"
-    )
+    r.add_argument("--stacks", default="udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr,tcp-reno", help="names from stacks/")
     r.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
     r.add_argument("--influx", default="local", help="'local' (influxd under the results dir), 'none', or a URL")
     r.add_argument("--calibration", default="refuse", choices=["refuse", "flag"])

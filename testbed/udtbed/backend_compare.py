@@ -29,10 +29,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from udtharness.cli import stats_json
+
 from .calibrate import ping, train, udp_blast
 from .network import Network, probe_netem
 from .runtime import NamespaceRuntime
-from .stacks import stats_json
 from .topology import FRAME_BYTES, load
 
 REPO = Path(__file__).resolve().parents[2]

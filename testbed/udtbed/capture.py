@@ -2,7 +2,7 @@
 
 With ``capture = true`` a part runs ``tcpdump`` on every interface of every host while its flows
 run (the first 96 bytes of each IPv4 frame, nanosecond stamps). :func:`summarize` then reads the
-captures with the suite's own pcap reader (:mod:`udtconf.pcap`) and says, per host interface,
+captures with the suite's own pcap reader (:mod:`udtharness.pcap`) and says, per host interface,
 how many UDP data packets (first word's top bit 0: a UDT, SABUL or FRTP DATA packet), other UDP
 packets (UDT's control packets) and TCP segments (SABUL's and FRTP's ACK/ERR channel) it saw.
 
@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from udtconf import pcap
+from udtharness import pcap
 
 from .network import Network
 from .runtime import HostRuntime

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Literal
 
 from scipy import stats  # type: ignore[import-untyped]
+from udtharness.uncertainty import Interval, mean_interval
 
 from . import repeats
 from .results import ExperimentResult, Verdict
-from .uncertainty import Interval, mean_interval
 
 Outcome = Literal["regressed", "improved", "same", "not tested"]
 ALPHA = 0.05

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from udtconf import stacks as registry
+from udtharness import stacks as registry
 
 from .topology import KeyPart, TopologyError, read_toml
 from .topology import load as load_topology

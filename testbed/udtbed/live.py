@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from udtharness.cli import stats_json
+
 from .calibrate import PathCalibration
 from .influx import InfluxWriter
 from .network import Network
-from .stacks import Sample, stats_json
+from .stacks import Sample
 
 Tags = Callable[[str], dict[str, str]]
 

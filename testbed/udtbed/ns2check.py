@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from scipy import stats  # type: ignore[import-untyped]
+from udtharness import uncertainty
 
-from udtbed import sim, uncertainty
+from udtbed import sim
 
 # NS-2's ``ns`` binary (Debian's ``ns2`` package; ``make setup`` installs it).
 NS_BINARY = "ns"

@@ -2,7 +2,7 @@
 
 Each repeat judged every band on its own run (udtbed.bands), as a single run always was. Here
 the repeats' values of one band on one stack become one :class:`~udtbed.results.Verdict` with
-the mean, its 95 % interval and n (udtbed.uncertainty), and a three-way judgement: met (the
+the mean, its 95 % interval and n (udtharness.uncertainty), and a three-way judgement: met (the
 interval inside the band), missed (outside), inconclusive (straddling an edge, with about how
 many repeats would decide it). A band relative to the reference stack (``of = "reference"``) is
 judged on the ratio taken per repeat pair, so that its interval is the ratio's own.
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from udtconf.stacks import reference_stacks
+from udtharness.stacks import reference_stacks
+from udtharness.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval, repeats_to_decide
 
 from .results import FlowResult, PartResult, Reading, StackResult, Verdict
-from .uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval, repeats_to_decide
 
 
 def _side(v: Verdict) -> str | None:

@@ -25,11 +25,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from udtharness.uncertainty import Interval  # noqa: E402
 
 from . import repeats, runs_index  # noqa: E402
 from .hostwatch import HostReport  # noqa: E402
 from .results import ExperimentResult, FlowResult, PartResult, StackResult, Verdict  # noqa: E402
-from .uncertainty import Interval  # noqa: E402
 
 CSS = """body{font-family:sans-serif;max-width:1250px;margin:1.5em auto;padding:0 .5em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}

@@ -161,7 +161,7 @@ class Verdict:
     ci_low: float | None = None
     ci_high: float | None = None
     ratio: float | None = None
-    judgement: str | None = None  # udtbed.uncertainty.Judgement's value
+    judgement: str | None = None  # udtharness.uncertainty.Judgement's value
     repeats_to_decide: int | None = None
     samples: list[float | None] = field(default_factory=list)
 

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from udtconf import metrics
-from udtconf.stacks import reference_stacks
+from udtharness import metrics
+from udtharness.stacks import reference_stacks
 
 from . import capture, cores, hostwatch
 from .bands import against_reference, judge_all
@@ -57,7 +57,7 @@ LONG_RUN_S = 60.0  # a run longer than this is summarised over its second half (
 
 
 class Reporter(Protocol):
-    """Where a run reports its progress (udtconf.progress.Progress fits)."""
+    """Where a run reports its progress (udtharness.progress.Progress fits)."""
 
     def step(self, label: str, weight: float) -> None: ...
     def advance(self, amount: float) -> None: ...
@@ -804,7 +804,7 @@ def _sweep(
 
 
 def _metrics(run: Run, flows: list[FlowResult], warmup: float | None = None) -> dict[str, float | None]:
-    """The part's metrics (udtconf.metrics: one definition for simulator, testbed and suite)."""
+    """The part's metrics (udtharness.metrics: one definition for simulator, testbed and suite)."""
     means = [f.mean_mbps for f in flows]
     m: dict[str, float | None] = {"aggregate_mbps": sum(means)}
     if means:

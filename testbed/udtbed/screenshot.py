@@ -5,7 +5,7 @@
     python -m udtbed.screenshot progress OUT_PNG [--width 1000]
 
 ``progress`` plays a short scripted run (a fake clock, a few steps and log lines) through
-``udtconf.progress.Progress`` into a recording rich console, exports the frame as SVG and
+``udtharness.progress.Progress`` into a recording rich console, exports the frame as SVG and
 renders that to PNG. Both need Debian's ``chromium`` (``ci/setup.sh`` installs it, with
 ``fonts-dejavu-core`` for the terminal font); ``CHROMIUM=/path/to/chrome`` picks another
 binary. Chromium runs with ``--no-sandbox`` (CI runs as root) and a throwaway profile, and
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from udtconf.progress import Progress
+from udtharness.progress import Progress
 
 __all__ = ["ScreenshotError", "find_chromium", "rendered_dom", "screenshot_html", "screenshot_progress", "progress_svg"]
 

@@ -4,7 +4,7 @@ A scenario file (``experiments/sim/*.toml``) describes one figure as data: a bot
 series drawn on the figure (each a set of flows), the swept parameter and its values, the
 metric each run reduces to, and the paper's claims as checks. This module expands a scenario
 into run specs, runs them with ``udt-sim`` (``impl/netsim``) in parallel, reduces each run
-with ``udtconf.metrics`` (the one implementation the testbed and the suite share), judges the
+with ``udtharness.metrics`` (the one implementation the testbed and the suite share), judges the
 claims, and writes ``<name>.json`` and ``<name>.png``.
 
 ``python -m udtbed simulate [--quick] [--only NAME,...] [--results results/sim]``
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from udtconf import metrics
+from udtharness import metrics
 
 from .network import REPO
 

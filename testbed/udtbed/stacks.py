@@ -1,8 +1,8 @@
 """Transport stacks under test, behind one interface: start a bulk receiver and sender, and
 read the receiver's progress as ``(t, cumulative bytes)`` samples, a line at a time.
 
-Which stacks exist is not decided here: the one registry is ``conformance/stacks/*/meta.toml``
-(:func:`udtconf.stacks.registry`), whose ``[bulk]`` table says how each runs a bulk transfer:
+Which stacks exist is not decided here: the one registry is ``stacks/*/meta.toml``
+(:func:`udtharness.stacks.registry`), whose ``[bulk]`` table says how each runs a bulk transfer:
 
 - ``contract = "udt-cli"`` → :class:`UdtCli`: the shared ``udt`` CLI contract (docs/cli.md) of
   our Rust ``udt`` and the libudt 4.11 peer: ``recv --listen --output /dev/null --stats``,
@@ -29,7 +29,6 @@ each contract maps to its options as far as it has them.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import shutil
@@ -40,7 +39,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from udtconf import stacks as registry
+from udtharness import stacks as registry
+from udtharness.cli import recv_argv, sabul_recv_argv, sabul_send_argv, send_argv, stats_json
+
+# Every flow's stats line period (docs/cli.md `--stats-interval`): five samples a second.
+STATS_INTERVAL_MS = 200
 
 
 @dataclass
@@ -140,18 +143,9 @@ def _help_text(binary: str, command: str) -> str:
     return p.stdout + p.stderr
 
 
-def stats_json(line: str) -> dict[str, Any] | None:
-    """A periodic line of the stats JSON contract (docs/cli.md) as a dict; None for anything
-    else (the summary line, iperf3 text, a line being written)."""
-    if not line.startswith("{"):
-        return None
-    try:
-        d = json.loads(line)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(d, dict) or d.get("summary") or not isinstance(d.get("t"), int | float):
-        return None
-    return d
+def _stats(path: Path | None) -> dict[str, Any]:
+    """The stats options every flow of the testbed gives its stacks: a line every 200 ms."""
+    return {"stats": path, "interval_ms": STATS_INTERVAL_MS} if path is not None else {}
 
 
 def parse_stats_line(line: str) -> Sample | None:
@@ -215,19 +209,9 @@ class UdtCli(CliStack):
     def receiver(
         self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
     ) -> tuple[list[str], Path | None]:
-        return [
-            str(self.binary),
-            "recv",
-            "--listen",
-            f"0.0.0.0:{port}",
-            "--output",
-            transfer.output,
-            "--stats",
-            str(stats),
-            "--stats-interval",
-            "200",
-            *self._window(transfer),
-        ], None
+        return recv_argv(
+            self.binary, f"0.0.0.0:{port}", transfer.output, *self._window(transfer), **_stats(stats)
+        ), None
 
     def sender(
         self,
@@ -240,14 +224,13 @@ class UdtCli(CliStack):
     ) -> list[str]:
         # UDT's start-up follows the path (slow start, then the receiver's arrival speed): no
         # absolute rate to scale.
-        argv = [str(self.binary), "send", "--connect", f"{addr}:{port}", "--input", transfer.input]
-        argv += self._window(transfer)
+        extra = self._window(transfer)
         if transfer.rate_mbps is not None:
-            argv += ["--cc", f"fixed:{transfer.rate_mbps:g}"]
+            extra += ["--cc", f"fixed:{transfer.rate_mbps:g}"]
         if transfer.udp_buffer is not None:
-            argv += ["--udp-sndbuf", str(transfer.udp_buffer)]
+            extra += ["--udp-sndbuf", str(transfer.udp_buffer)]
         # The sender's pacing (period_us) shows whether timing artifacts made it faster than the path.
-        return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
+        return send_argv(self.binary, f"{addr}:{port}", transfer.input, *extra, **_stats(stats))
 
 
 class SabulCli(CliStack):
@@ -274,8 +257,7 @@ class SabulCli(CliStack):
     def receiver(
         self, addr: str, port: int, stats: Path, transfer: Transfer = Transfer()
     ) -> tuple[list[str], Path | None]:
-        argv = [str(self.binary), "recv", "--connect", f"{addr}:{port}", "--output", transfer.output]
-        return argv + ["--stats", str(stats), "--stats-interval", "200"], None
+        return sabul_recv_argv([str(self.binary)], f"{addr}:{port}", transfer.output, **_stats(stats)), None
 
     def sender(
         self,
@@ -286,11 +268,11 @@ class SabulCli(CliStack):
         scale: float = 1.0,
         transfer: Transfer = Transfer(),
     ) -> list[str]:
-        argv = [str(self.binary), "send", "--listen", f"{addr}:{port}", "--input", transfer.input]
+        extra = []
         if scale != 1.0:
             top, floor = (f"{r * scale:g}" for r in (self.INITIAL_MBPS, self.MIN_MBPS))
-            argv += ["--rate", top, "--max-rate", top, "--min-rate", floor]
-        return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
+            extra = ["--rate", top, "--max-rate", top, "--min-rate", floor]
+        return sabul_send_argv([str(self.binary)], f"{addr}:{port}", transfer.input, *extra, **_stats(stats))
 
 
 class FrtpCli(CliStack):
@@ -319,9 +301,8 @@ class FrtpCli(CliStack):
         if transfer.rate_mbps is None:
             raise ValueError("an FRTP flow needs a fixed rate (rate = Mb/s in the experiment's flow)")
         data = transfer.data_addr or "0.0.0.0"  # 0.0.0.0: the control connection's address
-        argv = [str(self.binary), "recv", "--connect", f"{addr}:{port}", "--data-bind", f"{data}:0"]
-        argv += ["--rate", f"{transfer.rate_mbps:g}", "--output", transfer.output, *self._buffers(transfer)]
-        return argv + ["--stats", str(stats), "--stats-interval", "200"], None
+        extra = ["--data-bind", f"{data}:0", "--rate", f"{transfer.rate_mbps:g}", *self._buffers(transfer)]
+        return sabul_recv_argv([str(self.binary)], f"{addr}:{port}", transfer.output, *extra, **_stats(stats)), None
 
     def sender(
         self,
@@ -332,9 +313,9 @@ class FrtpCli(CliStack):
         scale: float = 1.0,
         transfer: Transfer = Transfer(),
     ) -> list[str]:
-        argv = [str(self.binary), "send", "--listen", f"{addr}:{port}", "--input", transfer.input]
-        argv += self._buffers(transfer)
-        return argv + (["--stats", str(stats), "--stats-interval", "200"] if stats else [])
+        return sabul_send_argv(
+            [str(self.binary)], f"{addr}:{port}", transfer.input, *self._buffers(transfer), **_stats(stats)
+        )
 
 
 _IPERF_LINE = re.compile(

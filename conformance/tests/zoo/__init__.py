@@ -61,7 +61,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from udtconf.stacks import Stack, load
+from udtharness.stacks import Stack, load
 
 PEER = Path(__file__).resolve().parent / "peer.py"
 TESTCASES = ["handshake", "transfer", "dgram", "loss"]

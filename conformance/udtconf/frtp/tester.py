@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from udtharness.stacks import Stack
+
 from .. import active
 from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
 from ..sabul import tester as sabul_tester
@@ -36,7 +38,6 @@ from ..sabul.wire import (
     describe,
     encode_raw_control,
 )
-from ..stacks import Stack
 from .wire import FRTP_BLOCK_LEN, FrtpOptionBlock, decode_frtp_block, ip_word
 
 PAYLOAD = sabul_tester.PAYLOAD

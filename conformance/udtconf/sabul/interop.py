@@ -28,13 +28,14 @@ import json
 import time
 from pathlib import Path
 
-from ..capture import Capture
+from udtharness.capture import Capture
+from udtharness.pcap import read_frames
+from udtharness.ports import free_tcp_port, tcp_port_listening
+from udtharness.stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
+from udtharness.testdata import random_file
+
 from ..diagnosis import Diagnosis, exit_text, last_stats, log_crash, log_tail, stats_text
 from ..interop import SERVER_GRACE, InteropRunner, RunResult, _Proc
-from ..pcap import read_frames
-from ..ports import free_tcp_port, tcp_port_listening
-from ..stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
-from ..testdata import random_file
 from . import trace
 from .relay import SabulRelay
 

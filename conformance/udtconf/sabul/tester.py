@@ -25,12 +25,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Self
 
+from udtharness.pcap import TCP_ACK, TCP_PSH, PcapWriter
+from udtharness.ports import free_tcp_port, tcp_port_listening
+from udtharness.stacks import Stack, stop
+
 from .. import active
 from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
 from ..diagnosis import exit_text
-from ..pcap import TCP_ACK, TCP_PSH, PcapWriter
-from ..ports import free_tcp_port, tcp_port_listening
-from ..stacks import Stack, stop
 from .wire import OPTION_BLOCK_LEN, Ack, Data, OptionBlock, decode_option_block, encode_raw_control
 
 Addr = tuple[str, int]

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..capture import SENTINEL
+from udtharness.capture import SENTINEL
+from udtharness.pcap import TCP_FIN, TCP_RST, TCP_SYN, TcpSegment, UdpDatagram
+
 from ..frtp.wire import FRTP_BLOCK_LEN, FrtpOptionBlock, decode_frtp_block
-from ..pcap import TCP_FIN, TCP_RST, TCP_SYN, TcpSegment, UdpDatagram
 from .wire import (
     DEFAULT_MAX_LOSS_LENGTH,
     OPTION_BLOCK_LEN,

@@ -1,9 +1,9 @@
 """The registry of stacks: every stack the project runs, one directory each.
 
 A stack is a directory ``<name>/`` with a ``meta.toml``. The shipped ones live in
-``conformance/stacks/``; a third party's adapters can live anywhere: the directories listed in
+``stacks/``; a third party's adapters can live anywhere: the directories listed in
 ``STACKS_DIR`` (os.pathsep-separated, each holding stack directories) are searched first, and
-single stack directories can be added by path (``python -m udtconf run --stack PATH``). It is the
+single stack directories can be added by path (the conformance suite's ``run --stack PATH``). It is the
 only list of stacks in the project: the conformance suite, the interop tests (``impl/interop``),
 the benchmark (``impl/bench``) and the testbed all read it (:func:`registry`). Two stacks with
 one name are an error naming both directories.
@@ -23,7 +23,7 @@ command (``/bin/sh -c``, run in the stack directory with ``REPO_ROOT`` set) make
   calls a stack's binary directly: it sets ``ROLE``, ``TESTCASE``, addresses and file paths in
   the environment and reads the exit code (0 = pass, 127 = test case not supported, 1–125 =
   failure; a signal, 126, 128 and above, or a crash line in the log = a crash). Every process
-  runs under the memory and CPU caps of :mod:`udtconf.processes`. :func:`discover` lists these
+  runs under the memory and CPU caps of :mod:`udtharness.processes`. :func:`discover` lists these
   stacks.
 * An optional ``[bulk]`` table says how the testbed and the benchmark run one bulk transfer
   with the stack (:class:`Bulk`): through the ``udt`` command line of docs/cli.md
@@ -47,9 +47,8 @@ from .processes import stop as stop  # where the suite has always found it
 EXIT_OK = 0
 EXIT_UNSUPPORTED = 127
 
-CONFORMANCE_DIR = Path(__file__).resolve().parent.parent
-STACKS_DIR = CONFORMANCE_DIR / "stacks"  # the shipped stacks; the STACKS_DIR variable adds more
-REPO_ROOT = CONFORMANCE_DIR.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STACKS_DIR = REPO_ROOT / "stacks"  # the shipped stacks; the STACKS_DIR variable adds more
 REPO_ROOT_VAR = "${REPO_ROOT}"
 # What `run --stack` pairs a UDT stack under test with when --against is not given.
 REFERENCE_STACKS = ("libudt", "udt-rs")
@@ -161,7 +160,7 @@ class Stack:
         return env
 
     def start(self, role: str, testcase: str, logdir: Path, **values: str | int | Path) -> StackProcess:
-        """Start the entrypoint under the suite's limits (:mod:`udtconf.processes`); its stdout
+        """Start the entrypoint under the suite's limits (:mod:`udtharness.processes`); its stdout
         and stderr go to ``logdir/<role>.log``."""
         logdir.mkdir(parents=True, exist_ok=True)
         return start(self.entrypoint, self.env(role, testcase, LOGDIR=logdir, **values), logdir / f"{role}.log")
@@ -292,7 +291,7 @@ def load(path: Path) -> Stack:
 
 def search_path(environ: Mapping[str, str] = os.environ) -> list[Path]:
     """The directories whose subdirectories are stacks: ``$STACKS_DIR``'s entries (os.pathsep-
-    separated, in order), then the shipped ``conformance/stacks/``."""
+    separated, in order), then the shipped ``stacks/``."""
     extra = [Path(d).expanduser() for d in environ.get("STACKS_DIR", "").split(os.pathsep) if d.strip()]
     for d in extra:
         if not d.is_dir():

@@ -1,7 +1,7 @@
 """How the suite runs a stack's processes: under limits, accounted for, and never left behind.
 
 Every process of a stack under the adapter contract — an interop role, a probe's peer, the
-compliance check — is started here (:func:`start`, through :meth:`~udtconf.stacks.Stack.start`):
+compliance check — is started here (:func:`start`, through :meth:`~udtharness.stacks.Stack.start`):
 
 * in a process group of its own, so that :func:`stop` ends it with whatever it spawned;
 * under a **memory cap** (``RLIMIT_DATA``: the private writable memory a process may map — heap,

@@ -6,7 +6,7 @@ import io
 
 import pytest
 from rich.console import Console
-from udtconf.progress import Progress, format_duration
+from udtharness.progress import Progress, format_duration
 
 
 class Clock:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from udtconf.stacks import (
+from udtharness.stacks import (
     REPO_ROOT,
     STACKS_DIR,
     Bulk,

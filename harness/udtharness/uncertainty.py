@@ -1,11 +1,12 @@
 """A figure with its uncertainty, and a band judged on it three ways.
 
-A part run N times (``udtbed run --repeat N``) gives each summarised value N samples, one per
-repeat. Each is a mean over many seconds of a run, so the repeats' values are close to normal
-and few: the interval is Student's t at 95 % (``scipy.stats.t``), not a bootstrap, which needs
-more samples than a testbed run has. A ratio to the reference stack is taken per repeat pair
-(the two stacks ran one after the other on the same network, A B A B ...) and gets its own
-interval: the pairing removes the drift both saw.
+A measurement repeated N times (a testbed part under ``udtbed run --repeat N``, a bench's
+rounds) gives each summarised value N samples, one per repeat. Each is a mean over many
+seconds of a run, so the repeats' values are close to normal and few: the interval is Student's
+t at 95 % (``scipy.stats.t``), not a bootstrap, which needs more samples than a testbed run
+has. A ratio to the reference stack is taken per repeat pair (the two stacks ran one after the
+other on the same network, A B A B ...) and gets its own interval: the pairing removes the
+drift both saw.
 
 A band is **met** when the whole interval lies inside it, **missed** when the whole interval
 lies outside, and **inconclusive** when the interval straddles an edge; then

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from udtconf.metrics import (
+from udtharness.metrics import (
     convergence_time,
     efficiency,
     jain_index,
