@@ -7,6 +7,10 @@
 //! next thing that is due, so a minute of protocol time costs milliseconds and every run
 //! with the same seed is identical.
 //!
+//! Test plumbing, not part of the core: this module exists only with the crate's `sim`
+//! feature (off by default), which brings in the link model (`link-model`). The crate's own
+//! tests and examples turn it on through its dev-dependency on itself; the fuzzer names it.
+//!
 //! # The link model
 //!
 //! `Pair` has no link model of its own: each direction is a
