@@ -1,24 +1,38 @@
 //! A sender and a receiver of SABUL's family over an in-memory pipe with a virtual clock
 //! (SABUL.md §2, §5, §6, §10; FRTP.md §2): the control stream is a pair of byte queues with
-//! latency; the data path a datagram link with latency and seeded loss, reordering and
-//! duplication (the core's PRNG). Shared by the SABUL and the FRTP tests (`#[path]`), so
-//! that both protocols run on one harness.
+//! latency; the data path is a [`DelayLine`] of the workspace's one link model (`link-model`,
+//! what `udt-linkem`, the simulator and UDT's `sim::Pair` run) with the same latency and
+//! seeded loss, reordering and duplication. Shared by the SABUL and the FRTP tests
+//! (`#[path]`), so that both protocols run on one harness.
+//!
+//! The data path's line is built from [`Impairment`] and `delay`: loss before anything else,
+//! no rate limit, a held-back datagram arrives [`REORDER_DELAY`] late (so the ones sent
+//! meanwhile overtake it), and a duplicated one arrives twice in a row. Time is the pair's
+//! µs clock; the line counts ns, and a datagram it releases at `r` ns arrives at `⌈r/1000⌉` µs.
+//! Changing `imp` or `delay` applies to datagrams sent afterwards: the next one starts a fresh
+//! line, while the old one still delivers what it holds.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
+use link_model::delay_line::{Admission, DelayLine, DelayLineStats};
+use link_model::link_spec::LinkSpec;
+use link_model::loss::LossSpec;
 use sabul::control_stream::{ControlDecoder, Decoded};
 use sabul::wire::{Control, DataPacket};
 use sabul::{Event, Receiver, ReceiverConfig, Sender, SenderConfig};
-use transfer::prng::Xoshiro256;
 use transfer::time::{Duration, Instant};
 use transfer::transmit::Source;
 
 pub const S_ADDR: &str = "10.0.0.1:7000";
 pub const R_ADDR: &str = "10.0.0.2:7001";
 
-#[derive(Clone, Copy, Debug)]
+/// How a held-back datagram is late: several packet times at the rates the tests send at.
+pub const REORDER_DELAY: Duration = Duration::from_millis(2);
+
+/// The data path's impairments, each a probability per datagram offered.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Impairment {
     pub loss: f64,
     pub reorder: f64,
@@ -38,11 +52,10 @@ pub struct Pair {
     pub sender: Sender,
     pub receiver: Receiver,
     pub delay: Duration,
-    /// DATA in flight: (arrival, from, bytes).
-    pub data: Vec<(Instant, SocketAddr, Vec<u8>)>,
+    /// The data path: DATA from the sender's address to wherever it was sent.
+    pub data: DataPath,
     pub to_sender: VecDeque<(Instant, StreamItem)>,
     pub to_receiver: VecDeque<(Instant, StreamItem)>,
-    pub rng: Xoshiro256,
     pub imp: Impairment,
     pub input: Vec<u8>,
     pub offered: usize,
@@ -50,7 +63,6 @@ pub struct Pair {
     pub sender_events: Vec<Event>,
     pub receiver_events: Vec<Event>,
     pub data_sent: u64,
-    pub duplicates_made: u64,
     /// The receiver's frames as the sender reads them.
     pub tap: ControlDecoder,
     pub syn_total: u64,
@@ -74,10 +86,9 @@ impl Pair {
             sender: Sender::new(sc, R_ADDR.parse().unwrap(), now),
             receiver: Receiver::new(rc, S_ADDR.parse().unwrap(), now),
             delay: Duration::from_millis(5),
-            data: Vec::new(),
+            data: DataPath::new(seed),
             to_sender: VecDeque::new(),
             to_receiver: VecDeque::new(),
-            rng: Xoshiro256::seed_from_u64(seed),
             imp,
             input,
             offered: 0,
@@ -85,7 +96,6 @@ impl Pair {
             sender_events: Vec::new(),
             receiver_events: Vec::new(),
             data_sent: 0,
-            duplicates_made: 0,
             tap,
             data_to: R_ADDR.parse().unwrap(),
             departures: Vec::new(),
@@ -101,7 +111,7 @@ impl Pair {
         [
             self.sender.poll_timeout(),
             self.receiver.poll_timeout(),
-            self.data.iter().map(|d| d.0).min(),
+            self.data.poll_timeout(),
             self.to_sender.front().map(|x| x.0),
             self.to_receiver.front().map(|x| x.0),
         ]
@@ -116,9 +126,8 @@ impl Pair {
         let now = self.now;
         self.steps += 1;
         // deliver
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.data).into_iter().partition(|d| d.0 <= now);
-        self.data = later;
-        for (_, from, bytes) in due {
+        let from: SocketAddr = S_ADDR.parse().unwrap();
+        while let Some(bytes) = self.data.poll_datagram(now) {
             self.receiver.handle_datagram(now, from, &bytes);
         }
         while self.to_sender.front().is_some_and(|x| x.0 <= now) {
@@ -169,7 +178,7 @@ impl Pair {
                     assert_eq!(t.destination, self.data_to);
                     self.data_sent += 1;
                     self.departures.push((now, DataPacket::new_checked(&bytes[..], 65_507).unwrap().seq().get()));
-                    self.send_datagram(now, bytes);
+                    self.data.send(now, self.imp, self.delay, bytes);
                 }
             }
         }
@@ -199,19 +208,9 @@ impl Pair {
         true
     }
 
-    fn send_datagram(&mut self, now: Instant, bytes: Vec<u8>) {
-        if self.rng.chance(self.imp.loss) {
-            return;
-        }
-        let mut at = now + self.delay;
-        if self.rng.chance(self.imp.reorder) {
-            at += Duration::from_micros(self.rng.below(3_000));
-        }
-        if self.rng.chance(self.imp.duplicate) {
-            self.duplicates_made += 1;
-            self.data.push((at + Duration::from_micros(100), S_ADDR.parse().unwrap(), bytes.clone()));
-        }
-        self.data.push((at, S_ADDR.parse().unwrap(), bytes));
+    /// DATA datagrams the data path delivers twice (both copies arrive).
+    pub fn duplicates_made(&self) -> u64 {
+        self.data.stats().duplicated
     }
 
     /// Runs until both sides ended or `limit` of virtual time passed.
@@ -227,5 +226,83 @@ impl Pair {
 
     pub fn finished(&self) -> bool {
         self.sender_events.last() == Some(&Event::Finished) && self.receiver_events.last() == Some(&Event::Finished)
+    }
+}
+
+/// The data path: the delay line built from the current impairments, after the lines built
+/// from earlier ones, which still deliver what they hold.
+pub struct DataPath {
+    /// Oldest first; the last is the current one.
+    lines: Vec<DelayLine<Vec<u8>>>,
+    /// What the current line was built from (`None` before the first datagram).
+    built: Option<(Impairment, Duration)>,
+    seed: u64,
+}
+
+/// Nanoseconds on the delay line's clock of `t` on the pair's.
+fn nanos(t: Instant) -> u64 {
+    t.as_micros() * 1000
+}
+
+impl DataPath {
+    fn new(seed: u64) -> DataPath {
+        DataPath { lines: Vec::new(), built: None, seed }
+    }
+
+    fn spec(imp: Impairment, delay: Duration, seed: u64) -> LinkSpec {
+        LinkSpec {
+            delay_ns: delay.as_micros() as u64 * 1000,
+            loss: if imp.loss > 0.0 { LossSpec::Random { p: imp.loss } } else { LossSpec::None },
+            duplicate: imp.duplicate,
+            reorder: imp.reorder,
+            reorder_delay_ns: REORDER_DELAY.as_micros() as u64 * 1000,
+            seed,
+            ..LinkSpec::default()
+        }
+    }
+
+    /// Offers a datagram sent at `now`; returns whether the line took it (not lost). A
+    /// change of `imp` or `delay` starts a new line (fresh random streams).
+    fn send(&mut self, now: Instant, imp: Impairment, delay: Duration, bytes: Vec<u8>) -> bool {
+        if self.built != Some((imp, delay)) {
+            let generation = self.lines.len() as u64;
+            let seed = self.seed ^ generation.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            self.lines.push(DelayLine::new(&DataPath::spec(imp, delay, seed)));
+            self.built = Some((imp, delay));
+        }
+        let line = self.lines.last_mut().expect("just built");
+        let wire_len = u32::try_from(bytes.len()).unwrap();
+        matches!(line.handle_frame(nanos(now), wire_len, bytes), Admission::Queued { .. })
+    }
+
+    /// When the next datagram arrives, on the pair's µs clock.
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.lines.iter().filter_map(DelayLine::poll_timeout).min().map(|ns| Instant::from_micros(ns.div_ceil(1000)))
+    }
+
+    /// The next datagram that has arrived by `now`, oldest line first. Released at `r` ns, a
+    /// datagram arrives at ⌈r/1000⌉ µs: by `now` if `r ≤ now·1000`.
+    fn poll_datagram(&mut self, now: Instant) -> Option<Vec<u8>> {
+        self.lines.iter_mut().find_map(|l| l.poll_frame(nanos(now)))
+    }
+
+    /// The counters of all the lines together: datagrams offered, lost, held back,
+    /// duplicated, delivered.
+    pub fn stats(&self) -> DelayLineStats {
+        self.lines.iter().map(DelayLine::stats).fold(DelayLineStats::default(), |a, b| DelayLineStats {
+            frames_in: a.frames_in + b.frames_in,
+            bytes_in: a.bytes_in + b.bytes_in,
+            frames_out: a.frames_out + b.frames_out,
+            bytes_out: a.bytes_out + b.bytes_out,
+            dropped_loss: a.dropped_loss + b.dropped_loss,
+            dropped_queue: a.dropped_queue + b.dropped_queue,
+            duplicated: a.duplicated + b.duplicated,
+            reordered: a.reordered + b.reordered,
+        })
+    }
+
+    /// Datagrams in flight on the path.
+    pub fn in_flight(&self) -> usize {
+        self.lines.iter().map(DelayLine::in_flight).sum()
     }
 }
