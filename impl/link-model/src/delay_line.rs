@@ -40,21 +40,31 @@ pub enum Admission {
     /// Will be released at `release_at` (a held-back frame's extra delay included), after
     /// `queue_delay` ns waiting for and in serialization.
     Queued {
+        /// When the frame leaves the line, in ns on the caller's clock.
         release_at: Nanos,
+        /// Time from arrival to the end of serialization, in ns.
         queue_delay: Nanos,
     },
+    /// Lost by the loss model; it took no queue space.
     DroppedLoss,
+    /// Refused by the full DropTail queue.
     DroppedQueue,
 }
 
 /// Cumulative counters of one direction.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DelayLineStats {
+    /// Frames offered.
     pub frames_in: u64,
+    /// Bytes offered.
     pub bytes_in: u64,
+    /// Frames released, copies of duplicated frames included.
     pub frames_out: u64,
+    /// Bytes released, copies of duplicated frames included.
     pub bytes_out: u64,
+    /// Frames lost by the loss model.
     pub dropped_loss: u64,
+    /// Frames refused by the full queue.
     pub dropped_queue: u64,
     /// Admitted frames that are (or were) to be delivered twice; both copies are in
     /// `frames_out`, so `frames_in + duplicated = frames_out + dropped_* + in_flight`.
@@ -74,6 +84,8 @@ struct Pending<T> {
     frame: T,
 }
 
+/// One direction of a link: the frames it holds, of type `T`, and the models they went
+/// through (see the [module docs](self)).
 #[derive(Debug)]
 pub struct DelayLine<T> {
     delay: Nanos,
@@ -91,6 +103,7 @@ pub struct DelayLine<T> {
 }
 
 impl<T> DelayLine<T> {
+    /// An empty line shaped by `spec`, its random streams seeded from `spec.seed`.
     pub fn new(spec: &LinkSpec) -> Self {
         Self {
             delay: spec.delay_ns,
@@ -171,6 +184,7 @@ impl<T> DelayLine<T> {
         self.queue.occupancy(now)
     }
 
+    /// The counters since the line was built.
     pub fn stats(&self) -> DelayLineStats {
         self.stats
     }

@@ -19,6 +19,7 @@ pub struct Duplicate {
 }
 
 impl Duplicate {
+    /// Duplicates with probability `p`, drawing from the direction's `seed` mixed with [`STREAM`].
     pub fn new(p: f64, seed: u64) -> Self {
         Self { p, rng: Xoshiro256::seed_from_u64(seed ^ STREAM) }
     }

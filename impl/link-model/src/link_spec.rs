@@ -22,8 +22,11 @@ use std::fmt;
 /// DropTail limit of the serialization queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueLimit {
+    /// At most this many frames waiting or in serialization (`queue=1000p`).
     Packets(u64),
+    /// At most this many bytes waiting or in serialization (`queue=64kb`).
     Bytes(u64),
+    /// No limit (`queue=unlimited`).
     Unlimited,
 }
 
@@ -34,7 +37,9 @@ pub struct LinkSpec {
     pub delay_ns: u64,
     /// Bottleneck rate in bits per second; `None` = no serialization delay.
     pub rate_bps: Option<u64>,
+    /// DropTail limit of the bottleneck queue (only with a `rate_bps`).
     pub queue: QueueLimit,
+    /// Loss, decided for each offered frame before the queue.
     pub loss: LossSpec,
     /// Probability that a frame that gets through is delivered twice; 0 = never.
     pub duplicate: f64,
@@ -42,6 +47,8 @@ pub struct LinkSpec {
     pub reorder: f64,
     /// Extra delay of a held-back frame, after the bottleneck ([`DEFAULT_REORDER_DELAY_NS`]).
     pub reorder_delay_ns: u64,
+    /// Seed of the direction's random streams: loss draws from it, duplication and reordering
+    /// from it mixed with a constant of their own.
     pub seed: u64,
 }
 
@@ -68,8 +75,11 @@ impl Default for LinkSpec {
 /// What is wrong with a link spec, and an example of what would be right.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkSpecError {
+    /// The key whose value is wrong; empty for an error of the spec as a whole.
     pub key: String,
+    /// The value as given.
     pub value: String,
+    /// What is wrong, and what would be right.
     pub reason: String,
 }
 

@@ -16,17 +16,23 @@ use prng::Xoshiro256;
 /// What a link spec asks for (`loss=`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LossSpec {
+    /// No loss.
     None,
     /// Each frame lost independently with probability `p`.
     Random {
+        /// The loss probability of each frame.
         p: f64,
     },
     /// Gilbert–Elliott with transition probabilities `p` (Good→Bad), `r` (Bad→Good) and
     /// loss probabilities `h` (in Bad) and `k` (in Good).
     GilbertElliott {
+        /// Probability of moving from Good to Bad, per frame.
         p: f64,
+        /// Probability of moving from Bad back to Good, per frame.
         r: f64,
+        /// Loss probability of a frame in Bad.
         h: f64,
+        /// Loss probability of a frame in Good.
         k: f64,
     },
 }
@@ -76,6 +82,7 @@ impl LossModel {
         }
     }
 
+    /// Whether the Gilbert–Elliott chain is in its Bad state (never for the other models).
     pub fn in_bad_state(&self) -> bool {
         self.bad
     }

@@ -13,12 +13,15 @@
 use crate::link_spec::QueueLimit;
 use std::collections::VecDeque;
 
+/// Time and durations on the caller's clock, in nanoseconds.
 pub type Nanos = u64;
 
 /// Why the queue refused a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueFull;
 
+/// The bottleneck of one direction: when each frame finishes serializing, and DropTail on the
+/// frames not yet departed.
 #[derive(Debug, Clone)]
 pub struct SerializationQueue {
     rate_bps: Option<u64>,
@@ -33,6 +36,8 @@ pub struct SerializationQueue {
 }
 
 impl SerializationQueue {
+    /// An idle queue draining at `rate_bps` (`None`: no serialization delay and no limit) up to
+    /// `limit`.
     pub fn new(rate_bps: Option<u64>, limit: QueueLimit) -> Self {
         Self { rate_bps, limit, busy_until: 0, carry: 0, backlog: VecDeque::new(), backlog_bytes: 0 }
     }

@@ -27,6 +27,8 @@ pub struct Reorder {
 }
 
 impl Reorder {
+    /// Holds back with probability `p` by `hold_ns`, drawing from the direction's `seed` mixed
+    /// with [`STREAM`].
     pub fn new(p: f64, hold_ns: Nanos, seed: u64) -> Self {
         Self { p, hold_ns, rng: Xoshiro256::seed_from_u64(seed ^ STREAM) }
     }

@@ -18,8 +18,9 @@ use transfer::cc::{CcInput, CongestionControl, SYN};
 use transfer::seq::SeqNo;
 use transfer::time::Instant;
 
-/// `I_min`, `I_max`: the interval's limits, applied after an increase only (§7, §9).
+/// `I_min`: the smallest interval, µs, applied after an increase only (§7, §9).
 pub const MIN_INTERVAL_US: f64 = 10.0;
+/// `I_max`: the largest interval, µs, applied after an increase only (§7, §9).
 pub const MAX_INTERVAL_US: f64 = 1000.0;
 /// The initial interval (§7.1, §9).
 pub const INITIAL_INTERVAL_US: f64 = 10.0;

@@ -39,9 +39,15 @@ pub enum StreamError {
     /// The bytes broke a rule of §3.
     Wire(WireError),
     /// Bytes arrived where the stream must carry nothing (§3.2).
-    Unexpected { bytes: usize },
+    Unexpected {
+        /// How many bytes arrived.
+        bytes: usize,
+    },
     /// The stream ended inside a frame or block (§3.2 TC: a broken connection, not an end).
-    EofMidFrame { have: usize },
+    EofMidFrame {
+        /// How many bytes of the unfinished frame or block had arrived.
+        have: usize,
+    },
 }
 
 impl core::fmt::Display for StreamError {

@@ -16,13 +16,20 @@ use transfer::time::Duration;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrPolicy {
     /// Each gap again after k·RTT, k = 2, 3, …, checked every `period` (SABUL.md §6).
-    Rereport { period: Duration },
+    Rereport {
+        /// How often the timer looks for gaps due again.
+        period: Duration,
+    },
     /// The whole loss list every `period`, in as many ERRs of at most `max_loss_length`
     /// words as it needs (FRTP.md §5).
-    WholeList { period: Duration },
+    WholeList {
+        /// How often the whole list goes out.
+        period: Duration,
+    },
 }
 
 impl ErrPolicy {
+    /// How often the receiver's ERR timer fires.
     pub fn period(self) -> Duration {
         match self {
             ErrPolicy::Rereport { period } | ErrPolicy::WholeList { period } => period,
@@ -38,6 +45,8 @@ pub struct Profile {
     pub circuit: bool,
     /// The receiver's ACK timer (SABUL.md §6: 10 ms; FRTP.md §5: 100 ms).
     pub ack_period: Duration,
+    /// How the receiver's ERR timer reports losses again: SABUL's k·RTT re-reports or FRTP's
+    /// whole list.
     pub err: ErrPolicy,
     /// The receiver's SYN timer; `None`: the receiver never sends a SYN and the sender
     /// ignores one (FRTP.md §3.2).

@@ -47,6 +47,8 @@ pub struct ReceiverConfig {
     pub data_port: u16,
     /// The sender's TCP port as dialled (§3.4 word 1).
     pub ctrl_port: u16,
+    /// The UDP payload size of a full DATA packet announced in the block (§3.4 word 2); the
+    /// sender's echo can only lower it.
     pub pkt_size: u32,
     /// The reorder window = the sender's maximum flow window (§3.4 word 8).
     pub recv_flag_size: u32,
@@ -91,12 +93,19 @@ struct Report {
 /// Counters of one receiver session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReceiverStats {
+    /// DATA datagrams from the sender's address that parsed, duplicates included.
     pub datagrams: u64,
+    /// Datagrams from another address, dropped uncounted otherwise (§2 step 7).
     pub foreign: u64,
+    /// Datagrams from the sender's address that are not DATA (§3.1).
     pub malformed: u64,
+    /// DATA for a packet already received or before the ACK point.
     pub duplicates: u64,
+    /// ERR frames sent, the immediate reports and the timer's alike.
     pub errs_sent: u64,
+    /// ACK frames sent.
     pub acks_sent: u64,
+    /// SYN frames sent.
     pub syns_sent: u64,
     /// Packets found missing (each gap counted once, when it is seen).
     pub losses: u64,
@@ -168,6 +177,7 @@ impl Receiver {
         }
     }
 
+    /// The session's counters so far.
     pub fn stats(&self) -> ReceiverStats {
         self.stats
     }
@@ -187,6 +197,7 @@ impl Receiver {
         self.last_ack
     }
 
+    /// The next event for the application ([`Event`]), oldest first.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -326,6 +337,8 @@ impl Receiver {
         }
     }
 
+    /// When [`handle_timeout`](Self::handle_timeout) has something to do: the echo's or a frame's
+    /// deadline while setting up, then the next ACK, ERR or SYN timer; `None` once ended.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             State::Ended => None,
@@ -337,6 +350,7 @@ impl Receiver {
         }
     }
 
+    /// Runs what is due at `now`: the set-up deadlines, or the ACK, ERR and SYN timers (§6).
     pub fn handle_timeout(&mut self, now: Instant) {
         match self.state {
             State::Ended => {}

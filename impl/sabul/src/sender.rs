@@ -81,12 +81,17 @@ impl Default for SenderConfig {
 pub struct SenderStats {
     /// DATA datagrams sent, retransmissions included.
     pub pkts_sent: u64,
+    /// DATA datagrams that were retransmissions (after an ERR or EXP).
     pub retrans: u64,
+    /// ACK frames received.
     pub acks_recv: u64,
+    /// ERR frames received.
     pub errs_recv: u64,
+    /// SYN frames received (FRTP: counted and ignored).
     pub syns_recv: u64,
     /// Packets the ERRs listed, each time it listed them.
     pub losses: u64,
+    /// EXP events: the ACK timer ran out and everything unacknowledged was queued again (§5.5).
     pub exp_events: u64,
     /// UDP datagrams that reached the sender's data socket (SABUL sends it none).
     pub datagrams_ignored: u64,
@@ -173,6 +178,7 @@ impl Sender {
         }
     }
 
+    /// The session's counters so far.
     pub fn stats(&self) -> SenderStats {
         self.stats
     }
@@ -192,13 +198,13 @@ impl Sender {
             && self.buffer.as_ref().is_some_and(|b| b.free_packets() > 0 && self.pending.len() < b.payload_size())
     }
 
-    /// The echoed option block, once the session is set up.
     /// Where DATA goes once the session is set up: the control peer's address with the
     /// block's data port, or FRTP's data address (FRTP.md §2 step 5).
     pub fn data_destination(&self) -> Option<SocketAddr> {
         self.data_dest
     }
 
+    /// The echoed option block, once the session is set up.
     pub fn options(&self) -> Option<&OptionBlock> {
         self.options.as_ref()
     }
@@ -286,6 +292,7 @@ impl Sender {
         self.flush_pending();
     }
 
+    /// The next event for the application ([`Event`]), oldest first.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -448,6 +455,8 @@ impl Sender {
         self.has_new_data() && (self.last_ack.offset_to(self.next_seq) as u32) < window
     }
 
+    /// When [`handle_timeout`](Self::handle_timeout) has something to do: the next packet's
+    /// departure, the EXP deadline, the set-up, frame and teardown deadlines; `None` once closed.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = None;
         let mut at = |x: Instant| t = Some(t.map_or(x, |y: Instant| y.min(x)));
@@ -475,6 +484,9 @@ impl Sender {
         t
     }
 
+    /// Runs what is due at `now`: sends nothing itself (that is
+    /// [`poll_transmit`](Protocol::poll_transmit)), but fires EXP and the set-up, frame and
+    /// teardown deadlines.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.frame_started.is_some_and(|s| now >= s + CONTROL_TIMEOUT) && self.state != State::Closed {
             if let State::Draining(_) = self.state {

@@ -32,21 +32,53 @@ pub enum SessionError {
     /// The control stream broke a rule of §3 (framing, option block, echo).
     Protocol(StreamError),
     /// An ERR listed a number later than the largest sent (§5.5).
-    ErrBeyondSent { seq: SeqNo, next_seq: SeqNo },
+    ErrBeyondSent {
+        /// The number the ERR listed.
+        seq: SeqNo,
+        /// The next number the sender would have sent.
+        next_seq: SeqNo,
+    },
     /// An ACK later than `NextSeq` (§5.5).
-    AckBeyondSent { ack: SeqNo, next_seq: SeqNo },
+    AckBeyondSent {
+        /// The ACK's number.
+        ack: SeqNo,
+        /// The next number the sender would have sent.
+        next_seq: SeqNo,
+    },
     /// Ten consecutive EXP events: the receiver or its data path is gone (§5.5).
-    ExpGaveUp { last_ack: SeqNo, next_seq: SeqNo },
+    ExpGaveUp {
+        /// The ACK point when the sender gave up.
+        last_ack: SeqNo,
+        /// The next number the sender would have sent.
+        next_seq: SeqNo,
+    },
     /// The peer closed (FIN) or reset the control connection before the normal end (§10.2).
-    PeerClosed { reset: bool, ack: SeqNo, next_seq: SeqNo },
+    PeerClosed {
+        /// A reset (RST), not a FIN.
+        reset: bool,
+        /// The ACK point when the stream ended.
+        ack: SeqNo,
+        /// The next number the sender would send (for the receiver: the next it expected).
+        next_seq: SeqNo,
+    },
     /// No option block within 1 s of the accept, no echo within 10 s of connecting, or a frame
     /// not complete 1 s after its first byte (§10.3).
     Timeout(&'static str),
     /// Receiver: the stream ended (FIN) with losses outstanding; bytes before `ack` were
     /// delivered (§10.1).
-    Incomplete { ack: SeqNo, missing: u32 },
+    Incomplete {
+        /// The ACK point.
+        ack: SeqNo,
+        /// Packets still on the loss list.
+        missing: u32,
+    },
     /// FRTP sender: the block asks for a rate above the sender's maximum (FRTP.md §2 step 3).
-    RateRefused { rate_bps: u64, max_bps: u64 },
+    RateRefused {
+        /// The rate the block asked for, bits/s.
+        rate_bps: u64,
+        /// The sender's maximum, bits/s.
+        max_bps: u64,
+    },
 }
 
 impl fmt::Display for SessionError {

@@ -41,16 +41,22 @@ pub const IP_UDP_HEADER_LEN: u32 = 28;
 
 /// Control packet types (§3.2). Type 3 (EXP) is the sender's internal event, never on the wire.
 pub mod ctrl_type {
+    /// Acknowledgement: everything before the attribute received.
     pub const ACK: u32 = 1;
+    /// Error report: the loss list.
     pub const ERR: u32 = 2;
+    /// The sender's timeout event; never on the wire.
     pub const EXP: u32 = 3;
+    /// Synchronisation: the receiver's count of DATA datagrams since the last SYN.
     pub const SYN: u32 = 4;
 }
 
 /// Default UDP payload of a full DATA packet (§3.1, §9).
 pub const DEFAULT_PKT_SIZE: u32 = 1472;
-/// Smallest and largest `pkt_size` an option block may carry (§3.4 "TC — validity").
+/// The smallest `pkt_size` an option block may carry (§3.4 "TC — validity"): room for an ERR of
+/// 6 words.
 pub const MIN_PKT_SIZE: u32 = 32;
+/// The largest `pkt_size` an option block may carry: the largest UDP payload over IPv4.
 pub const MAX_PKT_SIZE: u32 = 65_507;
 /// Default receiver reorder window, packets = the sender's maximum flow window (§3.4, §9).
 pub const DEFAULT_RECV_FLAG_SIZE: u32 = 25_600;
@@ -67,27 +73,57 @@ fn word(b: &[u8], at: usize) -> u32 {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WireError {
     /// A DATA datagram of fewer than 5 bytes (§3.1 TC): no sequence number and payload.
-    DataTooShort { len: usize },
+    DataTooShort {
+        /// The datagram's length.
+        len: usize,
+    },
     /// A DATA datagram longer than the session's `pkt_size` (§3.1 TC).
-    DataTooLong { len: usize, pkt_size: u32 },
+    DataTooLong {
+        /// The datagram's length.
+        len: usize,
+        /// The session's `pkt_size`.
+        pkt_size: u32,
+    },
     /// A DATA header with bit 31 set (§3.1 TC: sequence numbers are 31-bit).
     DataFlagSet,
     /// Fewer bytes than the structure needs.
-    Truncated { need: usize, have: usize },
+    Truncated {
+        /// Bytes the structure needs.
+        need: usize,
+        /// Bytes there were.
+        have: usize,
+    },
     /// A control type other than ACK (1), ERR (2), SYN (4) (§3.2 TC; 3 = EXP is internal).
     UnknownType(u32),
     /// An ERR whose attribute is 0 or claims more words than the session's `max_loss_length`
     /// (§3.2 TC): rejected from the header alone, nothing is allocated on its strength.
-    ErrLength { words: u32, max_loss_length: u32 },
+    ErrLength {
+        /// The words the attribute claims.
+        words: u32,
+        /// The session's limit.
+        max_loss_length: u32,
+    },
     /// An ERR whose loss list does not decode (§3.3, §5.5).
     ErrList(LossError),
     /// An ACK whose attribute has bit 31 set: not a sequence number (§4).
     AckNotASequence(u32),
     /// An option block or echo that breaks a rule of §3.4 "TC — validity" (or, for `data_ip`
     /// and `rate_bps`, of FRTP.md §3.3).
-    BadOption { field: &'static str, value: u64 },
+    BadOption {
+        /// The field's name in the block (§3.4).
+        field: &'static str,
+        /// Its value.
+        value: u64,
+    },
     /// An echo that differs from the block where it must not, or raises the packet size (§3.4).
-    EchoMismatch { field: &'static str, sent: u64, echoed: u64 },
+    EchoMismatch {
+        /// The field's name in the block (§3.4).
+        field: &'static str,
+        /// Its value in the block sent.
+        sent: u64,
+        /// Its value in the echo.
+        echoed: u64,
+    },
 }
 
 impl fmt::Display for WireError {
@@ -163,10 +199,12 @@ impl<T: AsRef<[u8]>> DataPacket<T> {
         Ok(DataPacket { buffer })
     }
 
+    /// The 31-bit sequence number (§3.1 word 0).
     pub fn seq(&self) -> SeqNo {
         SeqNo::new(word(self.buffer.as_ref(), field::DATA_SEQ.start))
     }
 
+    /// The application bytes after the sequence number.
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[field::DATA_PAYLOAD..]
     }
@@ -212,6 +250,7 @@ impl LossWords {
         (!w.is_empty()).then_some(LossWords(w))
     }
 
+    /// The words as on the wire (§3.3).
     pub fn words(&self) -> &[u32] {
         &self.0
     }
@@ -292,15 +331,25 @@ impl Control {
 /// The option block (§3.4): ten big-endian words, receiver → sender, then echoed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OptionBlock {
+    /// Word 0: the receiver's UDP data port.
     pub data_port: u32,
+    /// Word 1: the sender's TCP port as dialled (informational).
     pub ctrl_port: u32,
+    /// Word 2: the UDP payload size of a full DATA packet.
     pub pkt_size: u32,
+    /// Word 3: `pkt_size − 4`, the application bytes of a full packet.
     pub payload_size: u32,
+    /// Word 4: the most words an ERR may carry, `⌊pkt_size / 4⌋ − 2`.
     pub max_loss_length: u32,
+    /// Word 5: the receiver's API mode, 0 or 1 (informational).
     pub blockable: u32,
+    /// Word 6: the send buffer, bytes (informational).
     pub send_buf_size: u32,
+    /// Word 7: the receiver's protocol buffer, bytes (informational).
     pub recv_buf_size: u32,
+    /// Word 8: the receiver's reorder window in packets, the sender's maximum flow window.
     pub recv_flag_size: u32,
+    /// Word 9: must be 0.
     pub reserved: u32,
     /// FRTP's words 10–12 (FRTP.md §3.3); `None` in SABUL's 40-byte block.
     pub circuit: Option<Circuit>,
@@ -367,6 +416,7 @@ impl OptionBlock {
         ]
     }
 
+    /// Appends the block's ten words, big-endian (and FRTP's three when it has a circuit).
     pub fn emit(&self, out: &mut Vec<u8>) {
         for w in self.words() {
             out.extend_from_slice(&w.to_be_bytes());

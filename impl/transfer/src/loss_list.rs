@@ -245,6 +245,7 @@ impl RangeSet {
         self.ranges.back().map(|r| r.1)
     }
 
+    /// Removes every number.
     pub fn clear(&mut self) {
         self.ranges.clear();
         self.len = 0;
@@ -255,6 +256,7 @@ impl RangeSet {
         self.len
     }
 
+    /// Whether the set holds no number.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -338,6 +340,7 @@ impl SndLossList {
         self.set.remove_up_to(last)
     }
 
+    /// Forgets every loss (the sender's list after EXP requeued everything unacknowledged).
     pub fn clear(&mut self) {
         self.set.clear()
     }
@@ -390,6 +393,7 @@ impl RcvLossList {
         self.set.remove_up_to(last)
     }
 
+    /// Forgets every loss.
     pub fn clear(&mut self) {
         self.set.clear()
     }
@@ -441,11 +445,24 @@ pub enum LossError {
     /// The list has no words at all (UDT4.md §5: a NAK carries at least one).
     Empty,
     /// The last word starts a range that has no end word.
-    TrailingRangeStart { index: usize },
+    TrailingRangeStart {
+        /// The position of the range's start word in the list.
+        index: usize,
+    },
     /// The word after a range start has bit 31 set too.
-    RangeEndFlagged { index: usize },
+    RangeEndFlagged {
+        /// The position of the range's start word in the list (the flagged word follows it).
+        index: usize,
+    },
     /// A range whose end is before its start under `seqcmp`.
-    ReversedRange { index: usize, first: SeqNo, last: SeqNo },
+    ReversedRange {
+        /// The position of the range's start word in the list.
+        index: usize,
+        /// The range's start.
+        first: SeqNo,
+        /// The range's end, before its start.
+        last: SeqNo,
+    },
 }
 
 impl fmt::Display for LossError {
@@ -477,6 +494,7 @@ pub struct LossDecoder<'a> {
 }
 
 impl<'a> LossDecoder<'a> {
+    /// Decodes `words`, a loss list as it came off the wire.
     pub fn new(words: &'a [u32]) -> LossDecoder<'a> {
         LossDecoder { words, pos: 0, failed: false }
     }

@@ -33,6 +33,8 @@
 
 use crate::time::Instant;
 
+/// When the next packet may leave: the period `P` on a fractional-µs schedule, the catch-up
+/// bound and the freeze (see the [module docs](self)).
 #[derive(Debug, Clone)]
 pub struct Pacer {
     /// `P`, µs.

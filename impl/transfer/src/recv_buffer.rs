@@ -14,8 +14,10 @@ use crate::seq::SeqNo;
 /// What a slot of the window holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Slot {
+    /// No packet yet.
     #[default]
     Empty,
+    /// A packet waits to be read.
     Full,
     /// Never to be delivered: the reader skips it.
     Skipped,
@@ -24,12 +26,16 @@ pub enum Slot {
 /// What [`RecvBuffer::insert`] did with a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Insert {
+    /// Stored in its slot.
     Stored,
+    /// Its slot already holds it (or skips it): a retransmission or a duplicate.
     Duplicate,
     /// Before what was already read, or beyond the buffer.
     OutOfWindow,
 }
 
+/// The receive window: one slot per sequence number from the next packet to read on, the
+/// ACK point and the read position (see the [module docs](self)).
 #[derive(Debug, Clone)]
 pub struct RecvBuffer<M> {
     ring: PacketRing<(Slot, M)>,
@@ -53,6 +59,7 @@ impl<M: Copy + Default> RecvBuffer<M> {
         }
     }
 
+    /// Slots in the window, the one always kept empty included.
     pub fn capacity(&self) -> usize {
         self.ring.capacity()
     }
@@ -114,6 +121,7 @@ impl<M: Copy + Default> RecvBuffer<M> {
         self.readable
     }
 
+    /// Whether an acknowledged packet waits to be read.
     pub fn has_readable(&self) -> bool {
         self.readable > 0
     }

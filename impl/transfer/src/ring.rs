@@ -33,6 +33,7 @@ impl<M: Copy + Default> PacketRing<M> {
         }
     }
 
+    /// Slots in the ring.
     pub fn capacity(&self) -> usize {
         self.cap
     }
@@ -74,11 +75,13 @@ impl<M: Copy + Default> PacketRing<M> {
         self.lens[self.slot(offset)] as usize
     }
 
+    /// The metadata of the slot `offset` places after the head.
     #[inline]
     pub fn meta(&self, offset: usize) -> &M {
         &self.meta[self.slot(offset)]
     }
 
+    /// The metadata of the slot `offset` places after the head, to change it.
     #[inline]
     pub fn meta_mut(&mut self, offset: usize) -> &mut M {
         let slot = self.slot(offset);

@@ -40,10 +40,12 @@ impl RttEstimator {
         self.rtt = ((7 * rtt + sample) >> 3) as u32;
     }
 
+    /// The smoothed RTT.
     pub fn rtt(&self) -> Duration {
         Duration::from_micros(self.rtt.into())
     }
 
+    /// The smoothed RTT variation.
     pub fn var(&self) -> Duration {
         Duration::from_micros(self.var.into())
     }

@@ -8,6 +8,8 @@
 
 use crate::ring::PacketRing;
 
+/// The packets sent and not yet acknowledged, then those not yet sent, oldest first (see the
+/// [module docs](self)).
 #[derive(Debug, Clone)]
 pub struct SendBuffer<M> {
     ring: PacketRing<M>,
@@ -21,6 +23,7 @@ impl<M: Copy + Default> SendBuffer<M> {
         SendBuffer { ring: PacketRing::new(capacity_pkts.max(2), payload_size), count: 0, bytes: 0 }
     }
 
+    /// Payload bytes of one packet (a full packet's data).
     pub fn payload_size(&self) -> usize {
         self.ring.payload_size()
     }
@@ -30,6 +33,7 @@ impl<M: Copy + Default> SendBuffer<M> {
         self.count
     }
 
+    /// Whether no packet is stored.
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -39,6 +43,7 @@ impl<M: Copy + Default> SendBuffer<M> {
         self.bytes
     }
 
+    /// Packets that may still be added.
     pub fn free_packets(&self) -> usize {
         self.ring.capacity() - self.count
     }

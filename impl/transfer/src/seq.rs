@@ -22,7 +22,9 @@ pub const SEQ_TH: u32 = 0x3FFF_FFFF;
 pub struct SeqNo(u32);
 
 impl SeqNo {
+    /// Sequence number 0.
     pub const ZERO: SeqNo = SeqNo(0);
+    /// The largest sequence number, `2^31 − 1`; the next is [`SeqNo::ZERO`].
     pub const MAX: SeqNo = SeqNo(SEQ_MAX);
 
     /// Wraps `raw` into the 31-bit space (the top bit is discarded).
@@ -31,6 +33,7 @@ impl SeqNo {
         SeqNo(raw & SEQ_MAX)
     }
 
+    /// The number as it goes on the wire (bit 31 clear).
     #[inline]
     pub const fn get(self) -> u32 {
         self.0
@@ -53,11 +56,13 @@ impl SeqNo {
         self.diff(other).cmp(&0)
     }
 
+    /// Whether `self` is later than `other`, with wrap-around.
     #[inline]
     pub fn is_after(self, other: SeqNo) -> bool {
         self.diff(other) > 0
     }
 
+    /// Whether `self` is earlier than `other`, with wrap-around.
     #[inline]
     pub fn is_before(self, other: SeqNo) -> bool {
         self.diff(other) < 0

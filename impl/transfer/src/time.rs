@@ -35,6 +35,7 @@ impl Instant {
     /// Later than any time a driver will reach (half a million years of µs).
     pub const MAX: Instant = Instant(u64::MAX);
 
+    /// The instant `us` µs after the driver's epoch.
     #[inline]
     pub const fn from_micros(us: u64) -> Instant {
         Instant(us)

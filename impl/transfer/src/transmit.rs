@@ -26,5 +26,6 @@ pub struct Transmit {
     pub destination: SocketAddr,
     /// Bytes written at the start of the buffer given to `poll_transmit`.
     pub size: usize,
+    /// The driver socket the bytes leave from.
     pub source: Source,
 }

@@ -46,6 +46,7 @@ impl AckWindow {
     /// Live entries at most: 4.11's ring of 1024 keeps one slot free.
     pub const CAPACITY: usize = ACK_WINDOW_SLOTS - 1;
 
+    /// An empty history.
     pub fn new() -> AckWindow {
         AckWindow { entries: VecDeque::with_capacity(Self::CAPACITY) }
     }
@@ -75,10 +76,12 @@ impl AckWindow {
         self.entries.len()
     }
 
+    /// Whether no ACK awaits its ACK2.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// Forgets every entry.
     pub fn clear(&mut self) {
         self.entries.clear()
     }

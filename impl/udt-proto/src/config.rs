@@ -22,6 +22,7 @@ pub struct ConnectionConfig {
     pub snd_buf_pkts: u32,
     /// `UDT_RCVBUF` in packets (default 8192; never more than `flight_flag_size`).
     pub rcv_buf_pkts: u32,
+    /// STREAM or DGRAM (default STREAM); a listener rejects a handshake of the other type.
     pub socket_type: SocketType,
     /// `UDT_LINGER` (default 180 s).
     pub linger: Duration,
@@ -32,6 +33,7 @@ pub struct ConnectionConfig {
     pub cc: Arc<dyn ControllerFactory>,
     /// Connection setup timeout (3 s; rendezvous uses 30 s).
     pub connect_timeout: Duration,
+    /// Rendezvous setup timeout (30 s).
     pub rendezvous_timeout: Duration,
     /// Draft mode (§8.4): also re-send the whole receiver loss list periodically.
     pub periodic_nak: bool,

@@ -37,11 +37,15 @@ struct Listener {
 /// Counters of what the endpoint itself dropped or answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndpointStats {
+    /// Datagrams that were not UDT packets, or handshakes that broke a rule.
     pub malformed: u64,
     /// Datagrams for a socket ID we do not have, or from the wrong address.
     pub unroutable: u64,
+    /// Cookie responses sent to first handshakes (§6.1).
     pub cookies_sent: u64,
+    /// Handshakes whose cookie was neither this minute's nor the last.
     pub bad_cookies: u64,
+    /// Rejections sent (request type 1002).
     pub rejections_sent: u64,
     /// Connections that ended while waiting to be accepted, forgotten.
     pub unaccepted_reaped: u64,
@@ -107,6 +111,7 @@ impl Endpoint {
         self.listener = Some(Listener { config, backlog: backlog.max(1), key, opened: now });
     }
 
+    /// Whether [`listen`](Self::listen) was called.
     pub fn is_listening(&self) -> bool {
         self.listener.is_some()
     }
@@ -144,18 +149,22 @@ impl Endpoint {
         self.accept_queue.len()
     }
 
+    /// The connection with socket ID `id`, if it exists.
     pub fn connection(&self, id: u32) -> Option<&Connection> {
         self.conns.get(&id)
     }
 
+    /// The connection with socket ID `id`, to drive its application side.
     pub fn connection_mut(&mut self, id: u32) -> Option<&mut Connection> {
         self.conns.get_mut(&id)
     }
 
+    /// The UDP address of connection `id`'s peer.
     pub fn peer_addr(&self, id: u32) -> Option<SocketAddr> {
         self.conns.get(&id).map(|c| c.peer())
     }
 
+    /// The socket IDs of every connection, in no particular order.
     pub fn connection_ids(&self) -> impl Iterator<Item = u32> + '_ {
         self.order.iter().copied()
     }
@@ -169,6 +178,7 @@ impl Endpoint {
         }
     }
 
+    /// What the endpoint itself dropped or answered.
     pub fn stats(&self) -> &EndpointStats {
         &self.stats
     }

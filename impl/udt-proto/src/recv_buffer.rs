@@ -10,6 +10,8 @@ use crate::wire::Boundary;
 use transfer::recv_buffer::{Insert, RecvBuffer as Window, Slot};
 use transfer::seq::SeqNo;
 
+/// The receive window with word 1 of each packet's data header: messages, drops and the
+/// stream reader (see the [module docs](self)).
 #[derive(Debug)]
 pub struct RecvBuffer {
     window: Window<u32>,
@@ -21,6 +23,7 @@ impl RecvBuffer {
         RecvBuffer { window: Window::new(capacity_pkts.max(32), payload_size, first_seq) }
     }
 
+    /// Stores a data packet, keeping its message word for [`read_message`](Self::read_message).
     pub fn insert(&mut self, seq: SeqNo, msg_word: u32, payload: &[u8]) -> Insert {
         self.window.insert(seq, payload, msg_word)
     }

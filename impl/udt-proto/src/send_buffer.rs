@@ -19,6 +19,8 @@ pub struct MsgMeta {
     pub expiry: Option<Instant>,
 }
 
+/// The send buffer with the message word and expiry of each packet, and the next message
+/// number (see the [module docs](self)).
 #[derive(Debug)]
 pub struct SendBuffer {
     packets: Packets<MsgMeta>,
@@ -28,12 +30,17 @@ pub struct SendBuffer {
 /// One packet read out of the buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct Stored<'a> {
+    /// The payload bytes.
     pub payload: &'a [u8],
+    /// Word 1 of the data header (boundary, in-order bit, message number).
     pub msg_word: u32,
+    /// When the packet's message expires (`None` = never).
     pub expiry: Option<Instant>,
 }
 
 impl SendBuffer {
+    /// A buffer of `capacity_pkts` packets of `payload_size` bytes; the first message is
+    /// number 1.
     pub fn new(capacity_pkts: usize, payload_size: usize) -> SendBuffer {
         SendBuffer { packets: Packets::new(capacity_pkts, payload_size), next_msg: MsgNo::FIRST }
     }

@@ -11,13 +11,16 @@ pub const MSG_MAX: u32 = 0x1FFF_FFFF;
 pub struct MsgNo(u32);
 
 impl MsgNo {
+    /// The first message number 4.11 allocates.
     pub const FIRST: MsgNo = MsgNo(1);
 
+    /// Wraps `raw` into the 29-bit space (the top three bits are discarded).
     #[inline]
     pub const fn new(raw: u32) -> MsgNo {
         MsgNo(raw & MSG_MAX)
     }
 
+    /// The number as it goes on the wire.
     #[inline]
     pub const fn get(self) -> u32 {
         self.0
@@ -40,11 +43,13 @@ impl MsgNo {
 pub struct AckNo(u32);
 
 impl AckNo {
+    /// Wraps `raw` into the 31-bit space (the top bit is discarded).
     #[inline]
     pub const fn new(raw: u32) -> AckNo {
         AckNo(raw & SEQ_MAX)
     }
 
+    /// The number as it goes on the wire.
     #[inline]
     pub const fn get(self) -> u32 {
         self.0

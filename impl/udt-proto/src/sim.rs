@@ -75,7 +75,9 @@ const IP_UDP_HEADERS: usize = 28;
 /// Which way a datagram travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dir {
+    /// From `a` to `b`.
     AtoB,
+    /// From `b` to `a`.
     BtoA,
 }
 
@@ -95,6 +97,7 @@ pub struct LinkConfig {
     /// Probability that a datagram is held back an extra `reorder_delay` after the
     /// bottleneck (so later ones pass it).
     pub reorder: f64,
+    /// The extra delay of a held-back datagram.
     pub reorder_delay: Duration,
     /// Probability that a datagram is delivered twice (the copy right behind it).
     pub duplicate: f64,
@@ -134,17 +137,22 @@ impl LinkConfig {
 /// A datagram seen on the simulated wire.
 #[derive(Debug, Clone)]
 pub struct Traced {
+    /// When it was sent.
     pub time: Instant,
+    /// Which way.
     pub dir: Dir,
+    /// The datagram.
     pub bytes: Vec<u8>,
     /// Dropped by the link (loss, queue overflow or the drop filter).
     pub dropped: bool,
 }
 
 impl Traced {
+    /// The datagram parsed, if it is a UDT packet.
     pub fn repr(&self) -> Option<Repr<'_>> {
         Repr::parse_bytes(&self.bytes).ok()
     }
+    /// The control information, if it is a control packet.
     pub fn control(&self) -> Option<Control<'_>> {
         match self.repr()? {
             Repr::Control { control, .. } => Some(control),
@@ -220,17 +228,24 @@ pub type DropFilter = Box<dyn FnMut(Dir, &[u8]) -> bool>;
 
 /// The harness.
 pub struct Pair {
+    /// The virtual clock.
     pub now: Instant,
+    /// The endpoint at `a_addr` (the client in [`connect`](Self::connect)).
     pub a: Endpoint,
+    /// The endpoint at `b_addr` (the listener in [`connect`](Self::connect)).
     pub b: Endpoint,
+    /// `a`'s address, 10.0.0.1:9000.
     pub a_addr: SocketAddr,
+    /// `b`'s address, 10.0.0.2:9000.
     pub b_addr: SocketAddr,
     links: [Link; 2],
     /// Datagrams released by a line, with their arrival time (after [`Pair::set_late_release`])
     /// and insertion order.
     in_flight: Vec<(Instant, u64, Dir, Vec<u8>)>,
     order: u64,
+    /// Sees every datagram before the link; `true` drops it (see the [module docs](self)).
     pub drop_filter: Option<DropFilter>,
+    /// Every datagram sent, with its fate, while `tracing` is on.
     pub trace: Vec<Traced>,
     /// Record every datagram in `trace` (on by default).
     pub tracing: bool,

@@ -7,6 +7,7 @@ pub struct Stats {
     pub pkts_sent: u64,
     /// Data packets received, including duplicates.
     pub pkts_recv: u64,
+    /// Data packets sent again (after a NAK or EXP).
     pub pkts_retrans: u64,
     /// Packets the sender learned were lost (newly added to its loss list by NAK or EXP).
     pub pkts_lost_snd: u64,
@@ -23,27 +24,38 @@ pub struct Stats {
     pub bytes_sent: u64,
     /// Payload bytes of first transmissions only.
     pub bytes_sent_unique: u64,
+    /// Payload bytes received, duplicates included.
     pub bytes_recv: u64,
     /// Payload bytes stored for the application (duplicates excluded).
     pub bytes_recv_unique: u64,
     /// ACKs with an ACK number (full or medium, §5.3), as 4.11 counts them (`pktSentACK`).
     pub acks_sent: u64,
+    /// Full and medium ACKs received.
     pub acks_recv: u64,
     /// Light ACKs (one word, every 64 packets, §9.2), which 4.11 does not count.
     pub light_acks_sent: u64,
+    /// Light ACKs received.
     pub light_acks_recv: u64,
+    /// NAKs sent.
     pub naks_sent: u64,
+    /// NAKs received.
     pub naks_recv: u64,
+    /// ACK2s sent.
     pub ack2_sent: u64,
+    /// ACK2s received.
     pub ack2_recv: u64,
+    /// Control packets sent, of every type.
     pub ctrl_sent: u64,
+    /// EXP timer expiries with data outstanding, which queued it again (§9.4).
     pub exp_timeouts: u64,
     /// Packets from the peer that could not be parsed or broke a protocol rule.
     pub malformed: u64,
     /// Message drop requests received on a STREAM connection, where they have no meaning
     /// (§5.8) and are ignored.
     pub drop_requests_ignored: u64,
+    /// Smoothed RTT (µs).
     pub rtt_us: u32,
+    /// RTT variance (µs).
     pub rtt_var_us: u32,
     /// Flow window (packets) last advertised by the peer.
     pub flow_window: u32,
@@ -55,8 +67,11 @@ pub struct Stats {
     pub delivery_rate: u32,
     /// Sender's EWMA of the peer's link-capacity estimate (packets/s).
     pub bandwidth: u32,
+    /// Packets in the send buffer: unacknowledged or not yet sent.
     pub snd_buffered_pkts: u32,
+    /// Sequence numbers on the sender's loss list.
     pub snd_loss_len: u32,
+    /// Sequence numbers on the receiver's loss list.
     pub rcv_loss_len: u32,
     /// Free receive-buffer packets (what the next ACK advertises).
     pub rcv_avail: u32,

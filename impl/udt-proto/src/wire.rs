@@ -34,8 +34,11 @@ pub mod field {
         pub const WORD0: Field = 0..4;
         /// Data: boundary, in-order and message number. Control: additional info.
         pub const WORD1: Field = 4..8;
+        /// The sender's timestamp, µs since its connection started.
         pub const TIMESTAMP: Field = 8..12;
+        /// The socket ID of the connection the packet is for (0 in a first handshake).
         pub const DST_SOCKET: Field = 12..16;
+        /// The header is this long.
         pub const LEN: usize = 16;
         /// Bit 31 of word 0: set in control packets.
         pub const CONTROL_FLAG: u32 = 0x8000_0000;
@@ -44,13 +47,21 @@ pub mod field {
     /// Handshake control information (§5.1).
     pub mod handshake {
         use super::Field;
+        /// Word 0: the UDT version, 4.
         pub const VERSION: Field = 0..4;
+        /// Word 1: the socket type, 1 = STREAM, 2 = DGRAM.
         pub const SOCKET_TYPE: Field = 4..8;
+        /// Word 2: the initial sequence number.
         pub const ISN: Field = 8..12;
+        /// Word 3: the MSS, bytes including IP and UDP headers.
         pub const MSS: Field = 12..16;
+        /// Word 4: the largest flow window, packets, the handshake's sender can receive.
         pub const FLIGHT_FLAG_SIZE: Field = 16..20;
+        /// Word 5: the request type ([`req_type`](crate::wire::req_type)).
         pub const REQ_TYPE: Field = 20..24;
+        /// Word 6: the socket ID of the handshake's sender.
         pub const SOCKET_ID: Field = 24..28;
+        /// Word 7: the listener's SYN cookie; 0 in a first request.
         pub const COOKIE: Field = 28..32;
         /// Four words, 4.11's byte order (see [`peer_ip_words`](crate::wire::peer_ip_words)).
         pub const PEER_IP: Field = 32..48;
@@ -66,14 +77,23 @@ pub mod field {
     /// form the first four.
     pub mod ack {
         use super::Field;
+        /// Field 1: everything before this sequence number was received.
         pub const ACK: Field = 0..4;
+        /// Field 2: the ACK sender's RTT estimate, µs.
         pub const RTT: Field = 4..8;
+        /// Field 3: its RTT variance, µs.
         pub const RTT_VAR: Field = 8..12;
+        /// Field 4: the available receive buffer (the flow window), packets.
         pub const AVAIL: Field = 12..16;
+        /// Field 5: the packet arrival speed, packets/s (§10.1).
         pub const RATE: Field = 16..20;
+        /// Field 6: the estimated link capacity, packets/s (§10.2).
         pub const CAPACITY: Field = 20..24;
+        /// A light ACK's information: field 1.
         pub const LIGHT_LEN: usize = ACK.end;
+        /// A medium ACK's information: fields 1–4.
         pub const MEDIUM_LEN: usize = AVAIL.end;
+        /// A full ACK's information: fields 1–6.
         pub const FULL_LEN: usize = CAPACITY.end;
     }
 
@@ -86,8 +106,11 @@ pub mod field {
     /// Message drop request control information (§5.6).
     pub mod drop_request {
         use super::Field;
+        /// The first sequence number to drop.
         pub const FIRST: Field = 0..4;
+        /// The last sequence number to drop (4.11: one past the message's last packet).
         pub const LAST: Field = 4..8;
+        /// The information is exactly this long.
         pub const LEN: usize = LAST.end;
     }
 
@@ -111,7 +134,12 @@ pub enum Error {
     UnknownType(u16),
     /// Control information whose length the type does not allow (e.g. an ACK of 8 bytes,
     /// a handshake that is not 48 bytes, a body that is not a multiple of 4).
-    BadLength { ctrl_type: u16, len: usize },
+    BadLength {
+        /// The control type.
+        ctrl_type: u16,
+        /// The information's length, bytes.
+        len: usize,
+    },
     /// A field value that cannot occur (bad boundary bits are impossible; this covers e.g. a
     /// NAK with no words or a drop request whose range runs backwards).
     Malformed(&'static str),
@@ -132,6 +160,7 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The result of parsing: a value or the reason the datagram was not a UDT packet.
 pub type Result<T> = core::result::Result<T, Error>;
 
 /// Reads the big-endian word at `f`; the caller has checked that `b` holds it.
@@ -180,6 +209,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
     }
 
+    /// The buffer the packet was read from or written to.
     pub fn into_inner(self) -> T {
         self.buffer
     }
@@ -225,11 +255,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
         self.word(field::header::WORD1)
     }
 
+    /// The sender's timestamp, µs since its connection started.
     #[inline]
     pub fn timestamp(&self) -> u32 {
         self.word(field::header::TIMESTAMP)
     }
 
+    /// The destination socket ID.
     #[inline]
     pub fn dst_socket_id(&self) -> u32 {
         self.word(field::header::DST_SOCKET)
@@ -248,18 +280,23 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     fn set_word(&mut self, f: field::Field, v: u32) {
         write(self.buffer.as_mut(), f, v)
     }
+    /// Sets word 0 whole (data: the sequence number; control: flag, type, extended type).
     pub fn set_word0(&mut self, v: u32) {
         self.set_word(field::header::WORD0, v)
     }
+    /// Sets word 1 whole (data: the message word; control: additional info).
     pub fn set_word1(&mut self, v: u32) {
         self.set_word(field::header::WORD1, v)
     }
+    /// Sets the timestamp, µs.
     pub fn set_timestamp(&mut self, v: u32) {
         self.set_word(field::header::TIMESTAMP, v)
     }
+    /// Sets the destination socket ID.
     pub fn set_dst_socket_id(&mut self, v: u32) {
         self.set_word(field::header::DST_SOCKET, v)
     }
+    /// The data payload or control information, to write it.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[field::header::LEN..]
     }
@@ -268,13 +305,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 /// Position of a data packet within its message (FF bits, §3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Boundary {
+    /// A packet inside a message of three or more.
     Middle = 0b00,
+    /// The last packet of a message.
     Last = 0b01,
+    /// The first packet of a message of two or more.
     First = 0b10,
+    /// A message in a single packet.
     Solo = 0b11,
 }
 
 impl Boundary {
+    /// The position from the FF bits (the lowest two bits of `bits`).
     pub fn from_bits(bits: u32) -> Boundary {
         match bits & 0b11 {
             0b00 => Boundary::Middle,
@@ -283,9 +325,11 @@ impl Boundary {
             _ => Boundary::Solo,
         }
     }
+    /// Whether the packet starts a message.
     pub fn is_first(self) -> bool {
         matches!(self, Boundary::First | Boundary::Solo)
     }
+    /// Whether the packet ends a message.
     pub fn is_last(self) -> bool {
         matches!(self, Boundary::Last | Boundary::Solo)
     }
@@ -294,11 +338,17 @@ impl Boundary {
 /// Header of a data packet (§3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHeader {
+    /// The packet sequence number.
     pub seq: SeqNo,
+    /// Where the packet sits in its message.
     pub boundary: Boundary,
+    /// The O bit: the message must be delivered in order.
     pub in_order: bool,
+    /// The 29-bit message number.
     pub msg: MsgNo,
+    /// The sender's timestamp, µs since its connection started.
     pub timestamp: u32,
+    /// The destination socket ID.
     pub dst_socket_id: u32,
 }
 
@@ -308,6 +358,7 @@ impl DataHeader {
         ((self.boundary as u32) << 30) | ((self.in_order as u32) << 29) | self.msg.get()
     }
 
+    /// The header with word 1 as it came off the wire (see [`msg_word`](Self::msg_word)).
     pub fn from_msg_word(seq: SeqNo, word: u32, timestamp: u32, dst_socket_id: u32) -> Self {
         DataHeader {
             seq,
@@ -335,19 +386,30 @@ impl DataHeader {
 /// Control packet types (§3.2, §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControlType {
+    /// Connection set-up (§5.1).
     Handshake = 0,
+    /// Keep-alive (§5.2).
     KeepAlive = 1,
+    /// Acknowledgement (§5.3).
     Ack = 2,
+    /// Negative acknowledgement: a loss list (§5.4).
     Nak = 3,
+    /// Congestion or delay warning, never sent by 4.11 (§5.5).
     CongestionWarning = 4,
+    /// The connection is closing (§5.6).
     Shutdown = 5,
+    /// Acknowledgement of an ACK, for the RTT (§5.7).
     Ack2 = 6,
+    /// Message drop request (§5.8).
     MsgDropRequest = 7,
+    /// Error signal (§5.9).
     ErrorSignal = 8,
+    /// User-defined, with an extended type (§5.10).
     UserDefined = 0x7FFF,
 }
 
 impl ControlType {
+    /// The type with number `t`, if there is one.
     pub fn from_u16(t: u16) -> Option<ControlType> {
         Some(match t {
             0 => ControlType::Handshake,
@@ -368,13 +430,16 @@ impl ControlType {
 /// UDT socket type carried in the handshake: 1 = STREAM, 2 = DGRAM (§5.1, §14 row 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SocketType {
+    /// A byte stream (1).
     Stream,
+    /// Messages (2).
     Dgram,
     /// Any other value: kept so that a listener can answer it with a rejection (§6.1 rule 5).
     Other(u32),
 }
 
 impl SocketType {
+    /// The type with wire value `v`.
     pub fn from_u32(v: u32) -> SocketType {
         match v {
             1 => SocketType::Stream,
@@ -382,6 +447,7 @@ impl SocketType {
             o => SocketType::Other(o),
         }
     }
+    /// The wire value.
     pub fn to_u32(self) -> u32 {
         match self {
             SocketType::Stream => 1,
@@ -393,26 +459,38 @@ impl SocketType {
 
 /// Handshake request types (§5.1 word 5).
 pub mod req_type {
+    /// A client's request (first, without the cookie).
     pub const CLIENT: i32 = 1;
+    /// A rendezvous request.
     pub const RENDEZVOUS: i32 = 0;
+    /// A response, or a client's request carrying the cookie.
     pub const RESPONSE: i32 = -1;
+    /// A rendezvous peer's final response.
     pub const RENDEZVOUS_FINAL: i32 = -2;
+    /// A rejection.
     pub const REJECT: i32 = 1002;
 }
 
 /// Handshake body: twelve words (§5.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Handshake {
+    /// Word 0: the UDT version, 4.
     pub version: u32,
+    /// Word 1: the socket type.
     pub socket_type: SocketType,
     /// Word 2 as on the wire, all 32 bits: a listener echoes it unchanged (§6.1 listener rules
     /// 3 and 8), also from a client that set bit 31; [`Handshake::first_seq`] is the sequence
     /// number it starts.
     pub isn: u32,
+    /// Word 3: the MSS, bytes including IP and UDP headers (default 1500).
     pub mss: u32,
+    /// Word 4: the largest flow window, packets, the handshake's sender can receive.
     pub flight_flag_size: u32,
+    /// Word 5: the request type ([`req_type`](crate::wire::req_type)).
     pub req_type: i32,
+    /// Word 6: the socket ID of the handshake's sender.
     pub socket_id: u32,
+    /// Word 7: the listener's SYN cookie; 0 in a first request.
     pub cookie: u32,
     /// Words 8–11 as they are on the wire (4.11's quirky byte order, see [`peer_ip_words`]).
     pub peer_ip: [u32; 4],
@@ -479,14 +557,44 @@ pub fn peer_ip_words(ip: IpAddr) -> [u32; 4] {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ack {
     /// 4 bytes; additional info 0; never ACK2'd.
-    Light { ack: SeqNo },
+    Light {
+        /// Everything before this sequence number was received.
+        ack: SeqNo,
+    },
     /// 16 bytes: sent within SYN of the previous full ACK.
-    Medium { ack_no: AckNo, ack: SeqNo, rtt: u32, rtt_var: u32, avail: u32 },
+    Medium {
+        /// The ACK sub-sequence number the ACK2 echoes.
+        ack_no: AckNo,
+        /// Everything before this sequence number was received.
+        ack: SeqNo,
+        /// The ACK sender's RTT estimate, µs.
+        rtt: u32,
+        /// Its RTT variance, µs.
+        rtt_var: u32,
+        /// The available receive buffer (the flow window), packets.
+        avail: u32,
+    },
     /// 24 bytes.
-    Full { ack_no: AckNo, ack: SeqNo, rtt: u32, rtt_var: u32, avail: u32, rate: u32, capacity: u32 },
+    Full {
+        /// The ACK sub-sequence number the ACK2 echoes.
+        ack_no: AckNo,
+        /// Everything before this sequence number was received.
+        ack: SeqNo,
+        /// The ACK sender's RTT estimate, µs.
+        rtt: u32,
+        /// Its RTT variance, µs.
+        rtt_var: u32,
+        /// The available receive buffer (the flow window), packets.
+        avail: u32,
+        /// The packet arrival speed, packets/s (§10.1).
+        rate: u32,
+        /// The estimated link capacity, packets/s (§10.2).
+        capacity: u32,
+    },
 }
 
 impl Ack {
+    /// The ACK number: everything before it was received.
     pub fn ack(&self) -> SeqNo {
         match *self {
             Ack::Light { ack } | Ack::Medium { ack, .. } | Ack::Full { ack, .. } => ack,
@@ -577,10 +685,12 @@ impl<'a> NakList<'a> {
         self.bytes
     }
 
+    /// The loss words, decoded from big-endian.
     pub fn words(&self) -> impl Iterator<Item = u32> + 'a {
         self.bytes.chunks_exact(field::nak::WORD_LEN).map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
     }
 
+    /// How many loss words the list has.
     pub fn word_count(&self) -> usize {
         self.bytes.len() / field::nak::WORD_LEN
     }
@@ -611,19 +721,51 @@ impl fmt::Debug for NakList<'_> {
 /// Parsed control information (§5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Control<'a> {
+    /// Connection set-up (§5.1).
     Handshake(Handshake),
+    /// Keep-alive (§5.2).
     KeepAlive,
+    /// Acknowledgement, in one of its three forms (§5.3).
     Ack(Ack),
+    /// Negative acknowledgement: the loss list (§5.4).
     Nak(NakList<'a>),
+    /// Congestion or delay warning (§5.5).
     CongestionWarning,
+    /// The connection is closing (§5.6).
     Shutdown,
-    Ack2 { ack_no: AckNo },
-    MsgDropRequest { msg: MsgNo, first: SeqNo, last: SeqNo },
-    ErrorSignal { code: u32 },
-    UserDefined { ext_type: u16, info: u32, body: &'a [u8] },
+    /// Acknowledgement of a full or medium ACK (§5.7).
+    Ack2 {
+        /// The sub-sequence number of the ACK acknowledged.
+        ack_no: AckNo,
+    },
+    /// Message drop request (§5.8).
+    MsgDropRequest {
+        /// The message's 29-bit number.
+        msg: MsgNo,
+        /// The first sequence number to drop.
+        first: SeqNo,
+        /// The last sequence number to drop (4.11: one past the message's last packet).
+        last: SeqNo,
+    },
+    /// Error signal (§5.9).
+    ErrorSignal {
+        /// The error code (4.11: 4000, a file error).
+        code: u32,
+    },
+    /// User-defined (§5.10).
+    UserDefined {
+        /// The extended type (word 0's low 16 bits).
+        ext_type: u16,
+        /// The additional info.
+        info: u32,
+        /// The control information (as received, padding included; padded to whole words when
+        /// sent).
+        body: &'a [u8],
+    },
 }
 
 impl Control<'_> {
+    /// The packet's type.
     pub fn control_type(&self) -> ControlType {
         match self {
             Control::Handshake(_) => ControlType::Handshake,
@@ -665,8 +807,22 @@ impl Control<'_> {
 /// A parsed UDT packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Repr<'a> {
-    Data { header: DataHeader, payload: &'a [u8] },
-    Control { dst_socket_id: u32, timestamp: u32, control: Control<'a> },
+    /// A data packet.
+    Data {
+        /// Its header.
+        header: DataHeader,
+        /// The application bytes.
+        payload: &'a [u8],
+    },
+    /// A control packet.
+    Control {
+        /// The destination socket ID.
+        dst_socket_id: u32,
+        /// The sender's timestamp, µs since its connection started.
+        timestamp: u32,
+        /// The type and its information.
+        control: Control<'a>,
+    },
 }
 
 impl<'a> Repr<'a> {

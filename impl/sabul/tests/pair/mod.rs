@@ -25,29 +25,29 @@ use sabul::{Event, Receiver, ReceiverConfig, Sender, SenderConfig};
 use transfer::time::{Duration, Instant};
 use transfer::transmit::Source;
 
-pub const S_ADDR: &str = "10.0.0.1:7000";
-pub const R_ADDR: &str = "10.0.0.2:7001";
+pub(crate) const S_ADDR: &str = "10.0.0.1:7000";
+pub(crate) const R_ADDR: &str = "10.0.0.2:7001";
 
 /// How a held-back datagram is late: several packet times at the rates the tests send at.
-pub const REORDER_DELAY: Duration = Duration::from_millis(2);
+pub(crate) const REORDER_DELAY: Duration = Duration::from_millis(2);
 
 /// The data path's impairments, each a probability per datagram offered.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Impairment {
+pub(crate) struct Impairment {
     pub loss: f64,
     pub reorder: f64,
     pub duplicate: f64,
 }
 
-pub const CLEAN: Impairment = Impairment { loss: 0.0, reorder: 0.0, duplicate: 0.0 };
+pub(crate) const CLEAN: Impairment = Impairment { loss: 0.0, reorder: 0.0, duplicate: 0.0 };
 
-pub enum StreamItem {
+pub(crate) enum StreamItem {
     Bytes(Vec<u8>),
     Fin,
     Reset,
 }
 
-pub struct Pair {
+pub(crate) struct Pair {
     pub now: Instant,
     pub sender: Sender,
     pub receiver: Receiver,
@@ -74,11 +74,11 @@ pub struct Pair {
 }
 
 impl Pair {
-    pub fn new(input: Vec<u8>, imp: Impairment, seed: u64) -> Pair {
+    pub(crate) fn new(input: Vec<u8>, imp: Impairment, seed: u64) -> Pair {
         Pair::with(input, imp, seed, SenderConfig::default(), ReceiverConfig { data_port: 7001, ..Default::default() })
     }
 
-    pub fn with(input: Vec<u8>, imp: Impairment, seed: u64, sc: SenderConfig, rc: ReceiverConfig) -> Pair {
+    pub(crate) fn with(input: Vec<u8>, imp: Impairment, seed: u64, sc: SenderConfig, rc: ReceiverConfig) -> Pair {
         let now = Instant::from_micros(1_000_000);
         let tap = ControlDecoder::sender_for(&sc.profile);
         Pair {
@@ -120,7 +120,7 @@ impl Pair {
         .min()
     }
 
-    pub fn step(&mut self) -> bool {
+    pub(crate) fn step(&mut self) -> bool {
         let Some(t) = self.next_wakeup() else { return false };
         self.now = self.now.max(t);
         let now = self.now;
@@ -209,12 +209,12 @@ impl Pair {
     }
 
     /// DATA datagrams the data path delivers twice (both copies arrive).
-    pub fn duplicates_made(&self) -> u64 {
+    pub(crate) fn duplicates_made(&self) -> u64 {
         self.data.stats().duplicated
     }
 
     /// Runs until both sides ended or `limit` of virtual time passed.
-    pub fn run(&mut self, limit: Duration) {
+    pub(crate) fn run(&mut self, limit: Duration) {
         let end = self.now + limit;
         while self.now < end && self.step() {
             let done = |ev: &[Event]| ev.iter().any(|e| matches!(e, Event::Finished | Event::Aborted(_)));
@@ -224,14 +224,14 @@ impl Pair {
         }
     }
 
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         self.sender_events.last() == Some(&Event::Finished) && self.receiver_events.last() == Some(&Event::Finished)
     }
 }
 
 /// The data path: the delay line built from the current impairments, after the lines built
 /// from earlier ones, which still deliver what they hold.
-pub struct DataPath {
+pub(crate) struct DataPath {
     /// Oldest first; the last is the current one.
     lines: Vec<DelayLine<Vec<u8>>>,
     /// What the current line was built from (`None` before the first datagram).
@@ -288,7 +288,7 @@ impl DataPath {
 
     /// The counters of all the lines together: datagrams offered, lost, held back,
     /// duplicated, delivered.
-    pub fn stats(&self) -> DelayLineStats {
+    pub(crate) fn stats(&self) -> DelayLineStats {
         self.lines.iter().map(DelayLine::stats).fold(DelayLineStats::default(), |a, b| DelayLineStats {
             frames_in: a.frames_in + b.frames_in,
             bytes_in: a.bytes_in + b.bytes_in,
@@ -302,7 +302,7 @@ impl DataPath {
     }
 
     /// Datagrams in flight on the path.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.lines.iter().map(DelayLine::in_flight).sum()
     }
 }

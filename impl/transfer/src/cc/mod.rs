@@ -104,6 +104,7 @@ pub trait CongestionControl: Send + fmt::Debug {
 /// Any controller that is `Clone` is its own factory (each connection gets a copy of it in
 /// its initial state), so a configuration can simply hold `Arc::new(FixedRate::new(12.0))`.
 pub trait ControllerFactory: Send + Sync + fmt::Debug {
+    /// A fresh controller for one connection, in its initial state.
     fn build(&self) -> Box<dyn CongestionControl>;
 }
 
@@ -122,6 +123,8 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// Wraps a fresh controller from `factory`; the tick clock starts at
+    /// [`on_connect`](Self::on_connect).
     pub fn new(factory: &dyn ControllerFactory) -> Controller {
         Controller { cc: factory.build(), next_tick: None }
     }
@@ -137,19 +140,23 @@ impl Controller {
         self.next_tick = self.cc.tick_interval().map(|d| input.now + d);
     }
 
+    /// A data packet `seq` left (`retransmission`: sent before).
     #[inline]
     pub fn on_sent(&mut self, input: &CcInput, seq: SeqNo, retransmission: bool) {
         self.cc.on_sent(input, seq, retransmission)
     }
 
+    /// An ACK acknowledged everything before `ack`.
     pub fn on_ack(&mut self, input: &CcInput, ack: SeqNo) {
         self.cc.on_ack(input, ack)
     }
 
+    /// The peer reported `losses`, inclusive ranges of sequence numbers.
     pub fn on_loss(&mut self, input: &CcInput, losses: &[(SeqNo, SeqNo)]) {
         self.cc.on_loss(input, losses)
     }
 
+    /// The retransmission timer (EXP) fired.
     pub fn on_timeout(&mut self, input: &CcInput) {
         self.cc.on_timeout(input)
     }

@@ -94,10 +94,13 @@ impl UdtNative {
         }
     }
 
+    /// 4.11's controller or the SC'04 paper's.
     pub fn variant(&self) -> NativeVariant {
         self.variant
     }
 
+    /// Whether the controller is still in slow start: the window grows by each ACK and no rate
+    /// is set until the first loss, EXP or a window past the flow window (§12.3–§12.5).
     pub fn in_slow_start(&self) -> bool {
         self.slow_start
     }

@@ -36,7 +36,7 @@ impl Handshaking {
     }
 
     /// The request to send now, if its resend time has come within the setup timeout.
-    pub fn poll(&mut self, now: Instant) -> Option<Handshake> {
+    pub(super) fn poll(&mut self, now: Instant) -> Option<Handshake> {
         if now >= self.next_send && now < self.deadline {
             self.next_send = now + HANDSHAKE_RESEND;
             Some(self.hs)
@@ -51,12 +51,12 @@ impl Handshaking {
     }
 
     /// When to poll or time out next.
-    pub fn poll_timeout(&self) -> Instant {
+    pub(super) fn poll_timeout(&self) -> Instant {
         self.next_send.min(self.deadline)
     }
 
     /// The setup timeout passed (3 s, rendezvous 30 s).
-    pub fn expired(&self, now: Instant) -> bool {
+    pub(super) fn expired(&self, now: Instant) -> bool {
         now >= self.deadline
     }
 }

@@ -108,20 +108,27 @@ pub enum BrokenReason {
 /// What a connection reports to its driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
+    /// The handshake completed: data may flow.
     Connected,
+    /// The handshake failed, for the reason given.
     ConnectFailed(ConnectError),
     /// The peer sent Shutdown; buffered data can still be read.
     PeerClosed,
     /// `close()` finished: everything was acknowledged (if lingering) and Shutdown sent.
     Closed,
+    /// The connection broke (no response, a protocol error, an error signal).
     Broken(BrokenReason),
 }
 
 /// How this connection came to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// Connected to a listener ([`Endpoint::connect`](crate::endpoint::Endpoint::connect)).
     Client,
+    /// Accepted by this endpoint's listener.
     Accepted,
+    /// Both ends connected to each other
+    /// ([`Endpoint::rendezvous`](crate::endpoint::Endpoint::rendezvous)).
     Rendezvous,
 }
 
@@ -219,12 +226,15 @@ impl Connection {
 
     // ---------------------------------------------------------------- accessors
 
+    /// How the connection came to be.
     pub fn role(&self) -> Role {
         self.role
     }
+    /// This end's socket ID.
     pub fn local_id(&self) -> u32 {
         self.local_id
     }
+    /// The peer's socket ID (0 until its handshake arrived).
     pub fn peer_id(&self) -> u32 {
         self.peer_id
     }
@@ -232,18 +242,23 @@ impl Connection {
     pub fn peer(&self) -> SocketAddr {
         self.peer
     }
+    /// This end's initial sequence number.
     pub fn isn(&self) -> SeqNo {
         self.isn
     }
+    /// The negotiated MSS, bytes including IP and UDP headers (the smaller of the two ends').
     pub fn mss(&self) -> u32 {
         self.mss
     }
+    /// STREAM or DGRAM, as configured.
     pub fn socket_type(&self) -> SocketType {
         self.config.socket_type
     }
+    /// Whether the handshake completed and the connection is not closed or broken.
     pub fn is_connected(&self) -> bool {
         self.state == State::Connected
     }
+    /// Whether the handshake is still under way.
     pub fn is_connecting(&self) -> bool {
         self.state == State::Connecting
     }
@@ -251,6 +266,7 @@ impl Connection {
     pub fn is_done(&self) -> bool {
         self.state == State::Done && self.ctrl.is_empty()
     }
+    /// Whether the peer sent Shutdown.
     pub fn peer_closed(&self) -> bool {
         self.peer_closed
     }
@@ -258,6 +274,7 @@ impl Connection {
     pub fn handshake(&self) -> &Handshake {
         &self.handshake.hs
     }
+    /// The controller's name (`udt411`, `paper`, `fixed:<Mbit/s>`, …).
     pub fn congestion_control(&self) -> &str {
         self.cc.get().name()
     }
@@ -276,6 +293,7 @@ impl Connection {
         s
     }
 
+    /// The next event for the driver ([`Event`]), oldest first.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -340,6 +358,7 @@ impl Connection {
         self.rcv.as_mut().and_then(|r| r.read_message(buf))
     }
 
+    /// Whether acknowledged data waits to be read.
     pub fn has_readable(&self) -> bool {
         self.rcv.as_ref().is_some_and(|r| r.has_readable())
     }

@@ -48,7 +48,7 @@ pub(super) struct Receiver {
 
 impl Receiver {
     /// 4.11's initial state (§8): the first packet expected is `peer_isn`.
-    pub fn new(config: &ConnectionConfig, peer_isn: SeqNo, payload: usize, now: Instant) -> Receiver {
+    pub(super) fn new(config: &ConnectionConfig, peer_isn: SeqNo, payload: usize, now: Instant) -> Receiver {
         Receiver {
             buf: RecvBuffer::new(config.rcv_capacity() as usize, payload, peer_isn),
             curr_seq: peer_isn.prev(),
@@ -68,7 +68,7 @@ impl Receiver {
         }
     }
 
-    pub fn fill_stats(&self, s: &mut Stats) {
+    pub(super) fn fill_stats(&self, s: &mut Stats) {
         s.rcv_loss_len = self.loss.len();
         s.rcv_avail = self.buf.available() as u32;
     }
@@ -76,16 +76,16 @@ impl Receiver {
     // ---------------------------------------------------------------- application side
 
     /// STREAM receive: copies acknowledged bytes, returns the count (0 = nothing now).
-    pub fn read(&mut self, out: &mut [u8]) -> usize {
+    pub(super) fn read(&mut self, out: &mut [u8]) -> usize {
         self.buf.read(out)
     }
 
     /// DGRAM receive of one whole message.
-    pub fn read_message(&mut self, out: &mut [u8]) -> Option<usize> {
+    pub(super) fn read_message(&mut self, out: &mut [u8]) -> Option<usize> {
         self.buf.read_message(out)
     }
 
-    pub fn has_readable(&self) -> bool {
+    pub(super) fn has_readable(&self) -> bool {
         self.buf.has_readable()
     }
 
@@ -95,7 +95,7 @@ impl Receiver {
     /// `full_payload`: the payload of a full-sized packet (negotiated MSS − 44); a shorter one
     /// makes the next ACK due at once, a longer one is dropped whole, as if lost on the way
     /// (§8.2 step 0): neither stored nor acknowledged nor measured, only counted.
-    pub fn on_data(
+    pub(super) fn on_data(
         &mut self,
         now: Instant,
         h: &DataHeader,
@@ -149,7 +149,7 @@ impl Receiver {
     }
 
     /// An ACK2 (§8.5): the RTT sample it yields, if it matches a recorded ACK and is positive.
-    pub fn on_ack2(&mut self, now: Instant, ack_no: AckNo) -> Option<Duration> {
+    pub(super) fn on_ack2(&mut self, now: Instant, ack_no: AckNo) -> Option<Duration> {
         let (ack, rtt) = self.ack_window.acknowledge(ack_no, now)?;
         // 4.11 stops here when the RTT sample is not positive (§8.5).
         if rtt.is_zero() {
@@ -161,7 +161,7 @@ impl Receiver {
 
     /// A message drop request (§5.8). `false` when it is malformed: `last` before `first`, or
     /// beyond the buffer.
-    pub fn on_msg_drop(&mut self, msg: MsgNo, first: SeqNo, last: SeqNo) -> bool {
+    pub(super) fn on_msg_drop(&mut self, msg: MsgNo, first: SeqNo, last: SeqNo) -> bool {
         let within = self.curr_seq.offset_to(last) <= self.buf.capacity() as i32;
         if last.is_before(first) || !within {
             return false;
@@ -177,7 +177,7 @@ impl Receiver {
     /// The peer's Shutdown: everything received in order becomes readable (a light ACK can
     /// have let the sender finish before a full ACK moved the delivery point). `false` when
     /// packets the peer sent are still missing, so the stream can never be complete.
-    pub fn on_peer_shutdown(&mut self) -> bool {
+    pub(super) fn on_peer_shutdown(&mut self) -> bool {
         self.advance_delivery();
         self.loss.is_empty()
     }
@@ -196,13 +196,13 @@ impl Receiver {
 
     /// When the ACK timer will next be looked at: at its deadline if a packet arrives then,
     /// otherwise at the idle check (see `timers`).
-    pub fn ack_check_time(&self) -> Instant {
+    pub(super) fn ack_check_time(&self) -> Instant {
         self.next_ack_time.max(self.last_check + IDLE_CHECK)
     }
 
     /// §9.2–§9.3: the ACK timer, looked at now (right after a packet from the peer, or at the
     /// idle check). Returns the ACK to send, if any; `ack_period` is the controller's.
-    pub fn check_ack_timer(
+    pub(super) fn check_ack_timer(
         &mut self,
         now: Instant,
         after_packet: bool,
@@ -275,13 +275,13 @@ impl Receiver {
     }
 
     /// The draft's NAK timer is due (§8.4), if anything is lost.
-    pub fn nak_check_time(&self) -> Option<Instant> {
+    pub(super) fn nak_check_time(&self) -> Option<Instant> {
         (!self.loss.is_empty()).then_some(self.next_nak_time)
     }
 
     /// Draft mode only (§8.4): the whole loss list as NAK words (at most `max_words`), when
     /// the NAK interval has passed.
-    pub fn check_nak_timer(&mut self, now: Instant, rtt: &RttEstimator, max_words: usize) -> Option<Vec<u32>> {
+    pub(super) fn check_nak_timer(&mut self, now: Instant, rtt: &RttEstimator, max_words: usize) -> Option<Vec<u32>> {
         if self.loss.is_empty() || now < self.next_nak_time {
             return None;
         }

@@ -52,7 +52,7 @@ impl Sender {
     /// flag size bounds the flow window. A peer's absurd window (2^31, 0xFFFFFFFF) is cut to
     /// the largest one sequence numbers can order (`SEQ_TH`): beyond it a window and twice it
     /// (the loss list's span) would not fit the 31-bit space.
-    pub fn new(config: &ConnectionConfig, isn: SeqNo, peer_ffs: u32, payload: usize, now: Instant) -> Sender {
+    pub(super) fn new(config: &ConnectionConfig, isn: SeqNo, peer_ffs: u32, payload: usize, now: Instant) -> Sender {
         let window = peer_ffs.clamp(2, SEQ_TH);
         Sender {
             buf: SendBuffer::new(config.snd_buf_pkts as usize, payload),
@@ -70,7 +70,7 @@ impl Sender {
     }
 
     /// The sender's part of what the controller is told.
-    pub fn fill_cc_input(&self, input: &mut CcInput) {
+    pub(super) fn fill_cc_input(&self, input: &mut CcInput) {
         input.snd_curr_seq = self.curr_seq;
         input.delivery_rate = self.delivery_rate;
         input.bandwidth = self.bandwidth;
@@ -78,11 +78,11 @@ impl Sender {
     }
 
     /// Takes `P`, the freeze and `W_cc` from the controller (§12.6).
-    pub fn pace(&mut self, cc: &Controller, min_period_us: f64) {
+    pub(super) fn pace(&mut self, cc: &Controller, min_period_us: f64) {
         self.cwnd = cc.pace(&mut self.pacer, min_period_us);
     }
 
-    pub fn fill_stats(&self, s: &mut Stats) {
+    pub(super) fn fill_stats(&self, s: &mut Stats) {
         s.flow_window = self.flow_window;
         s.cwnd = self.cwnd;
         s.period_us = self.pacer.period();
@@ -95,26 +95,26 @@ impl Sender {
     // ---------------------------------------------------------------- application side
 
     /// Bytes a STREAM `send` can take now.
-    pub fn free_bytes(&self) -> usize {
+    pub(super) fn free_bytes(&self) -> usize {
         self.buf.free_bytes()
     }
 
     /// Whether a message of `len` bytes fits now.
-    pub fn fits(&self, len: usize) -> bool {
+    pub(super) fn fits(&self, len: usize) -> bool {
         self.buf.packets_for(len) <= self.buf.free_packets()
     }
 
     /// Unacknowledged or unsent packets.
-    pub fn buffered(&self) -> usize {
+    pub(super) fn buffered(&self) -> usize {
         self.buf.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 
     /// Buffers one message (the caller checked that it fits).
-    pub fn push(&mut self, now: Instant, data: &[u8], in_order: bool, expiry: Option<Instant>) {
+    pub(super) fn push(&mut self, now: Instant, data: &[u8], in_order: bool, expiry: Option<Instant>) {
         self.buf.push_message(data, in_order, expiry);
         self.pacer.resume(now);
     }
@@ -122,7 +122,7 @@ impl Sender {
     // ---------------------------------------------------------------- input
 
     /// A light ACK (§8.6 step 1): only moves the ACK point and shrinks the flow window.
-    pub fn on_light_ack(&mut self, a: SeqNo) {
+    pub(super) fn on_light_ack(&mut self, a: SeqNo) {
         if !a.is_before(self.last_ack) && !a.is_after(self.curr_seq.next()) {
             let adv = self.last_ack.offset_to(a).max(0) as u32;
             self.flow_window = self.flow_window.saturating_sub(adv);
@@ -132,7 +132,7 @@ impl Sender {
 
     /// A full or medium ACK (§8.6 steps 3–9). `Ok(true)` when it released buffered packets:
     /// then the connection folds the ACK's RTT in and tells the controller.
-    pub fn on_ack(&mut self, ack: &Ack) -> Result<bool, Malformed> {
+    pub(super) fn on_ack(&mut self, ack: &Ack) -> Result<bool, Malformed> {
         let a = ack.ack();
         if a.is_after(self.curr_seq.next()) {
             // 4.11 breaks the connection here; a forged or corrupt ACK must not kill ours.
@@ -168,7 +168,7 @@ impl Sender {
     /// A NAK (§8.7): queues the reported numbers for retransmission. Returns how many were
     /// newly lost. Refused when empty or when it reports anything not yet sent (§5.4). The
     /// connection then reloads the controller and calls [`Sender::hurry`].
-    pub fn on_nak(&mut self, ranges: &[(SeqNo, SeqNo)]) -> Result<u32, Malformed> {
+    pub(super) fn on_nak(&mut self, ranges: &[(SeqNo, SeqNo)]) -> Result<u32, Malformed> {
         if ranges.is_empty() || ranges.iter().any(|&(_, last)| last.is_after(self.curr_seq)) {
             return Err(Malformed);
         }
@@ -185,14 +185,14 @@ impl Sender {
 
     /// After a NAK (§8.7 step 3): the retransmissions go out in the next slot of the schedule
     /// at the period the controller just set (see [`Pacer::hurry`]).
-    pub fn hurry(&mut self, now: Instant) {
+    pub(super) fn hurry(&mut self, now: Instant) {
         self.pacer.hurry(now);
     }
 
     /// The EXP timer fired (§9.4). With data outstanding, everything unacknowledged is lost
     /// (unless the loss list already has work) and the schedule restarts: returns the count
     /// newly lost. `None` when nothing is buffered (the connection sends a keep-alive).
-    pub fn on_exp(&mut self, now: Instant) -> Option<u32> {
+    pub(super) fn on_exp(&mut self, now: Instant) -> Option<u32> {
         if self.buf.is_empty() {
             return None;
         }
@@ -205,7 +205,7 @@ impl Sender {
     }
 
     /// A congestion warning (§5.5): a transient slow-down until the controller's next reload.
-    pub fn on_congestion_warning(&mut self) {
+    pub(super) fn on_congestion_warning(&mut self) {
         self.pacer.set_period((self.pacer.period() * 1.125).ceil());
     }
 
@@ -216,7 +216,7 @@ impl Sender {
     }
 
     /// When the next data packet may leave, if one is ready to go (§7).
-    pub fn next_data_time(&self) -> Option<Instant> {
+    pub(super) fn next_data_time(&self) -> Option<Instant> {
         let unsent = self.last_data_ack.offset_to(self.curr_seq.next()) < self.buf.len() as i32;
         let window_open = self.window() >= self.last_ack.len_to(self.curr_seq.next());
         if self.loss.is_empty() && !(unsent && window_open) {
@@ -229,7 +229,7 @@ impl Sender {
     /// written into `buf` with time stamp `ts` for socket `dst`. The caller checked that
     /// [`next_data_time`](Self::next_data_time) has come. A retransmission pass skips stale
     /// loss entries instead of sending nothing.
-    pub fn poll_data(&mut self, now: Instant, ts: u32, dst: u32, buf: &mut [u8]) -> Option<Output> {
+    pub(super) fn poll_data(&mut self, now: Instant, ts: u32, dst: u32, buf: &mut [u8]) -> Option<Output> {
         // 1. Retransmissions first (§7 step 1).
         while let Some(seq) = self.loss.pop_first() {
             let off = self.last_data_ack.offset_to(seq);

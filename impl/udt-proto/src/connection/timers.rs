@@ -22,7 +22,7 @@ pub const IDLE_CHECK: Duration = Duration::from_millis(100);
 /// the listener's ACK timer with nothing to acknowledge (§9.2: the timer restarts whether or
 /// not an ACK leaves), so that the first burst of slow start waited for the idle check
 /// (100 ms) to be acknowledged. 4.11 clients send no such keep-alive.
-pub const HELLO_DELAY: Duration = SYN;
+pub(super) const HELLO_DELAY: Duration = SYN;
 /// The minimum EXP period per EXPCount (§9.4).
 const MIN_EXP: Duration = Duration::from_millis(300);
 /// Silence after which, with more than 16 EXP periods passed, the peer is dead (§9.4).
@@ -37,17 +37,17 @@ pub(super) struct ExpTimer {
 }
 
 impl ExpTimer {
-    pub fn new(now: Instant) -> ExpTimer {
+    pub(super) fn new(now: Instant) -> ExpTimer {
         ExpTimer { count: 1, last_response: now }
     }
 
     /// A packet from the peer: the period starts over at its shortest.
-    pub fn reset(&mut self, now: Instant) {
+    pub(super) fn reset(&mut self, now: Instant) {
         *self = ExpTimer::new(now);
     }
 
     /// The silence so far does not count (a handshake from the peer; new data after idle).
-    pub fn touch(&mut self, now: Instant) {
+    pub(super) fn touch(&mut self, now: Instant) {
         self.last_response = now;
     }
 
@@ -57,7 +57,7 @@ impl ExpTimer {
         Duration::from_micros(base.max(self.count * micros(MIN_EXP)))
     }
 
-    pub fn deadline(&self, rtt: &RttEstimator) -> Instant {
+    pub(super) fn deadline(&self, rtt: &RttEstimator) -> Instant {
         self.last_response + self.interval(rtt)
     }
 
