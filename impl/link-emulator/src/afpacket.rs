@@ -71,11 +71,14 @@ impl PacketSocket {
     pub fn open(iface: &str) -> Result<Self, AfPacketError> {
         let io_err = |what, source| AfPacketError::Io { iface: iface.to_string(), what, source };
         let cname = CString::new(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
+        // SAFETY: `cname` is a NUL-terminated string that outlives the call, which only reads it.
         let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) } as i32;
         if ifindex == 0 || iface.len() >= libc::IFNAMSIZ {
             return Err(AfPacketError::NoSuchInterface { iface: iface.into() });
         }
         // Protocol 0 until bound, so no frame of another interface slips in before bind().
+        // SAFETY: socket(2) takes no pointers; its result is checked before it is used as a
+        // descriptor.
         let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
         if fd < 0 {
             let e = last_err();
@@ -86,6 +89,8 @@ impl PacketSocket {
                 _ => io_err("socket(AF_PACKET)", e),
             });
         }
+        // SAFETY: `fd` is a descriptor socket(2) just returned (checked above) and nothing else
+        // owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
 
@@ -98,9 +103,12 @@ impl PacketSocket {
             let _ = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, 8 << 20);
         }
 
+        // SAFETY: `packet_mreq` is plain integers; all zeroes is a valid value.
         let mut mreq: libc::packet_mreq = unsafe { zeroed() };
         mreq.mr_ifindex = ifindex;
         mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+        // SAFETY: `mreq` is a live `packet_mreq` and the length passed is its size; the kernel only
+        // reads it.
         let rc = unsafe {
             libc::setsockopt(
                 raw,
@@ -114,10 +122,13 @@ impl PacketSocket {
             return Err(io_err("setting promiscuous mode (PACKET_ADD_MEMBERSHIP)", last_err()));
         }
 
+        // SAFETY: `sockaddr_ll` is plain integers and bytes; all zeroes is a valid value.
         let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
         sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
         sll.sll_ifindex = ifindex;
+        // SAFETY: `sll` is a live `sockaddr_ll` and the length passed is its size; bind(2) only
+        // reads it.
         let rc = unsafe {
             libc::bind(raw, &sll as *const _ as *const libc::sockaddr, size_of::<libc::sockaddr_ll>() as u32)
         };
@@ -144,6 +155,8 @@ impl PacketSocket {
         let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         let ts =
             libc::timespec { tv_sec: (timeout_ns / 1_000_000_000) as _, tv_nsec: (timeout_ns % 1_000_000_000) as _ };
+        // SAFETY: `pfd` is one valid pollfd (the count passed is 1) and `ts` a valid timespec, both
+        // outliving the call; a null signal mask leaves the mask alone.
         unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
     }
 }
@@ -155,6 +168,7 @@ impl AsRawFd for PacketSocket {
 }
 
 fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, val: libc::c_int) -> io::Result<()> {
+    // SAFETY: `val` is a live `c_int` and the length passed is its size; the kernel only reads it.
     let rc = unsafe {
         libc::setsockopt(fd, level, name, &val as *const _ as *const libc::c_void, size_of::<libc::c_int>() as u32)
     };
@@ -166,17 +180,25 @@ fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, val: libc::c
 }
 
 fn iface_mtu_and_flags(fd: RawFd, iface: &str) -> io::Result<(u32, i16)> {
+    // SAFETY: `ifreq` is plain integers, bytes and a union of them; all zeroes is a valid value.
     let mut ifr: libc::ifreq = unsafe { zeroed() };
     for (d, s) in ifr.ifr_name.iter_mut().zip(iface.bytes()) {
         *d = s as libc::c_char;
     }
+    // SAFETY: SIOCGIFMTU reads the NUL-terminated name (the name is shorter than IFNAMSIZ, checked
+    // in `open`, so the zeroed last byte stays) and writes the MTU into `ifr`, which we own.
     if unsafe { libc::ioctl(fd, libc::SIOCGIFMTU as _, &mut ifr) } < 0 {
         return Err(last_err());
     }
+    // SAFETY: SIOCGIFMTU succeeded, so the union's `ifru_mtu` member is the one written; every
+    // bit pattern is a valid `c_int` anyway.
     let mtu = unsafe { ifr.ifr_ifru.ifru_mtu } as u32;
+    // SAFETY: As for SIOCGIFMTU: the same `ifr`, written with the flags.
     if unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut ifr) } < 0 {
         return Err(last_err());
     }
+    // SAFETY: SIOCGIFFLAGS succeeded, so `ifru_flags` is the member written; any bits are a valid
+    // `c_short`.
     Ok((mtu, unsafe { ifr.ifr_ifru.ifru_flags }))
 }
 
@@ -206,7 +228,10 @@ impl RecvBatch {
         Self {
             bufs: vec![0; batch * SLOT_BYTES],
             iovs: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; batch],
+            // SAFETY: `sockaddr_ll` is plain integers and bytes; all zeroes is a valid value.
             addrs: vec![unsafe { zeroed() }; batch],
+            // SAFETY: `mmsghdr` is integers and raw pointers; all zeroes (null pointers, zero
+            // lengths) is a valid value, and `recv` sets every pointer before the kernel sees it.
             hdrs: vec![unsafe { zeroed() }; batch],
             n: 0,
         }
@@ -232,6 +257,9 @@ impl RecvBatch {
             h.msg_flags = 0;
             self.hdrs[i].msg_len = 0;
         }
+        // SAFETY: The loop above pointed each of the `hdrs.len()` headers at its own iovec (a
+        // `SLOT_BYTES` slot of `bufs`) and its own `sockaddr_ll`, all owned by `self` and not
+        // moved or touched until the call returns; the kernel writes at most those lengths.
         let rc = unsafe {
             libc::recvmmsg(
                 sock.as_raw_fd(),
@@ -294,11 +322,15 @@ impl SendBatch {
                 self.iovs.push(libc::iovec { iov_base: f.as_ptr() as *mut _, iov_len: f.len() });
             }
             for iov in self.iovs.iter_mut() {
+                // SAFETY: `mmsghdr` is integers and raw pointers; all zeroes is a valid value, and
+                // the iovec is set next.
                 let mut h: libc::mmsghdr = unsafe { zeroed() };
                 h.msg_hdr.msg_iov = iov;
                 h.msg_hdr.msg_iovlen = 1;
                 self.hdrs.push(h);
             }
+            // SAFETY: Each header points at its own iovec in `self.iovs`, each iovec at a frame of
+            // `frames`; both outlive the call, and sendmmsg(2) only reads the frames.
             let rc = unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, 0) };
             if rc > 0 {
                 sent += rc as usize;

@@ -92,8 +92,13 @@ fn parse_args() -> Result<Args, String> {
 
 fn install_signal_handlers() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: `sigaction` is integers, a mask and a handler field; all zeroes (SIG_DFL, empty
+        // flags) is a valid value.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
         sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: `sa` is a live `sigaction` and its mask is initialised by sigemptyset before
+        // sigaction(2) reads it; `on_signal` is an `extern "C"` function that only stores to an
+        // atomic, which is async-signal-safe.
         unsafe {
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
@@ -147,6 +152,8 @@ fn main() -> ExitCode {
             move || {
                 if realtime {
                     let p = libc::sched_param { sched_priority: 10 };
+                    // SAFETY: `pthread_self()` is this live thread and `p` a valid `sched_param`
+                    // for the call.
                     if unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &p) } != 0 {
                         eprintln!("udt-linkem: --realtime: SCHED_FIFO refused; continuing at normal priority");
                     }

@@ -138,6 +138,7 @@ impl UdpSocket {
         let raw = cvt(unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, libc::IPPROTO_UDP) })?;
         // SAFETY: `raw` is a fresh fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: `sockaddr_storage` is plain integers and bytes; all zeroes is a valid value.
         let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
         let len = write_sockaddr(&addr, &mut storage);
         // SAFETY: storage holds a valid address of `len` bytes.
@@ -165,6 +166,7 @@ impl UdpSocket {
     }
 
     fn query_local_addr(&self) -> io::Result<SocketAddr> {
+        // SAFETY: `sockaddr_storage` is plain integers and bytes; all zeroes is a valid value.
         let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
         let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
         // SAFETY: storage and len describe a writable buffer.
@@ -302,6 +304,8 @@ impl Waker {
     pub fn new() -> io::Result<Waker> {
         // SAFETY: plain eventfd(2) call; the fd is owned below.
         let raw = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        // SAFETY: `raw` is a descriptor eventfd(2) just returned (checked by `cvt`) and nothing
+        // else owns.
         Ok(Waker { fd: unsafe { OwnedFd::from_raw_fd(raw) } })
     }
 
@@ -356,6 +360,7 @@ impl TxBatch {
             // SAFETY: all-zero is a valid (empty) value for these C structs.
             hdrs: vec![unsafe { mem::zeroed() }; max_pkts],
             iovs: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; max_pkts],
+            // SAFETY: `sockaddr_storage` is plain integers and bytes; all zeroes is a valid value.
             names: vec![unsafe { mem::zeroed() }; max_pkts],
             cmsgs: vec![[0; CMSG_LEN / 8]; max_pkts],
         }
@@ -436,6 +441,7 @@ impl TxBatch {
             hdr.msg_iovlen = 1;
             hdr.msg_flags = 0;
             if count > 1 {
+                // SAFETY: CMSG_SPACE only computes a size from its argument.
                 let space = unsafe { libc::CMSG_SPACE(mem::size_of::<u16>() as u32) } as usize;
                 hdr.msg_control = self.cmsgs[g].as_mut_ptr() as *mut libc::c_void;
                 hdr.msg_controllen = space as _;

@@ -15,6 +15,7 @@ pub const H2_ADDR: &str = "10.77.0.2";
 pub const UDP_OVERHEAD: usize = 14 + 20 + 8;
 
 pub fn is_root() -> bool {
+    // SAFETY: geteuid(2) takes no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
@@ -140,6 +141,8 @@ impl Emulator {
 
     fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
+        // SAFETY: kill(2) takes no pointers; the pid is our own child's, which has not been reaped
+        // yet (`try_wait` below reaps it), so it cannot name another process.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(3);
         while Instant::now() < deadline {
@@ -227,6 +230,8 @@ pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'sta
     let path = format!("/run/netns/{ns}");
     std::thread::spawn(move || {
         let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        // SAFETY: `file` is an open namespace file that outlives the call; setns(2) moves only this
+        // thread, which runs `f` and ends.
         assert_eq!(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) }, 0, "setns {path}");
         f()
     })
@@ -245,10 +250,12 @@ pub struct Blast {
 }
 
 fn udp_socket() -> i32 {
+    // SAFETY: socket(2) takes no pointers; the result is checked below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
     assert!(fd >= 0);
     let big: libc::c_int = 32 << 20;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        // SAFETY: `big` is a live `c_int` and the length passed (4) is its size.
         unsafe { libc::setsockopt(fd, libc::SOL_SOCKET, opt, &big as *const _ as *const _, 4) };
     }
     fd
@@ -256,6 +263,7 @@ fn udp_socket() -> i32 {
 
 fn sockaddr(ip: &str, port: u16) -> libc::sockaddr_in {
     let ip: std::net::Ipv4Addr = ip.parse().unwrap();
+    // SAFETY: `sockaddr_in` is plain integers and bytes; all zeroes is a valid value.
     let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
     sa.sin_family = libc::AF_INET as u16;
     sa.sin_port = port.to_be();
@@ -271,8 +279,12 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
     let receiver = in_netns(&topo.h2, move || {
         let fd = udp_socket();
         let sa = sockaddr("0.0.0.0", port);
+        // SAFETY: `sa` is a live `sockaddr_in` and the length passed is its size; bind(2) only
+        // reads it.
         assert_eq!(unsafe { libc::bind(fd, &sa as *const _ as *const _, std::mem::size_of_val(&sa) as u32,) }, 0);
         let tv = libc::timeval { tv_sec: 0, tv_usec: 500_000 };
+        // SAFETY: `tv` is a live `timeval` and the length passed is its size; the kernel only reads
+        // it.
         unsafe {
             libc::setsockopt(
                 fd,
@@ -287,6 +299,8 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
         let (mut n, mut reordered, mut max_seq) = (0u64, 0u64, None::<u64>);
         let (mut first, mut last) = (None::<Instant>, Instant::now());
         loop {
+            // SAFETY: `buf` is writable for `buf.len()` bytes, the length passed, for the whole
+            // call.
             let r = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut _, buf.len(), 0) };
             if r < 0 {
                 // 500 ms of silence after traffic began: the blast is over.
@@ -306,6 +320,7 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
             }
             max_seq = Some(max_seq.map_or(seq, |m| m.max(seq)));
         }
+        // SAFETY: `fd` is the socket this closure opened; it is closed once and not used after.
         unsafe { libc::close(fd) };
         let span = first.map_or(0.0, |f| (last - f).as_secs_f64());
         (n, reordered, span)
@@ -314,6 +329,8 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
     let sender = in_netns(&topo.h1, move || {
         let fd = udp_socket();
         let sa = sockaddr(H2_ADDR, port);
+        // SAFETY: `sa` is a live `sockaddr_in` and the length passed is its size; connect(2) only
+        // reads it.
         assert_eq!(unsafe { libc::connect(fd, &sa as *const _ as *const _, std::mem::size_of_val(&sa) as u32,) }, 0);
         let frame_bits = ((payload + UDP_OVERHEAD) * 8) as f64;
         const BATCH: usize = 16;
@@ -335,18 +352,24 @@ pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload:
             let mut hdrs: Vec<libc::mmsghdr> = iovs
                 .iter_mut()
                 .map(|iov| {
+                    // SAFETY: `mmsghdr` is integers and raw pointers; all zeroes is a valid value,
+                    // and the iovec is set next.
                     let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
                     h.msg_hdr.msg_iov = iov;
                     h.msg_hdr.msg_iovlen = 1;
                     h
                 })
                 .collect();
+            // SAFETY: The `k` headers each point at their own iovec in `iovs`, each iovec at
+            // `payload` bytes of a buffer in `bufs`; all outlive the call, and sendmmsg(2) only
+            // reads them.
             let r = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), k as u32, 0) };
             if r > 0 {
                 sent += r as u64;
             }
         }
         let offered = sent as f64 * frame_bits / start.elapsed().as_secs_f64();
+        // SAFETY: `fd` is the socket this closure opened; it is closed once and not used after.
         unsafe { libc::close(fd) };
         (sent, offered)
     });
