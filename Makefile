@@ -87,6 +87,9 @@ $(LIBUDT_PEER): stacks/libudt/udt_peer.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
 
+# What mypy --strict checks. Not yet: conformance/tests and testbed/tests (untyped test functions).
+MYPY_PATHS := harness/udtharness conformance/udtconf testbed/udtbed harness/tests impl/bench impl/interop dashboards ci
+
 # Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, mypy.ini),
 # and the Python side's import contract (ci/import_graph.py). No root and no network: the tools
 # are those `make setup` installed (`make test` runs setup first).
@@ -94,10 +97,10 @@ check:
 	@test -x $(PYTHON) || { echo "make check: no $(PYTHON); run 'make setup' once (it installs the tools)" >&2; exit 2; }
 	@echo "==> check: cargo fmt --check, cargo clippy -D warnings (impl/)"
 	cd impl && $(CARGO) fmt --all --check && $(CARGO) clippy --release --all-targets --quiet -- -D warnings
-	@echo "==> check: ruff format --check, ruff check, mypy --strict (udtharness, udtconf, udtbed), import contract"
+	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's tests, interop, benches, dashboards, ci), import contract"
 	$(PYTHON) -m ruff format --check --quiet .
 	$(PYTHON) -m ruff check --quiet .
-	$(PYTHON) -m mypy harness/udtharness conformance/udtconf testbed/udtbed
+	$(PYTHON) -m mypy $(MYPY_PATHS)
 	$(PYTHON) ci/import_graph.py
 
 # The VM stage (test-vm, ~9 min under TCG emulation) runs alone: beside clippy and the cargo tests

@@ -268,9 +268,9 @@ def dashboard() -> dash.Dashboard:
 def as_json() -> dict[str, Any]:
     """The dashboard as Grafana's JSON model (what udtbed.json holds)."""
     d = dashboard().build()
-    for i, panel in enumerate(d.panels or []):
-        panel.id = i + 1  # stable ids: links to a panel (viewPanel=N) survive a regeneration
     model: dict[str, Any] = json.loads(json.dumps(d, cls=JSONEncoder))
+    for i, panel in enumerate(model.get("panels") or []):
+        panel["id"] = i + 1  # stable ids: links to a panel (viewPanel=N) survive a regeneration
     return model
 
 

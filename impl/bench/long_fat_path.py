@@ -110,7 +110,7 @@ def main() -> int:
     ap.add_argument("--stacks", default=f"{OURS},{reference}", help=f"comma-separated (default {OURS},{reference})")
     args = ap.parse_args()
     names = args.stacks.split(",")
-    unknown = [n for n in names if n not in stacks or not stacks[n].bulk or stacks[n].bulk.contract != "udt-cli"]
+    unknown = [n for n in names if n not in stacks or (b := stacks[n].bulk) is None or b.contract != "udt-cli"]
     if unknown:
         print(f"long_fat_path: not a stack of the registry with a udt-cli bulk contract: {unknown}", file=sys.stderr)
         return 2

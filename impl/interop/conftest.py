@@ -96,7 +96,8 @@ def veth() -> Iterator[Net]:
 @pytest.fixture
 def net(request: pytest.FixtureRequest) -> Net:
     """Indirect parametrisation: @pytest.mark.parametrize('net', ['lo', 'veth'], indirect=True)."""
-    return request.getfixturevalue({"lo": "loopback", "veth": "veth"}[request.param])
+    net: Net = request.getfixturevalue({"lo": "loopback", "veth": "veth"}[request.param])
+    return net
 
 
 # ----------------------------------------------------------------- SABUL's family's inputs
