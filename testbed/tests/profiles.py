@@ -11,7 +11,8 @@ from udtbed.bands import against_reference
 from udtbed.experiment import Experiment, Part, load_all
 from udtbed.influx import InfluxWriter
 from udtbed.results import StackResult
-from udtbed.runner import Run, run_experiment
+from udtbed.run import Run
+from udtbed.runner import run_experiment
 from udtbed.stacks import all_stacks
 from udtharness.stacks import reference_stacks
 

@@ -196,7 +196,7 @@ def test_the_summary_shows_a_reference_relative_band_for_the_stack_beside_the_re
 
 
 def test_a_short_run_leaves_out_the_papers_start_up_and_a_long_one_is_read_over_its_second_half():
-    from udtbed.runner import Run
+    from udtbed.run import Run
 
     assert Run.warmup_of(20) == 8.0 and Run.warmup_of(10) == 4.0  # min(8 s, 40 %)
     assert Run.warmup_of(40) == 8.0

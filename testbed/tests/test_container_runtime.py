@@ -18,7 +18,8 @@ from test_cleanup import netns_inodes, processes_in
 from udtbed import network, runtime
 from udtbed.experiment import load_all
 from udtbed.influx import InfluxWriter
-from udtbed.runner import Run, run_experiment
+from udtbed.run import Run
+from udtbed.runner import run_experiment
 from udtbed.runtime import DockerError, DockerRuntime, StacksImage
 from udtbed.stacks import all_stacks
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import udtbed_run_argv
 from test_stacks import FakeNet, FakeRuntime, FakeStack
-from udtbed import cores, network, report, runner
+from udtbed import cores, network, report
 from udtbed.experiment import EXPERIMENTS_DIR, Flow, load_all
+from udtbed.flows import start_bulk
 from udtbed.topology import load
 
 EXPS = load_all(EXPERIMENTS_DIR)
@@ -139,7 +140,7 @@ def test_the_runner_starts_each_flow_end_on_its_seats_cpus(tmp_path):
     seats = [cores.Seat(("flow", f, r), f"{f} {r}") for f in ("f1", "f2") for r in ("sender", "receiver")]
     pins = cores.assign(cores.CorePlan("p", (*seats, cores.Seat(("runner",), "runner"))), list(range(8)))
     rt = FakeRuntime()
-    runner._start_bulk(rt, FakeNet(), {"f1": udt, "f2": udt}, flows, tmp_path, 10, 7000, "t", pins=pins)  # type: ignore[arg-type]
+    start_bulk(rt, FakeNet(), {"f1": udt, "f2": udt}, flows, tmp_path, 10, 7000, "t", pins=pins)  # type: ignore[arg-type]
     # receivers (the listeners) first, then the senders
     assert [argv[1] for _, argv in rt.spawned] == ["recv", "recv", "send", "send"]
     assert rt.cpus == [{1}, {3}, {0}, {2}]

@@ -13,7 +13,8 @@ import pytest
 from profiles import udt_stacks
 from udtbed import influx
 from udtbed.experiment import TOPOLOGIES_DIR, Experiment, Flow, Part, ShortTcp
-from udtbed.runner import Run, run_experiment
+from udtbed.run import Run
+from udtbed.runner import run_experiment
 from udtbed.stacks import all_stacks
 
 REPO = influx.Path(__file__).resolve().parents[2]

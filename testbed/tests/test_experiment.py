@@ -11,7 +11,7 @@ from udtbed.bands import judge_all
 from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError, FlowOptions, load, load_all
 from udtbed.report import render
 from udtbed.results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
-from udtbed.runner import short_tcp_ratio
+from udtbed.short_tcp import short_tcp_ratio
 
 GOOD = """
 name = "tiny"

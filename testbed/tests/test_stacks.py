@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from udtbed import runner
 from udtbed.experiment import Flow, FlowOptions, Part, ShortTcp
+from udtbed.flows import start_bulk, transfer_for, udt_window
+from udtbed.short_tcp import short_tcp_bulk
 from udtbed.stacks import FrtpCli, Iperf3Tcp, SabulCli, Stack, Transfer, UdtCli, all_stacks, parse_stats_line
 from udtbed.topology import load as load_topology
 
@@ -109,7 +111,7 @@ def test_the_runner_starts_each_listener_first_and_connects_the_other_end_to_its
     sabul, udt = FakeStack("sabul", "sabul", listener="sender"), FakeStack("udt", "udt")
     flows = [Flow("s", "a", "b"), Flow("u", "a", "b")]
     rt = FakeRuntime()
-    started = runner._start_bulk(rt, FakeNet(), {"s": sabul, "u": udt}, flows, tmp_path, 10, 7000, "t")  # type: ignore[arg-type]
+    started = start_bulk(rt, FakeNet(), {"s": sabul, "u": udt}, flows, tmp_path, 10, 7000, "t")  # type: ignore[arg-type]
     assert rt.spawned == [
         ("a", ["sabul", "send", "10.0.0.1:7000"]),  # SABUL's sender listens on its host, a
         ("b", ["udt", "recv", "10.0.0.2:7001"]),  # UDT's receiver on b
@@ -177,7 +179,7 @@ def test_the_runner_meets_a_stack_with_a_control_path_on_that_net_and_gives_its_
     rt = FakeRuntime()
     flows = [Flow("f", "a", "b")]
     transfers = {"f": Transfer(data_addr="10.0.0.2")}
-    runner._start_bulk(rt, FakeNet(), {"f": frtp}, flows, tmp_path, 10, 7000, "t", 1.0, transfers)  # type: ignore[arg-type]
+    start_bulk(rt, FakeNet(), {"f": frtp}, flows, tmp_path, 10, 7000, "t", 1.0, transfers)  # type: ignore[arg-type]
     assert rt.spawned == [
         ("a", ["frtp", "send", "10.9.0.1:7000"]),  # the sender listens on a's control address
         ("b", ["frtp", "recv", "10.9.0.1:7000", "10.0.0.2"]),  # data on b's own data address
@@ -231,11 +233,11 @@ def test_a_part_runs_only_the_stacks_that_take_its_flows_settings():
 def test_a_flow_s_settings_scale_as_the_links_do_and_disk_flows_get_files(tmp_path):
     frtp, udt = FrtpCli("frtp", Path("/bin/frtp")), UdtCli("u", Path("/bin/udt"))
     opts = FlowOptions(rate=500, udp_buffer=65536, frtp_buffer=9_000_000)
-    t = runner.transfer_for(Flow("f", "a", "b", options=opts), frtp, FakeNet(), 0.1, 8, tmp_path / "f")  # type: ignore[arg-type]
+    t = transfer_for(Flow("f", "a", "b", options=opts), frtp, FakeNet(), 0.1, 8, tmp_path / "f")  # type: ignore[arg-type]
     assert (t.rate_mbps, t.udp_buffer, t.frtp_buffer, t.data_addr) == (50, 6554, 900_000, "10.0.0.2")
     assert (t.input, t.output) == ("/dev/zero", "/dev/null")  # memory to memory
     small = FlowOptions(udp_buffer=8192, io="disk", size=1_000_000)
-    t = runner.transfer_for(Flow("f", "a", "b", options=small), udt, FakeNet(), 0.1, 8, tmp_path / "g")  # type: ignore[arg-type]
+    t = transfer_for(Flow("f", "a", "b", options=small), udt, FakeNet(), 0.1, 8, tmp_path / "g")  # type: ignore[arg-type]
     assert t.udp_buffer == 4096 and t.data_addr is None  # a floor; UDT has one path
     assert Path(t.input).stat().st_size == 100_000 and t.output == str(tmp_path / "g.out")
 
@@ -245,10 +247,10 @@ def test_a_udt_flow_s_window_and_buffers_hold_what_its_path_needs_in_flight() ->
     # 9 082 queued; at scale 0.1 the path needs less than 4.11's 8192 and keeps it.
     topo = load_topology(REPO / "topologies/chicago-amsterdam.toml")
     flow = Flow("f", "chicago", "amsterdam")
-    assert runner.udt_window(topo, flow, 1.0) == 20243
-    assert runner.udt_window(topo, flow, 0.1) == 8192
+    assert udt_window(topo, flow, 1.0) == 20243
+    assert udt_window(topo, flow, 0.1) == 8192
     # `--udt-buffers default`: 4.11's own, with which the path is window-bound.
-    assert runner.udt_window(topo, flow, 1.0, "default") == 8192
+    assert udt_window(topo, flow, 1.0, "default") == 8192
     udt = UdtCli("u", Path("/bin/udt"))
     argv, _ = udt.receiver("10.0.0.2", 9000, Path("s"), Transfer(udt_window=20243))
     assert argv[-6:] == ["--flow-window", "20243", "--rcvbuf", "20243", "--sndbuf", "40486"]
@@ -265,13 +267,13 @@ def test_a_short_flow_point_s_bulk_flows_get_the_window_and_udp_buffer_a_bulk_pa
     spec = ShortTcp("chicago", "amsterdam", (0, 3), bulk=FlowOptions(udp_buffer=65536))
     udt = UdtCli("u", Path("/bin/udt"))
     udt.takes = lambda setting: True  # type: ignore[method-assign]  # no binary to ask
-    flows, transfers = runner.short_tcp_bulk(spec, 3, udt, Net(), 0.1, 20, tmp_path / "u-n3")  # type: ignore[arg-type]
+    flows, transfers = short_tcp_bulk(spec, 3, udt, Net(), 0.1, 20, tmp_path / "u-n3")  # type: ignore[arg-type]
     assert [f.name for f in flows] == ["bulk0", "bulk1", "bulk2"]
     for t in transfers.values():
         assert (t.udp_buffer, t.udt_window) == (6554, 8192)
         assert udt.sender("10.100.0.2", 7100, 20, transfer=t)[-2:] == ["--udp-sndbuf", "6554"]
     # At full scale the path wants more than 4.11's window; --udt-buffers default keeps 4.11's.
     for buffers, want in (("path", lambda w: w > 8192), ("default", lambda w: w == 8192)):
-        _, full = runner.short_tcp_bulk(spec, 1, udt, Net(), 1.0, 20, tmp_path / "u-n1", buffers)  # type: ignore[arg-type]
+        _, full = short_tcp_bulk(spec, 1, udt, Net(), 1.0, 20, tmp_path / "u-n1", buffers)  # type: ignore[arg-type]
         assert want(full["bulk0"].udt_window), (buffers, full["bulk0"].udt_window)
-    assert runner.short_tcp_bulk(spec, 0, udt, Net(), 0.1, 20, tmp_path / "u-n0") == ([], {})  # type: ignore[arg-type]
+    assert short_tcp_bulk(spec, 0, udt, Net(), 0.1, 20, tmp_path / "u-n0") == ([], {})  # type: ignore[arg-type]

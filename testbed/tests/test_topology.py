@@ -185,7 +185,7 @@ def test_a_host_nic_blocks_a_udp_sender_whose_buffer_is_full_and_drops_what_a_la
     """The sending host's own NIC (tbf, 20 Mb/s, 50 packets): a socket with a 16 KiB buffer
     waits for it and loses nothing; one with 4 MiB overfills its queue, which drops."""
     from conftest import root_links
-    from udtbed import runner
+    from udtbed import hostwatch
     from udtbed.network import Network
 
     before = root_links()
@@ -201,6 +201,6 @@ def test_a_host_nic_blocks_a_udp_sender_whose_buffer_is_full_and_drops_what_a_la
         _udp_blast(net, "x", topo.address("y"), 4 << 20, 500)
         _, dropped = _qdisc_counts(net, "x")
         assert dropped > 100, dropped
-        assert runner.nic_dropped(net, "x") == dropped and runner.nic_dropped(net, "y") is None
+        assert hostwatch.nic_dropped(net, "x") == dropped and hostwatch.nic_dropped(net, "y") is None
     assert network.list_namespaces(f"{network.PREFIX}{net.tag}-") == []
     assert root_links() == before

@@ -42,7 +42,8 @@ from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentE
 from .experiment import load as load_experiment
 from .influx import InfluxWriter, LocalInfluxd
 from .network import Network, choose_backend
-from .runner import UDT_BUFFERS, CalibrationError, Run, part_runs, planned_seconds, run_experiment
+from .run import UDT_BUFFERS, Run
+from .runner import CalibrationError, part_runs, planned_seconds, run_experiment
 from .stacks import all_stacks
 from .topology import TopologyError, load
 

@@ -15,6 +15,10 @@ machine's busy time and load average, and each emulator's frames and ``bunched``
 between. :func:`sender_pacing` reads the UDT senders' stats for the fastest pacing after slow
 start, and their link-capacity estimate, against the bottleneck. :func:`flags` turns both into
 the warnings a result carries.
+
+Two of a host's counters are read in its namespace: what its NIC's queue dropped
+(:func:`nic_dropped`) and what its UDP sockets dropped for a full receive buffer
+(:func:`udp_rcvbuf_errors`), each taken before and after a measurement.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import itertools
 import json
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Literal, NotRequired, TypedDict
@@ -368,3 +373,27 @@ def flags(host: HostReport, pacing: dict[str, SenderPacing] | None = None) -> li
             f"{when}: arrival timing was compressed (limit {PACING_MAX}x)"
         )
     return out
+
+
+def nic_dropped(net: Network, host: str) -> int | None:
+    """Packets ``host``'s NIC (a topology ``nic``: the tbf on its data interface) has dropped
+    so far, or None where the host has none or its counters cannot be read."""
+    if host not in net.nic_specs:
+        return None
+    p = subprocess.run(
+        ["ip", "netns", "exec", net.ns(host), "tc", "-s", "qdisc", "show", "dev", "data"],
+        capture_output=True,
+        text=True,
+    )
+    m = re.search(r"\(dropped (\d+),", p.stdout)
+    return int(m.group(1)) if m else None
+
+
+def udp_rcvbuf_errors(net: Network, host: str) -> int | None:
+    """The host's UDP datagrams dropped for a full socket receive buffer so far (``/proc/net/snmp``
+    of its namespace, ``Udp: RcvbufErrors``), or None where that cannot be read."""
+    p = subprocess.run(["ip", "netns", "exec", net.ns(host), "cat", "/proc/net/snmp"], capture_output=True, text=True)
+    rows = [line.split()[1:] for line in p.stdout.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2 or "RcvbufErrors" not in rows[0]:
+        return None
+    return int(rows[1][rows[0].index("RcvbufErrors")])

@@ -53,7 +53,7 @@ class FlowResult:
     cpu_send_pct: float | None = None  # the sender's / receiver's CPU over the run, % of one core
     cpu_recv_pct: float | None = None
     exact: bool | None = None  # a finite flow: the receiver wrote exactly the input (None: not finite)
-    window_pkts: int | None = None  # a UDT flow's flow window and buffers, packets (udtbed.runner.udt_window)
+    window_pkts: int | None = None  # a UDT flow's flow window and buffers, packets (udtbed.flows.udt_window)
 
     @property
     def loss_pct(self) -> float | None:

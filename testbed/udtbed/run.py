@@ -1,0 +1,177 @@
+"""A testbed run: the state every part shares, and who runs a part once.
+
+:class:`Run` holds where the results go, the scale and duration, the InfluxDB writer, the
+progress, the run's CPUs and the current part's pins (:mod:`udtbed.cores`) and the repeats; it
+plans a part's wall time for the progress's ETA and says how much of a run the summaries leave
+out (:meth:`Run.warmup_of`). A :class:`Lineup` is who runs a part once: the stack under test, or
+a baseline's stacks, and the stack of each bulk flow (:func:`udtbed.runner.lineups` makes them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from . import cores
+from .experiment import Experiment, Part
+from .influx import InfluxWriter
+from .network import Network
+from .runtime import HostRuntime, NamespaceRuntime
+from .stacks import Stack
+from .topology import Topology
+
+# Planned seconds around a stack's run of a part (start, stop, parse), for the progress's ETA.
+STACK_OVERHEAD_S = 2.0
+# How a run sizes its UDT flows' window and buffers (``udtbed run --udt-buffers``, udt_window).
+UDT_BUFFERS = ("path", "default")
+CALIBRATION_S = 8.0
+# The most a repeat after the first waits before its flows start (Run.start_jitter).
+START_JITTER_S = 0.5
+LONG_RUN_S = 60.0  # a run longer than this is summarised over its second half (Run.warmup_of)
+
+
+class Reporter(Protocol):
+    """Where a run reports its progress (udtharness.progress.Progress fits)."""
+
+    def step(self, label: str, weight: float) -> None: ...
+    def advance(self, amount: float) -> None: ...
+    def log(self, line: str) -> None: ...
+
+
+class PlainReporter:
+    """Log lines printed as they come; steps printed as a line each."""
+
+    def __init__(self, log: Callable[[str], None] = print) -> None:
+        self._log = log
+
+    def step(self, label: str, weight: float) -> None:
+        self._log(f"-- {label}")
+
+    def advance(self, amount: float) -> None:
+        pass
+
+    def log(self, line: str) -> None:
+        self._log(line)
+
+
+class Run:
+    """Shared state of one testbed run: where results go, scale, influx, progress."""
+
+    def __init__(
+        self,
+        outdir: Path,
+        scale: float,
+        duration: float,
+        backend: str,
+        influx: InfluxWriter,
+        run_id: str,
+        on_calibration_fail: str = "refuse",
+        progress: Reporter | None = None,
+        rtt_tol_ms: float = 1.0,
+        rate_tol: float = 0.02,
+        host_runtime: Callable[[Network], HostRuntime] = NamespaceRuntime,
+        cpus: list[int] | None = None,
+        pin: str = "auto",
+        on_cores_fail: str = "refuse",
+        udt_buffers: str = "path",
+        repeat: int = 1,
+    ):
+        self.outdir, self.scale, self.duration, self.backend = outdir, scale, duration, backend
+        self.influx, self.run_id, self.on_cal_fail = influx, run_id, on_calibration_fail
+        self.progress: Reporter = progress or PlainReporter()
+        self.rtt_tol_ms, self.rate_tol = rtt_tol_ms, rate_tol
+        self.raw = outdir / "raw"
+        self.raw.mkdir(parents=True, exist_ok=True)
+        self.host_runtime = host_runtime
+        # The CPUs the run may use, how processes are pinned to them, and the current part's
+        # seats (udtbed.cores; set while a part runs).
+        self.cpus = cpus if cpus is not None else cores.run_cpus(None)
+        self.pin, self.on_cores_fail = pin, on_cores_fail
+        self.pins: cores.Pins | None = None
+        if udt_buffers not in UDT_BUFFERS:
+            raise ValueError(f"udt_buffers must be one of {', '.join(UDT_BUFFERS)}, not {udt_buffers!r}")
+        self.udt_buffers = udt_buffers
+        if repeat < 1:
+            raise ValueError(f"repeat must be at least 1, not {repeat}")
+        # Each part's stacks run this many times, interleaved (A B A B ...: drift on a shared
+        # host hits every stack alike); ``current_repeat`` is the one running (0: the first).
+        self.repeat, self.current_repeat = repeat, 0
+
+    def start_jitter(self, exp: Experiment, part: Part, lineup: str, repeat: int) -> float:
+        """How long a repeat's flows wait before they start: 0 for the first, else up to
+        :data:`START_JITTER_S`, drawn from a seed of the run, part, stack and repeat (so that
+        repeats do not meet the links' queues and the host's timers in lockstep)."""
+        if repeat == 0:
+            return 0.0
+        return random.Random(f"{self.run_id}/{exp.name}/{part.label}/{lineup}/{repeat}").uniform(0, START_JITTER_S)
+
+    def seat(self, *key: str) -> frozenset[int] | None:
+        """The CPUs of the current part's seat ``key`` (None: not pinned, the runner's)."""
+        return self.pins.of(*key) if self.pins else None
+
+    def core_check(self, part: Part, topo: Topology) -> cores.CoreCheck:
+        """``part``'s core plan checked against the run's CPUs (pins included where pinning is on)."""
+        return cores.check(cores.plan(part, topo, self.backend), self.cpus, self.scale, self.pin)
+
+    @contextlib.contextmanager
+    def pinned(self, pins: cores.Pins | None) -> Iterator[None]:
+        """While a part runs on ``pins``: its seats' CPUs for :meth:`seat`, and the runner (with
+        every process it starts without a seat) on the rest; then the run's CPUs again."""
+        if pins:
+            self.log(f"  pinned: {', '.join(f'{k} on {v}' for k, v in pins.as_json().items())}")
+            os.sched_setaffinity(0, pins.rest)
+        self.pins = pins
+        try:
+            yield
+        finally:
+            self.pins = None
+            os.sched_setaffinity(0, self.cpus)
+
+    def log(self, line: str) -> None:
+        self.progress.log(line)
+
+    def runtime(self, net: Network) -> HostRuntime:
+        """Where the stacks run on ``net``'s hosts (calibration always uses NamespaceRuntime)."""
+        return self.host_runtime(net)
+
+    @property
+    def warmup(self) -> float:
+        """Seconds left out of the summaries (:meth:`warmup_of` the run's duration)."""
+        return self.warmup_of(self.duration)
+
+    @staticmethod
+    def warmup_of(seconds: float) -> float:
+        """A short run leaves out the paper's 7.5 s to 90 % (8 s, at most 40 % of the run); a run
+        longer than :data:`LONG_RUN_S` is summarised over its second half, as the papers' 100 s
+        traces are read (4.11 takes about 30 s to 90 % on OC-12 at full scale, issue 13). The
+        quick profiles (60 s at most) keep the short rule their bands were measured with."""
+        return seconds / 2 if seconds > LONG_RUN_S else min(8.0, 0.4 * seconds)
+
+    def short_warmup(self) -> float:
+        """Seconds the bulk flows of a short-TCP point run before the short flows start."""
+        return min(5.0, self.duration / 3)
+
+    def planned_seconds(self, part: Part, n_stacks: int) -> float:
+        """The part's planned wall time (calibration and every stack), for the progress's ETA."""
+        per_stack = self.duration + STACK_OVERHEAD_S
+        if part.sweep:
+            per_stack = len(part.sweep.values) * ((part.sweep.seconds or self.duration) + STACK_OVERHEAD_S)
+        if part.short_tcp:
+            per_stack = len(part.short_tcp.bulk_flows) * (self.duration + self.short_warmup() + STACK_OVERHEAD_S)
+        return CALIBRATION_S + n_stacks * (self.repeat * per_stack + (self.repeat - 1) * START_JITTER_S / 2)
+
+
+@dataclass(frozen=True)
+class Lineup:
+    """Who runs a part once: the name its result has (the stack under test, or a baseline's
+    stacks), the protocol whose bands judge it, and the stack of each bulk flow."""
+
+    name: str
+    protocol: str
+    flow_stacks: Mapping[str, Stack]
+    under_test: Stack | None = None  # None: a baseline part, every flow names its stack
