@@ -25,9 +25,27 @@ const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 /// Opening an interface failed; the message says what to do.
 #[derive(Debug)]
 pub enum AfPacketError {
-    NoSuchInterface { iface: String },
-    NeedsPrivilege { iface: String, source: io::Error },
-    Io { iface: String, what: &'static str, source: io::Error },
+    /// No interface of that name in this network namespace.
+    NoSuchInterface {
+        /// The name as given.
+        iface: String,
+    },
+    /// The kernel refused a raw socket: root or `cap_net_raw` is needed.
+    NeedsPrivilege {
+        /// The interface.
+        iface: String,
+        /// The error from socket(2).
+        source: io::Error,
+    },
+    /// Another step of opening the interface failed.
+    Io {
+        /// The interface.
+        iface: String,
+        /// The step, as the message names it.
+        what: &'static str,
+        /// Its error.
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for AfPacketError {
@@ -55,9 +73,13 @@ impl std::error::Error for AfPacketError {}
 #[derive(Debug)]
 pub struct PacketSocket {
     fd: OwnedFd,
+    /// The interface's name.
     pub iface: String,
+    /// The interface's index.
     pub ifindex: i32,
+    /// The interface's MTU, bytes (IP packet, no Ethernet header).
     pub mtu: u32,
+    /// Whether the interface was up when opened.
     pub is_up: bool,
     /// False if the kernel lacks `PACKET_IGNORE_OUTGOING` and we filter by packet type only.
     pub ignores_outgoing: bool,
@@ -68,6 +90,8 @@ fn last_err() -> io::Error {
 }
 
 impl PacketSocket {
+    /// Opens a promiscuous, non-blocking raw socket bound to interface `iface`, with deep
+    /// kernel buffers, ignoring the frames this host sends where the kernel can.
     pub fn open(iface: &str) -> Result<Self, AfPacketError> {
         let io_err = |what, source| AfPacketError::Io { iface: iface.to_string(), what, source };
         let cname = CString::new(iface).map_err(|_| AfPacketError::NoSuchInterface { iface: iface.into() })?;
@@ -205,11 +229,13 @@ fn iface_mtu_and_flags(fd: RawFd, iface: &str) -> io::Result<(u32, i16)> {
 /// A received frame, or why it is not one to forward.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received<'a> {
+    /// A frame to forward, its Ethernet header included.
     Frame(&'a [u8]),
     /// Sent by this host (only seen without `PACKET_IGNORE_OUTGOING`).
     Outgoing,
     /// Larger than a receive slot.
     Truncated {
+        /// The frame's length, bytes.
         len: usize,
     },
 }
@@ -224,6 +250,7 @@ pub struct RecvBatch {
 }
 
 impl RecvBatch {
+    /// Buffers for `batch` frames of up to [`SLOT_BYTES`] each.
     pub fn new(batch: usize) -> Self {
         Self {
             bufs: vec![0; batch * SLOT_BYTES],
@@ -237,6 +264,7 @@ impl RecvBatch {
         }
     }
 
+    /// Frames one [`recv`](Self::recv) reads at most.
     pub fn capacity(&self) -> usize {
         self.hdrs.len()
     }
@@ -305,6 +333,7 @@ pub struct SendBatch {
 }
 
 impl SendBatch {
+    /// Headers for up to `batch` frames per call (more are sent in several calls).
     pub fn new(batch: usize) -> Self {
         Self { iovs: Vec::with_capacity(batch), hdrs: Vec::with_capacity(batch) }
     }

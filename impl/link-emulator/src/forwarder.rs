@@ -42,26 +42,41 @@ impl Default for ForwarderConfig {
 /// triples cover the interval since the stats writer last took them.
 #[derive(Debug, Default)]
 pub struct DirectionStats {
+    /// Frames offered to the delay line (read from the input interface, oversize ones excepted).
     pub frames_in: AtomicU64,
+    /// Bytes of those frames.
     pub bytes_in: AtomicU64,
+    /// Frames the delay line released for sending, copies of duplicated frames included.
     pub frames_out: AtomicU64,
+    /// Bytes of those frames.
     pub bytes_out: AtomicU64,
+    /// Frames dropped by the loss model.
     pub dropped_loss: AtomicU64,
+    /// Frames dropped by the full DropTail queue.
     pub dropped_queue: AtomicU64,
+    /// Frames larger than the output interface takes, dropped.
     pub dropped_oversize: AtomicU64,
     /// Admitted frames delivered twice (`duplicate=`); both copies are in `frames_out`.
     pub duplicated: AtomicU64,
     /// Admitted frames held back by `reorder_delay` (`reorder=`).
     pub reordered: AtomicU64,
+    /// Frames the kernel refused to send.
     pub send_errors: AtomicU64,
+    /// Frames in the delay line now (gauge).
     pub in_flight: AtomicU64,
+    /// Frames in the bottleneck queue now (gauge).
     pub queue_frames: AtomicU64,
+    /// Queueing delay of the frames admitted this interval, summed, ns.
     pub queue_delay_sum_ns: AtomicU64,
+    /// Frames admitted this interval.
     pub queue_delay_count: AtomicU64,
+    /// The largest queueing delay this interval, ns.
     pub queue_delay_max_ns: AtomicU64,
     /// How late frames left relative to their due time (scheduling error).
     pub late_sum_ns: AtomicU64,
+    /// Frames released this interval.
     pub late_count: AtomicU64,
+    /// The latest release this interval, ns after its due time.
     pub late_max_ns: AtomicU64,
     /// Frames that left less than half their scheduled spacing after the previous frame
     /// (cumulative): released in a late burst. See [`Spacing`].

@@ -23,10 +23,12 @@ pub enum Channel {
 /// [`Agent::poll_transmit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Emit {
+    /// Bytes written at the start of the buffer.
     pub size: usize,
     /// Bytes on the wire, IP and transport headers included: what a link serialises and
     /// what its queue counts.
     pub wire_len: u32,
+    /// Whether the packet takes the links or the stream beside them.
     pub channel: Channel,
 }
 
@@ -66,5 +68,6 @@ pub trait Agent {
     /// Whether this end's application finished (a finite transfer fully delivered, for a
     /// receiver; everything acknowledged, for a sender).
     fn is_done(&self) -> bool;
+    /// This end's counters now.
     fn stats(&self) -> AgentStats;
 }

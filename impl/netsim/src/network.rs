@@ -55,23 +55,28 @@ pub type MakeEnds = Box<dyn FnOnce(Instant) -> (Box<dyn Agent>, Box<dyn Agent>)>
 /// `packets` of its datagrams queued there, or its sends block (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SocketLimit {
+    /// The first link of the sender's route.
     pub link: LinkId,
+    /// How many of the sender's datagrams that link may hold before its sends block.
     pub packets: u32,
 }
 
 /// How a flow is set up: its routes, its life time and its ends.
 pub struct FlowSetup {
+    /// The flow's name in the results.
     pub name: String,
     /// Links from the sender to the receiver, in order.
     pub forward: Vec<LinkId>,
     /// Links from the receiver back to the sender, in order.
     pub reverse: Vec<LinkId>,
+    /// When the flow starts: its ends are built and may send.
     pub start: Nanos,
     /// When the sender stops (`None`: never): it is told ([`Agent::stop`]) and then falls
     /// silent, as a host whose application ended; what it sent before still arrives.
     pub stop: Option<Nanos>,
     /// The sender's send buffer on its first link (`None`: its sends never block).
     pub socket: Option<SocketLimit>,
+    /// Builds the two ends at the start.
     pub make: MakeEnds,
 }
 
@@ -147,6 +152,7 @@ impl Flow {
 /// One flow's counters at one sample time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FlowSample {
+    /// When the sample was taken, ns of virtual time.
     pub time: Nanos,
     /// The sender's counters (window, period, RTT, packets sent, retransmissions, losses).
     pub sender: AgentStats,
@@ -157,9 +163,13 @@ pub struct FlowSample {
 /// One link's counters at one sample time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LinkSample {
+    /// When the sample was taken, ns of virtual time.
     pub time: Nanos,
+    /// Frames in the link's queue.
     pub queue_pkts: usize,
+    /// Bytes in the link's queue.
     pub queue_bytes: u64,
+    /// The link's cumulative counters.
     pub stats: DelayLineStats,
 }
 
@@ -250,6 +260,7 @@ impl Network {
         FlowId(id as usize)
     }
 
+    /// The current virtual time, ns.
     pub fn now(&self) -> Nanos {
         self.now
     }
@@ -477,6 +488,7 @@ impl Network {
         (self.flows[id.0].start, self.flows[id.0].stop)
     }
 
+    /// How many flows were added.
     pub fn flow_count(&self) -> usize {
         self.flows.len()
     }
@@ -492,6 +504,7 @@ impl Network {
         (&self.links[id.0].name, &self.link_samples[id.0])
     }
 
+    /// The link's cumulative counters now.
     pub fn link_stats(&self, id: LinkId) -> DelayLineStats {
         self.links[id.0].line.stats()
     }

@@ -40,6 +40,7 @@ pub struct SabulSender {
 }
 
 impl SabulSender {
+    /// A sender with `config`, sending `bytes` (`None`: endlessly) from `now`.
     pub fn new(config: SenderConfig, bytes: Option<u64>, now: Instant) -> SabulSender {
         let mut s = SabulSender {
             sender: Sender::new(config, RECEIVER_ADDR, now),
@@ -148,6 +149,7 @@ pub struct SabulReceiver {
 }
 
 impl SabulReceiver {
+    /// A receiver with `config`, done once `expect` bytes were read (`None`: never).
     pub fn new(config: ReceiverConfig, expect: Option<u64>, now: Instant) -> SabulReceiver {
         SabulReceiver {
             receiver: Receiver::new(config, SENDER_ADDR, now),

@@ -49,6 +49,7 @@ pub const CONNECT_TIMEOUT: transfer::time::Duration = transfer::time::Duration::
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Bottleneck {
+    /// The bottleneck's rate, Mb/s.
     pub rate_mbps: f64,
     /// DropTail limit of the forward queue, packets.
     pub queue_pkts: u64,
@@ -75,6 +76,7 @@ pub struct Bottleneck {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostNic {
+    /// The NIC's rate, Mb/s.
     pub rate_mbps: f64,
     /// The transmit queue (`txqueuelen`), packets: Linux's default 1000.
     #[serde(default = "thousand")]
@@ -96,8 +98,11 @@ fn udp_socket_pkts() -> u32 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
+    /// UDT (`udt-proto`'s core, or the 2004 NS-2 module with `cc = "ns2-2004"`).
     Udt,
+    /// TCP as NS-2's SACK agent.
     Tcp,
+    /// SABUL (`sabul`'s core).
     Sabul,
 }
 
@@ -108,6 +113,7 @@ pub struct FlowSpec {
     /// Name in the results (default: protocol and index, e.g. `udt3`).
     #[serde(default)]
     pub name: Option<String>,
+    /// The protocol the flow runs.
     pub protocol: Protocol,
     /// UDT's controller: `udt411` (4.11's CUDTCC, default), `paper` (the SC'04 variant), or
     /// `ns2-2004`: not a controller but the 2004 NS-2 module's own agents ([`udt2004`]), which
@@ -119,6 +125,7 @@ pub struct FlowSpec {
     pub flow_control: bool,
     /// Propagation round-trip time.
     pub rtt_ms: f64,
+    /// When the flow starts, s (default 0).
     #[serde(default)]
     pub start_s: f64,
     /// When the sender stops and falls silent (default: never).
@@ -160,11 +167,16 @@ fn default_sample() -> f64 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
+    /// Seed of every random draw in the run: links, endpoints, controllers.
     pub seed: u64,
+    /// How long the run lasts, s of virtual time.
     pub duration_s: f64,
+    /// The sampling interval, s (default 1).
     #[serde(default = "default_sample")]
     pub sample_s: f64,
+    /// The shared bottleneck.
     pub bottleneck: Bottleneck,
+    /// The long-lived flows (default none).
     #[serde(default)]
     pub flows: Vec<FlowSpec>,
     /// Short transfers started one after another beside the flows (SC'04 Fig. 13, SABUL
@@ -178,13 +190,18 @@ pub struct RunSpec {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShortFlows {
+    /// The transfers' protocol (default TCP).
     #[serde(default = "tcp")]
     pub protocol: Protocol,
     /// Bytes of each transfer.
     pub bytes: u64,
+    /// How many transfers run at once.
     pub concurrency: u32,
+    /// How many transfers start in all.
     pub count: u32,
+    /// Their propagation round-trip time, ms.
     pub rtt_ms: f64,
+    /// Their window, packets (default: the protocol's).
     #[serde(default)]
     pub window_pkts: Option<u32>,
     /// When the first transfer starts, s (default 0): later than the bulk flows, so that they
@@ -204,25 +221,33 @@ fn tcp() -> Protocol {
 /// What the short transfers achieved.
 #[derive(Debug, Clone, Serialize)]
 pub struct ShortFlowsResult {
+    /// Transfers started.
     pub started: u32,
+    /// Transfers completed.
     pub completed: u32,
     /// Bytes of the completed transfers.
     pub bytes: u64,
     /// The completed transfers' bytes over the time from the first one's start to the last
     /// one's end, Mb/s (the testbed's short-flow aggregate).
     pub aggregate_mbps: f64,
+    /// The completed transfers' mean duration, s.
     pub mean_duration_s: f64,
 }
 
 /// One flow's measurements.
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowResult {
+    /// The flow's name.
     pub name: String,
+    /// Its protocol.
     pub protocol: Protocol,
+    /// Its controller, as the spec named it.
     pub cc: Option<String>,
+    /// Its propagation round-trip time, ms.
     pub rtt_ms: f64,
     /// The rate of the flow's own link after the bottleneck, if it has one.
     pub own_rate_mbps: Option<f64>,
+    /// When it started, s.
     pub start_s: f64,
     /// Sample times, s since the run began (the end of each interval).
     pub times_s: Vec<f64>,
@@ -235,9 +260,14 @@ pub struct FlowResult {
     pub period_us: Vec<f64>,
     /// The sender's smoothed RTT at each sample, ms (where it keeps one).
     pub rtt_sample_ms: Vec<f64>,
+    /// Payload bytes the receiving application read in all.
     pub delivered_bytes: u64,
+    /// Data packets sent, retransmissions included.
     pub packets_sent: u64,
+    /// Data packets retransmitted.
     pub retransmitted: u64,
+    /// Loss events the sender reacted to (UDT: NAKs; TCP: fast retransmits and timeouts;
+    /// SABUL: ERRs).
     pub loss_events: u64,
     /// When a finite transfer was fully read, s.
     pub finished_s: Option<f64>,
@@ -246,11 +276,17 @@ pub struct FlowResult {
 /// The bottleneck's measurements.
 #[derive(Debug, Clone, Serialize)]
 pub struct LinkResult {
+    /// Sample times, s since the run began.
     pub times_s: Vec<f64>,
+    /// Frames in the forward queue at each sample.
     pub queue_pkts: Vec<usize>,
+    /// Frames the link delivered in all.
     pub frames_out: u64,
+    /// Bytes the link delivered in all.
     pub bytes_out: u64,
+    /// Frames the full queue dropped.
     pub dropped_queue: u64,
+    /// Frames the random loss dropped.
     pub dropped_loss: u64,
     /// Bytes out over what the rate could carry in the run, 0..1.
     pub utilisation: f64,
@@ -259,8 +295,11 @@ pub struct LinkResult {
 /// What one run produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
+    /// The spec the run ran.
     pub spec: RunSpec,
+    /// Each flow's measurements, in the spec's order (a `count` expanded).
     pub flows: Vec<FlowResult>,
+    /// The bottleneck's forward direction.
     pub bottleneck: LinkResult,
     /// The senders' host NIC, when the spec has one (`bottleneck.host_nic`).
     pub host_nic: Option<LinkResult>,

@@ -302,6 +302,7 @@ pub struct TcpSender {
 }
 
 impl TcpSender {
+    /// A sender for the transfer `cfg` describes.
     pub fn new(cfg: TcpConfig) -> TcpSender {
         let (end, last_len, finite) = match cfg.segments() {
             Some((n, last)) => (n, last, true),
@@ -669,6 +670,7 @@ pub struct TcpReceiver {
 }
 
 impl TcpReceiver {
+    /// A receiver for the transfer `cfg` describes.
     pub fn new(cfg: &TcpConfig) -> TcpReceiver {
         TcpReceiver {
             mss: cfg.mss,

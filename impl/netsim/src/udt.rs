@@ -68,6 +68,7 @@ impl UdtSender {
         }
     }
 
+    /// The sender's UDT connection, while the endpoint has it.
     pub fn connection(&self) -> Option<&udt_proto::connection::Connection> {
         self.endpoint.connection(self.id)
     }
@@ -136,6 +137,8 @@ pub struct UdtReceiver {
 }
 
 impl UdtReceiver {
+    /// A receiver listening on an endpoint seeded with `seed`, done once `expect` bytes were
+    /// read (`None`: never).
     pub fn new(seed: u64, config: ConnectionConfig, expect: Option<u64>, now: Instant) -> UdtReceiver {
         let mut endpoint = Endpoint::new(seed);
         endpoint.listen(config, 1, now);

@@ -90,7 +90,9 @@ pub const NAK_LISTED: usize = 300;
 pub const NAK_DELIVERED: usize = 75;
 /// Wire sizes (§2.4).
 pub const ACK_WIRE: u32 = 40;
+/// An ACK2's wire size, bytes.
 pub const ACK2_WIRE: u32 = 32;
+/// A NAK's wire size without its list, bytes (each listed number adds one).
 pub const NAK_WIRE_BASE: u32 = 32;
 
 const TYPE_DATA: u8 = 0;
@@ -135,22 +137,34 @@ fn grid_at_or_after(t: f64, step: f64) -> f64 {
 /// A packet of the model (§2.4).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Packet {
+    /// A data packet.
     Data {
+        /// Its sequence number.
         seq: i64,
     },
+    /// An acknowledgement (§10.1).
     Ack {
+        /// The ACK's serial number, echoed by the ACK2.
         serial: u32,
+        /// Everything before this number was received.
         ack: i64,
+        /// The receiver's RTT, µs.
         rtt_us: u32,
+        /// The arrival speed, packets/s (§8).
         speed: u32,
+        /// The link capacity, packets/s (§8).
         capacity: u32,
     },
     /// `count` numbers were listed; `seqs` are those that travel (the first 75).
     Nak {
+        /// How many numbers the receiver listed.
         count: usize,
+        /// The numbers that reach the sender.
         seqs: Vec<i64>,
     },
+    /// The acknowledgement of an ACK, for the receiver's RTT (§10.4).
     Ack2 {
+        /// The serial number of the ACK acknowledged.
         serial: u32,
     },
 }
@@ -317,9 +331,11 @@ impl Sender {
     pub fn window(&self) -> i64 {
         self.w
     }
+    /// Whether the sender is in slow start (§12).
     pub fn in_slow_start(&self) -> bool {
         self.slow_start
     }
+    /// Whether the freeze holds new packets back (§6.7).
     pub fn frozen(&self) -> bool {
         self.freeze
     }
@@ -331,12 +347,15 @@ impl Sender {
     pub fn curr_seq(&self) -> i64 {
         self.curr_seq
     }
+    /// `LastDecSeq`, `CurrSeq` at the last decrease.
     pub fn last_dec_seq(&self) -> i64 {
         self.last_dec_seq
     }
+    /// `AvgNakNum`, the NAKs per congestion period as averaged (§6.5).
     pub fn avg_nak_num(&self) -> i64 {
         self.avg_nak_num
     }
+    /// `DecRandom`, every how many NAKs a period decreases again (§6.6).
     pub fn dec_random(&self) -> i64 {
         self.dec_random
     }
@@ -360,6 +379,7 @@ impl Sender {
     pub fn next_pass(&self) -> Option<f64> {
         self.next_pass
     }
+    /// The EXP interval, s (§11).
     pub fn exp_interval(&self) -> f64 {
         self.exp_interval
     }
@@ -688,6 +708,7 @@ impl Receiver {
     pub fn rtt(&self) -> f64 {
         self.rtt
     }
+    /// The NAK re-report interval, s: `max(RTT_r, SYN)` (§9.2).
     pub fn nak_interval(&self) -> f64 {
         self.nak_interval
     }

@@ -6,20 +6,28 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd};
 
+/// Exit status: a usage error or a bad address.
 pub const USAGE: u8 = 2;
+/// Exit status: the connection could not be set up.
 pub const SETUP: u8 = 3;
+/// Exit status: reading the input or writing the output failed.
 pub const LOCAL_IO: u8 = 4;
+/// Exit status: the connection broke during the transfer.
 pub const BROKEN: u8 = 5;
 
 /// A failure with its exit status; the message says what went wrong and what to do.
 #[derive(Debug)]
 pub struct Failure {
+    /// The exit status.
     pub code: u8,
+    /// What went wrong and what to do, for standard error.
     pub msg: String,
 }
 
+/// What a tool's run ends with: success, or a failure with its exit status.
 pub type Outcome = Result<(), Failure>;
 
+/// A usage error (exit status 2) saying `msg`.
 pub fn usage(msg: impl Into<String>) -> Failure {
     Failure { code: USAGE, msg: msg.into() }
 }
@@ -31,6 +39,7 @@ pub fn check_env() -> Outcome {
     udt::driver::Pacing::from_env().map(|_| ()).map_err(|e| usage(e.to_string()))
 }
 
+/// A local I/O failure (exit status 4) saying `msg`.
 pub fn local_io(msg: impl Into<String>) -> Failure {
     Failure { code: LOCAL_IO, msg: msg.into() }
 }

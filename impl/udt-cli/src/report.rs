@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use udt::{SocketStats, Stats, UdtSocket};
 use udt_cli::stats::{self, Counters, Meter};
-pub use udt_cli::stats::{Role, Sink};
+pub(crate) use udt_cli::stats::{Role, Sink};
 
 /// One line of the shared schema from a UDT socket's counters. `extra` is appended inside
 /// the object (summary fields).
-pub fn line(role: Role, t: f64, bytes: u64, mbps: f64, s: &Stats, extra: &str) -> String {
+pub(crate) fn line(role: Role, t: f64, bytes: u64, mbps: f64, s: &Stats, extra: &str) -> String {
     let c = Counters {
         rtt_ms: s.rtt_us as f64 / 1000.0,
         flow_window: u64::from(s.flow_window),
@@ -37,7 +37,7 @@ pub fn line(role: Role, t: f64, bytes: u64, mbps: f64, s: &Stats, extra: &str) -
 }
 
 /// Periodic reporter on its own thread.
-pub struct Reporter {
+pub(crate) struct Reporter {
     role: Role,
     start: Instant,
     sink: Arc<Mutex<Sink>>,
@@ -50,7 +50,7 @@ pub struct Reporter {
 /// Payload bytes so far, as docs/cli.md counts them: the receiver's bytes written to the
 /// output; the sender's bytes acknowledged (bytes accepted by the socket minus the send
 /// buffer's content in whole packets, as the libudt peer does).
-pub fn progress_bytes(role: Role, st: &SocketStats, delivered: &AtomicU64) -> u64 {
+pub(crate) fn progress_bytes(role: Role, st: &SocketStats, delivered: &AtomicU64) -> u64 {
     match role {
         Role::Send => {
             let buffered = st.core.snd_buffered_pkts as u64 * st.payload_size as u64;
@@ -62,7 +62,7 @@ pub fn progress_bytes(role: Role, st: &SocketStats, delivered: &AtomicU64) -> u6
 
 impl Reporter {
     /// Starts reporting on `sock` every `interval`; `delivered` counts the receiver's output.
-    pub fn start(
+    pub(crate) fn start(
         role: Role,
         sink: Sink,
         interval: Duration,
@@ -74,7 +74,7 @@ impl Reporter {
 
     /// Like [`Reporter::start`], writing to a sink that other reporters share (one line at a
     /// time) and appending `tag` (e.g. `,"conn":2`) inside every line.
-    pub fn start_shared(
+    pub(crate) fn start_shared(
         role: Role,
         sink: Arc<Mutex<Sink>>,
         interval: Duration,
@@ -111,7 +111,7 @@ impl Reporter {
     }
 
     /// Stops the periodic lines and writes the summary.
-    pub fn finish(mut self, bytes: u64, stats: &Stats) -> io::Result<()> {
+    pub(crate) fn finish(mut self, bytes: u64, stats: &Stats) -> io::Result<()> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();

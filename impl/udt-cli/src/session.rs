@@ -65,6 +65,8 @@ impl Common {
         })
     }
 
+    /// Where `--stats` sends the lines, if given (`-` is standard error when standard output
+    /// carries the data).
     pub fn sink(&self, stdout_busy: bool) -> Result<Option<Sink>, Failure> {
         match &self.stats {
             None => Ok(None),
@@ -100,6 +102,8 @@ pub struct Report {
 }
 
 impl Report {
+    /// A report for `stack` in `role`, a line every `interval_ms` to `sink` (none: nothing is
+    /// written).
     pub fn new(stack: &'static str, sink: Option<Sink>, role: Role, interval_ms: u64) -> Report {
         let interval = Duration::from_millis(interval_ms);
         Report {
@@ -233,14 +237,19 @@ fn spawn_reader(stack: &str, mut input: std::fs::File, block: usize, wakeup: Arc
 pub struct SendSetup {
     /// `sabul` or `frtp`: in messages, thread names and the stats lines' `stack`.
     pub stack: &'static str,
+    /// The control address to listen on.
     pub listen: SocketAddr,
+    /// The input to send.
     pub input: std::fs::File,
     /// `--input` as given, for messages.
     pub input_path: String,
     /// Bytes read from the input at a time ([`BLOCK`] unless the binary says otherwise).
     pub block: usize,
+    /// The session's statistics.
     pub report: Report,
+    /// The sender's settings.
     pub config: SenderConfig,
+    /// Kernel buffer sizes for the data socket.
     pub udp_buffers: BufferSizes,
     /// Bind the data socket to the control connection's local address (SABUL: one
     /// interface), or to any (FRTP: DATA leaves by the circuit, FRTP.md §1).
@@ -432,16 +441,20 @@ fn connect(stack: &str, addr: SocketAddr) -> Result<TcpStream, Failure> {
 
 /// What a binary decides for its receiver; [`recv`] does the rest.
 pub struct RecvSetup {
+    /// `sabul` or `frtp`: in messages, thread names and the stats lines' `stack`.
     pub stack: &'static str,
     /// The sender's control address.
     pub connect: SocketAddr,
+    /// Where the received bytes go.
     pub output: Box<dyn Write + Send>,
     /// `--output` as given, for messages.
     pub output_path: String,
     /// Bytes written to the output at a time at most ([`BLOCK`] unless the binary says
     /// otherwise).
     pub block: usize,
+    /// The session's statistics.
     pub report: Report,
+    /// Kernel buffer sizes for the data socket.
     pub udp_buffers: BufferSizes,
     /// The data socket's address; an unspecified IP is the control connection's local one.
     pub data_bind: SocketAddr,

@@ -7,8 +7,11 @@ use std::io::{self, Write};
 
 /// Where the lines go.
 pub enum Sink {
+    /// Standard output.
     Stdout,
+    /// Standard error (when standard output carries the data).
     Stderr,
+    /// A file, created or truncated.
     File(File),
 }
 
@@ -22,6 +25,7 @@ impl Sink {
         }
     }
 
+    /// Flushes a file (the standard streams are written through).
     pub fn flush(&mut self) -> io::Result<()> {
         match self {
             Sink::File(f) => f.flush(),
@@ -29,6 +33,7 @@ impl Sink {
         }
     }
 
+    /// Writes `line` and a newline.
     pub fn write_line(&mut self, line: &str) -> io::Result<()> {
         match self {
             Sink::Stdout => {
@@ -45,13 +50,17 @@ impl Sink {
     }
 }
 
+/// Which side of the transfer a line describes (`"role"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// The sender.
     Send,
+    /// The receiver.
     Recv,
 }
 
 impl Role {
+    /// The name in the stats lines: `send` or `recv`.
     pub fn name(self) -> &'static str {
         match self {
             Role::Send => "send",
@@ -64,17 +73,29 @@ impl Role {
 /// SABUL's ERR counts as a NAK).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Counters {
+    /// Smoothed RTT, ms.
     pub rtt_ms: f64,
+    /// Flow window, packets (the peer's advertised window as the sender sees it).
     pub flow_window: u64,
+    /// Congestion window, packets.
     pub cwnd: f64,
+    /// Packet sending period (pacing), µs.
     pub period_us: f64,
+    /// Total lost packets: the sender's loss count at the sender, the receiver's at the receiver.
     pub losses: u64,
+    /// Total retransmitted data packets.
     pub retrans: u64,
+    /// Total data packets sent, retransmissions included.
     pub pkts_sent: u64,
+    /// Total data packets received, retransmissions included.
     pub pkts_recv: u64,
+    /// Total ACKs sent (with an ACK number: full or medium; light ACKs are not counted).
     pub acks_sent: u64,
+    /// Total ACKs received (full or medium).
     pub acks_recv: u64,
+    /// Total NAKs sent (SABUL: ERRs).
     pub naks_sent: u64,
+    /// Total NAKs received (SABUL: ERRs).
     pub naks_recv: u64,
     /// A UDT sender's smoothed link-capacity estimate, packets/s (UDT4.md §8.6 step 7, from the
     /// receiver's packet pairs §10.2); `None` where a stack or role has none.
@@ -151,6 +172,8 @@ pub struct GapMeter {
 }
 
 impl GapMeter {
+    /// The mean gap between packets, µs, between the previous sample and this one at `t` s
+    /// with `pkts` packets counted so far; 0 when no packet passed.
     pub fn ipt_us(&mut self, t: f64, pkts: u64) -> f64 {
         let n = pkts.saturating_sub(self.last_pkts);
         let ipt = if n > 0 { (t - self.last_t) * 1e6 / n as f64 } else { 0.0 };

@@ -70,6 +70,7 @@ impl Default for Clock {
 }
 
 impl Clock {
+    /// The current instant: time since the clock was made, plus 1 s.
     pub fn now(&self) -> Instant {
         Instant::ZERO + self.epoch.elapsed() + Duration::from_secs(1)
     }
@@ -87,6 +88,7 @@ pub struct Wakeup {
 }
 
 impl Wakeup {
+    /// A wake-up with its own eventfd, nothing pending.
     pub fn new() -> io::Result<Wakeup> {
         Ok(Wakeup { waker: Waker::new()?, kick: AtomicBool::new(false), sleeping: AtomicBool::new(false) })
     }
@@ -296,6 +298,7 @@ impl Io {
         self.stamp = stamp;
     }
 
+    /// The protocol's UDP socket.
     pub fn udp(&self) -> &UdpSocket {
         &self.udp
     }

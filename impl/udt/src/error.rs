@@ -10,15 +10,33 @@ use udt_proto::connection::{BrokenReason, ConnectError};
 #[derive(Debug)]
 pub enum UdtError {
     /// The address could not be parsed or resolved.
-    BadAddress { addr: String, reason: String },
+    BadAddress {
+        /// The address as given.
+        addr: String,
+        /// Why it was not accepted.
+        reason: String,
+    },
     /// The UDP port could not be bound.
-    Bind { addr: SocketAddr, source: io::Error },
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error from bind(2).
+        source: io::Error,
+    },
     /// The connection options are out of range.
     InvalidConfig(String),
     /// No UDT peer answered the handshake in time.
-    ConnectTimedOut { peer: SocketAddr },
+    ConnectTimedOut {
+        /// The address connected to.
+        peer: SocketAddr,
+    },
     /// The peer answered but refused the connection.
-    ConnectRefused { peer: SocketAddr, reason: ConnectError },
+    ConnectRefused {
+        /// The address connected to.
+        peer: SocketAddr,
+        /// How the handshake failed.
+        reason: ConnectError,
+    },
     /// The established connection broke.
     Broken(BrokenReason),
     /// The peer closed the connection; nothing more can be sent.
@@ -32,11 +50,17 @@ pub enum UdtError {
     /// A send or receive timeout set on the socket expired.
     TimedOut,
     /// A DGRAM message larger than the send buffer can ever hold.
-    MessageTooLarge { len: usize, max: usize },
+    MessageTooLarge {
+        /// The message's length, bytes.
+        len: usize,
+        /// The most a message may be, bytes.
+        max: usize,
+    },
     /// The I/O thread of the socket's UDP port failed.
     Io(io::Error),
 }
 
+/// The result of a socket operation.
 pub type Result<T> = std::result::Result<T, UdtError>;
 
 impl fmt::Display for UdtError {

@@ -41,6 +41,7 @@ const MAX_WAIT: Duration = Duration::from_millis(500);
 /// Runtime options of a multiplexer.
 #[derive(Debug, Clone, Copy)]
 pub struct MuxOptions {
+    /// Kernel buffer sizes for the port's UDP socket.
     pub udp_buffers: BufferSizes,
     /// Waits shorter than this are spun instead of slept.
     pub spin: Duration,
@@ -95,7 +96,7 @@ impl Inner {
     /// accepted after the listener closed. Returns whether anything changed. Connections the
     /// listener accepted wait in the endpoint until `accept()` takes them, so that they
     /// count against its backlog (a handshake beyond it is rejected).
-    pub fn pump(&mut self, now: CoreTime) -> bool {
+    pub(crate) fn pump(&mut self, now: CoreTime) -> bool {
         let mut changed = false;
         while !self.listening {
             let Some(id) = self.ep.accept() else { break };
@@ -222,7 +223,7 @@ fn random_seed() -> u64 {
 
 impl Mux {
     /// Binds `addr` and starts the I/O thread, counting one handle for the caller.
-    pub fn open(addr: SocketAddr, options: MuxOptions) -> Result<Arc<Mux>> {
+    pub(crate) fn open(addr: SocketAddr, options: MuxOptions) -> Result<Arc<Mux>> {
         let udp = UdpSocket::bind(addr, options.udp_buffers).map_err(|source| UdtError::Bind { addr, source })?;
         let mux = Arc::new(Mux {
             inner: Mutex::new(Inner {
@@ -256,36 +257,36 @@ impl Mux {
         Ok(mux)
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
     /// The core's clock: µs since the multiplexer started (plus a fixed offset).
-    pub fn now(&self) -> CoreTime {
+    pub(crate) fn now(&self) -> CoreTime {
         self.clock.now()
     }
 
     /// [`Mux::now`] for a call into the core under the lock, never earlier than a time the
     /// core has already seen.
-    pub fn clock(&self, g: &mut Inner) -> CoreTime {
+    pub(crate) fn clock(&self, g: &mut Inner) -> CoreTime {
         let t = self.now().max(g.last_time);
         g.last_time = t;
         t
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic on another thread must not take every socket down with it.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Tells the I/O thread to look at the endpoint again (after a send, close, connect...).
-    pub fn kick(&self) {
+    pub(crate) fn kick(&self) {
         self.wakeup.kick();
     }
 
     /// Waits for the I/O thread to report progress; the caller re-checks its condition.
     /// Err(TimedOut) once `deadline` passed.
-    pub fn wait<'a>(
+    pub(crate) fn wait<'a>(
         &'a self,
         mut g: MutexGuard<'a, Inner>,
         deadline: Option<Instant>,
@@ -309,7 +310,7 @@ impl Mux {
 
     /// Waits until every datagram the endpoint has given out so far is in the kernel's hands
     /// (so that a Shutdown queued by `close` leaves even if the process exits right after).
-    pub fn wait_sent<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> Result<MutexGuard<'a, Inner>> {
+    pub(crate) fn wait_sent<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> Result<MutexGuard<'a, Inner>> {
         let target = g.drained_pass;
         while self.sent_pass.load(Ordering::SeqCst) < target {
             self.want_sent.store(true, Ordering::SeqCst);
@@ -319,7 +320,7 @@ impl Mux {
     }
 
     /// Wakes every waiting application thread (after an application-side state change).
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         self.cond.notify_all();
     }
 

@@ -46,6 +46,7 @@ pub struct Builder {
 }
 
 impl Builder {
+    /// A builder with the defaults: UDT 4.11's options, a STREAM socket, not rendezvous.
     pub fn new() -> Builder {
         Builder::default()
     }
@@ -142,6 +143,7 @@ impl Builder {
         })
     }
 
+    /// Builds the socket and binds it to `addr`.
     pub fn bind(&self, addr: impl ToSocketAddrs + std::fmt::Debug) -> Result<UdtSocket> {
         let mut s = self.build()?;
         s.bind(addr)?;
@@ -198,6 +200,7 @@ enum State {
 /// Counters of a connection: the core's [`Stats`] plus the application-side totals.
 #[derive(Debug, Clone, Default)]
 pub struct SocketStats {
+    /// The protocol core's counters and estimates.
     pub core: Stats,
     /// Payload bytes handed to `send*` and accepted into the send buffer.
     pub bytes_sent: u64,
@@ -297,6 +300,7 @@ fn check_open(inner: &Inner, id: u32) -> Result<()> {
 }
 
 impl UdtSocket {
+    /// A [`Builder`] for a socket with options.
     pub fn builder() -> Builder {
         Builder::new()
     }
@@ -313,6 +317,7 @@ impl UdtSocket {
         Ok(())
     }
 
+    /// The options the socket was made or last configured with.
     pub fn config(&self) -> &ConnectionConfig {
         &self.builder.config
     }
@@ -322,6 +327,8 @@ impl UdtSocket {
         self.send_timeout_us.store(d.map_or(0, |d| (d.as_micros() as u64).max(1)), Ordering::Relaxed);
     }
 
+    /// How long `recv*` waits for data before [`UdtError::TimedOut`]; `None` = block forever
+    /// (default).
     pub fn set_recv_timeout(&self, d: Option<Duration>) {
         self.recv_timeout_us.store(d.map_or(0, |d| (d.as_micros() as u64).max(1)), Ordering::Relaxed);
     }
@@ -863,6 +870,7 @@ impl UdtSocket {
         Ok(g.ep.connection(id).map_or(0, |c| c.send_buffered()))
     }
 
+    /// The local UDP address, once bound.
     pub fn local_addr(&self) -> Result<SocketAddr> {
         match &self.state {
             State::Bound(h) | State::Listening(h) | State::Connected { h, .. } => Ok(h.0.local_addr()),
@@ -871,6 +879,7 @@ impl UdtSocket {
         }
     }
 
+    /// The peer's UDP address, once connected.
     pub fn peer_addr(&self) -> Result<SocketAddr> {
         match &self.state {
             State::Connected { peer, .. } => Ok(*peer),
@@ -887,6 +896,7 @@ impl UdtSocket {
         }
     }
 
+    /// STREAM or DGRAM.
     pub fn socket_type(&self) -> SocketType {
         self.builder.config.socket_type
     }

@@ -17,7 +17,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Largest UDP payload we ever send or expect (IPv4 limit).
-pub const MAX_DATAGRAM: usize = 65_507;
+pub(crate) const MAX_DATAGRAM: usize = 65_507;
 /// The kernel's limit on segments per GSO send (`UDP_MAX_SEGMENTS`).
 const GSO_MAX_SEGMENTS: usize = 64;
 /// Largest GSO super-datagram (payload bytes).
@@ -102,7 +102,9 @@ fn read_sockaddr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
 /// Kernel buffer sizes to ask for (bytes). As root the `*FORCE` options lift `rmem_max`.
 #[derive(Debug, Clone, Copy)]
 pub struct BufferSizes {
+    /// Send buffer, bytes.
     pub send: usize,
+    /// Receive buffer, bytes.
     pub recv: usize,
 }
 
@@ -128,10 +130,13 @@ pub struct UdpSocket {
     /// small buffer is meant to back-pressure (docs/testbed.md, "A host's NIC as the bottleneck").
     gso_bytes: usize,
     gro: bool,
+    /// System calls and datagrams so far.
     pub counters: IoCounters,
 }
 
 impl UdpSocket {
+    /// Binds a UDP socket to `addr` with buffers of `bufs` (forced when root), GSO/GRO where
+    /// the kernel has them (unless `UDT_OFFLOAD=0`) and kernel receive time stamps.
     pub fn bind(addr: SocketAddr, bufs: BufferSizes) -> io::Result<UdpSocket> {
         let family = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
         // SAFETY: plain socket(2) call; the fd is owned below.
@@ -176,6 +181,7 @@ impl UdpSocket {
         read_sockaddr(&storage).ok_or_else(|| io::Error::other("unknown address family"))
     }
 
+    /// The bound address (the port the kernel chose, if `addr` had 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
@@ -188,6 +194,7 @@ impl UdpSocket {
         (s as usize, r as usize)
     }
 
+    /// Whether GSO and GRO are on (send, receive).
     pub fn offloads(&self) -> (bool, bool) {
         (self.gso, self.gro)
     }
@@ -584,7 +591,7 @@ fn gro_segment_size(hdr: &libc::msghdr) -> Option<usize> {
 
 /// Lets this thread's timed waits end within a microsecond of their deadline (the default
 /// 50 µs timer slack would make short sleeps bursty).
-pub fn set_fine_timer_slack() {
+pub(crate) fn set_fine_timer_slack() {
     // SAFETY: prctl with an integer argument.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }

@@ -9,18 +9,18 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub const H1_ADDR: &str = "10.77.0.1";
-pub const H2_ADDR: &str = "10.77.0.2";
+pub(crate) const H1_ADDR: &str = "10.77.0.1";
+pub(crate) const H2_ADDR: &str = "10.77.0.2";
 /// Ethernet + IPv4 + UDP headers: what a UDP payload costs on the emulated link beyond itself.
-pub const UDP_OVERHEAD: usize = 14 + 20 + 8;
+pub(crate) const UDP_OVERHEAD: usize = 14 + 20 + 8;
 
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid(2) takes no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
 /// Returns false (after saying why) if this environment cannot build namespaces.
-pub fn can_run_netns(test: &str) -> bool {
+pub(crate) fn can_run_netns(test: &str) -> bool {
     if !is_root() {
         eprintln!("skipping {test}: needs root (network namespaces and raw sockets)");
         return false;
@@ -43,14 +43,14 @@ fn run_quiet(args: &[&str]) {
 
 /// Namespaces `udtl-<pid>-<tag>-{h1,r,h2}`; h1's and h2's `eth0` are on one /24, joined
 /// through r's `ra` and `rb`, which have no addresses (r does no IP forwarding of its own).
-pub struct Topology {
+pub(crate) struct Topology {
     pub h1: String,
     pub r: String,
     pub h2: String,
 }
 
 impl Topology {
-    pub fn new(tag: &str) -> Self {
+    pub(crate) fn new(tag: &str) -> Self {
         let p = format!("udtl-{}-{tag}", std::process::id());
         let t = Topology { h1: format!("{p}-h1"), r: format!("{p}-r"), h2: format!("{p}-h2") };
         for ns in [&t.h1, &t.r, &t.h2] {
@@ -86,18 +86,18 @@ impl Drop for Topology {
 }
 
 /// A running `udt-linkem` in r; SIGTERM on drop (SIGKILL if it lingers).
-pub struct Emulator {
+pub(crate) struct Emulator {
     child: Option<Child>,
     pub stats_path: PathBuf,
 }
 
 impl Emulator {
-    pub fn start(topo: &Topology, a_to_b: &str, b_to_a: &str) -> Self {
+    pub(crate) fn start(topo: &Topology, a_to_b: &str, b_to_a: &str) -> Self {
         Self::start_with(topo, a_to_b, b_to_a, &[])
     }
 
     /// Like [`Emulator::start`] with extra `udt-linkem` flags.
-    pub fn start_with(topo: &Topology, a_to_b: &str, b_to_a: &str, extra: &[&str]) -> Self {
+    pub(crate) fn start_with(topo: &Topology, a_to_b: &str, b_to_a: &str, extra: &[&str]) -> Self {
         let stats_path = std::env::temp_dir().join(format!("{}-linkem-stats.jsonl", topo.r));
         let _ = std::fs::remove_file(&stats_path);
         let child = Command::new("ip")
@@ -119,17 +119,17 @@ impl Emulator {
         emu
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()
     }
 
     /// Stops the emulator and returns its final stats line.
-    pub fn stop(self) -> String {
+    pub(crate) fn stop(self) -> String {
         self.stop_all().pop().unwrap_or_default()
     }
 
     /// Stops the emulator and returns all its stats lines, the final one last.
-    pub fn stop_all(mut self) -> Vec<String> {
+    pub(crate) fn stop_all(mut self) -> Vec<String> {
         let status = self.terminate();
         assert!(status.is_some_and(|s| s.success()), "udt-linkem did not exit cleanly: {status:?}");
         let text = std::fs::read_to_string(&self.stats_path).expect("reading the stats file");
@@ -165,7 +165,7 @@ impl Drop for Emulator {
 
 /// Reads a number field inside the `dir` object ("a_to_b"/"b_to_a") of a stats line, or at
 /// top level with `dir` empty.
-pub fn stat(line: &str, dir: &str, field: &str) -> f64 {
+pub(crate) fn stat(line: &str, dir: &str, field: &str) -> f64 {
     let scope = if dir.is_empty() { line } else { &line[line.find(&format!("\"{dir}\":")).expect(dir)..] };
     let key = format!("\"{field}\":");
     let at = scope.find(&key).unwrap_or_else(|| panic!("{field} not in {line}")) + key.len();
@@ -175,7 +175,7 @@ pub fn stat(line: &str, dir: &str, field: &str) -> f64 {
 
 /// Round-trip times in ms from `ping` h1 → h2.
 #[derive(Debug, Clone, Copy)]
-pub struct Rtt {
+pub(crate) struct Rtt {
     pub min: f64,
     pub avg: f64,
     pub max: f64,
@@ -184,7 +184,7 @@ pub struct Rtt {
     pub median: f64,
 }
 
-pub fn ping(topo: &Topology, count: u32, interval_s: f64) -> Rtt {
+pub(crate) fn ping(topo: &Topology, count: u32, interval_s: f64) -> Rtt {
     let out = Command::new("ip")
         .args([
             "netns",
@@ -226,7 +226,10 @@ pub fn ping(topo: &Topology, count: u32, interval_s: f64) -> Rtt {
 }
 
 /// Runs `f` on a thread that has entered network namespace `ns`.
-pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
+pub(crate) fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
     let path = format!("/run/netns/{ns}");
     std::thread::spawn(move || {
         let file = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -238,7 +241,7 @@ pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'sta
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct Blast {
+pub(crate) struct Blast {
     pub sent: u64,
     pub received: u64,
     /// Datagrams that arrived with a lower sequence number than one before them.
@@ -273,7 +276,7 @@ fn sockaddr(ip: &str, port: u16) -> libc::sockaddr_in {
 
 /// Sends sequence-numbered UDP datagrams of `payload` bytes from h1 to h2 at `offered_bps`
 /// (counted as link bytes) for `duration`, and measures what arrives.
-pub fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload: usize) -> Blast {
+pub(crate) fn udp_blast(topo: &Topology, offered_bps: f64, duration: Duration, payload: usize) -> Blast {
     let port = 5001;
     let (tx_ready, rx_ready) = std::sync::mpsc::channel();
     let receiver = in_netns(&topo.h2, move || {

@@ -8,18 +8,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-pub fn tmpdir(name: &str) -> PathBuf {
+pub(crate) fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("udt-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
 /// Waits for `child` while collecting its output, killing it after `secs`.
-pub fn finish(child: Child, secs: u64) -> Output {
+pub(crate) fn finish(child: Child, secs: u64) -> Output {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -35,23 +35,23 @@ pub fn finish(child: Child, secs: u64) -> Output {
     }
 }
 
-pub fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
 /// `bin` with `args`, no stdin, stdout and stderr captured.
-pub fn command(bin: &str, args: &[&str]) -> Command {
+pub(crate) fn command(bin: &str, args: &[&str]) -> Command {
     let mut c = Command::new(bin);
     c.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     c
 }
 
-pub fn stderr_of(out: &Output) -> String {
+pub(crate) fn stderr_of(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A `bin send` (sabul, frtp) listening on a fresh loopback port; returns it with the address.
-pub fn listening_sender(bin: &str, args: &[&str]) -> (Child, String) {
+pub(crate) fn listening_sender(bin: &str, args: &[&str]) -> (Child, String) {
     let addr = format!("127.0.0.1:{}", free_port());
     let mut a = vec!["send", "--listen", &addr];
     a.extend_from_slice(args);
