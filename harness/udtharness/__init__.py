@@ -9,6 +9,9 @@ none of its users (``make check`` enforces it: ``ci/import_graph.py``).
   contract's constants, building and starting a stack.
 - :mod:`~udtharness.processes`: every process a run starts, under memory and CPU caps, and its
   teardown on Ctrl-C.
+- :mod:`~udtharness.netns`: network namespaces named by owner, a sender and a receiver joined
+  by a veth pair or through ``udt-linkem``, and the sweep of those whose run is gone.
+- :mod:`~udtharness.cli`: the family's command lines and the one stats-line schema.
 - :mod:`~udtharness.capture`, :mod:`~udtharness.pcap`: live captures (dumpcap/tcpdump) and the
   pcap/pcapng reader and writer.
 - :mod:`~udtharness.ports`, :mod:`~udtharness.testdata`: free ports, seeded test files.

@@ -36,9 +36,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # This tree's registry and interop helpers, whichever udtconf the interpreter has installed.
-sys.path[:0] = [str(REPO / "harness"), str(REPO / "impl/interop")]
-from netns import LOOPBACK, Net, veth_namespaces  # noqa: E402
+sys.path[:0] = [str(REPO / "harness")]
 from udtharness.cli import read_stats, recv_argv, sabul_recv_argv, sabul_send_argv, send_argv  # noqa: E402
+from udtharness.netns import LOOPBACK, Net, veth_namespaces  # noqa: E402
 from udtharness.stacks import Stack, StackError, reference_stack, registry  # noqa: E402
 from udtharness.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval  # noqa: E402
 

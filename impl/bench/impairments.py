@@ -34,9 +34,9 @@ from pathlib import Path
 from statistics import mean
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "harness"), str(REPO / "impl/interop")]
+sys.path[:0] = [str(REPO / "harness"), str(REPO / "impl/interop")]  # impairment_sweep
 from impairment_sweep import BY_NAME, Condition, Outcome, run  # noqa: E402
-from netns import sweep_stale_namespaces  # noqa: E402
+from udtharness import netns  # noqa: E402
 from udtharness.stacks import Stack, reference_stack, registry  # noqa: E402
 from udtharness.uncertainty import ratio_interval  # noqa: E402
 
@@ -150,7 +150,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("impairments: needs root (network namespaces, iptables)", file=sys.stderr)
         return 2
-    sweep_stale_namespaces(NS_PREFIX)
+    netns.cleanup(NS_PREFIX, live=False)
     print(
         f"impairments: stacks {', '.join(names)}, seeds {args.seeds}, size scale {args.size_scale:g}; "
         f"{len(conds) * len(seeds) * len(names)} transfers, one at a time"

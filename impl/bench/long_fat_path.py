@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "harness"), str(REPO / "impl/interop")]
+sys.path[:0] = [str(REPO / "harness")]
 from compare import transfer  # noqa: E402
-from netns import linkem_namespaces, sweep_stale_namespaces  # noqa: E402
+from udtharness import netns  # noqa: E402
 from udtharness.cli import read_stats  # noqa: E402
+from udtharness.netns import linkem_namespaces  # noqa: E402
 from udtharness.stacks import reference_stack, registry  # noqa: E402
 from udtharness.testdata import random_file  # noqa: E402
 from udtharness.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval, repeats_to_decide  # noqa: E402
@@ -126,7 +127,7 @@ def main() -> int:
     spec = f"delay={args.rtt_ms / 2:g}ms,rate={args.rate_mbit:g}mbit,queue={bdp_pkts}p"
     options = ("--flow-window", str(args.window), "--rcvbuf", str(args.window), "--sndbuf", str(2 * args.window))
     print(f"path: {spec} both ways; window {args.window} packets allows {allows:.1f} Mb/s")
-    sweep_stale_namespaces(NS_PREFIX)
+    netns.cleanup(NS_PREFIX, live=False)
     size = args.size_mib * MIB
     timeout = 30 + 3 * size * 8 / (allows * 1e6)
     points: list[Point] = []

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from netns import LOOPBACK, Net, sweep_stale_namespaces, veth_namespaces
+from udtharness import netns
 from udtharness.cli import read_stats, recv_argv, send_argv, stats_problems
+from udtharness.netns import LOOPBACK, Net, veth_namespaces
 from udtharness.ports import free_udp_port
 from udtharness.stacks import StackError, registry
 from udtharness.testdata import random_file, sha256_file
@@ -88,7 +89,7 @@ def loopback() -> Net:
 def veth() -> Iterator[Net]:
     if os.geteuid() != 0:
         pytest.skip("needs root: creates network namespaces")
-    sweep_stale_namespaces(NS_PREFIX)
+    netns.cleanup(NS_PREFIX, live=False)
     with veth_namespaces(NS_PREFIX, "10.231.0.1", "10.231.0.2") as net:
         yield net
 

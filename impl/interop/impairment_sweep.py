@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from netns import Net, linkem_namespaces
+from udtharness.netns import Net, linkem_namespaces
 from udtharness.stacks import Stack
 from udtharness.testdata import random_file, sha256_file
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Proc, describe, pick_port, run_processes, stack_binary
-from netns import Net
 from udtharness.cli import read_stats, recv_argv, send_argv
+from udtharness.netns import Net
 from udtharness.testdata import random_file, sha256_file
 
 N = 3

@@ -34,8 +34,9 @@ from conftest import (
     start_processes,
     wait_processes,
 )
-from netns import Net, linkem_namespaces, sweep_stale_namespaces
+from udtharness import netns
 from udtharness.cli import read_stats, sabul_send_argv
+from udtharness.netns import Net, linkem_namespaces
 from udtharness.testdata import random_file
 
 # (sender, receiver)
@@ -131,7 +132,7 @@ def circuit(request: pytest.FixtureRequest) -> Iterator[Net]:
     path beside it."""
     if os.geteuid() != 0:
         pytest.skip("needs root: creates network namespaces")
-    sweep_stale_namespaces(PREFIX)
+    netns.cleanup(PREFIX, live=False)
     spec = getattr(request, "param", CIRCUIT)
     with linkem_namespaces(PREFIX, *DATA, spec, spec, control=CONTROL) as net:
         yield net

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from impairment_sweep import CONDITIONS, Condition, Outcome, run
-from netns import sweep_stale_namespaces
+from udtharness import netns
 from udtharness.stacks import reference_stack, registry
 
 pytestmark = pytest.mark.needs_root
@@ -36,7 +36,7 @@ def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Where the inputs live (one random file per size); stale namespaces of killed runs go first."""
     if os.geteuid() != 0:
         pytest.skip("needs root: creates network namespaces and iptables rules")
-    sweep_stale_namespaces(PREFIX)
+    netns.cleanup(PREFIX, live=False)
     yield tmp_path_factory.mktemp("impairments")
 
 

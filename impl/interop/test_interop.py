@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import check_transfer, transfer
-from netns import Net
+from udtharness.netns import Net
 from udtharness.testdata import random_file
 
 # (sender, receiver): the sender is the client (or the rendezvous side that runs `send`).

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import SABUL_SIZES, Proc, TransferResult, check_transfer, pick_port, run_processes, stack_binary
-from netns import Net, linkem_namespaces, sweep_stale_namespaces
+from udtharness import netns
 from udtharness.cli import read_stats, sabul_recv_argv, sabul_send_argv
+from udtharness.netns import Net, linkem_namespaces
 from udtharness.testdata import random_file
 
 # (sender, receiver)
@@ -108,7 +109,7 @@ LINKEM_PREFIX = "udtl-"
 def impaired(request: pytest.FixtureRequest) -> Iterator[Net]:
     if os.geteuid() != 0:
         pytest.skip("needs root: creates network namespaces")
-    sweep_stale_namespaces(LINKEM_PREFIX)
+    netns.cleanup(LINKEM_PREFIX, live=False)
     spec = request.param
     with linkem_namespaces(LINKEM_PREFIX, "10.232.0.1", "10.232.0.2", spec, spec) as net:
         yield net

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from udtbed import network, runtime
 from udtbed.results import PartResult, StackResult
+from udtharness import netns
 
 
 def pytest_collection_modifyitems(config, items):
@@ -31,7 +32,7 @@ def no_leftover_namespaces(request):
         boxes = runtime.cleanup_containers(f"{network.PREFIX}{os.getpid()}-")
         assert not boxes, f"containers left behind: {boxes}"
     if "needs_root" in request.keywords and os.geteuid() == 0:
-        mine = network.list_namespaces(f"{network.PREFIX}{os.getpid()}-")
+        mine = netns.list_namespaces(f"{network.PREFIX}{os.getpid()}-")
         network.cleanup(f"{network.PREFIX}{os.getpid()}-")
         assert not mine, f"namespaces left behind: {mine}"
 

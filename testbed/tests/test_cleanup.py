@@ -10,6 +10,7 @@ import time
 import pytest
 from conftest import dead_pid, interruptible, root_links, udtbed_run_argv
 from udtbed import network
+from udtharness import netns
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
@@ -38,7 +39,7 @@ def wait_for_transfer(p):
 
 
 def netns_inodes(prefix):
-    return {os.stat(f"/run/netns/{ns}").st_ino for ns in network.list_namespaces(prefix)}
+    return {os.stat(f"/run/netns/{ns}").st_ino for ns in netns.list_namespaces(prefix)}
 
 
 def processes_in(inodes):
@@ -65,7 +66,7 @@ def test_interrupt_leaves_nothing_and_next_run_works(tmp_path, sig):
     p.send_signal(sig)
     out = p.communicate(timeout=60)[0]
     assert p.returncode == 130, out
-    assert network.list_namespaces(prefix) == []
+    assert netns.list_namespaces(prefix) == []
     time.sleep(0.5)
     assert processes_in(inodes) == []
     assert_next_run_works()
@@ -98,23 +99,23 @@ def test_cleanup_removes_a_killed_runs_namespaces_and_processes(tmp_path):
     p = spawn_run(tmp_path)
     wait_for_transfer(p)
     prefix = f"{network.PREFIX}{p.pid}-"
-    names = network.list_namespaces(prefix)
+    names = netns.list_namespaces(prefix)
     inodes = netns_inodes(prefix)
     assert names and processes_in(inodes)
-    assert any(network.is_node_shell(pid) for pid in processes_in(inodes)), "Mininet node shells"
+    assert any(netns.is_node_shell(pid) for pid in processes_in(inodes)), "Mininet node shells"
     assert root_links() == before
     p.kill()
     p.wait(timeout=10)
     p.stdout.close()
     time.sleep(0.5)
-    assert sorted(network.list_namespaces(prefix)) == sorted(names)
+    assert sorted(netns.list_namespaces(prefix)) == sorted(names)
     assert processes_in(inodes), "the stacks and emulators outlive a killed runner"
     r = subprocess.run(
         [sys.executable, "-m", "udtbed", "cleanup", "--prefix", prefix], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert all(ns in r.stdout for ns in names), r.stdout
-    assert network.list_namespaces(prefix) == []
+    assert netns.list_namespaces(prefix) == []
     time.sleep(0.5)
     assert processes_in(inodes) == []
     assert root_links() == before
@@ -136,13 +137,13 @@ def test_cleanup_command_removes_only_prefixed_namespaces():
             text=True,
         )
         assert mine in r.stdout
-        assert mine not in network.list_namespaces()
-        assert other in network.list_namespaces("udtz-")
+        assert mine not in netns.list_namespaces(network.PREFIX)
+        assert other in netns.list_namespaces("udtz-")
         assert sleeper.wait(timeout=5) != 0
         r = subprocess.run(
             [sys.executable, "-m", "udtbed", "cleanup", "--prefix", "udtz-"], capture_output=True, text=True
         )
-        assert r.returncode == 2 and other in network.list_namespaces("udtz-"), r.stderr
+        assert r.returncode == 2 and other in netns.list_namespaces("udtz-"), r.stderr
     finally:
         subprocess.run(["ip", "netns", "del", other])
         subprocess.run(["ip", "netns", "del", mine], capture_output=True)
@@ -156,8 +157,8 @@ def test_cleanup_keeps_live_runs_and_removes_dead_ones():
     try:
         r = subprocess.run([sys.executable, "-m", "udtbed", "cleanup"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        assert dead not in network.list_namespaces() and dead in r.stdout
-        assert live in network.list_namespaces(), "a live run's namespace was removed"
+        assert dead not in netns.list_namespaces(network.PREFIX) and dead in r.stdout
+        assert live in netns.list_namespaces(network.PREFIX), "a live run's namespace was removed"
         assert "--all" in r.stdout and live in r.stdout
     finally:
         for ns in (live, dead):

@@ -22,6 +22,7 @@ from udtbed.run import Run
 from udtbed.runner import run_experiment
 from udtbed.runtime import DockerError, DockerRuntime, StacksImage
 from udtbed.stacks import all_stacks
+from udtharness import netns
 
 
 def docker_test(f):
@@ -139,7 +140,7 @@ def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image
         out = p.communicate(timeout=60)[0]
         assert p.returncode == 130, out
         assert runtime.list_containers(prefix) == []
-        assert network.list_namespaces(prefix) == []
+        assert netns.list_namespaces(prefix) == []
         time.sleep(0.5)
         assert processes_in(inodes) == []
     finally:

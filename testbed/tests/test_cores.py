@@ -13,6 +13,7 @@ from udtbed import cores, network, report
 from udtbed.experiment import EXPERIMENTS_DIR, Flow, load_all
 from udtbed.flows import start_bulk
 from udtbed.topology import load
+from udtharness import netns
 
 EXPS = load_all(EXPERIMENTS_DIR)
 TESTBED = Path(__file__).resolve().parents[1]
@@ -114,14 +115,14 @@ def test_a_cpu_set_outside_the_processs_affinity_is_refused():
 
 
 def test_a_full_scale_run_on_too_few_cores_is_refused_before_anything_is_built(tmp_path):
-    before = network.list_namespaces()
+    before = netns.list_namespaces(network.PREFIX)
     argv = udtbed_run_argv(tmp_path / "res", "--experiments", "efficiency", "--stacks", "udt-rs", "--scale", "1")
     p = subprocess.run([*argv, "--cpuset", ONE_CPU], cwd=TESTBED, capture_output=True, text=True, timeout=60)
     assert p.returncode == 3, p.stderr
     assert "efficiency / chicago-amsterdam: needs 4 cores at scale 1" in p.stderr
     assert "the run has 1" in p.stderr and "SCALE=0.1" in p.stderr and "CORES=flag" in p.stderr
     assert not (tmp_path / "res").exists()  # refused before a results directory, namespace or process
-    assert network.list_namespaces() == before
+    assert netns.list_namespaces(network.PREFIX) == before
 
 
 def test_the_cores_command_lists_every_part_and_fails_where_the_machine_is_too_small():

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from udtbed import network
 from udtbed.topology import Direction, Queue, load, parse_loss, scaled_direction
+from udtharness import netns
 
 TOPOLOGIES = sorted((Path(__file__).resolve().parents[2] / "topologies").glob("*.toml"))
 LOSSES = ["0.001", "0.5%", "random:0.01", "random:2%", "ge:0.0005,0.2,1", "ge:0.01,0.3,0.8,0.001"]
@@ -52,20 +53,20 @@ def generated_commands() -> dict[tuple[str, ...], str]:
 
 
 def tc(ns: str, *args: str) -> subprocess.CompletedProcess:
-    return network.sh("tc", "qdisc", "add", "dev", "v0", *args, ns=ns, check=False)
+    return netns.sh("tc", "qdisc", "add", "dev", "v0", *args, ns=ns, check=False)
 
 
 @pytest.fixture
 def scratch_veth(request):
     """A veth pair v0/v1 in a scratch namespace (named udtb-<pid>-tc, removed afterwards)."""
     ns = f"{network.PREFIX}{os.getpid()}-tc"
-    network.sh("ip", "netns", "add", ns)
+    netns.sh("ip", "netns", "add", ns)
     try:
-        network.sh("ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1", ns=ns)
-        network.sh("ip", "link", "set", "v0", "up", ns=ns)
+        netns.sh("ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1", ns=ns)
+        netns.sh("ip", "link", "set", "v0", "up", ns=ns)
         yield ns
     finally:
-        network.kill_namespace(ns)
+        netns.kill_namespace(ns)
 
 
 def kind(cmd: list[str]) -> str:
@@ -101,7 +102,7 @@ def test_tc_accepts_every_generated_netem_command(scratch_veth):
             if kind(chain[0]) == "netem":
                 # The rate stage is a netem too: tc's parser is all this kernel can check.
                 kernel_only_refuses(["root"] + chain[0][2:], origin)
-                network.sh("tc", "qdisc", "del", "dev", "v0", "root", ns=ns, check=False)
+                netns.sh("tc", "qdisc", "del", "dev", "v0", "root", ns=ns, check=False)
                 continue
             # No netem to hang the chain from: the tbf (rate) goes at the root, its fifo below as generated.
             chain = [["root"] + chain[0][2:]] + chain[1:]
@@ -110,11 +111,11 @@ def test_tc_accepts_every_generated_netem_command(scratch_veth):
             if q.returncode != 0:
                 problems.append(f"{origin}: `tc qdisc add dev v0 {' '.join(c)}`: {q.stderr.strip()}")
         if chain:
-            shown = network.sh("tc", "qdisc", "show", "dev", "v0", ns=ns).stdout
+            shown = netns.sh("tc", "qdisc", "show", "dev", "v0", ns=ns).stdout
             for c in chain:
                 if not re.search(rf"qdisc {kind(c)} {c[c.index('handle') + 1]} ", shown):
                     problems.append(f"{origin}: {kind(c)} missing from `tc qdisc show`: {shown.strip()}")
-        network.sh("tc", "qdisc", "del", "dev", "v0", "root", ns=ns, check=False)
+        netns.sh("tc", "qdisc", "del", "dev", "v0", "root", ns=ns, check=False)
     assert not problems, "\n".join(problems)
 
 

@@ -27,10 +27,12 @@ from pathlib import Path
 import pytest
 from udtbed import network
 from udtbed.calibrate import calibrate, train
-from udtbed.network import Network, sh
+from udtbed.network import Network
 from udtbed.probe import TrainSinkResult
 from udtbed.runtime import NamespaceRuntime
 from udtbed.topology import FRAME_BYTES, load
+from udtharness import netns
+from udtharness.netns import sh
 
 REPO = Path(__file__).resolve().parents[2]
 UDT = REPO / "impl/target/release/udt"
@@ -96,7 +98,7 @@ def built(tmp_path: Path) -> Iterator[list[Network]]:
     yield nets
     for n in nets:
         n.close()
-    assert not network.list_namespaces(f"{network.PREFIX}{os.getpid()}-")
+    assert not netns.list_namespaces(f"{network.PREFIX}{os.getpid()}-")
 
 
 def build(nets: list[Network], topo_file: Path, tmp: Path, scale: float = 1.0, backend: str = "netem") -> Network:
@@ -288,9 +290,9 @@ def test_a_transfer_is_byte_exact_over_a_lossy_netem_path(built, tmp_path, binar
 def test_closing_a_netem_network_leaves_no_namespace_or_qdisc_behind(tmp_path):
     net = Network(load(REPO / "topologies/three-site.toml"), scale=SCALE, backend="netem", workdir=tmp_path)
     with net:
-        mine = network.list_namespaces(f"{network.PREFIX}{net.tag}-")
+        mine = netns.list_namespaces(f"{network.PREFIX}{net.tag}-")
         assert len(mine) == len(net.namespaces) > 0
-    assert not network.list_namespaces(f"{network.PREFIX}{net.tag}-")
+    assert not netns.list_namespaces(f"{network.PREFIX}{net.tag}-")
     p = subprocess.run(["tc", "qdisc", "show"], capture_output=True, text=True, check=True)
     assert "netem" not in p.stdout, p.stdout
 
@@ -353,7 +355,7 @@ def test_each_topology_shape_builds_with_netem(tmp_path, shape):
         net_name = next(link.net for link in topo.links if a in (link.a, link.b))
         p = sh("ping", "-c", "2", "-W", "3", topo.address(b, net_name), ns=net.ns(a), check=False)
         assert p.returncode == 0, (topo_file.name, p.stdout)
-    assert not network.list_namespaces(f"{network.PREFIX}{net.tag}-")
+    assert not netns.list_namespaces(f"{network.PREFIX}{net.tag}-")
 
 
 def test_the_runner_runs_a_fig11_part_on_netem_and_records_it(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from udtbed import network
 from udtbed.topology import TopologyError, load
+from udtharness import netns
 
 TOPOLOGIES = sorted((Path(__file__).resolve().parents[2] / "topologies").glob("*.toml"))
 
@@ -148,16 +149,16 @@ def test_nodes_are_mininet_nodes_and_hosts_see_the_configured_rtt(tmp_path):
         expect = {net.ns("chicago"): {"data"}, net.ns("ottawa"): {"data"}, router: {"ra", "rb"}}
         for ns, ifnames in expect.items():
             node = net.nodes[ns]
-            pids = [int(p) for p in network.sh("ip", "netns", "pids", ns).stdout.split()]
-            assert node.pid in pids and network.is_node_shell(node.pid), (ns, pids)
+            pids = [int(p) for p in netns.sh("ip", "netns", "pids", ns).stdout.split()]
+            assert node.pid in pids and netns.is_node_shell(node.pid), (ns, pids)
             assert shell_argv(node.pid)[-1] == f"mininet:{ns}"
-            links = network.sh("ip", "-o", "link", "show", ns=ns).stdout
+            links = netns.sh("ip", "-o", "link", "show", ns=ns).stdout
             assert ifnames <= {line.split(":")[1].strip().split("@")[0] for line in links.splitlines()}, links
         assert net.link_specs[0]["built_by"].startswith("mininet ")
         assert root_links() == before
         median, _ = ping(net, "chicago", "ottawa")
         assert median is not None and abs(median - 16.0) <= 1.0, median
-    assert network.list_namespaces(f"{network.PREFIX}{net.tag}-") == []
+    assert netns.list_namespaces(f"{network.PREFIX}{net.tag}-") == []
     assert root_links() == before
 
 
@@ -168,14 +169,14 @@ def _udp_blast(net, host: str, to: str, sndbuf: int, count: int) -> None:
         f"s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, {sndbuf}); "
         f"[s.sendto(bytes(1400), ({to!r}, 9)) for _ in range({count})]"
     )
-    network.sh(sys.executable, "-c", code, ns=net.ns(host))
+    netns.sh(sys.executable, "-c", code, ns=net.ns(host))
 
 
 def _qdisc_counts(net, host: str) -> tuple[int, int]:
     """(packets sent, dropped) of ``host``'s NIC (its data interface's root qdisc)."""
     import re
 
-    text = network.sh("tc", "-s", "qdisc", "show", "dev", "data", ns=net.ns(host)).stdout
+    text = netns.sh("tc", "-s", "qdisc", "show", "dev", "data", ns=net.ns(host)).stdout
     m = re.search(r"Sent \d+ bytes (\d+) pkt \(dropped (\d+)", text)
     assert m, text
     return int(m.group(1)), int(m.group(2))
@@ -202,5 +203,5 @@ def test_a_host_nic_blocks_a_udp_sender_whose_buffer_is_full_and_drops_what_a_la
         _, dropped = _qdisc_counts(net, "x")
         assert dropped > 100, dropped
         assert hostwatch.nic_dropped(net, "x") == dropped and hostwatch.nic_dropped(net, "y") is None
-    assert network.list_namespaces(f"{network.PREFIX}{net.tag}-") == []
+    assert netns.list_namespaces(f"{network.PREFIX}{net.tag}-") == []
     assert root_links() == before

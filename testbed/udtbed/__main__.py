@@ -34,6 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from udtharness import netns
 from udtharness.progress import Progress
 
 from . import cores, hostinfo, network, runtime, sim
@@ -862,7 +863,7 @@ def main(argv: list[str] | None = None) -> int:
     if boxes:
         print(f"removed {len(boxes)} container(s): {', '.join(boxes)}")
     print(f"removed {len(gone)} namespace(s){': ' + ', '.join(gone) if gone else ''}")
-    kept = network.list_namespaces(a.prefix) + runtime.list_containers(a.prefix)
+    kept = netns.list_namespaces(a.prefix) + runtime.list_containers(a.prefix)
     if kept:
         print(
             f"kept {len(kept)} namespace(s) and container(s) of runs still alive ({', '.join(kept)}): "

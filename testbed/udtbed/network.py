@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NotRequired, Protocol, TypedDict
 
+from udtharness import netns
+from udtharness.netns import kill_namespace, sh
+
 from .topology import FRAME_BYTES, Direction, HostNic, Link, Topology, scaled_direction
 
 PREFIX = "udtb-"
@@ -174,69 +177,15 @@ def pinned_to(cpus: frozenset[int] | None) -> Callable[[], None] | None:
     return lambda: os.sched_setaffinity(0, mask)
 
 
-def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed ({p.returncode}): {p.stderr.strip() or p.stdout.strip()}")
-    return p
-
-
-def list_namespaces(prefix: str = PREFIX) -> list[str]:
-    out = sh("ip", "netns", "list", check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
-
-
-def kill_namespace(ns: str) -> None:
-    """Kill every process inside ``ns`` (TERM, then KILL), then delete it.
-
-    A Mininet node's shell gets HUP instead of TERM: an interactive bash ignores TERM."""
-    for first in (True, False):
-        pids = [int(p) for p in sh("ip", "netns", "pids", ns, check=False).stdout.split()]
-        for pid in pids:
-            sig = (signal.SIGHUP if is_node_shell(pid) else signal.SIGTERM) if first else signal.SIGKILL
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 2
-        while pids and time.monotonic() < deadline:
-            pids = [p for p in pids if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
-            time.sleep(0.02)
-        if not pids:
-            break
-    sh("ip", "netns", "del", ns, check=False)
-
-
-def is_node_shell(pid: int) -> bool:
-    """Whether ``pid`` is a Mininet node's shell (``bash ... -is mininet:<node>``)."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return argv[0] == b"bash" and any(a.startswith(b"mininet:") for a in argv)
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "Z"
+def cleanup(prefix: str = PREFIX, live: bool = True) -> list[str]:
+    """Remove every testbed namespace (``udtb-…``) and the processes in it; returns their names.
+    With ``live=False`` the namespaces of runs still alive are left alone (udtharness.netns)."""
+    return netns.cleanup(prefix, live)
 
 
 def owner_alive(ns: str) -> bool:
-    """Whether the run that made ``ns`` (``udtb-<pid>-...``, ``udtb-probe-<pid>``) still runs."""
-    pid = next((p for p in ns.removeprefix(PREFIX).split("-") if p.isdigit()), None)
-    return pid is not None and Path(f"/proc/{pid}").exists()
-
-
-def cleanup(prefix: str = PREFIX, live: bool = True) -> list[str]:
-    """Remove every namespace with ``prefix`` and the processes in it; returns their names.
-    With ``live=False`` the namespaces of runs still alive are left alone."""
-    gone = [ns for ns in list_namespaces(prefix) if live or not owner_alive(ns)]
-    for ns in gone:
-        kill_namespace(ns)
-    return gone
+    """Whether the run that made the testbed namespace ``ns`` still runs."""
+    return netns.owner_alive(ns, PREFIX)
 
 
 # --- backends ------------------------------------------------------------------------------

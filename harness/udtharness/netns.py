@@ -1,11 +1,21 @@
-"""Network namespaces for the interop tests and the comparison benchmark: where a sender (a)
-and a receiver (b) run, two namespaces joined by a veth pair, and two joined through a third
-that runs ``udt-linkem`` (loss, delay and rate on the path)."""
+"""Network namespaces, made and removed in one place.
+
+Every namespace a run makes is named ``<prefix><pid>-…``: the prefix says whose it is (the
+testbed's ``udtb-``, the interop tests' and benches' own), the pid which process made it, so a
+sweep (:func:`cleanup` with ``live=False``) removes those of runs that are gone and leaves those
+of runs still alive, and removes the processes inside each before the namespace itself. Nothing
+is ever killed by name.
+
+For the interop tests and the benches: a sender (a) and a receiver (b) in two namespaces joined
+by a veth pair (:func:`veth_namespaces`), or joined through a third that runs ``udt-linkem``
+(loss, delay and rate on the path; :func:`linkem_namespaces`). The testbed builds its
+topologies with Mininet and cleans them up with the same :func:`cleanup`.
+"""
 
 from __future__ import annotations
 
 import os
-import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -66,7 +76,7 @@ def delete_namespaces(names: list[str]) -> None:
 def veth_namespaces(ns_prefix: str, addr_a: str, addr_b: str) -> Iterator[Net]:
     """Namespaces ``<ns_prefix><pid>-a`` and ``-b`` joined by a veth pair, deleted on exit even
     after a failure. The pid in the names keeps parallel runs apart and lets
-    :func:`sweep_stale_namespaces` find those of runs that were killed."""
+    :func:`cleanup` (``live=False``) find those of runs that were killed."""
     pid = os.getpid()
     ns_a, ns_b = f"{ns_prefix}{pid}-a", f"{ns_prefix}{pid}-b"
     create_veth_namespaces(ns_a, ns_b, addr_a, addr_b)
@@ -76,7 +86,7 @@ def veth_namespaces(ns_prefix: str, addr_a: str, addr_b: str) -> Iterator[Net]:
         delete_namespaces([ns_a, ns_b])
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # harness/udtharness/ -> the repository
 LINKEM = Path(os.environ.get("UDT_LINKEM", REPO / "impl/target/release/udt-linkem"))
 
 
@@ -176,20 +186,69 @@ def _link_neighbours(ns_a: str, addr_a: str, ns_b: str, addr_b: str, dev: str) -
         _run("ip", "-n", ns, "neigh", "replace", peer_addr, "lladdr", mac, "dev", dev, "nud", "permanent")
 
 
-def _pid_alive(pid: int) -> bool:
+def sh(*argv: str, check: bool = True, ns: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``argv`` (inside ``ns`` when given); with ``check`` a failure raises with its stderr."""
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed ({p.returncode}): {p.stderr.strip() or p.stdout.strip()}")
+    return p
+
+
+def list_namespaces(prefix: str) -> list[str]:
+    """The namespaces whose names start with ``prefix``."""
+    out = sh("ip", "netns", "list", check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(prefix)]
+
+
+def kill_namespace(ns: str) -> None:
+    """Kill every process inside ``ns`` (TERM, then KILL), then delete it.
+
+    A Mininet node's shell gets HUP instead of TERM: an interactive bash ignores TERM."""
+    for first in (True, False):
+        pids = [int(p) for p in sh("ip", "netns", "pids", ns, check=False).stdout.split()]
+        for pid in pids:
+            sig = (signal.SIGHUP if is_node_shell(pid) else signal.SIGTERM) if first else signal.SIGKILL
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if Path(f"/proc/{p}").exists() and _state(p) != "Z"]
+            time.sleep(0.02)
+        if not pids:
+            break
+    sh("ip", "netns", "del", ns, check=False)
+
+
+def is_node_shell(pid: int) -> bool:
+    """Whether ``pid`` is a Mininet node's shell (``bash ... -is mininet:<node>``)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return argv[0] == b"bash" and any(a.startswith(b"mininet:") for a in argv)
 
 
-def sweep_stale_namespaces(ns_prefix: str) -> None:
-    """Deletes ``<ns_prefix><pid>-a|b|m`` namespaces left behind by runs that were killed."""
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    for ns in (line.split()[0] for line in out.splitlines() if line.strip()):
-        m = re.fullmatch(rf"{re.escape(ns_prefix)}(\d+)-[abm]", ns)
-        if m and not _pid_alive(int(m.group(1))):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
+
+
+def owner_alive(ns: str, prefix: str) -> bool:
+    """Whether the process that made ``ns`` (``<prefix>…<pid>-…``: the first all-digit part
+    after the prefix) still runs."""
+    pid = next((p for p in ns.removeprefix(prefix).split("-") if p.isdigit()), None)
+    return pid is not None and Path(f"/proc/{pid}").exists()
+
+
+def cleanup(prefix: str, live: bool = True) -> list[str]:
+    """Remove every namespace with ``prefix`` and the processes in it; returns their names.
+    With ``live=False`` the namespaces of runs still alive are left alone."""
+    gone = [ns for ns in list_namespaces(prefix) if live or not owner_alive(ns, prefix)]
+    for ns in gone:
+        kill_namespace(ns)
+    return gone
