@@ -105,8 +105,17 @@ check:
 
 # The VM stage (test-vm, ~9 min under TCG emulation) runs alone: beside clippy and the cargo tests
 # its emulated CPU starved and its timing checks failed (docs/testbed.md, "The netem backend in a VM").
+# Every stage runs even after one fails (as make -k would); each stage's wall time is printed at
+# the end, so a slow `make test` says where its time goes.
+TEST_STAGES := check test-rust test-vm test-harness test-interop test-conformance test-testbed
 test: setup build
-	@$(MAKE) --no-print-directory -k check test-rust test-vm test-harness test-interop test-conformance test-testbed
+	@failed=; times=; \
+	for t in $(TEST_STAGES); do \
+	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; \
+	  times="$$times$$t $$(( $$(date +%s) - t0 ))\n"; \
+	done; \
+	echo "==> make test: each stage's wall time, seconds"; printf "$$times" | awk '{ printf "%-18s %6d\n", $$1, $$2 }'; \
+	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
 
 test-rust:
 	@echo "==> test: cargo test --release (impl/)"
