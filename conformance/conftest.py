@@ -13,10 +13,11 @@ import pytest
 from udtconf import expectations, gate, report
 from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
+from udtconf.family import RUNS
 from udtconf.frtp.checks import rules_for as frtp_rules_for
-from udtconf.interop import RESULTS_DIR, InteropRunner, RunResult
 from udtconf.recovery import ADAPTER_CASE as RECOVERY_CASE
 from udtconf.report import SKIPPED_AFTER_HANDSHAKE
+from udtconf.runner import RESULTS_DIR, InteropRunner, RunResult
 from udtconf.sabul.checks import rules_for as sabul_rules_for
 from udtconf.selection import Selection, SelectionError, from_env, key_unit
 from udtharness import processes
@@ -171,7 +172,7 @@ class FailFastRunner(InteropRunner):
     the pair's other cases skip at once instead of each costing a timeout."""
 
     def __init__(self, results_dir: Path, cases: tuple[str, ...]) -> None:
-        super().__init__(results_dir)
+        super().__init__(RUNS, results_dir)
         self.cases = cases
 
     def run(self, server: Stack, client: Stack, case: str) -> RunResult:

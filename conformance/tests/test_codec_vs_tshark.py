@@ -11,7 +11,7 @@ import shutil
 import subprocess
 
 import pytest
-from udtconf.interop import InteropRunner
+from udtconf.runner import InteropRunner
 from udtconf.wire import Ack, DataPacket, Handshake, WireError, decode
 from udtharness.pcap import read_udp
 from udtharness.stacks import Stack

@@ -9,8 +9,9 @@ the stack and side (sender / receiver) the rule constrains and the capture frame
 from __future__ import annotations
 
 import pytest
-from udtconf.interop import InteropRunner
+from udtconf.runner import InteropRunner
 from udtconf.sabul.checks import SabulContext, SabulRule
+from udtconf.sabul.interop import SabulRunResult
 from udtharness.stacks import Stack
 from verdicts import rule_run, rule_verdict
 
@@ -20,11 +21,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("f
 def test_frtp_rule(frtp_rule: tuple[Stack, Stack, str, SabulRule], runner: InteropRunner, record_property) -> None:  # type: ignore[no-untyped-def]
     server, client, case, rule = frtp_rule
     res = rule_run(rule, server, client, case, runner, record_property)
+    assert isinstance(res, SabulRunResult)
     names = {"sender": server.name, "receiver": client.name}
     rule_verdict(
         rule,
         res,
-        [s for s in res.sabul if rule.applies(s)],
+        [s for s in res.sessions if rule.applies(s)],
         SabulContext(case, {}, set(res.dropped)),
         names,
         record_property,

@@ -6,7 +6,7 @@ A failed run says why in one line (its diagnosis' headline) and keeps the whole 
 from __future__ import annotations
 
 import pytest
-from udtconf.interop import InteropRunner
+from udtconf.runner import InteropRunner
 from udtharness.stacks import Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]

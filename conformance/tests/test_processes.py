@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from script_stack import script_stack
 from udtconf.diagnosis import crashed, log_crash
-from udtconf.interop import InteropRunner
+from udtconf.family import RUNS
+from udtconf.runner import InteropRunner
 from udtconf.tester import Probe, ProbeEnv, ProbeResult, _StackServer, run_probe
 from udtharness import processes
 from udtharness.processes import LimitError, Limits, parse_seconds, parse_size
@@ -135,7 +136,7 @@ def test_a_probe_does_not_pass_a_stack_that_exits_2_after_a_fatal_error(tmp_path
 
 def test_an_interop_cell_names_the_fatal_error_before_its_dump(tmp_path: Path) -> None:
     stack = script_stack(tmp_path, "fatal", FATAL_THEN_DUMP, ["handshake"])
-    res = InteropRunner(tmp_path / "results", capture=False).run(stack, stack, "handshake")
+    res = InteropRunner(RUNS, tmp_path / "results", capture=False).run(stack, stack, "handshake")
     assert res.status == "fail"
     assert "client fatal exit 2: fatal error: out of memory" in res.reason
     assert "server fatal exit 2: fatal error: out of memory" in res.reason
@@ -169,7 +170,7 @@ def test_a_stack_that_allocates_without_bound_is_stopped_by_its_memory_cap(
 ) -> None:
     monkeypatch.setenv("UDTC_MEM_LIMIT", "200M")
     stack = script_stack(tmp_path, "greedy", GREEDY, ["handshake"])
-    res = InteropRunner(tmp_path / "results", capture=False).run(stack, stack, "handshake")
+    res = InteropRunner(RUNS, tmp_path / "results", capture=False).run(stack, stack, "handshake")
     assert res.status == "fail"
     assert "server greedy exit 1: Python exception: MemoryError (exceeded its memory cap of 200 MiB; peak RSS" in (
         res.reason

@@ -9,7 +9,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from udtconf.interop import RunResult
 from udtconf.recovery import (
     RECOVERY_SLACK_S,
     REXMIT_AT,
@@ -18,6 +17,7 @@ from udtconf.recovery import (
     judge,
     measure,
 )
+from udtconf.runner import RunResult
 from udtconf.selection import Selection
 from udtconf.seq import MAX
 from udtconf.trace import Connection, Record

@@ -8,9 +8,9 @@ side (sender / receiver) the rule constrains and the capture frame where it show
 from __future__ import annotations
 
 import pytest
-from udtconf.interop import InteropRunner
+from udtconf.runner import InteropRunner
 from udtconf.sabul.checks import SabulContext, SabulRule
-from udtconf.sabul.interop import CASE_MSS
+from udtconf.sabul.interop import CASE_MSS, SabulRunResult
 from udtharness.stacks import Stack
 from verdicts import rule_run, rule_verdict
 
@@ -20,12 +20,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("s
 def test_sabul_rule(sabul_rule: tuple[Stack, Stack, str, SabulRule], runner: InteropRunner, record_property) -> None:  # type: ignore[no-untyped-def]
     server, client, case, rule = sabul_rule
     res = rule_run(rule, server, client, case, runner, record_property)
+    assert isinstance(res, SabulRunResult)
     names = {"sender": server.name, "receiver": client.name}
     ctx = SabulContext(case, CASE_MSS.get(case, {}), set(res.dropped))
     rule_verdict(
         rule,
         res,
-        [s for s in res.sabul if rule.applies(s)],
+        [s for s in res.sessions if rule.applies(s)],
         ctx,
         names,
         record_property,

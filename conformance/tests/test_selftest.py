@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 from udtconf.checks import Context, Inconclusive, rule_by_id
-from udtconf.interop import InteropRunner
+from udtconf.family import RUNS
+from udtconf.interop import UdtRunResult
+from udtconf.runner import InteropRunner
 from udtharness.capture import can_capture
 from udtharness.stacks import load
 
@@ -44,8 +46,9 @@ def test_wire_rules_catch_what_byte_comparison_cannot(tmp_path: Path) -> None:
     ep.write_text(f'#!/usr/bin/env bash\nexec {sys.executable} "$(dirname "$0")/impostor.py"\n')
     ep.chmod(0o755)
     stack = load(d)
-    res = InteropRunner(results_dir=tmp_path / "results").run(stack, stack, "handshake")
+    res = InteropRunner(RUNS, tmp_path / "results").run(stack, stack, "handshake")
     assert res.status == "pass", res.reason  # the bytes did arrive intact
+    assert isinstance(res, UdtRunResult)
     (conn,) = res.conns
     ctx = Context("handshake")
     (v,) = rule_by_id("udt4/6.1/cookie-round").run(conn, ctx)

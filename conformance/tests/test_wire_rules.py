@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 from udtconf.checks import Context, Rule
-from udtconf.interop import InteropRunner
+from udtconf.interop import UdtRunResult
+from udtconf.runner import InteropRunner
 from udtharness.stacks import Stack
 from verdicts import rule_run, rule_verdict
 
@@ -19,6 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("u
 def test_rule(matrix_rule: tuple[Stack, Stack, str, Rule], runner: InteropRunner, record_property) -> None:  # type: ignore[no-untyped-def]
     server, client, case, rule = matrix_rule
     res = rule_run(rule, server, client, case, runner, record_property)
+    assert isinstance(res, UdtRunResult)
     names = {"server": server.name, "client": client.name}
     ctx = Context(case, set(res.dropped), res.client_leg)
     rule_verdict(

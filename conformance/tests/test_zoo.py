@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 from udtconf import expectations
 from udtconf.checks import Context, Inconclusive, rules_for
-from udtconf.interop import InteropRunner, RunResult
+from udtconf.family import RUNS
+from udtconf.interop import UdtRunResult
+from udtconf.runner import InteropRunner
 from udtconf.tester import PROBES, run_probe
 from udtharness.capture import can_capture
 from udtharness.stacks import Stack, registry
@@ -68,7 +70,7 @@ class Cell:
     defect: Defect
     reference: str
     role: str  # the zoo stack's role
-    res: RunResult
+    res: UdtRunResult
     verdict: str = "pass"  # pass | reported | fail (the default gate's view of the cell)
     culprit: str = "–"
     rules: list[str] = field(default_factory=list)  # failed wire rules: "id [grade]: violation"
@@ -177,14 +179,16 @@ def test_the_zoo_stack_is_the_culprit_of_its_own_defect(
     defect: Defect, references: dict[str, Stack], tmp_path: Path
 ) -> None:
     zoo = make_stack(tmp_path / "stacks", defect)
-    runner = InteropRunner(tmp_path / "results", capture=True)
+    runner = InteropRunner(RUNS, tmp_path / "results", capture=True)
     exp = expectations.load()
     cells = []
     for case in defect.cases:
         for ref in REFERENCES:
             for role in defect.roles:
                 server, client = (zoo, references[ref]) if role == "server" else (references[ref], zoo)
-                cell = Cell(defect, ref, role, runner.run(server, client, case))
+                res = runner.run(server, client, case)
+                assert isinstance(res, UdtRunResult)
+                cell = Cell(defect, ref, role, res)
                 judge(cell, server, client, exp)
                 cells.append(cell)
     print("\n" + "\n".join(c.row() for c in cells))

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import pytest
 from udtconf.active import Probe, ProbeResult
 from udtconf.checks import Inconclusive, Rule, Violation
-from udtconf.interop import InteropRunner, RunResult
+from udtconf.runner import InteropRunner, RunResult
 from udtharness.stacks import Stack
 
 U = TypeVar("U")  # what a rule reads: a UDT connection, a SABUL session

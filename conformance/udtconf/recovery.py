@@ -52,8 +52,9 @@ from pathlib import Path
 
 from udtharness.stacks import Stack
 
-from .interop import CASE_BYTES, InteropRunner, RunResult
+from .interop import CASE_BYTES, UdtRun, UdtRunResult
 from .relay import LossRelay
+from .runner import InteropRunner, RunResult
 from .seq import MAX, seqcmp
 from .trace import Connection
 from .wire import Nak
@@ -229,34 +230,35 @@ def judge(measured: Recovery, reference: Recovery) -> list[str]:
 
 
 class RecoveryRunner(InteropRunner):
-    """Interop runs (TESTCASE=:data:`ADAPTER_CASE`) through the lost-retransmission relay, each
-    recorded by the relay itself (no packet capture: the relay's receive times are the ones
-    measured, with or without root)."""
-
-    case_bytes = dict(CASE_BYTES, **{ADAPTER_CASE: REXMIT_BYTES})
+    """Interop runs (TESTCASE=:data:`ADAPTER_CASE`) of UDT stacks through the lost-retransmission
+    relay, each recorded by the relay itself (no packet capture: the relay's receive times are
+    the ones measured, with or without root)."""
 
     def __init__(self, results_dir: Path) -> None:
-        super().__init__(results_dir, capture=False)
-
-    @staticmethod
-    def _relay(case: str, server: tuple[str, int], capture: Path | None) -> LossRelay:
-        relay = LossRelay(
-            server,
-            drop=[SLOW_START_DROP],
-            drop_rexmit=[REXMIT_AT],
-            capture=capture,
-            rate_pps=BOTTLENECK_PPS,
-            queue=BOTTLENECK_QUEUE,
-        )
-        return relay.__enter__()
+        run = UdtRun(case_bytes=dict(CASE_BYTES, **{ADAPTER_CASE: REXMIT_BYTES}), relay=_relay)
+        super().__init__({"udt": run}, results_dir, capture=False)
 
     def recovery(self, server: Stack, client: Stack) -> tuple[RunResult, Recovery | None]:
         """The run of ``server`` × ``client`` (once per session) and its recovery of N, None
         where the run left no record of N (skipped, unsupported, no connection)."""
         res = self.run(server, client, ADAPTER_CASE)
-        if res.client_leg is None or not res.conns:
+        if not isinstance(res, UdtRunResult) or res.client_leg is None or not res.conns:
             return res, None
         try:
             return res, replace(measure(res.client_leg, res.conns[0]), relay_drops=len(res.dropped))
         except ValueError:
             return res, None
+
+
+def _relay(case: str, server: tuple[str, int], capture: Path | None) -> LossRelay:
+    """The lost-retransmission relay in front of ``server``: a bottleneck, one packet dropped in
+    slow start, N and its first retransmission dropped."""
+    relay = LossRelay(
+        server,
+        drop=[SLOW_START_DROP],
+        drop_rexmit=[REXMIT_AT],
+        capture=capture,
+        rate_pps=BOTTLENECK_PPS,
+        queue=BOTTLENECK_QUEUE,
+    )
+    return relay.__enter__()

@@ -101,7 +101,7 @@ rule(
     "receiver",
     "The receiver's 52-byte block is valid: words 0–9 as SABUL.md §3.4, data_ip neither multicast nor "
     "255.255.255.255, rate_bps ≠ 0.",
-)(sabul._block)
+)(sabul.check_option_block)
 rule(
     "frtp/3.3/echo",
     "2, 3.3, 9",
@@ -109,7 +109,7 @@ rule(
     "sender",
     "A sender that accepts echoes the block: words 0, 1, 5–9, data_ip and rate_bps unchanged, words 2–4 "
     "possibly lowered to its packet size (SABUL.md §3.4).",
-)(sabul._echo)
+)(sabul.check_echo)
 
 
 @rule(
@@ -279,7 +279,7 @@ def _err_period(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     reports: dict[int, list[tuple[float, Mark]]] = {}
     for c in s.controls:
         if isinstance(c.control, Err):
-            for n in sabul._losses(c.control):
+            for n in sabul.reported_losses(c.control):
                 reports.setdefault(n, []).append((c.mark.time, c.mark))
     repeats = 0
     end = s.to_receiver.fin.time if s.to_receiver.fin else float("inf")

@@ -26,7 +26,7 @@ from udtharness.stacks import Stack
 from .. import active
 from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
 from ..sabul import tester as sabul_tester
-from ..sabul.tester import _abort_verdict, _exit, _Tcp, _wait_for_ack
+from ..sabul.tester import ControlConnection, abort_verdict, ending, wait_for_ack
 from ..sabul.wire import (
     Ack,
     Control,
@@ -63,7 +63,7 @@ def _data_socket(env: ProbeEnv) -> socket.socket:
 # The stack as the sender: the tester is its receiver
 
 
-class _AsSender(sabul_tester._AsSender):
+class _AsSender(sabul_tester.AsSender):
     """SABUL's (the stack started as the sender with 300 full packets), taking DATA on 127.0.0.2."""
 
     def __init__(self, env: ProbeEnv) -> None:
@@ -85,9 +85,9 @@ class _AsSender(sabul_tester._AsSender):
             echo, closed = b"", "reset"
         if echo:
             return self.env.result("fail", f"echoed {what} ({len(echo)} bytes): the sender must refuse it")
-        return _abort_verdict(self.env, ended(self.proc, 10), closed, what, [])
+        return abort_verdict(self.env, ended(self.proc, 10), closed, what, [])
 
-    def set_up_frtp(self) -> _Tcp:
+    def set_up_frtp(self) -> ControlConnection:
         tcp = self.connect(self.block().encode())
         echo = tcp.recv_exact(FRTP_BLOCK_LEN, 5)
         if len(echo) != FRTP_BLOCK_LEN:
@@ -96,7 +96,7 @@ class _AsSender(sabul_tester._AsSender):
         return tcp
 
     def receive(
-        self, tcp: _Tcp, inject: Callable[[int, int], bytes | None], timeout: float = 10.0
+        self, tcp: ControlConnection, inject: Callable[[int, int], bytes | None], timeout: float = 10.0
     ) -> tuple[dict[int, bytes], list[float], int]:
         """A minimal FRTP receiver: takes DATA, writes ``inject(seq, i)`` after the i-th datagram
         (seq: its number) unless that is None, ACKs the in-order point every 50 ms; returns the packets and the
@@ -161,9 +161,9 @@ def _survives(env: ProbeEnv, what: str, inject: Callable[[int, int], bytes | Non
         notes = [note, f"{injected} injections", f"sender's close: {closed}"]
         data = b"".join(got.get(i, b"") for i in range(PACKETS))
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"{_exit(rc)} after {what}", notes)
+            return env.result("fail", f"{ending(rc)} after {what}", notes)
         if rc != 0 or closed != "fin":
-            return env.result("fail", f"{what} broke the session ({_exit(rc)}, control {closed})", notes)
+            return env.result("fail", f"{what} broke the session ({ending(rc)}, control {closed})", notes)
         if data != s.data:
             return env.result("fail", f"after {what} the data is not the input ({len(got)} packets)", notes)
         if not ok_rate:
@@ -226,7 +226,7 @@ def _sender_cut(env: ProbeEnv) -> ProbeResult:
         rc = ended(s.proc, 10)
         notes = [f"ended {time.monotonic() - t0:.1f} s after the reset"]
         if _not_an_abort(rc):
-            return env.result("fail", f"{_exit(rc)} after the control connection was cut", notes)
+            return env.result("fail", f"{ending(rc)} after the control connection was cut", notes)
         return env.result("pass", f"exit {rc} after the control connection was cut", notes)
 
 
@@ -267,7 +267,7 @@ def _after_idle(env: ProbeEnv) -> ProbeResult:
         notes = [f"{len(times)} retransmissions in {span * 1000:.1f} ms (39 IPTs = {39 * ipt * 1000:.1f} ms)"]
         closed = tcp.how_closed(5)
         rc = ended(s.proc, 10)
-        notes.append(f"sender's close: {closed}, {_exit(rc)}")
+        notes.append(f"sender's close: {closed}, {ending(rc)}")
         if len(times) < 40:
             return env.result("fail", "the ERR's 40 numbers were not all sent again within 1 s", notes)
         if span < 0.8 * 39 * ipt:
@@ -283,19 +283,19 @@ def _after_idle(env: ProbeEnv) -> ProbeResult:
 # The stack as the receiver: the tester is its sender
 
 
-class _AsReceiver(sabul_tester._AsReceiver):
+class _AsReceiver(sabul_tester.AsReceiver):
     """SABUL's (the stack started as the receiver), told to take DATA on 127.0.0.2."""
 
     def __init__(self, env: ProbeEnv) -> None:
         super().__init__(env, DATA_ADDR=DATA_IP)
 
-    def accept_frtp(self) -> tuple[_Tcp, FrtpOptionBlock]:
+    def accept_frtp(self) -> tuple[ControlConnection, FrtpOptionBlock]:
         self.lsock.settimeout(10)
         conn, _ = self.lsock.accept()
-        tcp = _Tcp(conn, self.env.recorder)
+        tcp = ControlConnection(conn, self.env.recorder)
         return tcp, decode_frtp_block(tcp.recv_exact(FRTP_BLOCK_LEN, 5))
 
-    def send_to_data_path(self, tcp: _Tcp, block: FrtpOptionBlock, seq: int, payload: bytes) -> None:
+    def send_to_data_path(self, tcp: ControlConnection, block: FrtpOptionBlock, seq: int, payload: bytes) -> None:
         raw = Data(seq, payload).encode()
         dest = block.data_address(tcp.peer[0])
         self.udp.sendto(raw, dest)
@@ -314,7 +314,7 @@ def _rate_refused(env: ProbeEnv) -> ProbeResult:
         tcp.reset()
         rc = ended(r.proc, 10)
         if _not_an_abort(rc):
-            return env.result("fail", f"{_exit(rc)} after its block was refused")
+            return env.result("fail", f"{ending(rc)} after its block was refused")
         if r.written():
             return env.result("fail", "wrote data although the session never started")
         return env.result("pass", f"exit {rc} after its block was refused")
@@ -335,14 +335,14 @@ def _receiver_cut(env: ProbeEnv) -> ProbeResult:
         for seq, c in enumerate(chunks):
             r.send_to_data_path(tcp, block, seq, c)
             time.sleep(block.ipt())
-        if not _wait_for_ack(tcp, 50, 5):
+        if not wait_for_ack(tcp, 50, 5):
             return env.result("fail", "no ACK 50 for 50 contiguous packets within 5 s (FRTP.md §5: every 100 ms)")
         tcp.reset()
         rc = ended(r.proc, 10)
         got, want = r.written(), b"".join(chunks)
         notes = [f"OUTPUT {len(got)} bytes, {len(want)} delivered before the reset"]
         if _not_an_abort(rc):
-            return env.result("fail", f"{_exit(rc)} after the control connection was cut", notes)
+            return env.result("fail", f"{ending(rc)} after the control connection was cut", notes)
         if got != want:
             return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the cut", notes)
         return env.result("pass", f"exit {rc}, kept the 50 delivered packets", notes)
@@ -359,13 +359,13 @@ def _echo_rate(env: ProbeEnv) -> ProbeResult:
         tcp, block = r.accept_frtp()
         tcp.send(replace(block, rate_bps=block.rate_bps // 2).encode())
         closed = tcp.how_closed(5)
-        res = _abort_verdict(env, ended(r.proc, 10), closed, "an echo with another rate", [])
+        res = abort_verdict(env, ended(r.proc, 10), closed, "an echo with another rate", [])
         if not res.failed and r.written():
             return env.result("fail", "wrote data although the session never started")
         return res
 
 
-def _frames(tcp: _Tcp, reader: ControlReader, seconds: float) -> list[tuple[float, Control]]:
+def _frames(tcp: ControlConnection, reader: ControlReader, seconds: float) -> list[tuple[float, Control]]:
     """The control frames the receiver writes within ``seconds`` (monotonic arrival times)."""
     out: list[tuple[float, Control]] = []
     deadline = time.monotonic() + seconds
@@ -381,7 +381,7 @@ def _frames(tcp: _Tcp, reader: ControlReader, seconds: float) -> list[tuple[floa
     return out
 
 
-def _finish(env: ProbeEnv, r: _AsReceiver, tcp: _Tcp, want: bytes, notes: list[str]) -> ProbeResult | None:
+def _finish(env: ProbeEnv, r: _AsReceiver, tcp: ControlConnection, want: bytes, notes: list[str]) -> ProbeResult | None:
     """The tester's FIN after everything was acknowledged: None if the receiver then exits 0 with
     exactly ``want`` in OUTPUT, else the failure."""
     tcp.sock.shutdown(socket.SHUT_WR)
@@ -390,7 +390,7 @@ def _finish(env: ProbeEnv, r: _AsReceiver, tcp: _Tcp, want: bytes, notes: list[s
     got = r.written()
     notes.append(f"receiver's close: {closed}; OUTPUT {len(got)} of {len(want)} bytes")
     if rc != 0:
-        return env.result("fail", f"{_exit(rc)} after a complete session", notes)
+        return env.result("fail", f"{ending(rc)} after a complete session", notes)
     if got != want:
         return env.result("fail", "OUTPUT is not the data sent", notes)
     return None
@@ -425,7 +425,7 @@ def _split(env: ProbeEnv) -> ProbeResult:
             return env.result("fail", f"the ERRs of 150 ms do not list {len(missing - listed)} missing numbers", notes)
         for seq in range(1, 1600, 2):
             r.send_to_data_path(tcp, block, seq, chunks[seq])
-        if not _wait_for_ack(tcp, 1600, 5):
+        if not wait_for_ack(tcp, 1600, 5):
             return env.result("fail", "no ACK 1600 within 5 s of the retransmissions", notes)
         failed = _finish(env, r, tcp, b"".join(chunks), notes)
         return failed or env.result("pass", "the whole loss list, split within max_loss_length; exit 0", notes)
@@ -445,7 +445,7 @@ def _beyond_window(env: ProbeEnv) -> ProbeResult:
         chunks = [os.urandom(PAYLOAD) for _ in range(20)]
         for seq in range(10):
             r.send_to_data_path(tcp, block, seq, chunks[seq])
-        if not _wait_for_ack(tcp, 10, 5):
+        if not wait_for_ack(tcp, 10, 5):
             return env.result("fail", "no ACK 10 for 10 contiguous packets within 5 s")
         r.send_to_data_path(tcp, block, 10 + block.sabul.recv_flag_size + 5, os.urandom(PAYLOAD))
         frames = _frames(tcp, ControlReader(block.sabul.max_loss_length), 0.08)
@@ -455,7 +455,7 @@ def _beyond_window(env: ProbeEnv) -> ProbeResult:
             return env.result("fail", "no ACK within 80 ms of a packet beyond the resequencing window", notes)
         for seq in range(10, 20):
             r.send_to_data_path(tcp, block, seq, chunks[seq])
-        if not _wait_for_ack(tcp, 20, 5):
+        if not wait_for_ack(tcp, 20, 5):
             return env.result("fail", "no ACK 20 after the beyond-window packet", notes)
         failed = _finish(env, r, tcp, b"".join(chunks), notes)
         return failed or env.result("pass", "ACKed the overflow at once and dropped the packet; exit 0", notes)

@@ -130,7 +130,8 @@ def _after_echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     "The receiver's block is valid: data_port 1…65535, pkt_size 32…65507, payload_size = pkt_size − 4, "
     "max_loss_length = ⌊pkt_size/4⌋ − 2, blockable 0/1, recv_flag_size 1…2^30−1, reserved 0.",
 )
-def _block(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
+def check_option_block(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
+    """The receiver's block, SABUL's or FRTP's 52-byte one (FRTP's ``frtp/3.3/option-block``)."""
     block = s.frtp_block or s.block  # FRTP's 52-byte block (frtp/3.3/option-block) or SABUL's
     if block is None:
         raise Inconclusive("no option block in the capture")
@@ -147,7 +148,8 @@ def _block(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     "(pkt_size' ≤ pkt_size, payload_size' = pkt_size' − 4, max_loss_length' = ⌊pkt_size'/4⌋ − 2), "
     "words 0, 1, 5–9 unchanged.",
 )
-def _echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
+def check_echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
+    """The sender's echo of the block, SABUL's or FRTP's (FRTP's ``frtp/3.3/echo``)."""
     _need_setup(s)
     assert s.block is not None and s.echo is not None
     if s.frtp_block is not None and s.frtp_echo is not None:  # frtp/3.3/echo
@@ -267,7 +269,7 @@ def _retransmit(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
         while i < len(feedback) and feedback[i].mark.time <= d.mark.time:
             c = feedback[i].control
             if isinstance(c, Err):
-                reported |= set(_losses(c))
+                reported |= set(reported_losses(c))
             last_feedback = feedback[i].mark.time
             i += 1
         if d.seq is None:
@@ -278,7 +280,9 @@ def _retransmit(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
         seen.add(d.seq)
 
 
-def _losses(err: Err) -> list[int]:
+def reported_losses(err: Err) -> list[int]:
+    """The sequence numbers ``err`` reports lost; none where its ranges are malformed or name
+    more than 2^20 packets."""
     try:
         ranges = err.ranges()
     except SabulWireError:
@@ -318,7 +322,7 @@ def _err_on_gap(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
                 for e in errs
                 if 0 <= e.mark.time - d.mark.time <= ERR_PROMPT
                 and isinstance(e.control, Err)
-                and _losses(e.control) == gap
+                and reported_losses(e.control) == gap
             ]
             if gap and not match:
                 yield _v(
@@ -351,7 +355,7 @@ def _err_missing_only(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]
             i += 1
         if not isinstance(c.control, Err):
             continue
-        lost = _losses(c.control)
+        lost = reported_losses(c.control)
         beyond = [n for n in lost if n >= lrsn]
         if beyond:
             yield _v("receiver", c.mark, f"{describe(c.control)} lists {beyond[0]}, not below LRSN {lrsn}")

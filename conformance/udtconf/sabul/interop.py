@@ -18,14 +18,16 @@ control are told apart in the capture (control stays on 127.0.0.1); the relay re
 block's data address too, and drops some DATA more than once (:data:`FRTP_LOSS_DROPS`) so that
 losses stay outstanding across the receiver's 20 ms ERR ticks (FRTP.md §5).
 
-Called by :meth:`udtconf.interop.InteropRunner.run` for stacks whose protocol is ``sabul`` or
-``frtp``.
+:data:`udtconf.family.RUNS` names :func:`run` for stacks whose protocol is ``sabul`` or
+``frtp``; it is built on :mod:`udtconf.runner`, and its result (:class:`SabulRunResult`) carries
+the SABUL sessions of the capture.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from udtharness.capture import Capture
@@ -35,7 +37,7 @@ from udtharness.stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
 from udtharness.testdata import random_file
 
 from ..diagnosis import Diagnosis, exit_text, last_stats, log_crash, log_tail, stats_text
-from ..interop import SERVER_GRACE, InteropRunner, RunResult, _Proc
+from ..runner import SERVER_GRACE, Proc, RunResult, compare, end_run, new_run, start, supervise, unsupported
 from . import trace
 from .relay import SabulRelay
 
@@ -50,8 +52,17 @@ FRTP_DATA_ADDR = "127.0.0.2"  # the receiver's data-path address (control: 127.0
 ROLE = {"server": "sender", "client": "receiver"}
 
 
-def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: Path) -> RunResult:
-    res = InteropRunner._new_run(server, client, case, logdir)
+@dataclass
+class SabulRunResult(RunResult):
+    """A SABUL or FRTP run's result, with the sessions its capture shows (on both legs of the
+    relay in ``loss``: each judges the side it shows unaltered)."""
+
+    sessions: list[trace.SabulSession] = field(default_factory=list, repr=False)
+
+
+def run(server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool) -> SabulRunResult:
+    """One SABUL or FRTP run (a :class:`~udtconf.runner.ProtocolRun`)."""
+    res = new_run(server, client, case, logdir, SabulRunResult)
     if res.reason:
         return res
     frtp = server.protocol == "frtp"
@@ -62,21 +73,21 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
     mss = CASE_MSS.get(case, {})
     relay: SabulRelay | None = None
     cap: Capture | None = None
-    procs: list[_Proc] = []
+    procs: list[Proc] = []
     timeout = CASE_TIMEOUT.get(case, 30.0)
     t0 = time.monotonic()
     try:
         if case == "loss":
             drops = FRTP_LOSS_DROPS if frtp else LOSS_DROPS
             relay = SabulRelay(("127.0.0.1", port), drop=drops, frtp=frtp).__enter__()
-        if runner.capture:
+        if capture:
             res.pcap = logdir / "capture.pcap"
             tcp_ports = [port] + ([relay.address[1]] if relay else [])
             bpf = " or ".join(f"tcp port {p}" for p in tcp_ports) + " or udp"
             cap = Capture(res.pcap, [port], bpf=bpf).__enter__()
         common: dict[str, str | int | Path] = dict(SERVER_ADDR="127.0.0.1", SERVER_PORT=port)
         srv_env = dict(common, INPUT=source, **({"MSS": mss["server"]} if mss else {}))
-        srv = InteropRunner._start(server, "server", case, logdir / "server", srv_env)
+        srv = start(server, "server", case, logdir / "server", srv_env)
         procs.append(srv)
         if not _wait_listening(port, srv, 5.0):
             srv.check()
@@ -96,29 +107,29 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
             cli_env["DATA_ADDR"] = FRTP_DATA_ADDR
         if relay:
             cli_env["SERVER_PORT"] = relay.address[1]
-        procs.append(InteropRunner._start(client, "client", case, logdir / "client", cli_env))
-        res.stopped = InteropRunner._supervise(srv, procs[1:], t0 + timeout, None)
+        procs.append(start(client, "client", case, logdir / "client", cli_env))
+        res.stopped = supervise(srv, procs[1:], t0 + timeout, None)
     finally:
-        InteropRunner._end_run(res, procs, relay, cap, t0)
-    if InteropRunner._unsupported(res, procs, server, client):
+        end_run(res, procs, relay, cap, t0)
+    if unsupported(res, procs, server, client):
         return res
     by_end = sorted(procs, key=lambda p: p.ended or 0.0)  # the first to end is the likeliest cause
     problems = [why for p in by_end if (why := _exit_problem(p, procs, timeout))]
-    problems += InteropRunner._compare(case, [source], output)
+    problems += compare(case, [source], output)
     if res.pcap and not res.pcap.exists():
         res.pcap = None
     if res.pcap:
         frames = read_frames(res.pcap)
         if relay:  # two legs: each judges the rules of the side it shows unaltered
-            res.sabul = trace.sessions(frames, port, frozenset({"sender"}), frtp)
-            res.sabul += trace.sessions(frames, relay.address[1], frozenset({"receiver"}), frtp)
+            res.sessions = trace.sessions(frames, port, frozenset({"sender"}), frtp)
+            res.sessions += trace.sessions(frames, relay.address[1], frozenset({"receiver"}), frtp)
         else:
-            res.sabul = trace.sessions(frames, port, frtp=frtp)
+            res.sessions = trace.sessions(frames, port, frtp=frtp)
     res.status = "fail" if problems else "pass"
     res.reason = "; ".join(problems) or f"{CASE_BYTES[case]} bytes delivered intact"
     if problems:
         res.diagnosis = _diagnose(procs)
-        for s in res.sabul:
+        for s in res.sessions:
             leg = "" if s.judges == trace.BOTH else f"{'/'.join(sorted(s.judges))} leg: "
             res.diagnosis.findings.append(f"capture, {leg}{s.summary()}")
         if res.pcap is None:
@@ -129,7 +140,7 @@ def run(runner: InteropRunner, server: Stack, client: Stack, case: str, logdir: 
     return res
 
 
-def _wait_listening(port: int, proc: _Proc, timeout: float) -> bool:
+def _wait_listening(port: int, proc: Proc, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if tcp_port_listening(port):
@@ -140,7 +151,7 @@ def _wait_listening(port: int, proc: _Proc, timeout: float) -> bool:
     return False
 
 
-def _exit_problem(p: _Proc, procs: list[_Proc], timeout: float) -> str | None:
+def _exit_problem(p: Proc, procs: list[Proc], timeout: float) -> str | None:
     who = f"{p.name} {p.stack.name} ({ROLE[p.side]})"
     if p.rc == EXIT_OK:
         return f"{who} {exit_text(p.rc)}" if p.crash() else None  # a crash line: a crash all the same
@@ -152,7 +163,7 @@ def _exit_problem(p: _Proc, procs: list[_Proc], timeout: float) -> str | None:
     return f"{who} still running at the {timeout:.0f} s case timeout (killed)"
 
 
-def _diagnose(procs: list[_Proc]) -> Diagnosis:
+def _diagnose(procs: list[Proc]) -> Diagnosis:
     """Crash lines, log tails and last stats of each role (the capture's findings come later)."""
     diag = Diagnosis()
     for proc in procs:

@@ -11,6 +11,10 @@ before the hole or the abort in its OUTPUT and nothing else. A stack that claims
 
 Each probe leaves ``probe.log`` and ``probe.pcap`` (what the tester sent and received on both
 channels, written by the tester itself) in its directory.
+
+FRTP's tester (:mod:`udtconf.frtp.tester`) builds on this one's public names: the recorded
+:class:`ControlConnection`, the stack as :class:`AsSender` or :class:`AsReceiver`,
+:func:`abort_verdict`, :func:`wait_for_ack` and :func:`ending`.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ PROBES: Probes[ProbeEnv] = Probes()
 probe = PROBES.probe
 
 
-class _Tcp:
+class ControlConnection:
     """The tester's control connection, recording what it sends and receives to the probe pcap."""
 
     def __init__(self, sock: socket.socket, recorder: PcapWriter) -> None:
@@ -107,7 +111,7 @@ def _udp(recorder: PcapWriter) -> socket.socket:
     return s
 
 
-def _abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes: list[str]) -> ProbeResult:
+def abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes: list[str]) -> ProbeResult:
     """The verdict for a probe whose correct outcome is an abort (§10.2)."""
     if rc is None:
         return env.result("fail", f"still running 10 s after {what} (killed): it must abort", notes)
@@ -122,7 +126,7 @@ def _abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes:
     return env.result("pass", f"aborted after {what}: {closed or 'closed'}, exit {rc}", notes)
 
 
-class _Session:
+class Session:
     """The stack's process in a probe and the tester's sockets, closed when the ``with`` ends."""
 
     proc: subprocess.Popen[bytes]
@@ -141,7 +145,10 @@ class _Session:
 # The stack as the sender: the tester is its receiver
 
 
-class _AsSender(_Session):
+class AsSender(Session):
+    """The stack started as the sender (``ROLE=server``) of :data:`INPUT_BYTES` random bytes,
+    listening; the tester connects as its receiver with :meth:`connect` or :meth:`set_up`."""
+
     def __init__(self, env: ProbeEnv) -> None:
         self.env = env
         self.input = env.workdir / "input.bin"
@@ -155,13 +162,13 @@ class _AsSender(_Session):
             time.sleep(0.02)
         self.udp = _udp(env.recorder)
 
-    def connect(self, block: bytes | None = None) -> _Tcp:
-        tcp = _Tcp(socket.create_connection(("127.0.0.1", self.port), timeout=5), self.env.recorder)
+    def connect(self, block: bytes | None = None) -> ControlConnection:
+        tcp = ControlConnection(socket.create_connection(("127.0.0.1", self.port), timeout=5), self.env.recorder)
         tcp.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         tcp.send(block if block is not None else OptionBlock(self.udp.getsockname()[1], self.port).encode())
         return tcp
 
-    def set_up(self) -> tuple[_Tcp, int]:
+    def set_up(self) -> tuple[ControlConnection, int]:
         """A valid block, the echo, the first DATA packet; returns the connection and its seq."""
         tcp = self.connect()
         echo = tcp.recv_exact(OPTION_BLOCK_LEN, 5)
@@ -172,13 +179,13 @@ class _AsSender(_Session):
         self.env.recorder.write(time.time(), src, self.udp.getsockname(), raw)
         return tcp, struct.unpack_from("!I", raw)[0]
 
-    def abort_in_silence(self, tcp: _Tcp, wait: float, what: str, silence: str = "") -> ProbeResult:
+    def abort_in_silence(self, tcp: ControlConnection, wait: float, what: str, silence: str = "") -> ProbeResult:
         """The tester says nothing more: the verdict on how and when the stack aborts."""
         t0 = time.monotonic()
         closed = tcp.how_closed(wait)
         rc = ended(self.proc, 5)
         notes = [f"control connection {closed} after {time.monotonic() - t0:.1f} s{silence}"]
-        return _abort_verdict(self.env, rc, closed, what, notes)
+        return abort_verdict(self.env, rc, closed, what, notes)
 
     def close(self) -> None:
         stop(self.proc)
@@ -186,11 +193,11 @@ class _AsSender(_Session):
 
 
 def _bad_feedback(env: ProbeEnv, frame: Callable[[int], bytes], what: str) -> ProbeResult:
-    with _AsSender(env) as s:
+    with AsSender(env) as s:
         tcp, seq = s.set_up()
         tcp.send(frame(seq))
         closed = tcp.how_closed(5)
-        return _abort_verdict(env, ended(s.proc, 10), closed, what, [f"first DATA seq {seq}"])
+        return abort_verdict(env, ended(s.proc, 10), closed, what, [f"first DATA seq {seq}"])
 
 
 @probe(
@@ -200,7 +207,7 @@ def _bad_feedback(env: ProbeEnv, frame: Callable[[int], bytes], what: str) -> Pr
     "a block whose max_loss_length is not ⌊pkt_size/4⌋ − 2: no echo, an abort (reset, exit ≠ 0)",
 )
 def _bogus_block(env: ProbeEnv) -> ProbeResult:
-    with _AsSender(env) as s:
+    with AsSender(env) as s:
         tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port, max_loss_length=9999).encode())
         try:
             echo = tcp.recv_exact(OPTION_BLOCK_LEN, 3)
@@ -211,12 +218,12 @@ def _bogus_block(env: ProbeEnv) -> ProbeResult:
             closed = tcp.how_closed(3)
         if echo:
             return env.result("fail", f"echoed an invalid block ({len(echo)} bytes): §3.4 rejects it")
-        return _abort_verdict(env, ended(s.proc, 10), closed, "an invalid option block", [])
+        return abort_verdict(env, ended(s.proc, 10), closed, "an invalid option block", [])
 
 
 @probe("sender/short-option-block", "10.3", "sender", "20 of the block's 40 bytes, then silence: abort within ~1 s")
 def _short_block(env: ProbeEnv) -> ProbeResult:
-    with _AsSender(env) as s:
+    with AsSender(env) as s:
         tcp = s.connect(OptionBlock(s.udp.getsockname()[1], s.port).encode()[:20])
         return s.abort_in_silence(tcp, 8, "a block cut short")
 
@@ -268,7 +275,7 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
     "the receiver goes silent after the echo (TCP open, no ACK/ERR/SYN): EXP re-sends, then an abort after 10",
 )
 def _vanishes(env: ProbeEnv) -> ProbeResult:
-    with _AsSender(env) as s:
+    with AsSender(env) as s:
         tcp, _ = s.set_up()
         return s.abort_in_silence(tcp, 20, "a silent receiver", " of silence")
 
@@ -277,7 +284,10 @@ def _vanishes(env: ProbeEnv) -> ProbeResult:
 # The stack as the receiver: the tester is its sender
 
 
-class _AsReceiver(_Session):
+class AsReceiver(Session):
+    """The stack started as the receiver (``ROLE=client``), connecting to the tester's listener;
+    the tester plays its sender with :meth:`accept` or :meth:`set_up`, then DATA to its port."""
+
     def __init__(self, env: ProbeEnv, **extra: str) -> None:
         """``extra``: more adapter environment (FRTP's tester passes ``DATA_ADDR``)."""
         self.env = env
@@ -297,13 +307,13 @@ class _AsReceiver(_Session):
         )
         self.udp = _udp(env.recorder)
 
-    def accept(self) -> tuple[_Tcp, OptionBlock]:
+    def accept(self) -> tuple[ControlConnection, OptionBlock]:
         self.lsock.settimeout(10)
         conn, _ = self.lsock.accept()
-        tcp = _Tcp(conn, self.env.recorder)
+        tcp = ControlConnection(conn, self.env.recorder)
         return tcp, decode_option_block(tcp.recv_exact(OPTION_BLOCK_LEN, 5))
 
-    def set_up(self) -> tuple[_Tcp, OptionBlock]:
+    def set_up(self) -> tuple[ControlConnection, OptionBlock]:
         """The stack's block, echoed unchanged; returns the connection and the block."""
         tcp, block = self.accept()
         tcp.send(block.encode())
@@ -316,12 +326,12 @@ class _AsReceiver(_Session):
         sock.sendto(raw, dest)
         self.env.recorder.write(time.time(), sock.getsockname(), dest, raw)
 
-    def deliver(self, tcp: _Tcp, block: OptionBlock, n: int) -> list[bytes] | None:
+    def deliver(self, tcp: ControlConnection, block: OptionBlock, n: int) -> list[bytes] | None:
         """``n`` fresh packets from seq 0; their payloads once ACK ``n`` came within 5 s, else None."""
         chunks = [os.urandom(PAYLOAD) for _ in range(n)]
         for seq, c in enumerate(chunks):
             self.send_data(block, seq, c)
-        return chunks if _wait_for_ack(tcp, n, 5) else None
+        return chunks if wait_for_ack(tcp, n, 5) else None
 
     def written(self) -> bytes:
         return self.output.read_bytes() if self.output.exists() else b""
@@ -332,7 +342,8 @@ class _AsReceiver(_Session):
         self.lsock.close()
 
 
-def _wait_for_ack(tcp: _Tcp, ack_no: int, timeout: float) -> bool:
+def wait_for_ack(tcp: ControlConnection, ack_no: int, timeout: float) -> bool:
+    """Whether an ACK ``ack_no`` arrives on ``tcp`` within ``timeout`` (False on EOF)."""
     want = Ack(ack_no).encode()
     buf = b""
     deadline = time.monotonic() + timeout
@@ -356,7 +367,7 @@ def _wait_for_ack(tcp: _Tcp, ack_no: int, timeout: float) -> bool:
     "50 packets, their ACK, then a TCP reset: an abort (exit ≠ 0) with exactly those 50 packets in OUTPUT",
 )
 def _reset_mid(env: ProbeEnv) -> ProbeResult:
-    with _AsReceiver(env) as r:
+    with AsReceiver(env) as r:
         tcp, block = r.set_up()
         chunks = r.deliver(tcp, block, 50)
         if chunks is None:
@@ -368,7 +379,7 @@ def _reset_mid(env: ProbeEnv) -> ProbeResult:
         if rc == 0:
             return env.result("fail", "exit 0 after a reset: a reset before EOF is an abort (SABUL.md §10.2)", notes)
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"{_exit(rc)} after the reset", notes)
+            return env.result("fail", f"{ending(rc)} after the reset", notes)
         if got != want:
             return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the reset", notes)
         return env.result("pass", f"aborted (exit {rc}) and kept the 50 delivered packets", notes)
@@ -376,13 +387,13 @@ def _reset_mid(env: ProbeEnv) -> ProbeResult:
 
 @probe("receiver/bogus-echo", "3.4", "receiver", "an echo that changed data_port: an abort, nothing written")
 def _bogus_echo(env: ProbeEnv) -> ProbeResult:
-    with _AsReceiver(env) as r:
+    with AsReceiver(env) as r:
         tcp, block = r.accept()
         bad = replace(block, data_port=block.data_port % 65535 + 1)
         tcp.send(bad.encode())
         closed = tcp.how_closed(5)
         rc = ended(r.proc, 10)
-        res = _abort_verdict(env, rc, closed, "an echo with another data_port", [])
+        res = abort_verdict(env, rc, closed, "an echo with another data_port", [])
         if not res.failed and r.output.exists() and r.output.stat().st_size:
             return env.result("fail", "wrote data although the session never started")
         return res
@@ -395,7 +406,7 @@ def _bogus_echo(env: ProbeEnv) -> ProbeResult:
     "forged DATA 0 from 127.0.0.2 before the real packets from the control peer's IP: only the real bytes",
 )
 def _foreign(env: ProbeEnv) -> ProbeResult:
-    with _AsReceiver(env) as r:
+    with AsReceiver(env) as r:
         tcp, block = r.set_up()
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
             forger.bind(("127.0.0.2", 0))
@@ -413,11 +424,13 @@ def _foreign(env: ProbeEnv) -> ProbeResult:
                 "fail", f"OUTPUT ({len(got)} bytes) is not the 10 real packets: the forged one got in", notes
             )
         if rc != 0:
-            return env.result("fail", f"{_exit(rc)} after a complete session", notes)
+            return env.result("fail", f"{ending(rc)} after a complete session", notes)
         return env.result("pass", "ignored the forged datagram, delivered the real data, exit 0", notes)
 
 
-def _exit(rc: int | None) -> str:
+def ending(rc: int | None) -> str:
+    """How the stack's process ended: its exit (:func:`~udtconf.diagnosis.exit_text`), or
+    "hung (killed)" where it had to be stopped."""
     return "hung (killed)" if rc is None else exit_text(rc)
 
 
