@@ -87,7 +87,9 @@ $(LIBUDT_PEER): stacks/libudt/udt_peer.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
 
-# What mypy --strict checks. Not yet: conformance/tests and testbed/tests (untyped test functions).
+# What mypy --strict checks. Not yet: conformance/tests (untyped test functions). testbed/tests has
+# a mypy run of its own in `check`: its conftest.py is a top-level module `conftest` (the tests
+# import it by that name), as impl/interop's is, and one mypy run cannot hold two modules of a name.
 MYPY_PATHS := harness/udtharness conformance/udtconf testbed/udtbed harness/tests impl/bench impl/interop dashboards ci
 
 # Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, mypy.ini),
@@ -101,6 +103,7 @@ check:
 	$(PYTHON) -m ruff format --check --quiet .
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy $(MYPY_PATHS)
+	$(PYTHON) -m mypy testbed/tests
 	$(PYTHON) ci/import_graph.py
 
 # The VM stage (test-vm, ~9 min under TCG emulation) runs alone: beside clippy and the cargo tests

@@ -3,6 +3,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from udtbed.results import PartResult, StackResult
 from udtharness import netns
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="needs root (network namespaces)")
         for item in items:
@@ -25,7 +26,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
-def no_leftover_namespaces(request):
+def no_leftover_namespaces(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every root test must leave none of its namespaces (nor containers) behind."""
     yield
     if "needs_docker" in request.keywords and os.geteuid() == 0:

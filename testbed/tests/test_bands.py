@@ -43,7 +43,7 @@ def judged(**mbps: float) -> dict[str, StackResult]:
     return stacks
 
 
-def test_libudt_is_the_registry_s_reference_stack_for_udt():
+def test_libudt_is_the_registry_s_reference_stack_for_udt() -> None:
     assert reference_stacks()["udt"] == "libudt"
 
 
@@ -57,7 +57,9 @@ def test_libudt_is_the_registry_s_reference_stack_for_udt():
         (95.0, 92.0, "4.11 deviation"),  # both above
     ],
 )
-def test_a_verdict_reads_against_the_reference_stack_s_value_on_the_same_band(ours, libudt, reading):
+def test_a_verdict_reads_against_the_reference_stack_s_value_on_the_same_band(
+    ours: float, libudt: float, reading: str
+) -> None:
     stacks = judged(udt_rs=ours, libudt=libudt)
     v, unmeasured = stacks["udt-rs"].verdicts
     assert (v.value, v.ok, v.reading) == (ours, reading == "PASS", reading)
@@ -70,7 +72,7 @@ def test_a_verdict_reads_against_the_reference_stack_s_value_on_the_same_band(ou
     assert own.reading == ("PASS" if own.ok else "4.11 deviation") and own.ref_stack == ""
 
 
-def test_a_miss_with_no_reference_in_the_run_reads_fail():
+def test_a_miss_with_no_reference_in_the_run_reads_fail() -> None:
     (v, _) = judged(udt_rs=40.0)["udt-rs"].verdicts
     assert (v.ok, v.reading, v.ref_stack, v.ref_value) == (False, "FAIL", "", None)
     assert v.line().endswith("(want 50 – 90): FAIL")
@@ -83,7 +85,7 @@ def run_result() -> ExperimentResult:
                             [part_result])  # fmt: skip
 
 
-def test_readings_and_reference_values_survive_the_results_json():
+def test_readings_and_reference_values_survive_the_results_json() -> None:
     res = run_result()
     back = ExperimentResult.from_dict(json.loads(res.to_json()))
     assert back.parts[0].stacks == res.parts[0].stacks
@@ -91,7 +93,7 @@ def test_readings_and_reference_values_survive_the_results_json():
     assert (v.reading, v.ref_stack, v.ref_value, v.ref_ok) == ("4.11 deviation", "libudt", 45.0, False)
 
 
-def test_a_verdict_written_before_readings_still_loads_unread():
+def test_a_verdict_written_before_readings_still_loads_unread() -> None:
     old = {"metric": "mean_mbps", "band": "b", "paper": "p", "why": "w", "value": 40.0, "low": 50.0, "ok": False}
     v = Verdict.from_dict(old)
     assert (v.ok, v.reading, v.ref_stack, v.ref_value, v.ref_ok) == (False, None, "", None, None)
@@ -103,7 +105,7 @@ def cells(page: str) -> str:
     return re.sub(r"\s*\|[|\s]*", "|", html.unescape(re.sub(r"<[^>]+>", "|", page)))
 
 
-def test_the_summary_shows_each_stack_s_reading_beside_the_reference_s_value():
+def test_the_summary_shows_each_stack_s_reading_beside_the_reference_s_value() -> None:
     res = run_result()
     page = render({"run_id": "r1", "status": "ok", "scale": SCALE}, [res])
     summary = page[page.index("Did it reproduce?") : page.index("<h2>One flow")]
@@ -138,7 +140,9 @@ PARITY = Part(
 )
 
 
-def parity(ours: float, libudt: float, t90: tuple[float | None, float | None] = (None, None), profile: bool = False):
+def parity(
+    ours: float, libudt: float, t90: tuple[float | None, float | None] = (None, None), profile: bool = False
+) -> dict[str, StackResult]:
     """udt-rs's verdicts on PARITY beside libudt's run; ``t90``: (ours, libudt) seconds to 90 %."""
     stacks = {"udt-rs": result("udt-rs", ours), "libudt": result("libudt", libudt)}
     for (name, s), t in zip(stacks.items(), t90, strict=True):
@@ -153,14 +157,16 @@ def parity(ours: float, libudt: float, t90: tuple[float | None, float | None] = 
     ("ours", "libudt", "ok"),
     [(60.0, 60.0, True), (57.0, 60.0, True), (56.9, 60.0, False), (80.0, 60.0, True)],
 )
-def test_a_reference_relative_band_holds_our_goodput_to_the_reference_s_in_the_same_run(ours, libudt, ok):
+def test_a_reference_relative_band_holds_our_goodput_to_the_reference_s_in_the_same_run(
+    ours: float, libudt: float, ok: bool
+) -> None:
     v = parity(ours, libudt)["udt-rs"].verdicts[2]
     assert v.relative and (v.value, v.low, v.ok) == (ours, 0.95 * libudt, ok)
     assert (v.reading, v.ref_stack, v.ref_value) == ("PASS" if ok else "FAIL", "libudt", libudt)
     assert v.line().endswith(f"(want ≥ {0.95 * libudt:.3g}; libudt {libudt:.3g}): {'PASS' if ok else 'FAIL'}")
 
 
-def test_the_quick_profile_judges_a_reference_relative_band_at_its_own_floor_and_skips_one_without():
+def test_the_quick_profile_judges_a_reference_relative_band_at_its_own_floor_and_skips_one_without() -> None:
     verdicts = parity(50.0, 60.0, profile=True)["udt-rs"].verdicts
     assert [v.band for v in verdicts if v.relative] == ["mean_mbps(f) >= 0.95 x reference"]  # no t90 floor
     v = verdicts[-1]
@@ -172,20 +178,22 @@ def test_the_quick_profile_judges_a_reference_relative_band_at_its_own_floor_and
     ("t90", "ok"),
     [((4.0, 9.0), True), ((9.0, 9.0), True), ((10.0, 9.0), False), ((None, 9.0), False), ((4.0, None), True)],
 )
-def test_ninety_percent_no_later_than_the_reference_and_never_is_the_later(t90, ok):
+def test_ninety_percent_no_later_than_the_reference_and_never_is_the_later(
+    t90: tuple[float | None, float | None], ok: bool
+) -> None:
     v = parity(60.0, 60.0, t90)["udt-rs"].verdicts[3]
     assert v.metric == "time_to_90pct_s" and v.relative and v.ok is ok
     assert parity(60.0, 60.0, (None, None))["udt-rs"].verdicts[3].ok is None  # neither got there: not judged
 
 
-def test_without_the_reference_in_the_run_a_reference_relative_band_is_not_judged():
+def test_without_the_reference_in_the_run_a_reference_relative_band_is_not_judged() -> None:
     s = result("udt-rs", 40.0)
     s.verdicts = judge_all(PARITY, s, SCALE, WARMUP, DURATION)
     assert against_reference({"udt-rs": s}, "libudt", PARITY, SCALE, WARMUP, DURATION) == []
     assert not any(v.relative for v in s.verdicts) and len(s.verdicts) == 2
 
 
-def test_the_summary_shows_a_reference_relative_band_for_the_stack_beside_the_reference_only():
+def test_the_summary_shows_a_reference_relative_band_for_the_stack_beside_the_reference_only() -> None:
     stacks = parity(50.0, 60.0)
     part_result = PartResult("local", "chicago-local", "chicago-local.toml", "", {}, [], True, {}, stacks)
     res = ExperimentResult("ref", "Parity", "test", "", SCALE, DURATION, WARMUP, "linkem", [part_result])
@@ -195,7 +203,7 @@ def test_the_summary_shows_a_reference_relative_band_for_the_stack_beside_the_re
     assert "|mean_mbps(f) >= 0.95 x reference|as fast as 4.11|≥ 57|50|✕|(libudt 60) FAIL|–|" in text, text
 
 
-def test_a_short_run_leaves_out_the_papers_start_up_and_a_long_one_is_read_over_its_second_half():
+def test_a_short_run_leaves_out_the_papers_start_up_and_a_long_one_is_read_over_its_second_half() -> None:
     from udtbed.run import Run
 
     assert Run.warmup_of(20) == 8.0 and Run.warmup_of(10) == 4.0  # min(8 s, 40 %)

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import dead_pid, interruptible, root_links, udtbed_run_argv
@@ -15,7 +16,7 @@ from udtharness import netns
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
 
-def spawn_run(tmp_path):
+def spawn_run(tmp_path: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         udtbed_run_argv(
             tmp_path, "--experiments", "fairness", "--stacks", "libudt", "--duration", "30", "--calibration", "flag"
@@ -27,8 +28,9 @@ def spawn_run(tmp_path):
     )
 
 
-def wait_for_transfer(p):
+def wait_for_transfer(p: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 60
+    assert p.stdout is not None, "spawn_run pipes the output"
     while time.monotonic() < deadline:
         line = p.stdout.readline()
         if "-- libudt" in line:  # the flows are running
@@ -38,11 +40,11 @@ def wait_for_transfer(p):
     pytest.fail("transfer never started")
 
 
-def netns_inodes(prefix):
+def netns_inodes(prefix: str) -> set[int]:
     return {os.stat(f"/run/netns/{ns}").st_ino for ns in netns.list_namespaces(prefix)}
 
 
-def processes_in(inodes):
+def processes_in(inodes: set[int]) -> list[int]:
     """PIDs whose network namespace is one of ``inodes`` (alive even after `ip netns del`)."""
     out = []
     for d in os.listdir("/proc"):
@@ -56,7 +58,7 @@ def processes_in(inodes):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_leaves_nothing_and_next_run_works(tmp_path, sig):
+def test_interrupt_leaves_nothing_and_next_run_works(tmp_path: Path, sig: signal.Signals) -> None:
     p = spawn_run(tmp_path)
     wait_for_transfer(p)
     prefix = f"{network.PREFIX}{p.pid}-"
@@ -72,7 +74,7 @@ def test_interrupt_leaves_nothing_and_next_run_works(tmp_path, sig):
     assert_next_run_works()
 
 
-def assert_next_run_works():
+def assert_next_run_works() -> None:
     """A calibration run builds and calibrates chicago-ottawa."""
     r = subprocess.run(
         [
@@ -91,7 +93,7 @@ def assert_next_run_works():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_cleanup_removes_a_killed_runs_namespaces_and_processes(tmp_path):
+def test_cleanup_removes_a_killed_runs_namespaces_and_processes(tmp_path: Path) -> None:
     """kill -9 of the runner: no Python unwinds anything, so the namespaces (with the stacks,
     the emulators and Mininet's node shells in them) stay until `udtbed cleanup` removes them
     by name; nothing was ever in the root namespace."""
@@ -106,6 +108,7 @@ def test_cleanup_removes_a_killed_runs_namespaces_and_processes(tmp_path):
     assert root_links() == before
     p.kill()
     p.wait(timeout=10)
+    assert p.stdout is not None
     p.stdout.close()
     time.sleep(0.5)
     assert sorted(netns.list_namespaces(prefix)) == sorted(names)
@@ -122,7 +125,7 @@ def test_cleanup_removes_a_killed_runs_namespaces_and_processes(tmp_path):
     assert_next_run_works()
 
 
-def test_cleanup_command_removes_only_prefixed_namespaces():
+def test_cleanup_command_removes_only_prefixed_namespaces() -> None:
     # --prefix keeps this test off the udtb-* namespaces of runs going on beside it.
     other = f"udtz-{os.getpid()}"
     mine = f"{network.PREFIX}{os.getpid()}-stray"
@@ -149,7 +152,7 @@ def test_cleanup_command_removes_only_prefixed_namespaces():
         subprocess.run(["ip", "netns", "del", mine], capture_output=True)
 
 
-def test_cleanup_keeps_live_runs_and_removes_dead_ones():
+def test_cleanup_keeps_live_runs_and_removes_dead_ones() -> None:
     live = f"{network.PREFIX}{os.getpid()}-live"
     dead = f"{network.PREFIX}{dead_pid()}-dead"
     for ns in (live, dead):

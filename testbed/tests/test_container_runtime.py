@@ -10,7 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict, TypeVar, cast
 
 import pytest
 from conftest import dead_pid, interruptible, udtbed_run_argv
@@ -18,15 +20,19 @@ from test_cleanup import netns_inodes, processes_in
 from udtbed import network, runtime
 from udtbed.experiment import load_all
 from udtbed.influx import InfluxWriter
+from udtbed.network import Network
 from udtbed.run import Run
 from udtbed.runner import run_experiment
 from udtbed.runtime import DockerError, DockerRuntime, StacksImage
 from udtbed.stacks import all_stacks
 from udtharness import netns
 
+T = TypeVar("T", bound=Callable[..., object])
 
-def docker_test(f):
-    return pytest.mark.needs_root(pytest.mark.slow(pytest.mark.needs_docker(f)))
+
+def docker_test(f: T) -> T:
+    # A mark gives back the function it marks; pytest's overloads leave that Any for a callable of any arguments.
+    return cast(T, pytest.mark.needs_root(pytest.mark.slow(pytest.mark.needs_docker(f))))
 
 
 @pytest.fixture(scope="session")
@@ -45,15 +51,24 @@ def image() -> StacksImage:
         return StacksImage.resolve()
 
 
+class Seen(TypedDict):
+    """A container's program: its name and its network and mount namespaces' inodes."""
+
+    comm: str
+    net: int
+    mnt: int
+
+
 class ContainerWatch(threading.Thread):
     """Samples the containers with ``prefix`` while a run goes: for each, the program that tini
     (the container's PID 1) started, and that program's network and mount namespaces."""
 
     def __init__(self, prefix: str):
         super().__init__(daemon=True)
-        self.prefix, self.seen, self.done = prefix, {}, threading.Event()
+        self.prefix, self.done = prefix, threading.Event()
+        self.seen: dict[str, Seen] = {}
 
-    def run(self):
+    def run(self) -> None:
         while not self.done.wait(0.5):
             for name in set(runtime.list_containers(self.prefix)) - set(self.seen):
                 p = runtime.docker("inspect", "--format", "{{.State.Pid}}", name, check=False)
@@ -73,13 +88,13 @@ class ContainerWatch(threading.Thread):
 
 
 @docker_test
-def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
+def test_udt_in_containers_moves_data_at_link_rate(tmp_path: Path, image: StacksImage) -> None:
     exp = load_all()["efficiency"]
     exp = dataclasses.replace(exp, parts=tuple(p for p in exp.parts if p.label == "chicago-local"))
     backend, _ = network.choose_backend("auto")
     hosts: dict[int, str] = {}  # namespace inode -> topology host
 
-    def docker_runtime(net):
+    def docker_runtime(net: Network) -> DockerRuntime:
         hosts.update({os.stat(f"/run/netns/{net.ns(h)}").st_ino: h for h in net.topo.hosts})
         return DockerRuntime(net, image)
 
@@ -113,7 +128,7 @@ def test_udt_in_containers_moves_data_at_link_rate(tmp_path, image):
 
 
 @docker_test
-def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image):
+def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path: Path, image: StacksImage) -> None:
     p = subprocess.Popen(
         udtbed_run_argv(
             tmp_path,
@@ -128,6 +143,7 @@ def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image
     prefix = f"{network.PREFIX}{p.pid}-"
     try:
         deadline = time.monotonic() + 90
+        assert p.stdout is not None
         while "-- udt" not in (line := p.stdout.readline()):
             assert line and time.monotonic() < deadline, "the transfer never started"
         while len(boxes := runtime.list_containers(prefix)) < 2 and time.monotonic() < deadline:
@@ -151,7 +167,7 @@ def test_interrupted_docker_run_leaves_no_container_or_namespace(tmp_path, image
 
 
 @docker_test
-def test_cleanup_removes_containers_of_dead_runs_only(image):
+def test_cleanup_removes_containers_of_dead_runs_only(image: StacksImage) -> None:
     dead, live = f"{network.PREFIX}{dead_pid()}-c0-x", f"{network.PREFIX}{os.getpid()}-c0-x"
     for name in (dead, live):
         runtime.docker("run", "--detach", "--name", name, "--network", "none", image.id, "sleep", "300")
@@ -180,7 +196,9 @@ def test_cleanup_removes_containers_of_dead_runs_only(image):
     ],
     ids=["image-missing", "docker-not-running"],
 )
-def test_docker_runtime_refuses_clearly_and_builds_nothing(tmp_path, env, image_name, says):
+def test_docker_runtime_refuses_clearly_and_builds_nothing(
+    tmp_path: Path, env: dict[str, str], image_name: str, says: str
+) -> None:
     r = subprocess.run(
         udtbed_run_argv(
             tmp_path,
@@ -196,7 +214,7 @@ def test_docker_runtime_refuses_clearly_and_builds_nothing(tmp_path, env, image_
     assert list(tmp_path.iterdir()) == [], "nothing written before the runtime is usable"
 
 
-def test_image_older_than_a_binary_is_refused(tmp_path):
+def test_image_older_than_a_binary_is_refused(tmp_path: Path) -> None:
     binary = tmp_path / "udt"
     binary.write_bytes(b"new build")
     stale = StacksImage("udtbed-stacks", "sha256:0", {"org.udtbed.sha256.udt": "0" * 64})

@@ -8,6 +8,8 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 from profiles import udt_stacks
@@ -17,24 +19,25 @@ from udtbed.run import Run
 from udtbed.runner import run_experiment
 from udtbed.stacks import all_stacks
 
-REPO = influx.Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]
 
 
-def load_generator():
+def load_generator() -> ModuleType:
     spec = importlib.util.spec_from_file_location("dash", REPO / "dashboards/generate.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-def test_generated_json_is_committed_and_current():
+def test_generated_json_is_committed_and_current() -> None:
     gen = load_generator()
     assert json.loads((REPO / "dashboards/udtbed.json").read_text()) == gen.as_json(), (
         "dashboards/udtbed.json is stale: run make dashboards"
     )
 
 
-def conformance_case(url: str, tmp_path) -> None:
+def conformance_case(url: str, tmp_path: Path) -> None:
     """One quick interop case (udt-rs x udt-rs handshake) with its outcome sent to ``url``."""
     env = os.environ | {
         "INFLUX": url,
@@ -56,7 +59,7 @@ def conformance_case(url: str, tmp_path) -> None:
 
 @pytest.mark.needs_root
 @pytest.mark.slow
-def test_every_panel_query_returns_data_from_a_real_run(tmp_path):
+def test_every_panel_query_returns_data_from_a_real_run(tmp_path: Path) -> None:
     stacks = udt_stacks()
     if not stacks:
         pytest.skip("no UDT stack is built (sender and link series need one)")
@@ -90,7 +93,7 @@ def test_every_panel_query_returns_data_from_a_real_run(tmp_path):
             assert r.get("series"), f"no data for: {q}"
 
 
-def test_writer_never_fails_the_run_without_a_server():
+def test_writer_never_fails_the_run_without_a_server() -> None:
     w = influx.InfluxWriter("http://127.0.0.1:9", log=lambda *_: None)
     w.write("throughput", {"run": "x"}, {"mbps": 1.0})
     w.close()

@@ -5,10 +5,12 @@ it."""
 import json
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from udtbed.bands import judge_all
 from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError, FlowOptions, load, load_all
+from udtbed.hostwatch import HostReport
 from udtbed.report import render
 from udtbed.results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
 from udtbed.short_tcp import short_tcp_ratio
@@ -45,7 +47,7 @@ def write(tmp_path: Path, text: str, name: str = "tiny") -> Path:
     return p
 
 
-def test_every_shipped_experiment_loads_and_names_a_paper_figure():
+def test_every_shipped_experiment_loads_and_names_a_paper_figure() -> None:
     exps = load_all()
     assert {"efficiency", "fairness", "join", "friendliness"} <= {n for n, e in exps.items() if e.default}
     for e in exps.values():
@@ -73,7 +75,9 @@ def test_every_shipped_experiment_loads_and_names_a_paper_figure():
         (('of = "capacity"', 'of = "reference"\nprofile_min = "low"'), "profile_min must be a number", 10),
     ],
 )
-def test_a_bad_experiment_file_is_refused_with_file_line_and_why(tmp_path, change, message, line):
+def test_a_bad_experiment_file_is_refused_with_file_line_and_why(
+    tmp_path: Path, change: tuple[str, str], message: str, line: int
+) -> None:
     old, new = change
     assert old in GOOD
     path = write(tmp_path, GOOD.replace(old, new, 1))
@@ -83,7 +87,7 @@ def test_a_bad_experiment_file_is_refused_with_file_line_and_why(tmp_path, chang
     assert message in str(e.value), e.value
 
 
-def test_name_must_match_the_file(tmp_path):
+def test_name_must_match_the_file(tmp_path: Path) -> None:
     with pytest.raises(ExperimentError, match="differs from the file name"):
         load(write(tmp_path, GOOD, name="other"))
 
@@ -94,7 +98,7 @@ def flow(name: str, mbps: list[float], cap: float | None = 100.0) -> FlowResult:
     return FlowResult(name, "chicago", "local", 0.0, series, [], sum(mbps) / len(mbps), 0, cap, t90)
 
 
-def test_bands_judge_in_units_of_the_run_scale(tmp_path):
+def test_bands_judge_in_units_of_the_run_scale(tmp_path: Path) -> None:
     part = load(write(tmp_path, GOOD)).parts[0]
     fast = StackResult("udt-rs", "udt", [flow("f", [50, 95, 95, 95])])
     slow = StackResult("libudt", "udt", [flow("f", [10, 20, 70, 75])])
@@ -108,7 +112,7 @@ def test_bands_judge_in_units_of_the_run_scale(tmp_path):
     assert judge_all(part, tcp, 0.1, 1.0, 10.0) == []  # UDT's bands do not judge TCP
 
 
-def test_report_summary_answers_did_it_reproduce_first(tmp_path):
+def test_report_summary_answers_did_it_reproduce_first(tmp_path: Path) -> None:
     exp = load(write(tmp_path, GOOD))
     part = exp.parts[0]
     stacks = {
@@ -130,10 +134,13 @@ def test_report_summary_answers_did_it_reproduce_first(tmp_path):
     assert "id='tiny--local'" in page
 
 
-def test_the_report_shows_each_udt_sender_s_capacity_estimate_against_the_bottleneck(tmp_path):
+def test_the_report_shows_each_udt_sender_s_capacity_estimate_against_the_bottleneck(tmp_path: Path) -> None:
     exp = load(write(tmp_path, GOOD))
-    host = {"sender_pacing": {"f": {"capacity_median_pps": 90_000, "capacity_times_bottleneck": 1.09}}}
-    stacks = {"udt-rs": StackResult("udt-rs", "udt", [flow("f", [95, 95])], host=host)}  # type: ignore[typeddict-item]
+    # The senders' pacing alone (all the report reads of it), and only the capacity estimate's figures.
+    host = cast(
+        HostReport, {"sender_pacing": {"f": {"capacity_median_pps": 90_000, "capacity_times_bottleneck": 1.09}}}
+    )
+    stacks = {"udt-rs": StackResult("udt-rs", "udt", [flow("f", [95, 95])], host=host)}
     res = ExperimentResult(
         "tiny", exp.title, exp.figure, "", 1.0, 10.0, 1.0, "linkem",
         [PartResult("local", "chicago-local", "chicago-local.toml", "", {}, [], True, exp.parts[0].paper, stacks)],
@@ -142,13 +149,13 @@ def test_the_report_shows_each_udt_sender_s_capacity_estimate_against_the_bottle
     assert "link-capacity estimates, median after slow start" in page and "udt-rs f: 1.09× (90000 pkt/s)" in page
 
 
-def _roundtrip(res: ExperimentResult) -> dict:
+def _roundtrip(res: ExperimentResult) -> dict[str, Any]:
     import json
 
-    return json.loads(res.to_json())
+    return cast(dict[str, Any], json.loads(res.to_json()))
 
 
-def test_shipped_experiments_dir_is_the_default():
+def test_shipped_experiments_dir_is_the_default() -> None:
     assert EXPERIMENTS_DIR.name == "experiments" and (EXPERIMENTS_DIR / "efficiency.toml").is_file()
 
 
@@ -193,7 +200,7 @@ why = "because"
 """
 
 
-def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size(tmp_path):
+def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size(tmp_path: Path) -> None:
     alone, beside, short = load(write(tmp_path, MIXED, "mixed")).parts
     assert alone.baseline and alone.flows[0].stack == "tcp-cubic"
     assert not beside.baseline and beside.protocols == ("sabul",)
@@ -205,7 +212,7 @@ def test_flows_name_their_stack_parts_their_protocols_and_short_flows_their_size
     assert short.short_tcp.bulk == FlowOptions()  # the bulk flows run with the stack's own settings
 
 
-def test_short_flows_bulk_flows_can_carry_a_udp_buffer(tmp_path):
+def test_short_flows_bulk_flows_can_carry_a_udp_buffer(tmp_path: Path) -> None:
     text = MIXED.replace('cc = "reno" }', 'cc = "reno", bulk_udp_buffer = 65536 }')
     short = load(write(tmp_path, text, "mixed")).parts[2].short_tcp
     assert short is not None and short.bulk == FlowOptions(udp_buffer=65536)
@@ -226,7 +233,9 @@ def test_short_flows_bulk_flows_can_carry_a_udp_buffer(tmp_path):
          "every flow names its stack"),
     ],
 )  # fmt: skip
-def test_a_bad_flow_stack_protocol_or_short_flow_is_refused(tmp_path, change, message):
+def test_a_bad_flow_stack_protocol_or_short_flow_is_refused(
+    tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
     old, new = change
     assert old in MIXED
     path = write(tmp_path, MIXED.replace(old, new, 1), "mixed")
@@ -235,7 +244,7 @@ def test_a_bad_flow_stack_protocol_or_short_flow_is_refused(tmp_path, change, me
     assert str(e.value).startswith(f"{path}:") and message in str(e.value), e.value
 
 
-def test_sabul_bands_judge_the_tcp_flows_beside_it_and_the_short_flows_ratio(tmp_path):
+def test_sabul_bands_judge_the_tcp_flows_beside_it_and_the_short_flows_ratio(tmp_path: Path) -> None:
     _, beside, short = load(write(tmp_path, MIXED, "mixed")).parts
     res = StackResult("sabul", "sabul", [flow("sabul1", [60] * 4), flow("tcp1", [30] * 4)])
     (v,) = judge_all(beside, res, 0.1, 1.0, 20.0)
@@ -247,7 +256,7 @@ def test_sabul_bands_judge_the_tcp_flows_beside_it_and_the_short_flows_ratio(tmp
     assert v.value == pytest.approx(0.125) and v.ok is False
 
 
-def test_report_puts_each_flow_s_paper_figure_beside_ours_with_the_stack_it_ran(tmp_path):
+def test_report_puts_each_flow_s_paper_figure_beside_ours_with_the_stack_it_ran(tmp_path: Path) -> None:
     exp = load(write(tmp_path, MIXED, "mixed"))
     beside = exp.parts[1]
     sabul = StackResult("sabul", "sabul", [flow("sabul1", [25.0] * 4), flow("tcp1", [23.0] * 4)])
@@ -267,7 +276,7 @@ def test_report_puts_each_flow_s_paper_figure_beside_ours_with_the_stack_it_ran(
     assert "<th>paper SABUL ×scale</th>" in page and "tcp1 (tcp-cubic)</td>" in page
 
 
-def test_shipped_sabul_experiments_carry_the_paper_s_tables():
+def test_shipped_sabul_experiments_carry_the_paper_s_tables() -> None:
     exps = load_all()
     local, short = exps["sabul-local"], exps["sabul-friendliness"]
     alone, beside = local.parts
@@ -312,7 +321,7 @@ why = "because"
 """
 
 
-def test_flows_carry_rates_buffers_and_files_and_a_sweep_runs_one_option_over_values(tmp_path):
+def test_flows_carry_rates_buffers_and_files_and_a_sweep_runs_one_option_over_values(tmp_path: Path) -> None:
     from udtbed.experiment import FlowOptions
 
     e = load(write(tmp_path, FRTP, "fr"))
@@ -336,12 +345,12 @@ def test_flows_carry_rates_buffers_and_files_and_a_sweep_runs_one_option_over_va
         (('metric = "bytes_exact"', 'metric = "bytes_exact"\nof = "reference"'), "has no reference stack"),
     ],
 )
-def test_a_bad_flow_option_or_sweep_is_refused(tmp_path, change, message):
+def test_a_bad_flow_option_or_sweep_is_refused(tmp_path: Path, change: tuple[str, str], message: str) -> None:
     with pytest.raises(ExperimentError, match=re.escape(message)):
         load(write(tmp_path, FRTP.replace(*change), "fr"))
 
 
-def test_report_plots_a_sweep_beside_the_paper_s_points_and_shows_the_capture(tmp_path):
+def test_report_plots_a_sweep_beside_the_paper_s_points_and_shows_the_capture(tmp_path: Path) -> None:
     from udtbed.capture import ipt_stats
     from udtbed.results import SweepPoint
 
@@ -366,7 +375,7 @@ def test_report_plots_a_sweep_beside_the_paper_s_points_and_shows_the_capture(tm
     assert ExperimentResult.from_dict(json.loads(res.to_json())).parts[0].stacks["frtp"].sweep[1].flows[0].retrans == 0
 
 
-def test_the_summary_puts_a_sweep_s_paper_points_beside_ours():
+def test_the_summary_puts_a_sweep_s_paper_points_beside_ours() -> None:
     from udtbed.results import SweepPoint
 
     f = FlowResult("f", "s", "r", 0, [(1.0, 38.6)], [], 38.6, 1, pkts_sent=1000, retrans=0)

@@ -46,7 +46,7 @@ def base_system(into: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The bundle, built as `make fullscale-bundle` builds it, into a temporary directory."""
     out = tmp_path_factory.mktemp("bundle") / "fullscale"
     p = subprocess.run(["bash", str(FULLSCALE / "bundle.sh"), str(out)], capture_output=True, text=True, timeout=300)
@@ -58,24 +58,24 @@ def bare_env(base: Path, **extra: str) -> dict[str, str]:
     return {"HOME": "/root", "PATH": str(base), **extra}
 
 
-def test_the_bundle_holds_every_library_its_programs_load_but_glibc(bundle):
+def test_the_bundle_holds_every_library_its_programs_load_but_glibc(bundle: Path) -> None:
     manifest = (bundle / "MANIFEST").read_text()
     for prog in ("udt", "sabul", "frtp", "udt-linkem", "libudt-peer", "ip", "tc", "ethtool", "iperf3", "tcpdump"):
         assert f"./bin/{prog}\n" in manifest, prog
     assert "./lib/libudt.so.0\n" in manifest and "./site/mininet/node.py\n" in manifest
     assert not (bundle / "lib/libc.so.6").exists(), "glibc stays the host's"
-    for prog in sorted((bundle / "bin").iterdir()):
+    for path in sorted((bundle / "bin").iterdir()):
         p = subprocess.run(
-            ["ldd", str(prog)], capture_output=True, text=True, env={"LD_LIBRARY_PATH": str(bundle / "lib")}
+            ["ldd", str(path)], capture_output=True, text=True, env={"LD_LIBRARY_PATH": str(bundle / "lib")}
         )
-        assert "not found" not in p.stdout, f"{prog.name}: {p.stdout}"
+        assert "not found" not in p.stdout, f"{path.name}: {p.stdout}"
     with tarfile.open(f"{bundle}.tar.gz") as t:
         assert "fullscale/env.sh" in t.getnames()
 
 
 @pytest.mark.needs_root
 @pytest.mark.slow
-def test_the_bundle_runs_the_runner_on_a_host_with_nothing_but_a_base_system(bundle, tmp_path):
+def test_the_bundle_runs_the_runner_on_a_host_with_nothing_but_a_base_system(bundle: Path, tmp_path: Path) -> None:
     # The archive, unpacked by run.sh itself, and a one-line plan: chicago-local at scale 0.1,
     # udt-rs beside libudt, on every CPU this process may use.
     plan = tmp_path / "plan.txt"
@@ -133,7 +133,7 @@ def program_needing_a_library_nobody_has(into: Path) -> Path:
 
 
 @pytest.mark.needs_root
-def test_a_bundle_missing_a_library_is_refused_before_anything_is_built_naming_it(bundle, tmp_path):
+def test_a_bundle_missing_a_library_is_refused_before_anything_is_built_naming_it(bundle: Path, tmp_path: Path) -> None:
     broken = tmp_path / "fullscale"
     shutil.copytree(bundle, broken, symlinks=True)
     shutil.move(program_needing_a_library_nobody_has(tmp_path), broken / "bin/ip")
@@ -168,7 +168,7 @@ def processes_under(path: Path) -> list[str]:
 
 @pytest.mark.needs_root
 @pytest.mark.slow
-def test_ctrl_c_stops_every_lane_cleanly_and_puts_the_socket_caps_back(bundle, tmp_path):
+def test_ctrl_c_stops_every_lane_cleanly_and_puts_the_socket_caps_back(bundle: Path, tmp_path: Path) -> None:
     # Two lanes at once, interrupted while their parts run: each runner stops as it does alone.
     plan = tmp_path / "plan.txt"
     cpu = min(os.sched_getaffinity(0))
@@ -215,7 +215,7 @@ def test_ctrl_c_stops_every_lane_cleanly_and_puts_the_socket_caps_back(bundle, t
         ("no-bundle", "is no bundle (no env.sh): make fullscale-bundle"),
     ],
 )
-def test_run_sh_says_what_is_missing(tmp_path, setup, want):
+def test_run_sh_says_what_is_missing(tmp_path: Path, setup: str, want: str) -> None:
     plan = tmp_path / "plan.txt"
     if setup != "no-plan":
         plan.write_text("1 0 --experiments efficiency\n")
@@ -225,7 +225,7 @@ def test_run_sh_says_what_is_missing(tmp_path, setup, want):
 
 
 @pytest.mark.parametrize("plan", ["plan-16.txt", "plan-16-pacing.txt", "plan-16-stamps.txt"])
-def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(plan):
+def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(plan: str) -> None:
     # One core per seat (udtbed.cores) for every part a line runs, on that line's CPUs; a line
     # that breaks the rule on purpose says --cores flag.
     lines = [x.split() for x in (FULLSCALE / plan).read_text().splitlines() if x.strip() and not x.startswith("#")]
@@ -240,7 +240,7 @@ def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(
                 assert need <= have or opt.get("--cores") == "flag", (plan, cpus, part.label, need)
 
 
-def test_parts_picks_labels_across_the_experiments_chosen_and_refuses_an_unknown_one():
+def test_parts_picks_labels_across_the_experiments_chosen_and_refuses_an_unknown_one() -> None:
     exps = select_experiments(EXPERIMENTS_DIR, "efficiency,fairness")
     picked = select_parts(exps, "chicago-amsterdam,three-site")
     assert [(e.name, [p.label for p in e.parts]) for e in picked] == [
@@ -255,7 +255,7 @@ def test_parts_picks_labels_across_the_experiments_chosen_and_refuses_an_unknown
         select_parts(exps, "chicago-mars")
 
 
-def test_an_unknown_part_is_a_usage_error_before_anything_runs(tmp_path):
+def test_an_unknown_part_is_a_usage_error_before_anything_runs(tmp_path: Path) -> None:
     p = subprocess.run(
         [
             sys.executable,

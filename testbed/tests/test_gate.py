@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from udtbed import gate
@@ -13,13 +15,18 @@ from udtbed.results import ExperimentResult, PartResult, StackResult, Verdict
 BAND = "mean_mbps(local) >= 0.85 x capacity"
 
 
-def _fake_runs(monkeypatch, tmp_path, goodput):
+def _fake_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, goodput: Callable[[str, int], float]
+) -> list[tuple[str, str]]:
     """subprocess.run for `udtbed run`: records (label, UDT_BIN) and writes a run whose goodput
     ``goodput(binary, n)`` gives."""
     calls: list[tuple[str, str]] = []
     monkeypatch.setattr(gate, "GATE_DIR", tmp_path / "gate")
 
-    def fake(argv, env=None, cwd=None, **kw):
+    def fake(
+        argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, **kw: object
+    ) -> subprocess.CompletedProcess[str]:
+        assert env is not None, "udtbed run without UDT_BIN"
         results = gate.GATE_DIR / "runs" / argv[argv.index("--results") + 1].rsplit("/", 1)[-1]
         label = results.name
         calls.append((label, env["UDT_BIN"]))
@@ -35,11 +42,11 @@ def _fake_runs(monkeypatch, tmp_path, goodput):
         latest.symlink_to(d.name)
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr(gate.subprocess, "run", fake)
+    monkeypatch.setattr("udtbed.gate.subprocess.run", fake)
     return calls
 
 
-def test_the_builds_take_turns_each_with_its_own_binary(monkeypatch, tmp_path):
+def test_the_builds_take_turns_each_with_its_own_binary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     calls = _fake_runs(monkeypatch, tmp_path, lambda b, n: 90.0)
     base, head = gate.run_turns(tmp_path / "base-udt", tmp_path / "head-udt", 3, ["--experiments", "efficiency"])
     assert [c[0] for c in calls] == ["base", "head"] * 3
@@ -47,7 +54,7 @@ def test_the_builds_take_turns_each_with_its_own_binary(monkeypatch, tmp_path):
     assert len(base) == len(head) == 3 and len(set(base)) == 3
 
 
-def test_noise_does_not_block_and_a_slower_head_does(monkeypatch, tmp_path):
+def test_noise_does_not_block_and_a_slower_head_does(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     head_bin = tmp_path / "head-udt"
     head_bin.write_text("")
     monkeypatch.setattr(gate, "HEAD_BIN", head_bin)
@@ -58,10 +65,10 @@ def test_noise_does_not_block_and_a_slower_head_does(monkeypatch, tmp_path):
     assert row.outcome == "same", row
     _fake_runs(monkeypatch, tmp_path / "2", lambda b, n: 90.0 + (n % 3) * 0.3 if "base" in b else 80.0 + (n % 3) * 0.3)
     (row,) = gate.gate("HEAD", 3, [])
-    assert row.outcome == "regressed" and row.change < -0.1, row
+    assert row.outcome == "regressed" and row.change is not None and row.change < -0.1, row
 
 
-def test_the_gate_wants_two_runs_a_build_and_a_built_head(monkeypatch, tmp_path):
+def test_the_gate_wants_two_runs_a_build_and_a_built_head(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     with pytest.raises(gate.GateError, match="at least 2"):
         gate.gate("HEAD", 1, [])
     monkeypatch.setattr(gate, "HEAD_BIN", tmp_path / "missing")
@@ -69,7 +76,9 @@ def test_the_gate_wants_two_runs_a_build_and_a_built_head(monkeypatch, tmp_path)
         gate.gate("HEAD", 2, [])
 
 
-def test_a_head_binary_made_elsewhere_is_gated_in_place_of_this_checkout_s(monkeypatch, tmp_path):
+def test_a_head_binary_made_elsewhere_is_gated_in_place_of_this_checkout_s(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     with pytest.raises(gate.GateError, match="no such file"):
         gate.gate("HEAD", 2, [], head_bin=tmp_path / "nowhere")
     head = tmp_path / "wrapped-udt"

@@ -4,12 +4,16 @@ cannot be read says so instead of failing the run."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any, cast
 
+import pytest
 from udtbed import hostinfo
 
 
-def test_the_host_facts_name_the_kernel_cpus_sysctls_and_tool_versions():
-    h = hostinfo.describe(sorted(os.sched_getaffinity(0)))
+def test_the_host_facts_name_the_kernel_cpus_sysctls_and_tool_versions() -> None:
+    # describe() gives run.json's facts as plain objects; the test reads them as the JSON they become.
+    h = cast(dict[str, Any], hostinfo.describe(sorted(os.sched_getaffinity(0))))
     assert h["kernel"].startswith(os.uname().sysname) and h["run_cpus"] == len(os.sched_getaffinity(0))
     assert set(h["sysctls"]) == set(hostinfo.SYSCTLS)
     assert h["sysctls"]["net.core.rmem_max"].isdigit()
@@ -18,15 +22,16 @@ def test_the_host_facts_name_the_kernel_cpus_sysctls_and_tool_versions():
     assert sum(len(c.split(",")) for c in h["governors"].values()) >= 1
 
 
-def test_a_tool_that_is_not_installed_is_unknown_not_an_error(monkeypatch):
+def test_a_tool_that_is_not_installed_is_unknown_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(hostinfo.TOOLS, "nosuch", ["udtb-no-such-tool-xyz", "--version"])
-    assert hostinfo.describe([0])["tools"]["nosuch"] == "unknown: not installed"
+    tools = cast(dict[str, str], hostinfo.describe([0])["tools"])
+    assert tools["nosuch"] == "unknown: not installed"
 
 
-def test_governors_group_the_cpus_that_share_one(monkeypatch, tmp_path):
+def test_governors_group_the_cpus_that_share_one(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     real = hostinfo._read
 
-    def fake(path):
+    def fake(path: Path) -> str | None:
         if "cpufreq" in str(path):
             return "performance" if "cpu0" in str(path) or "cpu1" in str(path) else None
         return real(path)

@@ -7,37 +7,49 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import cast
 
 import pytest
 from conftest import have_linkem
 from udtbed import hostwatch
 from udtbed.experiment import TOPOLOGIES_DIR as TOPOLOGIES
+from udtbed.hostwatch import DirectionName, DirectionTiming, HostReport
 from udtbed.network import Network
 from udtbed.runtime import NamespaceRuntime
 from udtbed.topology import load
 
 
-def direction(frames, bunched, judged=True, max_1s=None):
+def direction(frames: int, bunched: int, judged: bool = True, max_1s: float | None = None) -> DirectionTiming:
+    """An emulated direction's timing as flags reads it (no ``mbps``: flags does not look at it)."""
     pct = round(100 * bunched / frames, 1) if frames else 0.0
-    return {
-        "frames_out": frames,
-        "bunched": bunched,
-        "bunched_pct": pct,
-        "bunched_pct_max_1s": max_1s or pct,
-        "dropped_queue": 0,
-        "judged": judged,
-    }
+    return cast(
+        DirectionTiming,
+        {
+            "frames_out": frames,
+            "bunched": bunched,
+            "bunched_pct": pct,
+            "bunched_pct_max_1s": max_1s or pct,
+            "dropped_queue": 0,
+            "judged": judged,
+        },
+    )
 
 
-def test_emulator_direction_with_bunched_releases_is_flagged_and_a_punctual_one_is_not():
-    host = {
-        "emulators": {
+def report_of(emulators: dict[str, dict[DirectionName, DirectionTiming]]) -> HostReport:
+    """A host report with the emulators' timing alone: all that flags and mark_before_bottleneck read."""
+    return cast(HostReport, {"emulators": emulators})
+
+
+def test_emulator_direction_with_bunched_releases_is_flagged_and_a_punctual_one_is_not() -> None:
+    host = report_of(
+        {
             "l0": {
                 "a_to_b": direction(160_000, 33_800),  # 10 flows, default scheduling
-                "b_to_a": direction(14_000, 1_000, judged=False),
+                "b_to_a": direction(14_000, 1_000, judged=False),  # ACKs
             }
         }
-    }  # ACKs
+    )
     assert len(hostwatch.flags(host)) == 1 and "l0 a_to_b: 21 %" in hostwatch.flags(host)[0]
     host["emulators"]["l0"]["a_to_b"] = direction(160_000, 1_750)  # --realtime --spin-us 20
     assert hostwatch.flags(host) == []
@@ -49,7 +61,7 @@ def test_emulator_direction_with_bunched_releases_is_flagged_and_a_punctual_one_
     assert "20 % of the frames of one second" in flag
 
 
-def test_bunching_before_the_bottleneck_is_not_flagged_because_the_bottleneck_respaces_frames(tmp_path):
+def test_bunching_before_the_bottleneck_is_not_flagged_because_the_bottleneck_respaces_frames(tmp_path: Path) -> None:
     # streaming-join: a and b reach c through delay-only access links (l0, l1) and the rate-
     # limited bottleneck at c (l2). libudt's busy-waiting senders leave 7-9 % of the access links'
     # frames bunched; what the receiver times is l2's spacing.
@@ -61,13 +73,13 @@ def test_bunching_before_the_bottleneck_is_not_flagged_because_the_bottleneck_re
         for src in "ab"
         for h in topo.timing_hops(src, "c")
     }
-    host = {
-        "emulators": {
+    host = report_of(
+        {
             "l0": {"a_to_b": direction(78_684, 5_500)},
             "l1": {"a_to_b": direction(102_121, 8_200)},
             "l2": {"a_to_b": direction(180_000, 900)},
         }
-    }
+    )
     hostwatch.mark_before_bottleneck(host, seen)
     assert hostwatch.flags(host) == []
     assert host["emulators"]["l0"]["a_to_b"]["before_bottleneck"]
@@ -84,8 +96,8 @@ def test_bunching_before_the_bottleneck_is_not_flagged_because_the_bottleneck_re
     assert [h.link.index for h in load(tmp_path / "norate.toml").timing_hops("x", "y")] == [0, 1]
 
 
-def test_udt_sender_pacing_faster_than_the_bottleneck_is_flagged(tmp_path):
-    def stats(name, periods):
+def test_udt_sender_pacing_faster_than_the_bottleneck_is_flagged(tmp_path: Path) -> None:
+    def stats(name: str, periods: list[float]) -> Path:
         p = tmp_path / f"{name}.send.stats"
         p.write_text(
             "".join(json.dumps({"t": i * 0.2, "period_us": x}) + "\n" for i, x in enumerate(periods))
@@ -99,13 +111,13 @@ def test_udt_sender_pacing_faster_than_the_bottleneck_is_flagged(tmp_path):
     pacing = hostwatch.sender_pacing(paths, {"slow": 100e6, "fast": 100e6})
     assert pacing["slow"]["min_period_us"] == 450.0 and pacing["slow"]["times_bottleneck"] == 0.27
     assert pacing["fast"]["times_bottleneck"] == 4.49
-    (flag,) = hostwatch.flags({"emulators": {}}, pacing)
+    (flag,) = hostwatch.flags(report_of({}), pacing)
     assert flag.startswith("1 UDT sender(s) paced faster than the bottleneck, up to 4.5x")
     assert "in the slow-start exit's stats line only" in flag, flag
     assert "capacity_median_pps" not in pacing["slow"], "a stack without the estimate has none"
 
 
-def test_a_sender_that_keeps_pacing_faster_than_the_bottleneck_is_told_from_the_slow_start_exit(tmp_path):
+def test_a_sender_that_keeps_pacing_faster_than_the_bottleneck_is_told_from_the_slow_start_exit(tmp_path: Path) -> None:
     p = tmp_path / "f.send.stats"
     # 100 Mb/s (121 us a frame): 27, 30 and 40 us are all over 1.5x; 115 us is not.
     p.write_text(
@@ -113,11 +125,11 @@ def test_a_sender_that_keeps_pacing_faster_than_the_bottleneck_is_told_from_the_
     )
     pacing = hostwatch.sender_pacing({"f": p}, {"f": 100e6})
     assert (pacing["f"]["lines_faster"], pacing["f"]["lines"]) == (3, 4)
-    (flag,) = hostwatch.flags({"emulators": {}}, pacing)
+    (flag,) = hostwatch.flags(report_of({}), pacing)
     assert "in 3 of 4 stats lines after slow start" in flag, flag
 
 
-def test_a_udt_sender_s_capacity_estimate_is_read_after_slow_start_against_the_bottleneck(tmp_path):
+def test_a_udt_sender_s_capacity_estimate_is_read_after_slow_start_against_the_bottleneck(tmp_path: Path) -> None:
     # 1 Gb/s: 82 570 frames/s. Slow start's estimates (period 1 us) do not count.
     lines = [(1.0, 400_000), (12.0, 80_000), (12.5, 90_000), (13.0, 99_000)]
     p = tmp_path / "f.send.stats"
@@ -129,7 +141,7 @@ def test_a_udt_sender_s_capacity_estimate_is_read_after_slow_start_against_the_b
 @pytest.mark.needs_root
 @pytest.mark.slow
 @pytest.mark.skipif(not have_linkem(), reason="udt-linkem is not built")
-def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_path):
+def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_path: Path) -> None:
     topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
     with Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net:
         rt = NamespaceRuntime(net)
@@ -158,7 +170,7 @@ def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_p
             emu = net.emulators[0].pid
             stop = threading.Event()
 
-            def stall():
+            def stall() -> None:
                 while not stop.wait(0.04):
                     os.kill(emu, signal.SIGSTOP)
                     time.sleep(0.01)

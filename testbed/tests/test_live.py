@@ -2,25 +2,31 @@
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 from udtbed.calibrate import PathCalibration
 from udtbed.influx import InfluxWriter
 from udtbed.live import LiveWatch, Tail, WatchedFlow, write_calibration
+from udtbed.network import Network
 from udtbed.stacks import Sample, parse_stats_line
 
 T0 = 1_700_000_000.0
 
 
-class Recorder(InfluxWriter):
-    def __init__(self):
-        super().__init__(None)
-        self.points = []
+# A point as written: measurement, tags, fields, timestamp.
+Point = tuple[str, dict[str, str], dict[str, float], float | None]
 
-    def write(self, measurement, tags, fields, ts=None):
+
+class Recorder(InfluxWriter):
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.points: list[Point] = []
+
+    def write(self, measurement: str, tags: dict[str, str], fields: dict[str, float], ts: float | None = None) -> None:
         self.points.append((measurement, dict(tags), dict(fields), ts))
 
-    def of(self, measurement):
+    def of(self, measurement: str) -> list[Point]:
         return [p for p in self.points if p[0] == measurement]
 
 
@@ -28,7 +34,7 @@ def tags(flow: str) -> dict[str, str]:
     return {"run": "r1", "stack": "udt", "flow": flow}
 
 
-def udt_line(t: float, **kv) -> str:
+def udt_line(t: float, **kv: object) -> str:
     return json.dumps({"stack": "udt-rs", "t": t} | kv) + "\n"
 
 
@@ -37,11 +43,11 @@ def append(path: Path, text: str) -> None:
         f.write(text)
 
 
-def test_receiver_file_written_in_pieces_is_read_once_and_a_half_line_waits(tmp_path):
+def test_receiver_file_written_in_pieces_is_read_once_and_a_half_line_waits(tmp_path: Path) -> None:
     recv = tmp_path / "r.stats"
-    calls = []
+    calls: list[str] = []
 
-    def parse(line):
+    def parse(line: str) -> Sample | None:
         calls.append(line)
         return parse_stats_line(line)
 
@@ -67,7 +73,7 @@ def test_receiver_file_written_in_pieces_is_read_once_and_a_half_line_waits(tmp_
     assert len(calls) == 3, "every line parsed exactly once"
 
 
-def test_sender_counters_become_per_second_rates(tmp_path):
+def test_sender_counters_become_per_second_rates(tmp_path: Path) -> None:
     send = tmp_path / "s.stats"
     append(
         send, udt_line(0.5, rtt_ms=40.1, flow_window=8192, cwnd=16.0, period_us=12.5, losses=10, retrans=4, naks_recv=2)
@@ -92,7 +98,7 @@ def test_sender_counters_become_per_second_rates(tmp_path):
     assert f2["cwnd"] == 20.0
 
 
-def test_receiver_rates_from_udt_lines_and_none_from_iperf3_text(tmp_path):
+def test_receiver_rates_from_udt_lines_and_none_from_iperf3_text(tmp_path: Path) -> None:
     udt, tcp = tmp_path / "udt.stats", tmp_path / "tcp.stats"
     append(udt, udt_line(1.0, role="recv", bytes=10, naks_sent=5, losses=50))
     append(udt, udt_line(2.0, role="recv", bytes=20, naks_sent=6, losses=50))
@@ -109,10 +115,12 @@ def test_receiver_rates_from_udt_lines_and_none_from_iperf3_text(tmp_path):
 
 
 class FakeNet:
-    def __init__(self, files):
+    """The emulators' stats files, all LiveWatch reads of a built network."""
+
+    def __init__(self, files: dict[int, tuple[Path, float]]):
         self.files = files
 
-    def link_stats_files(self):
+    def link_stats_files(self) -> dict[int, tuple[Path, float]]:
         return self.files
 
 
@@ -132,12 +140,12 @@ def linkem_line(t: float, dropped: int, bunched: int, bytes_out: int, queue: int
     return json.dumps({"t_s": t, "a_to_b": d, "b_to_a": d | {"dropped_queue": 0, "bunched": 0}}) + "\n"
 
 
-def test_link_stats_start_at_the_watch_and_counters_become_rates(tmp_path):
+def test_link_stats_start_at_the_watch_and_counters_become_rates(tmp_path: Path) -> None:
     stats = tmp_path / "linkem.jsonl"
     old = linkem_line(1.0, 100, 10, 1_000_000, 0)
     append(stats, old + old[:20])  # a stack's turn before this one, and a line being written
     w = Recorder()
-    watch = LiveWatch(w, tags, FakeNet({2: (stats, T0 - 10)}), [], T0)
+    watch = LiveWatch(w, tags, cast(Network, FakeNet({2: (stats, T0 - 10)})), [], T0)
     append(stats, old[20:] + linkem_line(2.0, 100, 10, 1_000_000, 5) + linkem_line(4.0, 300, 14, 3_500_000, 7))
     watch.close()
     pts = w.of("link")
@@ -163,7 +171,7 @@ def test_link_stats_start_at_the_watch_and_counters_become_rates(tmp_path):
     assert pts[3][2]["dropped_per_s"] == 0.0
 
 
-def test_tail_of_a_missing_then_replaced_file(tmp_path):
+def test_tail_of_a_missing_then_replaced_file(tmp_path: Path) -> None:
     p = tmp_path / "x"
     t = Tail(p, from_end=True)
     assert t.lines() == []
@@ -173,7 +181,7 @@ def test_tail_of_a_missing_then_replaced_file(tmp_path):
     assert t.lines() == ["c"]
 
 
-def test_calibration_written_once_per_path_without_missing_figures():
+def test_calibration_written_once_per_path_without_missing_figures() -> None:
     w = Recorder()
     cals = [
         PathCalibration("chicago", "amsterdam", 110.0, 110.4, 110.2, 100.0, 99.5, True, True, 2.5),

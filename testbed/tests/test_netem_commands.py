@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,12 +53,12 @@ def generated_commands() -> dict[tuple[str, ...], str]:
     return cases
 
 
-def tc(ns: str, *args: str) -> subprocess.CompletedProcess:
+def tc(ns: str, *args: str) -> subprocess.CompletedProcess[str]:
     return netns.sh("tc", "qdisc", "add", "dev", "v0", *args, ns=ns, check=False)
 
 
 @pytest.fixture
-def scratch_veth(request):
+def scratch_veth(request: pytest.FixtureRequest) -> Iterator[str]:
     """A veth pair v0/v1 in a scratch namespace (named udtb-<pid>-tc, removed afterwards)."""
     ns = f"{network.PREFIX}{os.getpid()}-tc"
     netns.sh("ip", "netns", "add", ns)
@@ -74,7 +75,7 @@ def kind(cmd: list[str]) -> str:
 
 
 @pytest.mark.needs_root
-def test_tc_accepts_every_generated_netem_command(scratch_veth):
+def test_tc_accepts_every_generated_netem_command(scratch_veth: str) -> None:
     """Each command of each chain: accepted by the kernel where it has netem; elsewhere a netem
     command may be refused only by the kernel (tc parsed it), and a tbf chain is built for real
     at the root."""
@@ -129,7 +130,7 @@ def netem_loss_attribute(strace_out: str) -> bytes:
 @pytest.mark.needs_root
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (ci/setup.sh installs it)")
 @pytest.mark.parametrize("spec", ["ge:0.0005,0.2,1", "ge:0.01,0.3,0.8,0.001"])
-def test_gilbert_elliott_loss_reaches_the_kernel_as_loss_in_bad_and_good(scratch_veth, spec):
+def test_gilbert_elliott_loss_reaches_the_kernel_as_loss_in_bad_and_good(scratch_veth: str, spec: str) -> None:
     """The kernel (sch_netem.c, loss_gilb_ell) drops a frame in Bad when a random u32 > h and
     in Good when it is < k1; tc sends netem's h (delivery in Bad) and k1. So h must be 1 - our h
     and k1 our k, whatever tc's argument names suggest."""

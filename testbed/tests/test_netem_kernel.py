@@ -21,8 +21,9 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, Literal, cast
 
 import pytest
 from udtbed import network
@@ -113,10 +114,10 @@ def send_train(net: Network, count: int, rate_bps: float = 0.0, gso: int = 1, po
     return train(net, "a", "b", count, rate_bps=rate_bps, gso=gso, port=port)
 
 
-def qdisc_stats(net: Network, dev: str = "rb") -> list[dict]:
+def qdisc_stats(net: Network, dev: str = "rb") -> list[dict[str, Any]]:
     """``tc -s -j qdisc show`` of the forward egress of link 0's router."""
     p = sh("tc", "-s", "-j", "qdisc", "show", "dev", dev, ns=net.router_ns(net.topo.links[0]))
-    return json.loads(p.stdout)
+    return cast(list[dict[str, Any]], json.loads(p.stdout))
 
 
 # --- calibration of each path class ---------------------------------------------------------
@@ -130,7 +131,9 @@ def qdisc_stats(net: Network, dev: str = "rb") -> list[dict]:
         ("chicago-amsterdam", "chicago", "amsterdam"),
     ],
 )
-def test_each_path_class_calibrates_within_the_vm_tolerances(built, tmp_path, vm_overhead_ms, topology, src, dst):
+def test_each_path_class_calibrates_within_the_vm_tolerances(
+    built: list[Network], tmp_path: Path, vm_overhead_ms: float, topology: str, src: str, dst: str
+) -> None:
     """0.04 ms, 16 ms and 110 ms of RTT at 20 / 12.4 / 20 Mb/s: ping's median RTT and the rate a
     paced blast measures, as the runner calibrates before every run; the RTT within 1 ms of the
     emulated delay plus the VM's own overhead (chicago-local's is measured on a build of its own)."""
@@ -144,7 +147,9 @@ def test_each_path_class_calibrates_within_the_vm_tolerances(built, tmp_path, vm
 # --- the rate stage ---------------------------------------------------------------------------
 
 
-def test_the_rate_stage_is_a_netem_virtual_clock_with_the_queue_as_its_limit(built, tmp_path):
+def test_the_rate_stage_is_a_netem_virtual_clock_with_the_queue_as_its_limit(
+    built: list[Network], tmp_path: Path
+) -> None:
     net = build(built, two_hosts(tmp_path, delay="5ms", rate="8mbit", queue="40p"), tmp_path)
     kinds = [(q["kind"], q.get("parent")) for q in qdisc_stats(net)]
     assert kinds[:2] == [("netem", None), ("netem", "1:1")], kinds
@@ -155,7 +160,7 @@ def test_the_rate_stage_is_a_netem_virtual_clock_with_the_queue_as_its_limit(bui
 # --- the queue --------------------------------------------------------------------------------
 
 
-def test_the_queue_is_droptail_of_its_stated_size(built, tmp_path):
+def test_the_queue_is_droptail_of_its_stated_size(built: list[Network], tmp_path: Path) -> None:
     """A burst far above the queue: the longest wait is the queue's size in serialization times
     (so it holds that many frames, no more), the overflow is dropped from the tail (the frames
     that arrive are the burst's first ones), and the kernel counts exactly those drops."""
@@ -175,7 +180,7 @@ def test_the_queue_is_droptail_of_its_stated_size(built, tmp_path):
 # --- netem's limit on a long fat delay line --------------------------------------------------
 
 
-def test_the_delay_line_holds_more_frames_than_netems_default_limit(built, tmp_path):
+def test_the_delay_line_holds_more_frames_than_netems_default_limit(built: list[Network], tmp_path: Path) -> None:
     """1.5 s one way at up to 20 Mb/s holds up to ~2 500 frames in flight: with netem's default
     limit of 1000 (what `tc qdisc add ... netem delay` gives) the rest would be dropped (in TCG the
     sender reaches ~12 Mb/s: 1 482 of 3 000 lost). The backend sets its own limit."""
@@ -193,10 +198,11 @@ def test_the_delay_line_holds_more_frames_than_netems_default_limit(built, tmp_p
 
 
 def within(measured: float, want: float, n: int, sigmas: float = 4.0) -> bool:
-    return abs(measured - want) <= sigmas * (want * (1 - want) / n) ** 0.5
+    sd: float = (want * (1 - want) / n) ** 0.5  # a float's power of a float is typed Any (it may be complex)
+    return abs(measured - want) <= sigmas * sd
 
 
-def test_bernoulli_loss_reaches_its_rate_frame_by_frame_in_order(built, tmp_path):
+def test_bernoulli_loss_reaches_its_rate_frame_by_frame_in_order(built: list[Network], tmp_path: Path) -> None:
     """5 % loss, independent per frame, and the frames in order. "In order" up to what veths do
     on their own: a veth hands a frame to the backlog of the CPU that transmits it, and the
     router's dequeue runs on whichever CPU its timer fires, so a frame in a thousand may pass
@@ -219,7 +225,7 @@ def test_bernoulli_loss_reaches_its_rate_frame_by_frame_in_order(built, tmp_path
     assert jittered["reordered"] >= 20, jittered["reordered"]
 
 
-def test_gilbert_elliott_loss_reaches_its_rate_in_bursts(built, tmp_path):
+def test_gilbert_elliott_loss_reaches_its_rate_in_bursts(built: list[Network], tmp_path: Path) -> None:
     """ge:p,r,h (h = 1: every frame in Bad is lost): a share p / (p + r) of frames is lost, in runs
     of mean length 1 / r."""
     p, r_, h = 0.01, 0.25, 1.0
@@ -236,7 +242,7 @@ def test_gilbert_elliott_loss_reaches_its_rate_in_bursts(built, tmp_path):
     assert 0.6 / r_ <= mean_run <= 1.6 / r_, runs
 
 
-def test_a_gso_batch_is_lost_frame_by_frame(built, tmp_path):
+def test_a_gso_batch_is_lost_frame_by_frame(built: list[Network], tmp_path: Path) -> None:
     """Our UDT runtime sends UDP GSO batches. Were a batch to reach netem as one super-packet, its
     loss would drop all of it: the backend turns segmentation offloads off on every interface it
     builds, so the stack segments below the socket (or refuses GSO, and the sender goes on frame
@@ -277,7 +283,9 @@ def transfer(net: Network, tmp: Path, binary: Path, size: int, listener: str) ->
 
 
 @pytest.mark.parametrize("binary,listener", [(UDT, "receiver"), (SABUL, "sender")], ids=["udt", "sabul"])
-def test_a_transfer_is_byte_exact_over_a_lossy_netem_path(built, tmp_path, binary, listener):
+def test_a_transfer_is_byte_exact_over_a_lossy_netem_path(
+    built: list[Network], tmp_path: Path, binary: Path, listener: str
+) -> None:
     if not binary.exists():
         pytest.skip(f"{binary} is not built (make build)")
     net = build(built, two_hosts(tmp_path, delay="10ms", rate="10mbit", queue="bdp", loss="0.5%"), tmp_path)
@@ -287,7 +295,7 @@ def test_a_transfer_is_byte_exact_over_a_lossy_netem_path(built, tmp_path, binar
 # --- cleanup ----------------------------------------------------------------------------------
 
 
-def test_closing_a_netem_network_leaves_no_namespace_or_qdisc_behind(tmp_path):
+def test_closing_a_netem_network_leaves_no_namespace_or_qdisc_behind(tmp_path: Path) -> None:
     net = Network(load(REPO / "topologies/three-site.toml"), scale=SCALE, backend="netem", workdir=tmp_path)
     with net:
         mine = netns.list_namespaces(f"{network.PREFIX}{net.tag}-")
@@ -304,7 +312,9 @@ def test_closing_a_netem_network_leaves_no_namespace_or_qdisc_behind(tmp_path):
 VM_RTT_TOL_MS_LINKEM = 5.0
 
 
-def test_a_fig11_path_under_netem_beside_udt_linkem(tmp_path, record_property, vm_overhead_ms):
+def test_a_fig11_path_under_netem_beside_udt_linkem(
+    tmp_path: Path, record_property: Callable[[str, object], None], vm_overhead_ms: float
+) -> None:
     """Chicago-Ottawa (16 ms, OC-12 at scale 0.02) built by each backend in the same kernel: both
     deliver the configured rate and delay, and a UDT flow
     runs on each without exceeding the link. The rows (udtbed compare-backends') go to the JUnit
@@ -336,7 +346,7 @@ SHAPES = ["dumbbell", "frtp-circuit", "chicago-amsterdam-nic", "streaming-join"]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_each_topology_shape_builds_with_netem(tmp_path, shape):
+def test_each_topology_shape_builds_with_netem(tmp_path: Path, shape: str) -> None:
     """Each emulated link's egresses carry the chain netem_args gives, and the first two hosts
     reach each other across it."""
     topo_file = REPO / "topologies" / f"{shape}.toml"
@@ -346,7 +356,11 @@ def test_each_topology_shape_builds_with_netem(tmp_path, shape):
             if not link.emulated:
                 continue
             spec = net.link_specs[link.index]
-            for dev, key in (("rb", "forward_tc"), ("ra", "reverse_tc")):
+            egresses: tuple[tuple[str, Literal["forward_tc", "reverse_tc"]], ...] = (
+                ("rb", "forward_tc"),
+                ("ra", "reverse_tc"),
+            )
+            for dev, key in egresses:
                 shown = json.loads(sh("tc", "-j", "qdisc", "show", "dev", dev, ns=net.router_ns(link)).stdout)
                 kinds = [q["kind"] for q in shown if q["kind"] in ("netem", "tbf", "bfifo", "pfifo")]
                 want = [c[c.index("handle") + 2] for c in spec[key]]
@@ -358,7 +372,7 @@ def test_each_topology_shape_builds_with_netem(tmp_path, shape):
     assert not netns.list_namespaces(f"{network.PREFIX}{net.tag}-")
 
 
-def test_the_runner_runs_a_fig11_part_on_netem_and_records_it(tmp_path):
+def test_the_runner_runs_a_fig11_part_on_netem_and_records_it(tmp_path: Path) -> None:
     """`udtbed run --backend netem`, as `make testbed` runs on a kernel with netem: the part
     calibrates, udt-rs moves data, and the results say netem built the link and carry its
     qdisc counters."""

@@ -12,6 +12,8 @@ and the increase relative to the link is the same as at full scale. Other scales
 the dynamics.
 """
 
+from pathlib import Path
+
 import pytest
 from profiles import profile_cases, run_profile
 from udtbed.experiment import load_all
@@ -24,6 +26,6 @@ CASES = profile_cases()
 
 
 @pytest.mark.parametrize(("experiment", "part", "stack"), CASES, ids=["/".join(c) for c in CASES])
-def test_part_meets_its_bands(tmp_path, experiment, part, stack):
+def test_part_meets_its_bands(tmp_path: Path, experiment: str, part: str, stack: str) -> None:
     exp = EXPERIMENTS[experiment]
     run_profile(tmp_path, exp, next(p for p in exp.parts if p.label == part), stack)

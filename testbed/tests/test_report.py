@@ -11,15 +11,19 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
+import numpy as np  # a dependency of matplotlib
 import pytest
 from conftest import part_of_repeats, udtbed_run_argv
 from udtbed import report, screenshot, sim
 from udtbed.report import render
-from udtbed.results import ExperimentResult
+from udtbed.results import ExperimentResult, PartResult, StackResult
 
 
-def udtbed_run(tmp_path, *args):
+def udtbed_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path, dict[str, Any]]:
     argv = udtbed_run_argv(tmp_path / "results", "--calibration", "flag", *args)
     p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -28,13 +32,13 @@ def udtbed_run(tmp_path, *args):
     return p, run_dir, json.loads((run_dir / "run.json").read_text())
 
 
-def page_text(run_dir):
+def page_text(run_dir: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "|", (run_dir / "report.html").read_text()))
 
 
 @pytest.mark.needs_root
 @pytest.mark.slow
-def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
+def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path: Path) -> None:
     # One small simulated figure rides along, as make testbed runs them all after the experiments.
     scenarios = tmp_path / "sim"
     scenarios.mkdir()
@@ -107,7 +111,7 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path):
     assert page_text(run_dir) == text
 
 
-def test_the_report_command_wants_a_run_directory(tmp_path):
+def test_the_report_command_wants_a_run_directory(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "udtbed", "report", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 2 and "is not a run directory (no run.json)" in p.stderr, p.stderr
 
@@ -140,7 +144,7 @@ why = "one flow has no Jain's index, so this band reads 'not measured'"
 
 @pytest.mark.needs_root
 @pytest.mark.slow
-def test_an_experiment_added_by_a_data_file_alone_runs_to_a_result_and_a_report_row(tmp_path):
+def test_an_experiment_added_by_a_data_file_alone_runs_to_a_result_and_a_report_row(tmp_path: Path) -> None:
     exps = tmp_path / "experiments"
     exps.mkdir()
     (exps / "newcomer.toml").write_text(NEW_EXPERIMENT)
@@ -176,7 +180,7 @@ def test_an_experiment_added_by_a_data_file_alone_runs_to_a_result_and_a_report_
 META = {"run_id": "sim-test"}
 
 
-def write_simulated(sim_dir):
+def write_simulated(sim_dir: Path) -> tuple[Path, Path]:
     """One scenario's JSON and PNG as udtbed.sim writes them, from made-up values (no simulator):
     one claim held, one missed, one not judged (no value at its x)."""
     sc = sim.Scenario(
@@ -216,11 +220,11 @@ def write_simulated(sim_dir):
     return sim_dir / "fig-x.json", sim_dir / "fig-x.png"
 
 
-def cells(page):
+def cells(page: str) -> str:
     return re.sub(r"\|+", "|", html.unescape(re.sub(r"<[^>]+>", "|", page)))
 
 
-def test_the_report_shows_the_simulated_figures_with_their_claims_and_plots(tmp_path):
+def test_the_report_shows_the_simulated_figures_with_their_claims_and_plots(tmp_path: Path) -> None:
     _, png = write_simulated(tmp_path / "sim")
     page = report.render(META, [], tmp_path / "sim")
     text = cells(page)
@@ -241,7 +245,7 @@ def test_the_report_shows_the_simulated_figures_with_their_claims_and_plots(tmp_
     assert f"data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}" in page
 
 
-def test_a_simulated_result_that_cannot_be_read_is_a_note_and_the_rest_is_shown(tmp_path):
+def test_a_simulated_result_that_cannot_be_read_is_a_note_and_the_rest_is_shown(tmp_path: Path) -> None:
     sim_dir = tmp_path / "sim"
     _, png = write_simulated(sim_dir)
     (sim_dir / "broken.json").write_text('{"figure": "Fig. 9", ')
@@ -259,7 +263,7 @@ def test_a_simulated_result_that_cannot_be_read_is_a_note_and_the_rest_is_shown(
     assert "no plot (fig-x.png missing)" in cells(report.render(META, [], sim_dir))
 
 
-def test_no_simulated_results_no_section(tmp_path):
+def test_no_simulated_results_no_section(tmp_path: Path) -> None:
     assert "Simulated figures" not in report.render(META, [])
     (tmp_path / "run.json").write_text(json.dumps(META))
     assert "Simulated figures" not in report.write_report(tmp_path).read_text(), "no <run dir>/sim"
@@ -270,7 +274,7 @@ def test_no_simulated_results_no_section(tmp_path):
 
 @pytest.mark.needs_root
 @pytest.mark.slow
-def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_intervals(tmp_path):
+def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_intervals(tmp_path: Path) -> None:
     p, run_dir, meta = udtbed_run(
         tmp_path,
         "--experiments",
@@ -315,11 +319,11 @@ def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_inte
     assert width and int(width.group(1)) <= 1280, width
 
 
-def _bulk_part(goodputs, exact=(True, True, True)):
+def _bulk_part(goodputs: list[float], exact: Sequence[bool] = (True, True, True)) -> PartResult:
     """A one-flow part of udt-rs run once per entry of ``goodputs`` (its steady Mb/s)."""
-    from udtbed.results import FlowResult, StackResult
+    from udtbed.results import FlowResult
 
-    def rep(k, mbps, ok):
+    def rep(k: int, mbps: float, ok: bool) -> dict[str, StackResult]:
         flow = FlowResult(
             name="f",
             src="a",
@@ -340,7 +344,7 @@ def _bulk_part(goodputs, exact=(True, True, True)):
     return part_of_repeats(runs)
 
 
-def test_a_part_run_several_times_shows_each_figure_with_its_interval_and_the_seeds():
+def test_a_part_run_several_times_shows_each_figure_with_its_interval_and_the_seeds() -> None:
     part = _bulk_part([90.0, 94.0, 92.0], exact=(True, False, True))
     page = html.unescape(re.sub(r"<[^>]+>", "|", report._part_bulk(part, 1.0) + report._flow_details(part)))
     half = 4.303 * 2 / 3**0.5
@@ -353,7 +357,7 @@ def test_a_part_run_several_times_shows_each_figure_with_its_interval_and_the_se
     assert report._repeats_note(_bulk_part([90.0], exact=(True,))) == "", "one run: nothing to say"
 
 
-def test_a_plot_over_repeats_draws_the_mean_with_its_95_percent_band():
+def test_a_plot_over_repeats_draws_the_mean_with_its_95_percent_band() -> None:
     import matplotlib.pyplot as plt
     from udtbed import repeats
 
@@ -361,9 +365,11 @@ def test_a_plot_over_repeats_draws_the_mean_with_its_95_percent_band():
     fig, ax = plt.subplots()
     report._series(ax, repeats.runs(part, "udt-rs"), "f", "udt-rs")
     (line,) = ax.get_lines()
-    assert list(line.get_ydata()) == [93.0, 94.0, 95.0, 96.0, 97.0] and "mean of 3, 95 % band" in line.get_label()
+    # Matplotlib types the data as any array-like and the label as any object: read them as they are.
+    ydata, label = np.asarray(line.get_ydata()), str(line.get_label())
+    assert list(ydata) == [93.0, 94.0, 95.0, 96.0, 97.0] and "mean of 3, 95 % band" in label
     (band,) = ax.collections
-    ys = band.get_paths()[0].vertices[:, 1]
+    ys = np.asarray(band.get_paths()[0].vertices)[:, 1]
     half = 4.303 * 2 / 3**0.5
     assert min(ys) == pytest.approx(93.0 - half, rel=1e-3) and max(ys) == pytest.approx(97.0 + half, rel=1e-3)
     plt.close(fig)
@@ -374,7 +380,7 @@ def test_a_plot_over_repeats_draws_the_mean_with_its_95_percent_band():
     plt.close(fig)
 
 
-def test_a_sweep_and_the_short_flows_over_repeats_show_intervals_in_their_tables():
+def test_a_sweep_and_the_short_flows_over_repeats_show_intervals_in_their_tables() -> None:
     from udtbed.results import ShortTcpPoint, SweepPoint
 
     part = _bulk_part([90.0, 94.0, 92.0])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 from udtbed import runs_index, screenshot
@@ -13,7 +15,7 @@ from udtbed.results import ExperimentResult, PartResult, StackResult, Verdict
 BAND = "mean_mbps(local) >= 0.85 x capacity"
 
 
-def _run(root, run_id, goodputs):
+def _run(root: Path, run_id: str, goodputs: list[float]) -> dict[str, Any]:
     d = root / run_id
     d.mkdir()
     reps = [
@@ -28,14 +30,14 @@ def _run(root, run_id, goodputs):
     return runs_index.summarise(d, meta, [exp])
 
 
-def test_a_run_s_summary_counts_its_bands_over_the_repeats(tmp_path):
+def test_a_run_s_summary_counts_its_bands_over_the_repeats(tmp_path: Path) -> None:
     s = _run(tmp_path, "20260101-000000", [90.0, 91.0, 92.0])
     assert s["counts"] == {"udt-rs": {"met": 1, "missed": 0, "inconclusive": 0, "deviation": 0}}
     (row,) = s["rows"]
     assert row["n"] == 3 and row["low"] < 91.0 < row["high"] and row["mark"] == "✓"
 
 
-def test_the_index_lists_every_run_and_names_one_without_a_summary(tmp_path):
+def test_the_index_lists_every_run_and_names_one_without_a_summary(tmp_path: Path) -> None:
     _run(tmp_path, "20260101-000000", [90.0, 91.0, 92.0])
     (tmp_path / "20260102-000000").mkdir()
     (tmp_path / "20260102-000000" / "run.json").write_text("{}")
@@ -45,7 +47,7 @@ def test_the_index_lists_every_run_and_names_one_without_a_summary(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_runs_picked_open_side_by_side_in_a_browser(tmp_path):
+def test_two_runs_picked_open_side_by_side_in_a_browser(tmp_path: Path) -> None:
     try:
         screenshot.find_chromium()
     except screenshot.ScreenshotError as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 from PIL import Image  # a dependency of matplotlib
@@ -38,7 +39,8 @@ def colours(png: Path) -> tuple[tuple[int, int], dict[tuple[int, int, int], int]
         rgb = im.convert("RGB")
     counts = rgb.getcolors(maxcolors=rgb.width * rgb.height)
     assert counts is not None
-    return rgb.size, {colour: n for n, colour in counts}
+    # Pillow types a pixel by any mode's (a tuple of any length, or one number); in RGB it is a triple.
+    return rgb.size, {cast(tuple[int, int, int], colour): n for n, colour in counts}
 
 
 @needs_chromium

@@ -23,14 +23,14 @@ SCENARIOS = sim.load_all()
 needs_simulator = pytest.mark.skipif(not sim.SIMULATOR.exists(), reason=f"{sim.SIMULATOR} not built (make build)")
 
 
-def test_every_scenario_file_loads_and_names_a_paper_figure():
+def test_every_scenario_file_loads_and_names_a_paper_figure() -> None:
     assert {"sc04-fig2", "sc04-fig3", "sc04-fig4", "sc04-fig5", "sc04-fig6", "sc04-fig7"} <= set(SCENARIOS)
     assert {"sabul-fig1", "sabul-fig2"} <= set(SCENARIOS)
     for sc in SCENARIOS.values():
         assert sc.figure and sc.claim and sc.checks, sc.name
 
 
-def test_queue_sizes_follow_the_captions():
+def test_queue_sizes_follow_the_captions() -> None:
     # 100 Mb/s × 1 ms is 8.3 packets of 1500 bytes; × 100 ms, 833.3.
     assert sim.queue_packets("max(10, bdp)", 100, 1) == 10
     assert sim.queue_packets("max(10, bdp)", 100, 100) == 834
@@ -41,7 +41,7 @@ def test_queue_sizes_follow_the_captions():
         sim.queue_packets("2*bdp", 100, 1)
 
 
-def test_a_sweep_sets_each_flows_rtt_unless_the_flow_fixes_it():
+def test_a_sweep_sets_each_flows_rtt_unless_the_flow_fixes_it() -> None:
     points = sim.expand(SCENARIOS["sc04-fig6"])
     by = {(p.series, p.x): p.specs[0] for p in points}
     spec = by[("UDT (4.11)", 100.0)]
@@ -49,7 +49,7 @@ def test_a_sweep_sets_each_flows_rtt_unless_the_flow_fixes_it():
     assert spec["bottleneck"]["queue_pkts"] == 8334
 
 
-def test_a_friendliness_point_runs_an_all_tcp_twin():
+def test_a_friendliness_point_runs_an_all_tcp_twin() -> None:
     p = sim.expand(SCENARIOS["sc04-fig5"], quick=True)[0]
     mixed, alone = p.specs
     assert [f["protocol"] for f in mixed["flows"]] == ["udt", "tcp"]
@@ -83,7 +83,7 @@ def _scenario_text(case: str) -> str:
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_a_bad_scenario_file_says_which_key_is_wrong(tmp_path, case):
+def test_a_bad_scenario_file_says_which_key_is_wrong(tmp_path: Path, case: str) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(_scenario_text(case))
     if case == "bad queue":
@@ -97,7 +97,7 @@ def test_a_bad_scenario_file_says_which_key_is_wrong(tmp_path, case):
 
 
 @needs_simulator
-def test_the_simulator_refuses_a_bad_spec_with_what_is_wrong():
+def test_the_simulator_refuses_a_bad_spec_with_what_is_wrong() -> None:
     spec = {"seed": 1, "duration_s": 5, "bottleneck": {"rate_mbps": 10, "queue_pkts": 0}, "flows": []}
     p = subprocess.run([str(sim.SIMULATOR), "-"], input=json.dumps(spec), capture_output=True, text=True, check=False)
     assert p.returncode == 2 and "queue_pkts must be at least 1" in p.stderr
@@ -107,7 +107,7 @@ def test_the_simulator_refuses_a_bad_spec_with_what_is_wrong():
 
 @needs_simulator
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_quick_version_matches_its_snapshot_and_shows_its_claims(name, tmp_path):
+def test_quick_version_matches_its_snapshot_and_shows_its_claims(name: str, tmp_path: Path) -> None:
     sc = SCENARIOS[name]
     points, checks = sim.simulate(sc, quick=True, jobs=2)
     text = sim.snapshot(sc, points, checks)
@@ -128,7 +128,7 @@ def test_quick_version_matches_its_snapshot_and_shows_its_claims(name, tmp_path)
     assert (tmp_path / f"{name}.png").stat().st_size > 1000
 
 
-def test_a_seed_after_the_first_moves_the_loss_streams_and_the_flows_starts():
+def test_a_seed_after_the_first_moves_the_loss_streams_and_the_flows_starts() -> None:
     sc = SCENARIOS["sc04-fig12"]
     assert sim.reseeded(sc, 0) is sc
     second = sim.reseeded(sc, 1)
@@ -142,12 +142,14 @@ def test_a_seed_after_the_first_moves_the_loss_streams_and_the_flows_starts():
     assert sim.reseeded(sc, 1) == second, "the jitter is drawn from the seed: the same every time"
 
 
-def test_a_claim_holds_over_seeds_only_when_every_seed_holds_it(monkeypatch):
+def test_a_claim_holds_over_seeds_only_when_every_seed_holds_it(monkeypatch: pytest.MonkeyPatch) -> None:
     sc = SCENARIOS["sc04-fig7"]
     check = sc.checks[0]
     outcomes = {sc.seed: True, sc.seed + 1: False, sc.seed + 2: True}
 
-    def fake(s, quick=False, jobs=None, simulator=sim.SIMULATOR):
+    def fake(
+        s: sim.Scenario, quick: bool = False, jobs: int | None = None, simulator: Path = sim.SIMULATOR
+    ) -> tuple[list[sim.Point], list[sim.CheckResult]]:
         ok = outcomes[s.seed]
         return [], [sim.CheckResult(check, ok, "ok" if ok else "x=1: 0.5 < 0.9")]
 
@@ -164,7 +166,7 @@ def test_a_claim_holds_over_seeds_only_when_every_seed_holds_it(monkeypatch):
 
 
 @needs_simulator
-def test_seeds_run_and_are_written_with_each_claims_outcome(tmp_path):
+def test_seeds_run_and_are_written_with_each_claims_outcome(tmp_path: Path) -> None:
     sc = SCENARIOS["sc04-fig7"]
     by_seed, checks = sim.simulate_seeds(sc, 2, quick=True, jobs=2)
     assert len(by_seed) == 2 and [p.specs[0]["seed"] for p in (by_seed[0][0], by_seed[1][0])] == [sc.seed, sc.seed + 1]

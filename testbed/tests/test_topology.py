@@ -5,6 +5,7 @@ import importlib.machinery
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,19 +26,19 @@ rate = "100mbit"
 """
 
 
-def write(tmp_path, text):
+def write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / "t.toml"
     p.write_text(text)
     return p
 
 
-def test_shipped_topologies_load():
+def test_shipped_topologies_load() -> None:
     assert len(TOPOLOGIES) >= 7
     for f in TOPOLOGIES:
         load(f)
 
 
-def test_paper_paths_have_the_papers_rtt_and_rate():
+def test_paper_paths_have_the_papers_rtt_and_rate() -> None:
     d = Path(TOPOLOGIES[0]).parent
     t = load(d / "chicago-amsterdam.toml")
     assert t.expected_rtt_s("chicago", "amsterdam") == pytest.approx(0.110)
@@ -50,7 +51,7 @@ def test_paper_paths_have_the_papers_rtt_and_rate():
     assert t.address("sender", "data") != t.address("sender", "control")
 
 
-def test_bdp_queue_scales_with_rate():
+def test_bdp_queue_scales_with_rate() -> None:
     t = load(Path(TOPOLOGIES[0]).parent / "chicago-amsterdam.toml")
     link = t.links[0]
     assert t.queue_limit(link, link.forward, 1.0)[0] == 9082  # 1 Gb/s x 110 ms / 1514 B
@@ -75,7 +76,9 @@ def test_bdp_queue_scales_with_rate():
         (lambda s: s.replace("x = {}", "x = { cpu = 1 }"), 3, "takes 'nic = "),
     ],
 )
-def test_bad_file_error_names_file_line_and_problem(tmp_path, edit, line, words):
+def test_bad_file_error_names_file_line_and_problem(
+    tmp_path: Path, edit: Callable[[str], str], line: int, words: str
+) -> None:
     p = write(tmp_path, edit(GOOD))
     with pytest.raises(TopologyError) as e:
         load(p)
@@ -84,7 +87,7 @@ def test_bad_file_error_names_file_line_and_problem(tmp_path, edit, line, words)
     assert words in msg, msg
 
 
-def test_a_host_nic_is_a_bottleneck_of_its_paths_with_a_scaled_transmit_queue(tmp_path):
+def test_a_host_nic_is_a_bottleneck_of_its_paths_with_a_scaled_transmit_queue(tmp_path: Path) -> None:
     t = load(write(tmp_path, GOOD.replace("x = {}", 'x = { nic = { rate = "50mbit", queue = "200p" } }')))
     assert t.bottleneck_bps("x", "y") == 50e6 and t.bottleneck_bps("y", "x") == 100e6
     assert t.nics["x"].limit_bytes(1.0) == 200 * 1514 and t.nics["x"].limit_bytes(0.1) == 20 * 1514
@@ -95,7 +98,7 @@ def test_a_host_nic_is_a_bottleneck_of_its_paths_with_a_scaled_transmit_queue(tm
     )
 
 
-def test_loop_without_stp_is_rejected(tmp_path):
+def test_loop_without_stp_is_rejected(tmp_path: Path) -> None:
     text = GOOD.replace("y = {}", "y = {}\n[switches]\ns1 = {}\ns2 = {}") + "".join(
         f'[[link]]\nends = ["{a}", "{b}"]\n' for a, b in (("s1", "s2"), ("s2", "s1"))
     )
@@ -103,7 +106,7 @@ def test_loop_without_stp_is_rejected(tmp_path):
         load(write(tmp_path, text))
 
 
-def test_mininet_is_loaded_alone_from_debians_package():
+def test_mininet_is_loaded_alone_from_debians_package() -> None:
     """From the venv, only the mininet package comes from dist-packages; without it, a clear error."""
     if importlib.machinery.PathFinder.find_spec("mininet") is not None:
         pytest.skip("this interpreter imports mininet from its own sys.path")
@@ -132,7 +135,7 @@ def shell_argv(pid: int) -> list[str]:
 
 @pytest.mark.needs_root
 @pytest.mark.slow
-def test_nodes_are_mininet_nodes_and_hosts_see_the_configured_rtt(tmp_path):
+def test_nodes_are_mininet_nodes_and_hosts_see_the_configured_rtt(tmp_path: Path) -> None:
     """chicago-ottawa at scale 0.1: each node is a Mininet node (its shell runs in the named
     namespace), interfaces carry the configured names, nothing lands in the root namespace,
     and a ping through the emulated link takes the configured 16 ms."""
@@ -162,7 +165,7 @@ def test_nodes_are_mininet_nodes_and_hosts_see_the_configured_rtt(tmp_path):
     assert root_links() == before
 
 
-def _udp_blast(net, host: str, to: str, sndbuf: int, count: int) -> None:
+def _udp_blast(net: network.Network, host: str, to: str, sndbuf: int, count: int) -> None:
     """``count`` datagrams of 1400 bytes from ``host`` to ``to``, blocking sends, ``sndbuf`` bytes of buffer."""
     code = (
         "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
@@ -172,7 +175,7 @@ def _udp_blast(net, host: str, to: str, sndbuf: int, count: int) -> None:
     netns.sh(sys.executable, "-c", code, ns=net.ns(host))
 
 
-def _qdisc_counts(net, host: str) -> tuple[int, int]:
+def _qdisc_counts(net: network.Network, host: str) -> tuple[int, int]:
     """(packets sent, dropped) of ``host``'s NIC (its data interface's root qdisc)."""
     import re
 
@@ -182,7 +185,9 @@ def _qdisc_counts(net, host: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def test_a_host_nic_blocks_a_udp_sender_whose_buffer_is_full_and_drops_what_a_large_buffer_overfills(tmp_path):
+def test_a_host_nic_blocks_a_udp_sender_whose_buffer_is_full_and_drops_what_a_large_buffer_overfills(
+    tmp_path: Path,
+) -> None:
     """The sending host's own NIC (tbf, 20 Mb/s, 50 packets): a socket with a 16 KiB buffer
     waits for it and loses nothing; one with 4 MiB overfills its queue, which drops."""
     from conftest import root_links

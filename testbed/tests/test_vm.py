@@ -56,7 +56,7 @@ def qemu_with(marker: str) -> list[int]:
 
 @needs_vm
 @pytest.mark.slow
-def test_a_command_runs_in_the_stock_kernel_and_its_exit_status_comes_back(tmp_path):
+def test_a_command_runs_in_the_stock_kernel_and_its_exit_status_comes_back(tmp_path: Path) -> None:
     """One boot: the guest runs the stock kernel with netem, writes into a shared directory, and
     its exit status (3) is udtbed vm's; the record says how it was accelerated and why."""
     record = tmp_path / "vm.json"
@@ -72,19 +72,19 @@ def test_a_command_runs_in_the_stock_kernel_and_its_exit_status_comes_back(tmp_p
     assert f"under {r['accel'].upper()}" in p.stderr
 
 
-def test_a_missing_kernel_is_refused_with_what_to_do(tmp_path):
+def test_a_missing_kernel_is_refused_with_what_to_do(tmp_path: Path) -> None:
     p = udtbed_vm("--kernel", str(tmp_path / "vmlinuz-none"), "--", "true", timeout=60)
     assert p.returncode == 3, p.stderr
     assert "make setup" in p.stderr and "vmlinuz-none does not exist" in p.stderr
 
 
-def test_no_command_is_a_usage_error():
+def test_no_command_is_a_usage_error() -> None:
     p = udtbed_vm("--", timeout=60)
     assert p.returncode == 2 and "no command" in p.stderr
 
 
 @needs_vm
-def test_a_kernel_that_does_not_boot_says_so_and_names_the_acceleration(tmp_path):
+def test_a_kernel_that_does_not_boot_says_so_and_names_the_acceleration(tmp_path: Path) -> None:
     """A file that is no kernel, under a release that has modules: QEMU starts and the guest never
     reaches the command."""
     _, release = vm.find_kernel()
@@ -97,7 +97,7 @@ def test_a_kernel_that_does_not_boot_says_so_and_names_the_acceleration(tmp_path
 
 @needs_vm
 @pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs QEMU")
-def test_a_vm_past_its_timeout_is_stopped_with_qemu(tmp_path):
+def test_a_vm_past_its_timeout_is_stopped_with_qemu(tmp_path: Path) -> None:
     memory = "3001M"  # marks this test's QEMU among any others
     p = udtbed_vm("--accel", "tcg", "--memory", memory, "--timeout", "8", "--", "sleep", "600", timeout=120)
     assert p.returncode == 124, p.stderr
