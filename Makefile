@@ -99,7 +99,7 @@ check:
 	@test -x $(PYTHON) || { echo "make check: no $(PYTHON); run 'make setup' once (it installs the tools)" >&2; exit 2; }
 	@echo "==> check: cargo fmt --check, cargo clippy -D warnings (impl/)"
 	cd impl && $(CARGO) fmt --all --check && $(CARGO) clippy --release --all-targets --quiet -- -D warnings
-	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's tests, interop, benches, dashboards, ci), import contract"
+	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's and testbed's tests, interop, benches, dashboards, ci), import contract"
 	$(PYTHON) -m ruff format --check --quiet .
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy $(MYPY_PATHS)
