@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 use transfer::time::Duration;
 use udt_proto::config::ConnectionConfig;
-use udt_proto::sim::{LinkConfig, Pair};
+use udt_proto::pair::{LinkConfig, Pair};
 
 fuzz_target!(|data: &[u8]| {
     let mut p = Pair::new(1, LinkConfig::default());

@@ -1,13 +1,13 @@
 //! The one interface between a sans-IO protocol of the family and whatever drives it: the
 //! runtime's I/O engine over real sockets (`udt::driver`) or a simulator in virtual time
-//! (CONVENTIONS: `handle_*` in, `poll_*` out).
+//! (sans-IO: `handle_*` in, `poll_*` out).
 
 use std::net::SocketAddr;
 
 use crate::time::Instant;
 use crate::transmit::Transmit;
 
-/// A sans-IO protocol as the runtime drives it (CONVENTIONS: `handle_*` in, `poll_*` out).
+/// A sans-IO protocol as the runtime drives it (sans-IO: `handle_*` in, `poll_*` out).
 pub trait Protocol {
     /// A datagram from `from` arrived at `now`.
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, datagram: &[u8]);

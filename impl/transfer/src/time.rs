@@ -1,7 +1,7 @@
 //! Time as the protocol cores see it: an [`Instant`] on the driver's clock and the standard
 //! [`Duration`].
 //!
-//! The cores own no clock (CONVENTIONS: sans-IO): every entry point takes `now`. The driver
+//! The cores own no clock (they are sans-IO): every entry point takes `now`. The driver
 //! picks the epoch — the runtime counts from its start plus one second, the simulator runs a
 //! virtual clock — and the core only compares instants and adds durations. Resolution is one
 //! microsecond, the unit of every timer, field and formula of the specs (UDT 4.11 and SABUL

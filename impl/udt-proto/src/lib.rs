@@ -4,7 +4,7 @@
 //! as the core's [`transfer::time::Instant`] (`now: Instant`, microseconds since an epoch of
 //! the driver's choosing); datagrams are fed in with `handle_*` and output is drained with
 //! `poll_*`. The same core runs on real UDP sockets (crate `udt`), in the network simulator
-//! (`netsim`), in the virtual-clock harness of the behaviour tests (`sim`, behind the `sim`
+//! (`netsim`), in the virtual-clock harness of the behaviour tests (`pair`, behind the `pair`
 //! feature, which brings in the link model) and under the active tester.
 
 pub mod ack_window;
@@ -13,10 +13,10 @@ pub mod config;
 pub mod connection;
 pub mod endpoint;
 pub mod measurement;
+#[cfg(feature = "pair")]
+pub mod pair;
 pub mod recv_buffer;
 pub mod send_buffer;
 pub mod seq;
-#[cfg(feature = "sim")]
-pub mod sim;
 pub mod stats;
 pub mod wire;

@@ -1,4 +1,4 @@
-//! Protocol behaviour on the virtual-clock harness (`udt_proto::sim`): each test is named
+//! Protocol behaviour on the virtual-clock harness (`udt_proto::pair`): each test is named
 //! after the behaviour it checks and cites the section of UDT4.md that requires it.
 
 use std::collections::HashSet;
@@ -11,8 +11,8 @@ use transfer::seq::SeqNo;
 use transfer::time::{Duration, Instant};
 use udt_proto::config::ConnectionConfig;
 use udt_proto::connection::{BrokenReason, Event, IDLE_CHECK, SHUTDOWN_COPIES};
+use udt_proto::pair::{Dir, LinkConfig, Pair};
 use udt_proto::seq::MsgNo;
-use udt_proto::sim::{Dir, LinkConfig, Pair};
 use udt_proto::wire::{self, req_type, Ack, Control, NakList, Repr};
 
 fn ms(n: u64) -> Duration {

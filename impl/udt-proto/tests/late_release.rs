@@ -6,7 +6,7 @@
 
 use transfer::time::Duration;
 use udt_proto::config::ConnectionConfig;
-use udt_proto::sim::{Dir, LinkConfig, Pair};
+use udt_proto::pair::{Dir, LinkConfig, Pair};
 
 /// Period (µs) of a bulk sender 2 s into a transfer over 100 Mbit/s, 110 ms, a one-BDP queue
 /// (SC'04 Fig. 13's path at scale 0.1), with data delivered late every `late_us` (0 = on time).

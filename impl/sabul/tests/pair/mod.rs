@@ -1,7 +1,7 @@
 //! A sender and a receiver of SABUL's family over an in-memory pipe with a virtual clock
 //! (SABUL.md §2, §5, §6, §10; FRTP.md §2): the control stream is a pair of byte queues with
 //! latency; the data path is a [`DelayLine`] of the workspace's one link model (`link-model`,
-//! what `udt-linkem`, the simulator and UDT's `sim::Pair` run) with the same latency and
+//! what `udt-linkem`, the simulator and UDT's `pair::Pair` run) with the same latency and
 //! seeded loss, reordering and duplication. Shared by the SABUL and the FRTP tests
 //! (`#[path]`), so that both protocols run on one harness.
 //!

@@ -1,5 +1,5 @@
-//! Congestion control as a trait (UDT4.md §12, SABUL.md §7, FRTP.md §4; CONVENTIONS.md
-//! "Congestion control is a trait").
+//! Congestion control as a trait (UDT4.md §12, SABUL.md §7, FRTP.md §4), injected rather than
+//! enumerated, as quinn's `ControllerFactory` and smoltcp's no-op congestion hooks are.
 //!
 //! This is UDT4's own CCC idea: the connection owns the mechanics (ACKs, loss reports, loss
 //! lists, timers) and asks a controller for two numbers, the inter-packet period `P` and the

@@ -1,4 +1,4 @@
-//! A deterministic two-endpoint network with a virtual clock (CONVENTIONS: quinn's `Pair`,
+//! A deterministic two-endpoint network with a virtual clock (after quinn's `Pair` and
 //! smoltcp's `netsim`).
 //!
 //! Two [`Endpoint`]s, `a` and `b`, exchange datagrams over a pair of one-way links with
@@ -7,7 +7,7 @@
 //! next thing that is due, so a minute of protocol time costs milliseconds and every run
 //! with the same seed is identical.
 //!
-//! Test plumbing, not part of the core: this module exists only with the crate's `sim`
+//! Test plumbing, not part of the core: this module exists only with the crate's `pair`
 //! feature (off by default), which brings in the link model (`link-model`). The crate's own
 //! tests and examples turn it on through its dev-dependency on itself; the fuzzer names it.
 //!
@@ -47,7 +47,7 @@
 //! times.
 //!
 //! ```
-//! use udt_proto::sim::{Pair, LinkConfig};
+//! use udt_proto::pair::{Pair, LinkConfig};
 //! use udt_proto::config::ConnectionConfig;
 //! use transfer::time::Duration;
 //! let mut p = Pair::new(1, LinkConfig { delay: Duration::from_millis(5), ..LinkConfig::default() });

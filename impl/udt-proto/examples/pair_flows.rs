@@ -1,6 +1,6 @@
 //! N bulk UDT flows through one simulated bottleneck (same RTT): goodput per flow per second.
 //!
-//! `cargo run --release -p udt-proto --example sim_flows -- FLOWS RATE_MBIT RTT_MS QUEUE_PKTS SECONDS [LATE_US]`
+//! `cargo run --release -p udt-proto --example pair_flows -- FLOWS RATE_MBIT RTT_MS QUEUE_PKTS SECONDS [LATE_US]`
 //!
 //! The deterministic counterpart of the testbed's multi-flow parts (SC'04 Fig. 13's bulk
 //! flows on chicago-amsterdam): no CPU contention, so what it shows is the protocol's doing.
@@ -10,7 +10,7 @@
 
 use transfer::time::Duration;
 use udt_proto::config::ConnectionConfig;
-use udt_proto::sim::{Dir, LinkConfig, Pair};
+use udt_proto::pair::{Dir, LinkConfig, Pair};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

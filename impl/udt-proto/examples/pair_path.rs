@@ -1,11 +1,11 @@
 //! Runs one bulk UDT flow over a simulated bottleneck and prints goodput per second.
 //!
-//! `cargo run --release -p udt-proto --example sim_path -- RATE_MBIT RTT_MS QUEUE_PKTS SECONDS [udt411|paper]`
+//! `cargo run --release -p udt-proto --example pair_path -- RATE_MBIT RTT_MS QUEUE_PKTS SECONDS [udt411|paper]`
 
 use transfer::time::Duration;
 use udt_proto::cc;
 use udt_proto::config::ConnectionConfig;
-use udt_proto::sim::{LinkConfig, Pair};
+use udt_proto::pair::{LinkConfig, Pair};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
