@@ -185,13 +185,20 @@ def started() -> list[StackProcess]:
 
 
 def start(
-    entrypoint: Path, env: Mapping[str, str], log: Path, limits: Limits | None = None, cwd: Path | None = None
+    command: Path | Sequence[str],
+    env: Mapping[str, str],
+    log: Path,
+    limits: Limits | None = None,
+    cwd: Path | None = None,
 ) -> StackProcess:
-    """Start ``entrypoint`` under ``limits`` (default: :meth:`Limits.from_env`), stdout and
-    stderr appended to ``log``, stdin closed, in a new session, marked with this run's id."""
+    """Start ``command`` (an entrypoint, or a whole command line) under ``limits`` (default:
+    :meth:`Limits.from_env`), stdout and stderr appended to ``log``, stdin closed, in a new
+    session (so :func:`stop` ends it with everything it spawned), marked with this run's id (so
+    :func:`sweep` finds it after a crash)."""
     limits = Limits.from_env() if limits is None else limits
     caps = limits.shell()
-    argv = ["/bin/sh", "-c", f'{caps} && exec "$0"', str(entrypoint)] if caps else [str(entrypoint)]
+    cmd = [str(command)] if isinstance(command, Path) else [str(a) for a in command]
+    argv = ["/bin/sh", "-c", f'{caps} && exec "$@"', "sh", *cmd] if caps else cmd
     with open(log, "ab") as out:
         return StackProcess(
             argv,

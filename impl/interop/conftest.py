@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from udtharness import netns
+from udtharness import netns, processes
 from udtharness.cli import read_stats, recv_argv, send_argv, stats_problems
 from udtharness.netns import LOOPBACK, Net, veth_namespaces
 from udtharness.ports import free_udp_port
@@ -137,11 +137,15 @@ def pick_port(net: Net) -> int:
 
 @dataclass
 class Proc:
+    """One side of a transfer: its command line, and once started its process
+    (:func:`udtharness.processes.start`: its own process group, marked with the run's id so
+    that a crashed run's leftovers are swept) and exit status."""
+
     role: str
     stack: str
     argv: list[str]
-    stderr_path: Path
-    popen: subprocess.Popen[bytes] | None = None
+    stderr_path: Path  # stdout and stderr
+    popen: processes.StackProcess | None = None
     rc: int | None = None
 
     def stderr(self) -> str:
@@ -238,8 +242,8 @@ def check_transfer(result: TransferResult, input_path: Path, output_path: Path, 
 def start_processes(procs: list[Proc], listener: Proc | None) -> None:
     """Starts ``procs`` in order, pausing after ``listener`` so that it can bind."""
     for p in procs:
-        with open(p.stderr_path, "wb") as err:
-            p.popen = subprocess.Popen(p.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        # No memory or CPU cap: a transfer of hundreds of MiB is what these tests measure.
+        p.popen = processes.start(p.argv, os.environ, p.stderr_path, processes.Limits(mem=None, cpu=None))
         if p is listener:
             time.sleep(0.1)  # let the listener bind; the clients' handshake retries cover the rest
 
@@ -260,9 +264,8 @@ def wait_processes(procs: list[Proc], timeout: float) -> bool:
 def kill_processes(procs: list[Proc]) -> None:
     """Kills whatever of ``procs`` still runs (a test's ``finally``)."""
     for p in procs:
-        if p.popen is not None and p.popen.poll() is None:
-            p.popen.kill()
-            p.popen.wait()
+        if p.popen is not None:
+            processes.stop(p.popen, grace=0.5)  # its whole group, also what it left behind
 
 
 def run_processes(procs: list[Proc], listener: Proc | None, timeout: float, what: str = "transfer") -> float:
