@@ -15,11 +15,11 @@ from udtbed.network import Network
 from udtbed.runtime import HostRuntime
 from udtbed.short_tcp import short_tcp_bulk
 from udtbed.stacks import (
+    BulkStack,
     FrtpCli,
     Iperf3Tcp,
     Role,
     SabulCli,
-    Stack,
     Transfer,
     UdtCli,
     all_stacks,
@@ -92,7 +92,7 @@ def test_a_sabul_receiver_s_stats_line_is_a_sample() -> None:
     assert parse_stats_line(json.dumps(line | {"summary": True})) is None
 
 
-class FakeStack(Stack):
+class FakeStack(BulkStack):
     def __init__(self, name: str, protocol: str, listener: Role = "receiver", ok: bool = True):
         self.name, self.protocol, self.listener, self.ok = name, protocol, listener, ok
 

@@ -25,7 +25,7 @@ from .network import Network
 from .results import FlowResult
 from .run import Run
 from .runtime import HostRuntime, Process
-from .stacks import Role, Stack, Transfer, resample
+from .stacks import BulkStack, Role, Transfer, resample
 from .topology import Topology
 
 UDT_PAYLOAD = 1456  # UDT4.md §3: a 1500-byte packet's payload
@@ -52,7 +52,7 @@ class Started:
     it began (the connecting end's start)."""
 
     flow: Flow
-    stack: Stack
+    stack: BulkStack
     recv_stats: Path
     send_stats: Path
     offset_s: float
@@ -72,7 +72,7 @@ def udt_window(topo: Topology, flow: Flow, scale: float, buffers: str = "path") 
 
 
 def transfer_for(
-    flow: Flow, stack: Stack, net: Network, scale: float, seconds: float, base: Path, buffers: str = "path"
+    flow: Flow, stack: BulkStack, net: Network, scale: float, seconds: float, base: Path, buffers: str = "path"
 ) -> Transfer:
     """``flow``'s settings at the run's scale (rates and buffers scale as the links do; a UDT
     flow's window as ``buffers`` says, :func:`udt_window`); with
@@ -112,7 +112,7 @@ def transfer_for(
 def start_bulk(
     rt: HostRuntime,
     net: Network,
-    stacks: Mapping[str, Stack],
+    stacks: Mapping[str, BulkStack],
     flows: list[Flow],
     work: Path,
     seconds: float,
@@ -123,12 +123,12 @@ def start_bulk(
     env: dict[str, str] | None = None,
     pins: cores.Pins | None = None,
 ) -> list[Started]:
-    """Every flow's listening end first (:attr:`Stack.listener`: the receiver, or SABUL's
+    """Every flow's listening end first (:attr:`BulkStack.listener`: the receiver, or SABUL's
     sender), then each flow's other end at its ``start`` (seconds after the listeners had half a
     second to bind), connecting to the listener's host; ``offset_s`` is when that was, on that
     clock. ``stacks``: each flow's stack, by flow name; ``transfers``: each flow's settings at
     the run's scale (:func:`transfer_for`; default: memory to memory, the stack's own). A stack
-    with a control path (:attr:`Stack.control_net`) is met at the listener's address on that net,
+    with a control path (:attr:`BulkStack.control_net`) is met at the listener's address on that net,
     and its receiver is given its own data-net address (FRTP.md §1-2). ``pins``: each end's CPUs
     (:mod:`udtbed.cores`)."""
     ports = {f.name: port0 + i for i, f in enumerate(flows)}

@@ -22,7 +22,7 @@ from .experiment import Experiment, Part
 from .influx import InfluxWriter
 from .network import Network
 from .runtime import HostRuntime, NamespaceRuntime
-from .stacks import Stack
+from .stacks import BulkStack
 from .topology import Topology
 
 # Planned seconds around a stack's run of a part (start, stop, parse), for the progress's ETA.
@@ -173,5 +173,5 @@ class Lineup:
 
     name: str
     protocol: str
-    flow_stacks: Mapping[str, Stack]
-    under_test: Stack | None = None  # None: a baseline part, every flow names its stack
+    flow_stacks: Mapping[str, BulkStack]
+    under_test: BulkStack | None = None  # None: a baseline part, every flow names its stack

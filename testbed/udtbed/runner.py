@@ -26,7 +26,7 @@ from .live import write_calibration
 from .network import Network
 from .results import ExperimentResult, PartResult, StackResult
 from .run import CALIBRATION_S, Lineup, Run
-from .stacks import Stack, all_stacks
+from .stacks import BulkStack, all_stacks
 from .topology import load as load_topology
 
 
@@ -38,12 +38,12 @@ class PartSkipped(RuntimeError):
     """A part cannot run with this run's stacks; the message says why."""
 
 
-def lineups(part: Part, stacks: list[Stack], registry: Mapping[str, Stack] | None = None) -> list[Lineup]:
+def lineups(part: Part, stacks: list[BulkStack], registry: Mapping[str, BulkStack] | None = None) -> list[Lineup]:
     """The runs of ``part``: one per stack under test whose protocol it takes, each with the
     flows that name a stack on that one; a baseline part (every flow names its stack) once.
     :class:`PartSkipped` when a named stack is not available or no stack under test fits."""
     named = {f.stack for f in part.flows if f.stack}
-    pinned: dict[str, Stack] = {}
+    pinned: dict[str, BulkStack] = {}
     if named:
         registry = all_stacks() if registry is None else registry
         for name in sorted(named):
@@ -77,7 +77,7 @@ def lineups(part: Part, stacks: list[Stack], registry: Mapping[str, Stack] | Non
     if any(s.control_net for s in stacks):  # such a stack needs its control net in the topology
         nets = {link.net for link in load_topology(part.topology).links}
 
-    def fits(s: Stack) -> bool:
+    def fits(s: BulkStack) -> bool:
         has_net = s.control_net is None or (nets is not None and s.control_net in nets)
         takes = all(s.takes(x) for x in needs) and s.required <= given
         return part.runs(s.protocol) and has_net and takes
@@ -93,7 +93,7 @@ def lineups(part: Part, stacks: list[Stack], registry: Mapping[str, Stack] | Non
     return out
 
 
-def part_runs(part: Part, stacks: list[Stack]) -> int:
+def part_runs(part: Part, stacks: list[BulkStack]) -> int:
     """How many times ``part`` runs with ``stacks`` (0: it is skipped), for the progress."""
     try:
         return len(lineups(part, stacks))
@@ -101,11 +101,11 @@ def part_runs(part: Part, stacks: list[Stack]) -> int:
         return 0
 
 
-def planned_seconds(run: Run, experiments: list[Experiment], stacks: list[Stack]) -> float:
+def planned_seconds(run: Run, experiments: list[Experiment], stacks: list[BulkStack]) -> float:
     return sum(run.planned_seconds(p, n) for e in experiments for p in e.parts if (n := part_runs(p, stacks)))
 
 
-def run_experiment(run: Run, exp: Experiment, stacks: list[Stack]) -> ExperimentResult:
+def run_experiment(run: Run, exp: Experiment, stacks: list[BulkStack]) -> ExperimentResult:
     result = ExperimentResult(
         experiment=exp.name,
         title=exp.title,

@@ -21,10 +21,10 @@ from .flows import host_check, live_watch, results_of, start_bulk, tags, transfe
 from .network import Network
 from .results import ShortTcpPoint, StackResult
 from .run import Run
-from .stacks import Stack, Transfer
+from .stacks import BulkStack, Transfer
 
 
-def run_part(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, work: Path) -> StackResult:
+def run_part(run: Run, exp: Experiment, part: Part, net: Network, stack: BulkStack, work: Path) -> StackResult:
     assert part.short_tcp is not None
     spec = part.short_tcp
     warm = run.short_warmup()
@@ -114,7 +114,7 @@ def run_part(run: Run, exp: Experiment, part: Part, net: Network, stack: Stack, 
 def short_tcp_bulk(
     spec: ShortTcp,
     n: int,
-    stack: Stack,
+    stack: BulkStack,
     net: Network,
     scale: float,
     seconds: float,

@@ -14,12 +14,12 @@ Which stacks exist is not decided here: the one registry is ``stacks/*/meta.toml
 - ``contract = "frtp-cli"`` → :class:`FrtpCli`: the ``frtp`` command line (docs/cli.md): SABUL's
   roles on two paths. The sender listens on its host's **control** address; the receiver
   connects there and binds its data socket on its **data** (circuit) address, asking for a
-  fixed rate (FRTP.md §1-2). A stack whose :attr:`Stack.control_net` is set is given both.
+  fixed rate (FRTP.md §1-2). A stack whose :attr:`BulkStack.control_net` is set is given both.
 - ``contract = "iperf3"`` → :class:`Iperf3Tcp`: kernel TCP with a chosen congestion control
   (cubic, bbr) via iperf3; the server's per-interval report (``--forceflush``) is the
   receiver's series.
 
-Which end of a transfer listens is the stack's (:attr:`Stack.listener`): the runner starts the
+Which end of a transfer listens is the stack's (:attr:`BulkStack.listener`): the runner starts the
 listening ends first and then the other ends, each connecting to the listener's host. Both ends
 are given the same meeting point, ``addr:port`` on the listener's host, and one :class:`Transfer`:
 the flow's settings at the run's scale (a fixed rate, buffers, a file instead of memory), which
@@ -61,7 +61,7 @@ Role = Literal["receiver", "sender"]
 class Transfer:
     """One flow's settings at the run's scale (:class:`udtbed.experiment.FlowOptions` scaled),
     given to both ends. The defaults are a memory-to-memory transfer with the stack's own
-    settings; a contract that has no option for a setting leaves it out (:meth:`Stack.takes`)."""
+    settings; a contract that has no option for a setting leaves it out (:meth:`BulkStack.takes`)."""
 
     data_addr: str | None = None  # the receiver's data-path address (FRTP's circuit), if not addr
     rate_mbps: float | None = None  # a fixed sending rate, Mb/s of IP packets
@@ -74,7 +74,10 @@ class Transfer:
     output: str = "/dev/null"
 
 
-class Stack:
+class BulkStack:
+    """A stack as the testbed runs it: one bulk transfer through its ``[bulk]`` contract (the
+    registry entry, :class:`udtharness.stacks.Stack`, says which); the argv of each end."""
+
     name: str
     protocol: str  # "udt", "sabul", "frtp" or "tcp": which of the papers' numbers and bands apply
     # Which end waits for the other: it starts first, bound to ``addr:port`` on its own host, and
@@ -156,7 +159,7 @@ def parse_stats_line(line: str) -> Sample | None:
     return Sample(float(d["t"]), d["bytes"], d)
 
 
-class CliStack(Stack):
+class CliStack(BulkStack):
     """A stack run through one of the family's command lines (docs/cli.md): a binary whose
     ``--help`` shows ``send`` and ``recv``."""
 
@@ -324,7 +327,7 @@ _IPERF_LINE = re.compile(
 _UNIT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
-class Iperf3Tcp(Stack):
+class Iperf3Tcp(BulkStack):
     protocol = "tcp"
 
     def __init__(self, name: str, cc: str):
@@ -375,7 +378,7 @@ class Iperf3Tcp(Stack):
         return parse
 
 
-def from_registry(entry: registry.Stack) -> Stack | None:
+def from_registry(entry: registry.Stack) -> BulkStack | None:
     """The testbed's driver of a registry stack, or None when it has no ``[bulk]`` table or one
     whose contract the testbed does not drive."""
     bulk = entry.bulk
@@ -396,7 +399,7 @@ def from_registry(entry: registry.Stack) -> Stack | None:
     return None
 
 
-def all_stacks() -> dict[str, Stack]:
+def all_stacks() -> dict[str, BulkStack]:
     """Every stack of the registry that can run a bulk transfer, by its registry name."""
     out = {}
     for name, entry in registry.registry().items():
