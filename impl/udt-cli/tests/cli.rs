@@ -8,7 +8,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::{finish, free_port, s, tmpdir};
+use common::{finish, free_port, s, tmpdir, Watched};
 use prng::pattern;
 
 const BIN: &str = env!("CARGO_BIN_EXE_udt");
@@ -340,33 +340,51 @@ fn recv_connections_serves_concurrent_senders_one_file_each() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A client built on the sans-IO endpoint that completes the handshake with `server` and then
-/// sends it an error signal (UDT4.md §5.9): a hostile connection.
-fn hostile_connection(server: std::net::SocketAddr) {
-    use transfer::time::Instant as CoreTime;
-    use udt_proto::config::ConnectionConfig;
-    use udt_proto::endpoint::Endpoint;
-    use udt_proto::wire::{Control, Repr};
-    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
-    let start = std::time::Instant::now();
-    let now = || CoreTime::ZERO + start.elapsed() + Duration::from_secs(1);
-    let mut ep = Endpoint::new(7);
-    let id = ep.connect(ConnectionConfig::default(), server, now());
-    let (mut buf, mut rx) = (vec![0u8; 2048], vec![0u8; 2048]);
-    while !ep.connection(id).unwrap().is_connected() {
-        assert!(start.elapsed() < Duration::from_secs(10), "the hostile client could not connect");
-        ep.handle_timeout(now());
-        while let Some(t) = ep.poll_transmit_for(id, now(), &mut buf) {
-            sock.send_to(&buf[..t.size], t.destination).unwrap();
+/// A client built on the sans-IO endpoint that has completed the handshake with a server and
+/// then answers nothing: [`Hostile::send_error_signal`] makes it a hostile connection.
+struct Hostile {
+    sock: std::net::UdpSocket,
+    server: std::net::SocketAddr,
+    peer_id: u32,
+}
+
+impl Hostile {
+    fn connect(server: std::net::SocketAddr) -> Hostile {
+        use transfer::time::Instant as CoreTime;
+        use udt_proto::config::ConnectionConfig;
+        use udt_proto::endpoint::Endpoint;
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+        let start = std::time::Instant::now();
+        let now = || CoreTime::ZERO + start.elapsed() + Duration::from_secs(1);
+        let mut ep = Endpoint::new(7);
+        let id = ep.connect(ConnectionConfig::default(), server, now());
+        let (mut buf, mut rx) = (vec![0u8; 2048], vec![0u8; 2048]);
+        while !ep.connection(id).unwrap().is_connected() {
+            assert!(start.elapsed() < Duration::from_secs(10), "the hostile client could not connect");
+            ep.handle_timeout(now());
+            while let Some(t) = ep.poll_transmit_for(id, now(), &mut buf) {
+                sock.send_to(&buf[..t.size], t.destination).unwrap();
+            }
+            if let Ok((n, from)) = sock.recv_from(&mut rx) {
+                ep.handle_datagram(now(), from, &rx[..n]);
+            }
         }
-        if let Ok((n, from)) = sock.recv_from(&mut rx) {
-            ep.handle_datagram(now(), from, &rx[..n]);
-        }
+        let peer_id = ep.connection(id).unwrap().peer_id();
+        Hostile { sock, server, peer_id }
     }
-    let peer = ep.connection(id).unwrap().peer_id();
-    let err = Repr::Control { dst_socket_id: peer, timestamp: 0, control: Control::ErrorSignal { code: 1 } };
-    sock.send_to(&err.to_vec(), server).unwrap();
+
+    fn local_addr(&self) -> std::net::SocketAddr {
+        self.sock.local_addr().unwrap()
+    }
+
+    /// Sends the server an error signal (UDT4.md §5.9).
+    fn send_error_signal(&self) {
+        use udt_proto::wire::{Control, Repr};
+        let err =
+            Repr::Control { dst_socket_id: self.peer_id, timestamp: 0, control: Control::ErrorSignal { code: 1 } };
+        self.sock.send_to(&err.to_vec(), self.server).unwrap();
+    }
 }
 
 #[test]
@@ -375,9 +393,17 @@ fn recv_connections_reports_a_hostile_connection_and_serves_the_others() {
     let out = dir.join("out");
     let data: Vec<Vec<u8>> = (0..2).map(|i| pattern(2_000_003 + i, 40 + i as u64)).collect();
     let addr = format!("127.0.0.1:{}", free_port());
-    let recv = udt(&["recv", "--listen", &addr, "--connections", "3", "--output", s(&out)]).spawn().unwrap();
+    let mut recv =
+        Watched::new(udt(&["recv", "--listen", &addr, "--connections", "3", "--output", s(&out)]).spawn().unwrap());
     std::thread::sleep(Duration::from_millis(100));
-    hostile_connection(addr.parse().unwrap());
+    let hostile = Hostile::connect(addr.parse().unwrap());
+    // The error signal must reach a connection that `recv` has accepted: a completed handshake
+    // waits in the listener's queue until `accept` takes it, and one that breaks there is
+    // forgotten (docs/cli.md; 4.11 drops broken queued sockets too), so `recv` would wait for
+    // a third connection. Signalling at once raced with the accepting thread, and lost
+    // whenever the I/O thread read the signal before that thread ran (on a busy host).
+    recv.wait_for_line(&format!("udt recv: accepted connection 1 of 3 from {}", hostile.local_addr()), 30);
+    hostile.send_error_signal();
     let senders: Vec<Child> = data
         .iter()
         .enumerate()
@@ -391,7 +417,7 @@ fn recv_connections_reports_a_hostile_connection_and_serves_the_others() {
         let o = finish(c, 60);
         assert!(o.status.success(), "a healthy sender failed: {}", stderr_of(&o));
     }
-    let recv = finish(recv, 60);
+    let recv = recv.finish(60);
     let err = stderr_of(&recv);
     assert_eq!(recv.status.code(), Some(5), "{err}");
     assert!(err.contains("2 of 3 connections completed; connection 1 of 3"), "{err}");
