@@ -17,7 +17,7 @@ from udtconf.family import RUNS
 from udtconf.frtp.checks import rules_for as frtp_rules_for
 from udtconf.recovery import ADAPTER_CASE as RECOVERY_CASE
 from udtconf.report import SKIPPED_AFTER_HANDSHAKE
-from udtconf.runner import RESULTS_DIR, InteropRunner, RunResult
+from udtconf.runner import RESULTS_DIR, InteropRunner, RunResult, RunStatus
 from udtconf.sabul.checks import rules_for as sabul_rules_for
 from udtconf.selection import Selection, SelectionError, from_env, key_unit
 from udtharness import processes
@@ -179,12 +179,12 @@ class FailFastRunner(InteropRunner):
         claimed = server.supports(case) and client.supports(case)  # else: "?", unclaimed, not "–"
         if case != "handshake" and "handshake" in self.cases and claimed:
             hs = super().run(server, client, "handshake")
-            if hs.status == "fail":
+            if hs.status == RunStatus.FAIL:
                 return RunResult(
                     server.name,
                     client.name,
                     case,
-                    "skipped",
+                    RunStatus.SKIPPED,
                     f"{SKIPPED_AFTER_HANDSHAKE} {server.name} × client {client.name} (see {hs.logdir}): {hs.reason}",
                     hs.logdir,
                 )
@@ -235,11 +235,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
             # An expected failure, as pytest's own xfail reports one.
             rep.outcome = "skipped"
             rep.wasxfail = waiver.describe()
-            verdict = "waived"
+            verdict = gate.Verdict.WAIVED
         else:
             grade = str(props.get("udtc_grade", ""))
             verdict = (
-                "gating" if gate.gates(config.stash[_GATE], key, grade, config.stash[_EXPECTATIONS]) else "reported"
+                gate.Verdict.GATING
+                if gate.gates(config.stash[_GATE], key, grade, config.stash[_EXPECTATIONS])
+                else gate.Verdict.REPORTED
             )
         # JUnit writes the properties of the teardown report, which copies the item's.
         item.user_properties.append(("udtc_gate", verdict))
@@ -248,9 +250,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if key is None:
         return
     if rep.when == "call" or (rep.when == "setup" and rep.outcome != "passed"):
-        status: str = rep.outcome
+        status = report.Status(rep.outcome)
         if hasattr(rep, "wasxfail"):
-            status = "xfail" if rep.outcome == "skipped" else "xpass"
+            status = report.Status.XFAIL if rep.outcome == "skipped" else report.Status.XPASS
         config.stash[_ENTRIES].append(
             report.Entry.from_props(props, nodeid=item.nodeid, status=status, message=_message(rep))
         )
@@ -269,5 +271,5 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         report.write(entries, out, Path(config.option.xmlpath or ""))
         gate.annotate(out, config.stash[_GATE], outcomes)
     # The run reports every failure; its exit status reflects only the gating ones.
-    if exitstatus == pytest.ExitCode.TESTS_FAILED and not any(o.verdict == "gating" for o in outcomes):
+    if exitstatus == pytest.ExitCode.TESTS_FAILED and not any(o.verdict == gate.Verdict.GATING for o in outcomes):
         session.exitstatus = pytest.ExitCode.OK

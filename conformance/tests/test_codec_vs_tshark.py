@@ -11,7 +11,7 @@ import shutil
 import subprocess
 
 import pytest
-from udtconf.runner import InteropRunner
+from udtconf.runner import InteropRunner, RunStatus
 from udtconf.wire import Ack, DataPacket, Handshake, WireError, decode
 from udtharness.pcap import read_udp
 from udtharness.stacks import Stack
@@ -47,7 +47,7 @@ def _tshark(pcap: str, ports: set[int]) -> list[list[str]]:
 def test_codec_agrees_with_wireshark(matrix_cell: tuple[Stack, Stack, str], runner: InteropRunner) -> None:
     server, client, case = matrix_cell
     res = runner.run(server, client, case)
-    if res.status in ("skipped", "unsupported") or not res.pcap or not res.pcap.exists():
+    if res.status in (RunStatus.SKIPPED, RunStatus.UNSUPPORTED) or not res.pcap or not res.pcap.exists():
         pytest.skip(f"no capture for this run ({res.status}: {res.reason})")
     datagrams = read_udp(res.pcap)  # frame-by-frame comparison works on incomplete captures too
     ports = {min(d.src[1], d.dst[1]) for d in datagrams} | {d.dst[1] for d in datagrams[:1]}

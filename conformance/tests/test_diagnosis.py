@@ -25,7 +25,7 @@ from udtconf.diagnosis import (
     wrap_note,
 )
 from udtconf.family import RUNS
-from udtconf.runner import InteropRunner
+from udtconf.runner import InteropRunner, RunStatus
 from udtconf.seq import MAX, incseq
 from udtconf.trace import Connection
 from udtconf.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, peer_ip_field
@@ -399,7 +399,7 @@ def test_a_deaf_server_stops_the_run_early_and_is_named(tmp_path: Path) -> None:
     (d / "entrypoint").chmod(0o755)
     stack = load(d)
     res = InteropRunner(RUNS, tmp_path / "results").run(stack, stack, "loss")
-    assert res.status == "fail"
+    assert res.status == RunStatus.FAIL
     assert res.stopped is not None and res.stopped.startswith("server udt-deaf alive but deaf")
     assert res.reason.startswith("stopped early after")
     assert res.diagnosis is not None

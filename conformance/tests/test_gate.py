@@ -41,9 +41,9 @@ def test_results_show_which_failures_gated(tmp_path: Path) -> None:
     (tmp_path / "results.json").write_text(json.dumps({"entries": []}))
     (tmp_path / "matrix.html").write_text("<table></table>")
     outcomes = [
-        gate.Outcome("interop/tp/libudt/transfer", "gating", "client tp#0 exit 1"),
-        gate.Outcome("wire/tp/tp/transfer/udt4/2/info-less-padding", "reported", "SHOULD violated"),
-        gate.Outcome("active/libudt/client/early-nak", "waived", "waived finding on libudt"),
+        gate.Outcome("interop/tp/libudt/transfer", gate.Verdict.GATING, "client tp#0 exit 1"),
+        gate.Outcome("wire/tp/tp/transfer/udt4/2/info-less-padding", gate.Verdict.REPORTED, "SHOULD violated"),
+        gate.Outcome("active/libudt/client/early-nak", gate.Verdict.WAIVED, "waived finding on libudt"),
     ]
     gate.annotate(tmp_path, "must", outcomes)
     doc = json.loads((tmp_path / "results.json").read_text())

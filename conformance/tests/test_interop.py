@@ -6,7 +6,7 @@ A failed run says why in one line (its diagnosis' headline) and keeps the whole 
 from __future__ import annotations
 
 import pytest
-from udtconf.runner import InteropRunner
+from udtconf.runner import InteropRunner, RunStatus
 from udtharness.stacks import Stack
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -20,9 +20,9 @@ def test_matrix(matrix_cell: tuple[Stack, Stack, str], runner: InteropRunner, re
     record_property("udtc_verdict", res.reason)
     if res.diagnosis:
         record_property("udtc_detail", res.diagnosis.lines())
-    if res.status in ("skipped", "unsupported"):
+    if res.status in (RunStatus.SKIPPED, RunStatus.UNSUPPORTED):
         pytest.skip(f"{res.status}: {res.reason}")
-    if res.status != "pass":
+    if res.status != RunStatus.PASS:
         pytest.fail(
             f"{case}: server {server.name} × client {client.name}: {res.reason} (logs: {res.logdir})", pytrace=False
         )

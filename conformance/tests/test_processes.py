@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from script_stack import script_stack
+from udtconf.active import Outcome
 from udtconf.diagnosis import crashed, log_crash
 from udtconf.family import RUNS
-from udtconf.runner import InteropRunner
+from udtconf.runner import InteropRunner, RunStatus
 from udtconf.tester import Probe, ProbeEnv, ProbeResult, _StackServer, run_probe
 from udtharness import processes
 from udtharness.processes import LimitError, Limits, parse_seconds, parse_size
@@ -87,7 +88,7 @@ def _server_exits(env: ProbeEnv) -> ProbeResult:
     srv = _StackServer(env)
     try:
         rc = srv.finish(20.0)
-        return env.result("pass", f"no hang (exit {rc})")
+        return env.result(Outcome.PASS, f"no hang (exit {rc})")
     finally:
         srv.close()
 
@@ -137,7 +138,7 @@ def test_a_probe_does_not_pass_a_stack_that_exits_2_after_a_fatal_error(tmp_path
 def test_an_interop_cell_names_the_fatal_error_before_its_dump(tmp_path: Path) -> None:
     stack = script_stack(tmp_path, "fatal", FATAL_THEN_DUMP, ["handshake"])
     res = InteropRunner(RUNS, tmp_path / "results", capture=False).run(stack, stack, "handshake")
-    assert res.status == "fail"
+    assert res.status == RunStatus.FAIL
     assert "client fatal exit 2: fatal error: out of memory" in res.reason
     assert "server fatal exit 2: fatal error: out of memory" in res.reason
 
@@ -171,7 +172,7 @@ def test_a_stack_that_allocates_without_bound_is_stopped_by_its_memory_cap(
     monkeypatch.setenv("UDTC_MEM_LIMIT", "200M")
     stack = script_stack(tmp_path, "greedy", GREEDY, ["handshake"])
     res = InteropRunner(RUNS, tmp_path / "results", capture=False).run(stack, stack, "handshake")
-    assert res.status == "fail"
+    assert res.status == RunStatus.FAIL
     assert "server greedy exit 1: Python exception: MemoryError (exceeded its memory cap of 200 MiB; peak RSS" in (
         res.reason
     )

@@ -17,7 +17,7 @@ from udtconf.recovery import (
     judge,
     measure,
 )
-from udtconf.runner import RunResult
+from udtconf.runner import RunResult, RunStatus
 from udtconf.selection import Selection
 from udtconf.seq import MAX
 from udtconf.trace import Connection, Record
@@ -183,15 +183,15 @@ def test_lost_retransmission_is_recovered_as_promptly_as_the_reference(
     res, rec = recovery_runner.recovery(server, client)
     record_property("udtc_logdir", str(res.logdir))
     record_property("udtc_pcap", str(res.pcap or ""))
-    if res.status in ("skipped", "unsupported"):
+    if res.status in (RunStatus.SKIPPED, RunStatus.UNSUPPORTED):
         pytest.skip(f"{res.status}: {res.reason}")
     ref_res, ref = reference_recovery
     where = f"server {server.name} × client {client.name} (logs: {res.logdir})"
-    if res.status != "pass":
+    if res.status != RunStatus.PASS:
         pytest.fail(f"{where}: {res.reason}", pytrace=False)
     if rec is None:
         pytest.fail(f"{where}: the relay's record shows no copy of N (ISN + {REXMIT_AT})", pytrace=False)
-    if ref is None or ref_res.status != "pass":
+    if ref is None or ref_res.status != RunStatus.PASS:
         pytest.skip(f"the reference {ref_res.server} × itself did not complete: {ref_res.reason} ({ref_res.logdir})")
     problems = judge(rec, ref)
     _write(res, rec, ref, problems)

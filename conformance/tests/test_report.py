@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from udtconf.report import Entry, render_html, write
+from udtconf.report import Entry, Status, render_html, write
 
 
 def test_matrix_marks_and_links(tmp_path: Path) -> None:
@@ -13,16 +13,16 @@ def test_matrix_marks_and_links(tmp_path: Path) -> None:
         Entry(
             "interop/a/a/transfer",
             "n1",
-            "passed",
+            Status.PASSED,
             logdir=str(tmp_path / "runs/a__a__transfer"),
             pcap=str(tmp_path / "runs/a__a__transfer/capture.pcap"),
         ),
-        Entry("interop/a/b/transfer", "n2", "failed", message="output differs"),
-        Entry("interop/b/a/transfer", "n3", "skipped", message="not built"),
+        Entry("interop/a/b/transfer", "n2", Status.FAILED, message="output differs"),
+        Entry("interop/b/a/transfer", "n3", Status.SKIPPED, message="not built"),
         Entry(
             "wire/a/a/transfer/udt4/5.3/ack-forms",
             "n4",
-            "failed",
+            Status.FAILED,
             grade="MUST",
             section="5.3",
             violations=["[a as server] frame 7: light ACK with additional info 3"],
@@ -38,6 +38,7 @@ def test_matrix_marks_and_links(tmp_path: Path) -> None:
     write(entries, tmp_path)
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["summary"] == {"passed": 1, "failed": 2, "skipped": 1}
+    assert [e["status"] for e in data["entries"]] == ["passed", "failed", "skipped", "failed"]  # the values
 
 
 def test_failed_run_shows_its_verdict_and_diagnosis_not_pytest_text(tmp_path: Path) -> None:
@@ -45,7 +46,7 @@ def test_failed_run_shows_its_verdict_and_diagnosis_not_pytest_text(tmp_path: Pa
     e = Entry(
         "interop/a/b/wrap",
         "n1",
-        "failed",
+        Status.FAILED,
         message="Failed: wrap: server a × client b: output differs … assert 'fail' == 'pass'",
         logdir=run,
         verdict="output differs (144144 vs 1048576 bytes); receiver (server a) stopped ACKing at 0x7fffffff",
@@ -63,7 +64,7 @@ def test_active_rows_have_a_verdict_details_and_links_to_log_and_capture(tmp_pat
     e = Entry(
         "active/x/client/medium-ack",
         "n1",
-        "failed",
+        Status.FAILED,
         message="Failed: x (client) client/medium-ack [UDT4.md §5.3]: … (log: …)",
         section="5.3, 8.6",
         logdir=str(probe_dir),
@@ -82,18 +83,18 @@ def test_active_rows_have_a_verdict_details_and_links_to_log_and_capture(tmp_pat
 
 def test_entry_reads_verdict_detail_and_log_from_test_properties() -> None:
     props = {"udtc_key": "active/x/p", "udtc_verdict": "pass — ok", "udtc_detail": ["n1", "n2"], "udtc_log": "/l"}
-    e = Entry.from_props(props, "id", "passed", "")
+    e = Entry.from_props(props, "id", Status.PASSED, "")
     assert (e.text, e.detail, e.log) == ("pass — ok", ["n1", "n2"], "/l")
-    xfail = Entry("interop/a/b/c", "id", "xfail", message="known finding: race", verdict="output differs")
+    xfail = Entry("interop/a/b/c", "id", Status.XFAIL, message="known finding: race", verdict="output differs")
     assert xfail.text == "output differs — known finding: race"
 
 
 def test_cases_skipped_after_a_failed_handshake_are_marked_apart_from_unsupported(tmp_path: Path) -> None:
     why = "skipped: handshake failed for server a × client b (see runs/a__b__handshake): server a exit 101"
     entries = [
-        Entry("interop/a/b/handshake", "n1", "failed", message="server a exit 101"),
-        Entry("interop/a/b/transfer", "n2", "skipped", message=why),
-        Entry("interop/a/b/dgram", "n3", "skipped", message="unsupported: b meta.toml does not list dgram"),
+        Entry("interop/a/b/handshake", "n1", Status.FAILED, message="server a exit 101"),
+        Entry("interop/a/b/transfer", "n2", Status.SKIPPED, message=why),
+        Entry("interop/a/b/dgram", "n3", Status.SKIPPED, message="unsupported: b meta.toml does not list dgram"),
     ]
     page = render_html(entries, tmp_path)
     assert f"title='{why}'>–</span> transfer" in page
@@ -102,10 +103,10 @@ def test_cases_skipped_after_a_failed_handshake_are_marked_apart_from_unsupporte
 
 def test_an_unselected_pair_or_case_shows_nothing_an_unclaimed_case_a_question_mark(tmp_path: Path) -> None:
     entries = [
-        Entry("interop/tp/tp/handshake", "n1", "failed", message="client tp exit 1"),
-        Entry("interop/tp/ref/handshake", "n2", "passed"),
-        Entry("interop/ref/tp/handshake", "n3", "passed"),
-        Entry("interop/tp/tp/mss", "n4", "skipped", message="unsupported: tp meta.toml does not list mss"),
+        Entry("interop/tp/tp/handshake", "n1", Status.FAILED, message="client tp exit 1"),
+        Entry("interop/tp/ref/handshake", "n2", Status.PASSED),
+        Entry("interop/ref/tp/handshake", "n3", Status.PASSED),
+        Entry("interop/tp/tp/mss", "n4", Status.SKIPPED, message="unsupported: tp meta.toml does not list mss"),
     ]
     page = render_html(entries, tmp_path)
     # server ref × client ref was never selected (only cells with the stack under test run)

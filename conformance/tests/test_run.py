@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from udtconf.run import main, matrix_lines
+from udtconf.runner import RunStatus
 
 # A stack that binds the server port and exits 0, and whose client fails at once: an interop
 # failure within a second, without a real UDT stack.
@@ -224,9 +225,9 @@ def test_a_case_the_stack_does_not_claim_stays_unsupported_after_a_failed_handsh
 
     tp = load(_stack(tmp_path))  # claims handshake only; its client fails
     runner = FailFastRunner(tmp_path / "results", ("handshake", "transfer"))
-    assert runner.run(tp, tp, "handshake").status == "fail"
+    assert runner.run(tp, tp, "handshake").status == RunStatus.FAIL
     res = runner.run(tp, tp, "transfer")
-    assert res.status == "unsupported" and "does not list transfer" in res.reason
+    assert res.status == RunStatus.UNSUPPORTED and "does not list transfer" in res.reason
 
 
 def test_a_cell_that_passes_sometimes_is_flaky_and_one_that_never_does_failed() -> None:

@@ -14,7 +14,7 @@ import pytest
 from udtconf.checks import Context, Inconclusive, rule_by_id
 from udtconf.family import RUNS
 from udtconf.interop import UdtRunResult
-from udtconf.runner import InteropRunner
+from udtconf.runner import InteropRunner, RunStatus
 from udtharness.capture import can_capture
 from udtharness.stacks import load
 
@@ -47,7 +47,7 @@ def test_wire_rules_catch_what_byte_comparison_cannot(tmp_path: Path) -> None:
     ep.chmod(0o755)
     stack = load(d)
     res = InteropRunner(RUNS, tmp_path / "results").run(stack, stack, "handshake")
-    assert res.status == "pass", res.reason  # the bytes did arrive intact
+    assert res.status == RunStatus.PASS, res.reason  # the bytes did arrive intact
     assert isinstance(res, UdtRunResult)
     (conn,) = res.conns
     ctx = Context("handshake")

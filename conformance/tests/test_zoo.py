@@ -26,10 +26,11 @@ from pathlib import Path
 
 import pytest
 from udtconf import expectations
+from udtconf.active import Outcome
 from udtconf.checks import Context, Inconclusive, rules_for
 from udtconf.family import RUNS
 from udtconf.interop import UdtRunResult
-from udtconf.runner import InteropRunner
+from udtconf.runner import InteropRunner, RunStatus
 from udtconf.tester import PROBES, run_probe
 from udtharness.capture import can_capture
 from udtharness.stacks import Stack, registry
@@ -116,11 +117,11 @@ def blamed_in(reason: str) -> Iterator[tuple[str, str]]:
 def judge(cell: Cell, server: Stack, client: Stack, exp: expectations.Expectations) -> None:
     res, zoo = cell.res, cell.defect.stack_name
     stacks = (zoo, *REFERENCES)
-    if res.status in ("skipped", "unsupported"):
+    if res.status in (RunStatus.SKIPPED, RunStatus.UNSUPPORTED):
         cell.verdict = res.status
         cell.wrong.append(f"the cell did not run: {res.reason}")
         return
-    if res.status == "fail":
+    if res.status == RunStatus.FAIL:
         cell.verdict = "fail"
         cell.culprit = culprit(res.reason, stacks) or "nobody"
         if cell.culprit != zoo:
@@ -206,7 +207,7 @@ def test_no_probe_passes_a_stack_that_crashed(defect: Defect, probe_id: str, tmp
     log = (workdir / f"{probe.role}.log").read_text(errors="replace")
     print(f"\n{defect.name} {probe_id}: {res.verdict}")
     assert CRASH_MARK in log, f"the zoo stack's defect never struck in {probe_id}: the probe shows nothing"
-    assert res.outcome == "fail", f"{probe_id} {res.outcome} with {zoo.name}, which crashed: {res.details}"
+    assert res.outcome == Outcome.FAIL, f"{probe_id} {res.outcome} with {zoo.name}, which crashed: {res.details}"
     assert re.search(r" log: |exit \d|killed|crash", res.details), (
         f"the failure does not say how it crashed: {res.details}"
     )

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import pytest
 from udtconf.active import Probe, ProbeResult
 from udtconf.checks import Inconclusive, Rule, Violation
-from udtconf.runner import InteropRunner, RunResult
+from udtconf.runner import InteropRunner, RunResult, RunStatus
 from udtharness.stacks import Stack
 
 U = TypeVar("U")  # what a rule reads: a UDT connection, a SABUL session
@@ -67,7 +67,7 @@ def rule_run(
     res = runner.run(server, client, case)
     record_property("udtc_logdir", str(res.logdir))
     record_property("udtc_pcap", str(res.pcap or ""))
-    if res.status in ("skipped", "unsupported"):
+    if res.status in (RunStatus.SKIPPED, RunStatus.UNSUPPORTED):
         pytest.skip(f"run {res.status}: {res.reason}")
     return res
 

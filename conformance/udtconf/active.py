@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -22,12 +23,24 @@ from .diagnosis import crashed, exit_text, log_crash, log_tail
 from .registry import Registry
 
 
+class Outcome(StrEnum):
+    """A probe's verdict on the stack (its value is what ``probe.log`` and the reports say)."""
+
+    PASS = "pass"
+    FAIL = "fail"  # a crash, a hang, corrupted or lost data, a broken rule
+    # where the spec allows either ignoring an invalid packet or dropping the connection (4.11
+    # drops it): recorded, not failed
+    TOLERATED = "tolerated"  # it ignored the packet
+    BROKEN = "broken"  # it dropped the connection
+    SKIPPED = "skipped"
+
+
 @dataclass
 class ProbeResult:
     id: str
     section: str
     role: str  # role the *stack* played
-    outcome: str  # pass | fail | tolerated | broken | skipped
+    outcome: Outcome
     details: str
     notes: list[str] = field(default_factory=list)
     log: Path | None = None  # probe.log: verdict, notes, the end of the stack's log
@@ -35,7 +48,7 @@ class ProbeResult:
 
     @property
     def failed(self) -> bool:
-        return self.outcome == "fail"
+        return self.outcome == Outcome.FAIL
 
     @property
     def verdict(self) -> str:
@@ -65,7 +78,7 @@ class ProbeEnv:
     probe: Probe[Any]
     recorder: PcapWriter
 
-    def result(self, outcome: str, details: str, notes: list[str] | None = None) -> ProbeResult:
+    def result(self, outcome: Outcome, details: str, notes: list[str] | None = None) -> ProbeResult:
         return ProbeResult(self.probe.id, self.probe.section, self.probe.role, outcome, details, notes or [])
 
 
@@ -118,7 +131,7 @@ def run_probe(
         try:
             res = p.fn(e)
         except errors as exc:
-            res = e.result("fail", f"{type(exc).__name__}: {exc}")
+            res = e.result(Outcome.FAIL, f"{type(exc).__name__}: {exc}")
         finally:
             mine = processes.started()[before:]
             for proc in mine:
@@ -161,4 +174,4 @@ def _judge_crashes(res: ProbeResult, name: str, procs: list[processes.StackProce
         res.details += f"; {said}"
     else:
         res.notes.append(f"the probe alone said: {res.verdict}")
-        res.outcome, res.details = "fail", said
+        res.outcome, res.details = Outcome.FAIL, said

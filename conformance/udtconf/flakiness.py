@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from .report import FAILED, PASSED
+
 Class = Literal["passed", "failed", "flaky", "skipped"]
 POLICIES = ("pass", "fail")  # what a flaky gating key does to the run's exit
-PASSED = ("passed", "xpass")
-FAILED = ("failed", "xfail")
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from .expectations import Expectations
@@ -54,19 +55,27 @@ def gates(gate: str, key: str | None, grade: str, exp: Expectations) -> bool:
     return kind in MUST_KINDS
 
 
+class Verdict(StrEnum):
+    """What the gate made of a failed test (its value names the list in results.json)."""
+
+    GATING = "gating"  # fails the run
+    REPORTED = "reported"  # failed; does not fail the run under this gate
+    WAIVED = "waived"  # an expected failure of the stacks its waiver names
+
+
 @dataclass
 class Outcome:
     """A failed or waived test as the gate saw it."""
 
     key: str  # the test key, or the pytest node id for a test outside the matrix
-    verdict: str  # gating | reported | waived
+    verdict: Verdict
     message: str
 
 
 def summary(gate: str, outcomes: Sequence[Outcome]) -> dict[str, object]:
     """The ``gate`` section of results.json."""
-    by = {v: [asdict(o) for o in outcomes if o.verdict == v] for v in ("gating", "reported", "waived")}
-    return {"mode": gate, "passed": not by["gating"], **by}
+    by = {str(v): [asdict(o) for o in outcomes if o.verdict == v] for v in Verdict}
+    return {"mode": gate, "passed": not by[Verdict.GATING], **by}
 
 
 def annotate(outdir: Path, gate: str, outcomes: Sequence[Outcome]) -> None:
@@ -85,7 +94,7 @@ def annotate(outdir: Path, gate: str, outcomes: Sequence[Outcome]) -> None:
 
 
 def render_html(gate: str, outcomes: Sequence[Outcome]) -> str:
-    gating = [o for o in outcomes if o.verdict == "gating"]
+    gating = [o for o in outcomes if o.verdict == Verdict.GATING]
     head = (
         f"<h2 id='gate'>Gate: {html.escape(gate)} — "
         + (f"<span class='bad'>failed ({len(gating)} gating)</span>" if gating else "<span class='ok'>passed</span>")
@@ -93,7 +102,7 @@ def render_html(gate: str, outcomes: Sequence[Outcome]) -> str:
     )
     if not outcomes:
         return head + "<p>No failures.</p>"
-    css = {"gating": "bad", "reported": "unk", "waived": "known"}
+    css = {Verdict.GATING: "bad", Verdict.REPORTED: "unk", Verdict.WAIVED: "known"}
     rows = [
         f"<tr><td><code>{html.escape(o.key)}</code></td><td class='{css[o.verdict]}'>{o.verdict}</td>"
         f"<td>{html.escape(o.message)}</td></tr>"

@@ -43,7 +43,7 @@ from udtharness.testdata import random_file
 from .checks import Context
 from .diagnosis import WireWatch, diagnose, exit_text
 from .relay import LossRelay, wrap_target
-from .runner import SERVER_GRACE, Proc, RunResult, compare, end_run, new_run, start, supervise, unsupported
+from .runner import SERVER_GRACE, Proc, RunResult, RunStatus, compare, end_run, new_run, start, supervise, unsupported
 from .trace import Connection, connections
 
 CASE_BYTES = {
@@ -139,9 +139,12 @@ class UdtRun:
             if not _wait_bound(sport, srv.popen, 5.0):
                 srv.check()
                 if srv.rc == EXIT_UNSUPPORTED:
-                    res.status, res.reason = "unsupported", f"{server.name} server: TESTCASE {case} not supported (127)"
+                    res.status, res.reason = (
+                        RunStatus.UNSUPPORTED,
+                        f"{server.name} server: TESTCASE {case} not supported (127)",
+                    )
                 else:
-                    res.status = "fail"
+                    res.status = RunStatus.FAIL
                     res.reason = f"server {server.name} did not bind UDP port {sport} within 5 s ({exit_text(srv.rc)})"
                     srv.kill()
                     res.diagnosis = diagnose([srv.role()], [], t0_wall)
@@ -179,7 +182,7 @@ class UdtRun:
                 legs = [c for c in connections(datagrams, relay.address) if c.records]
                 res.client_leg = legs[0] if legs else None
             problems.extend(_mss_problems(res.conns, mss, server.name, client.name))
-        res.status = "fail" if problems else "pass"
+        res.status = RunStatus.FAIL if problems else RunStatus.PASS
         res.reason = "; ".join(problems) or f"{sum(p.stat().st_size for p in inputs)} bytes delivered intact"
         if problems:
             ctx = Context(case, set(res.dropped), res.client_leg)  # the wire rules name who spoiled the exchange

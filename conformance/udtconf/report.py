@@ -17,14 +17,26 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
+
+
+class Status(StrEnum):
+    """A test's outcome as pytest reports it, an expected failure told apart (its value is what
+    ``results.json`` says)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    XFAIL = "xfail"  # failed as expected: a waiver (udtconf.expectations) or an xfail mark
+    XPASS = "xpass"  # passed although expected to fail
 
 
 @dataclass
 class Entry:
     key: str
     nodeid: str
-    status: str  # passed | failed | skipped | xfail | xpass
+    status: Status
     message: str = ""
     grade: str = ""
     section: str = ""
@@ -37,7 +49,7 @@ class Entry:
     log: str = ""  # a probe's own log
 
     @classmethod
-    def from_props(cls, props: Mapping[str, object], nodeid: str, status: str, message: str) -> Entry:
+    def from_props(cls, props: Mapping[str, object], nodeid: str, status: Status, message: str) -> Entry:
         """From a test item's ``user_properties`` (``udtc_key``, ``udtc_grade``, …)."""
 
         def prop(name: str) -> str:
@@ -71,14 +83,22 @@ class Entry:
     def text(self) -> str:
         """The one-line outcome: the test's verdict (with the known finding's reason for an
         expected failure), else pytest's message."""
-        if self.verdict and self.status == "xfail" and self.message:
+        if self.verdict and self.status == Status.XFAIL and self.message:
             return f"{self.verdict} — {self.message}"
         return self.verdict or self.message
 
 
 # The reason conftest's fail-fast gives the cases it skips after a pair's failed handshake.
 SKIPPED_AFTER_HANDSHAKE = "handshake failed for server"
-SYMBOL = {"passed": "✓", "failed": "✕", "xfail": "✕", "xpass": "✓", "skipped": "?"}
+PASSED = (Status.PASSED, Status.XPASS)
+FAILED = (Status.FAILED, Status.XFAIL)
+SYMBOL: dict[str, str] = {
+    Status.PASSED: "✓",
+    Status.FAILED: "✕",
+    Status.XFAIL: "✕",
+    Status.XPASS: "✓",
+    Status.SKIPPED: "?",
+}
 
 
 def write(entries: list[Entry], outdir: Path, junit: Path | None = None) -> None:
@@ -113,7 +133,7 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
     by_cell: dict[tuple[str, str, str], Entry] = {(x.parts[1], x.parts[2], x.parts[3]): x for x in interop}
     wire_fail: dict[tuple[str, str, str], list[Entry]] = {}
     for w in wire:
-        if w.status in ("failed", "xfail"):
+        if w.status in FAILED:
             wire_fail.setdefault((w.parts[1], w.parts[2], w.parts[3]), []).append(w)
 
     out = [
@@ -143,15 +163,15 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
             for case in cases:
                 e = by_cell.get((s, c, case))
                 fails = wire_fail.get((s, c, case), [])
-                must = [f for f in fails if f.grade == "MUST" and f.status == "failed"]
+                must = [f for f in fails if f.grade == "MUST" and f.status == Status.FAILED]
                 if e is None:
                     continue  # not selected (a reference × reference pair, another protocol's case)
-                if e.status in ("passed", "xpass") and not must:
+                if e.status in PASSED and not must:
                     sym, cls = "✓", "ok"
-                elif e.status == "skipped":
+                elif e.status == Status.SKIPPED:
                     sym, cls = ("–" if SKIPPED_AFTER_HANDSHAKE in e.text else "?"), "unk"
                 else:
-                    sym, cls = "✕", "known" if e.status == "xfail" and not must else "bad"
+                    sym, cls = "✕", "known" if e.status == Status.XFAIL and not must else "bad"
                 link = html.escape(_rel(e.logdir, outdir)) if e.logdir else ""
                 cap = f" <a href='{html.escape(_rel(e.pcap, outdir))}'>pcap</a>" if e.pcap else ""
                 note = f" <small>({len(fails)} rule{'s' if len(fails) != 1 else ''} failed)</small>" if fails else ""
@@ -166,18 +186,18 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
         out.append("</tr>")
     out.append("</table>")
 
-    failed_runs = [e for e in interop if e.status in ("failed", "xfail")]
+    failed_runs = [e for e in interop if e.status in FAILED]
     if failed_runs:
         out.append("<h2>Failed runs</h2><table><tr><th>run</th><th>status</th><th>why</th></tr>")
         for e in failed_runs:
-            cls = "known" if e.status == "xfail" else "bad"
+            cls = "known" if e.status == Status.XFAIL else "bad"
             out.append(
                 f"<tr><td>{_link(e.key.removeprefix('interop/'), e.logdir, outdir)}{_pcap(e, outdir)}</td>"
                 f"<td class='{cls}'>{e.status}</td><td>{html.escape(e.text)}{_details(e.detail)}</td></tr>"
             )
         out.append("</table>")
 
-    failing = [e for e in entries if e.status in ("failed", "xfail") and not e.key.startswith(("interop/", "active/"))]
+    failing = [e for e in entries if e.status in FAILED and not e.key.startswith(("interop/", "active/"))]
     if failing:
         out.append(
             "<h2>Rule violations and findings</h2><table><tr><th>test</th><th>grade</th><th>§</th>"
@@ -185,7 +205,7 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
         )
         for e in failing:
             det = "<br>".join(html.escape(v) for v in e.violations[:8]) or html.escape(e.message)
-            cls = "known" if e.status == "xfail" else "bad"
+            cls = "known" if e.status == Status.XFAIL else "bad"
             out.append(
                 f"<tr><td><code>{html.escape(e.key)}</code></td><td>{e.grade}</td><td>{html.escape(e.section)}</td>"
                 f"<td class='{cls}'>{e.status}</td><td>{det}</td></tr>"
@@ -198,7 +218,7 @@ def render_html(entries: list[Entry], outdir: Path, junit: Path | None = None) -
             "<tr><th>stack</th><th>probe</th><th>§</th><th>result</th><th>details</th></tr>"
         )
         for e in active:
-            cls = {"passed": "ok", "failed": "bad", "xfail": "known"}.get(e.status, "unk")
+            cls = {Status.PASSED: "ok", Status.FAILED: "bad", Status.XFAIL: "known"}.get(e.status, "unk")
             links = (
                 (f" <a href='{html.escape(_rel(e.log, outdir))}'>log</a>" if e.log else "")
                 + (f" <a href='{html.escape(_rel(e.logdir, outdir))}'>files</a>" if e.logdir else "")

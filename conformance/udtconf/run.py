@@ -41,12 +41,11 @@ from udtharness import processes
 from udtharness.stacks import PARTNERS, REPO_ROOT, StackError, build
 
 from . import CONFORMANCE_DIR, expectations, flakiness, gate
-from .report import SKIPPED_AFTER_HANDSHAKE
+from .report import SKIPPED_AFTER_HANDSHAKE, SYMBOL, Status
 from .selection import Selection, SelectionError, from_env
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE = 0, 1, 2
 DEFAULT_OUT = REPO_ROOT / "results" / "conformance"
-SYMBOL = {"passed": "✓", "xpass": "✓", "failed": "✕", "xfail": "✕", "skipped": "?"}
 
 
 class UsageError(Exception):
@@ -251,7 +250,7 @@ def matrix_lines(doc: Mapping[str, object], under_test: Sequence[str]) -> list[s
     for e in interop:
         _, server, client, case = str(e["key"]).split("/", 3)
         mark = SYMBOL.get(str(e["status"]), "?")
-        if e["status"] == "skipped" and SKIPPED_AFTER_HANDSHAKE in str(e.get("message", "")):
+        if e["status"] == Status.SKIPPED and SKIPPED_AFTER_HANDSHAKE in str(e.get("message", "")):
             mark = "–"  # not run: the pair's handshake failed (fail-fast)
         cells.setdefault((server, client), []).append(f"{mark} {case}")
     lines = []

@@ -18,6 +18,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -36,6 +37,15 @@ POLL = 0.05  # s between looks at the processes
 WATCH_EVERY = 0.5  # s between looks at the growing capture
 
 
+class RunStatus(StrEnum):
+    """How an interop run ended (its value is what ``result.json`` says)."""
+
+    PASS = "pass"  # the data arrived intact and every role ended well
+    FAIL = "fail"
+    UNSUPPORTED = "unsupported"  # a stack does not claim the case, or a role exited 127
+    SKIPPED = "skipped"  # not run: a stack not built, the pair's handshake failed
+
+
 @dataclass
 class RunResult:
     """One run of (server, client, case) and its verdict. A protocol's result type adds what its
@@ -44,7 +54,7 @@ class RunResult:
     server: str
     client: str
     case: str
-    status: str  # "pass" | "fail" | "unsupported" | "skipped"
+    status: RunStatus
     reason: str
     logdir: Path
     pcap: Path | None = None
@@ -149,13 +159,13 @@ def new_run(server: Stack, client: Stack, case: str, logdir: Path, result: type[
     if logdir.exists():
         shutil.rmtree(logdir)
     logdir.mkdir(parents=True)
-    res = result(server.name, client.name, case, "skipped", "", logdir)
+    res = result(server.name, client.name, case, RunStatus.SKIPPED, "", logdir)
     for st in (server, client):
         if st.missing():
             res.reason = f"stack {st.name} not built: {', '.join(st.missing())}"
             return res
         if not st.supports(case):
-            res.status, res.reason = "unsupported", f"{st.name} meta.toml does not list {case}"
+            res.status, res.reason = RunStatus.UNSUPPORTED, f"{st.name} meta.toml does not list {case}"
             return res
     return res
 
@@ -188,7 +198,7 @@ def unsupported(res: RunResult, procs: list[Proc], server: Stack, client: Stack)
     if EXIT_UNSUPPORTED not in (res.server_rc, *res.client_rc):
         return False
     who = server.name if res.server_rc == EXIT_UNSUPPORTED else client.name
-    res.status, res.reason = "unsupported", f"{who}: TESTCASE {res.case} not supported (127)"
+    res.status, res.reason = RunStatus.UNSUPPORTED, f"{who}: TESTCASE {res.case} not supported (127)"
     return True
 
 

@@ -6,9 +6,10 @@ signal among several connections).
 
 The tester is deliberately simple — no congestion control, a fixed window, ACKs every 10 ms —
 but speaks the wire format of UDT4.md exactly (through :mod:`udtconf.wire`). Each probe returns
-a :class:`ProbeResult`: ``pass`` (behaved as the spec asks), ``fail`` (crashed, hung,
-corrupted data, or broke a MUST), or ``tolerated``/``broken`` for inputs where the spec
-allows either ignoring the packet or dropping the connection (recorded, not failed).
+a :class:`ProbeResult` whose :class:`~udtconf.active.Outcome` is ``pass`` (behaved as the spec
+asks), ``fail`` (crashed, hung, corrupted data, or broke a MUST), or ``tolerated``/``broken``
+for inputs where the spec allows either ignoring the packet or dropping the connection
+(recorded, not failed).
 
 Each probe starts a fresh process of the stack through its adapter, exactly as the interop
 matrix does (docs/conformance/adapter-contract.md, *Active tester*): ``TESTCASE=transfer`` — or
@@ -37,7 +38,7 @@ from udtharness.stacks import Stack, stop
 from udtharness.testdata import random_file
 
 from . import active
-from .active import ProbeResult
+from .active import Outcome, ProbeResult
 from .diagnosis import exit_text, log_crash, log_tail
 from .seq import MAX, incseq, seqcmp, seqoff
 from .wire import (
@@ -511,15 +512,17 @@ def _malformed(env: ProbeEnv) -> ProbeResult:
             notes.append(f"listener answered {len(answers)} malformed packet(s): {[type(a).__name__ for a in answers]}")
         w.close()
         if not srv.alive():
-            return env.result("fail", f"stack {_exit_desc(srv.proc.returncode)} after malformed packets")
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(srv.proc.returncode)} after malformed packets")
         payload = os.urandom(64 * 1024)
         ok, why = _serve_transfer(env, srv, payload)
         wrong = [a for a in answers if not isinstance(a, Handshake)]
         if not ok:
-            return env.result("fail", why, notes)
+            return env.result(Outcome.FAIL, why, notes)
         if wrong:
-            return env.result("fail", "listener answered a malformed/unknown packet with a non-handshake packet", notes)
-        return env.result("pass", f"ignored {len(junk)} malformed packets; " + why, notes)
+            return env.result(
+                Outcome.FAIL, "listener answered a malformed/unknown packet with a non-handshake packet", notes
+            )
+        return env.result(Outcome.PASS, f"ignored {len(junk)} malformed packets; " + why, notes)
     finally:
         srv.close()
 
@@ -563,17 +566,17 @@ def _flood(env: ProbeEnv) -> ProbeResult:
             w.close()
         notes.append(f"{replies}/200 cookie replies")
         if not srv.alive():
-            return env.result("fail", f"stack {_exit_desc(srv.proc.returncode)} under the handshake flood", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(srv.proc.returncode)} under the handshake flood", notes)
         ok, why = _serve_transfer(env, srv, os.urandom(32 * 1024))
         if not ok:
-            return env.result("fail", "after the flood: " + why, notes)
+            return env.result(Outcome.FAIL, "after the flood: " + why, notes)
         if answered_wrong_cookie:
-            return env.result("fail", "listener answered a second-round request with a wrong cookie", notes)
+            return env.result(Outcome.FAIL, "listener answered a second-round request with a wrong cookie", notes)
         if bad:
-            return env.result("fail", f"{bad} non-cookie replies to first-round requests", notes)
+            return env.result(Outcome.FAIL, f"{bad} non-cookie replies to first-round requests", notes)
         if replies < 190:
             notes.append("some cookie replies missing (UDP on a loaded host)")
-        return env.result("pass", "no state before the cookie round; " + why, notes)
+        return env.result(Outcome.PASS, "no state before the cookie round; " + why, notes)
     finally:
         srv.close()
 
@@ -607,17 +610,17 @@ def _replay(env: ProbeEnv) -> ProbeResult:
         ok, why = _serve_transfer(env, srv, os.urandom(32 * 1024), sess=sess, wire=w)
         w.close()
         if not ok:
-            return env.result("fail", "after the replay: " + why, notes)
+            return env.result(Outcome.FAIL, "after the replay: " + why, notes)
         if resp is not None and resp.socket_id != sess.peer_id:
             return env.result(
-                "fail", f"replayed request got a new socket ID {resp.socket_id:#x} (was {sess.peer_id:#x})", notes
+                Outcome.FAIL, f"replayed request got a new socket ID {resp.socket_id:#x} (was {sess.peer_id:#x})", notes
             )
         if resp is not None:
             notes.append(
                 f"response FFS {resp.flight_flag_size} (4.11: UDT_FC = 25600 on a repeat), "
                 f"ISN echoed: {resp.isn == sess.isn}"
             )
-        return env.result("pass", "replay answered from the existing connection; " + why, notes)
+        return env.result(Outcome.PASS, "replay answered from the existing connection; " + why, notes)
     finally:
         srv.close()
 
@@ -644,7 +647,7 @@ def _wrong_id(env: ProbeEnv) -> ProbeResult:
         ok, why = _serve_transfer(env, srv, payload, sess=sess, wire=w, before_send=inject)
         intruder.close()
         w.close()
-        return env.result("pass" if ok else "fail", why)
+        return env.result(Outcome.PASS if ok else Outcome.FAIL, why)
     finally:
         srv.close()
 
@@ -685,23 +688,25 @@ def _many(env: ProbeEnv) -> ProbeResult:
         ]
         if len(sessions) < MULTI_CONNECTIONS:
             return env.result(
-                "fail", f"{len(sessions)} of {MULTI_CONNECTIONS} connections accepted with CONNECTIONS=3", notes
+                Outcome.FAIL, f"{len(sessions)} of {MULTI_CONNECTIONS} connections accepted with CONNECTIONS=3", notes
             )
         if len(ids) != len(sessions):
-            return env.result("fail", "connections from different ports share a socket ID", notes)
+            return env.result(Outcome.FAIL, "connections from different ports share a socket ID", notes)
         if not all(acked):
-            return env.result("fail", "an accepted connection on the shared port was not served to the end", notes)
+            return env.result(
+                Outcome.FAIL, "an accepted connection on the shared port was not served to the end", notes
+            )
         if got != sorted(payloads):
             return env.result(
-                "fail",
+                Outcome.FAIL,
                 f"the {len(files)} output files do not match the {len(payloads)} connections' bytes: mixed or lost",
                 notes,
             )
         if rc != 0:
-            return env.result("fail", f"stack {_exit_desc(rc)}", notes)
-        return env.result("pass", f"{len(sessions)} connections served on one port, each delivered intact", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(rc)}", notes)
+        return env.result(Outcome.PASS, f"{len(sessions)} connections served on one port, each delivered intact", notes)
     except TimeoutError as e:
-        return env.result("fail", f"a connection attempt got no answer at all: {e}")
+        return env.result(Outcome.FAIL, f"a connection attempt got no answer at all: {e}")
     finally:
         for w in wires:
             w.close()
@@ -741,15 +746,15 @@ def _silence_server(env: ProbeEnv) -> ProbeResult:
         w.close()
         notes = [f"keep-alives at {[round(k, 3) for k in kas]} s"]
         if not ok:
-            return env.result("fail", "after 2.5 s of silence: " + why, notes)
+            return env.result(Outcome.FAIL, "after 2.5 s of silence: " + why, notes)
         if not kas:
-            return env.result("fail", "no keep-alive during 2.5 s of peer silence (EXP §9.4)", notes)
+            return env.result(Outcome.FAIL, "no keep-alive during 2.5 s of peer silence (EXP §9.4)", notes)
         gaps = [b - a for a, b in pairwise(kas)]
         if kas[0] > 1.5 or any(g < 0.25 for g in gaps):
             return env.result(
-                "fail", "keep-alive cadence outside EXP rules (first ≤ 1.5 s, then ≥ 300 ms apart)", notes
+                Outcome.FAIL, "keep-alive cadence outside EXP rules (first ≤ 1.5 s, then ≥ 300 ms apart)", notes
             )
-        return env.result("pass", f"{len(kas)} keep-alives during silence; " + why, notes)
+        return env.result(Outcome.PASS, f"{len(kas)} keep-alives during silence; " + why, notes)
     finally:
         srv.close()
 
@@ -812,7 +817,7 @@ def _crafted_nak_probe(
         lst = cl.lst
         lst.hold_first_window(settle)
         if len(lst.received) < 16:
-            return env.result("fail", f"stack sent only {len(lst.received)} packets before the NAK")
+            return env.result(Outcome.FAIL, f"stack sent only {len(lst.received)} packets before the NAK")
         words = make_words(lst)
         n_before = len(lst.arrivals)
         lst.nak(words)
@@ -829,16 +834,18 @@ def _crafted_nak_probe(
         complete = rc == 0 and got == cl.payload
         notes.append(f"stack {_exit_desc(rc)}, received {len(got)}/{len(cl.payload)} bytes in order")
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"stack {_exit_desc(rc)}", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(rc)}", notes)
         if not intact:
-            return env.result("fail", "delivered bytes differ from the input — corruption", notes)
+            return env.result(Outcome.FAIL, "delivered bytes differ from the input — corruption", notes)
         if expect_retx is not None and missing:
-            return env.result("fail", f"{len(missing)} NAKed packet(s) not retransmitted within 0.5 s", notes)
+            return env.result(Outcome.FAIL, f"{len(missing)} NAKed packet(s) not retransmitted within 0.5 s", notes)
         if complete:
-            return env.result("tolerated" if allow_break else "pass", "transfer completed after the NAK", notes)
+            return env.result(
+                Outcome.TOLERATED if allow_break else Outcome.PASS, "transfer completed after the NAK", notes
+            )
         if allow_break:
-            return env.result("broken", "the stack dropped the connection (allowed: 4.11 marks it broken)", notes)
-        return env.result("fail", "transfer did not complete after a valid NAK", notes)
+            return env.result(Outcome.BROKEN, "the stack dropped the connection (allowed: 4.11 marks it broken)", notes)
+        return env.result(Outcome.FAIL, "transfer did not complete after a valid NAK", notes)
     finally:
         cl.close()
 
@@ -953,14 +960,14 @@ def _ack_beyond(env: ProbeEnv) -> ProbeResult:
         got = lst.stream()
         notes = [f"stack {_exit_desc(rc)}, received {len(got)}/{len(cl.payload)} bytes"]
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"stack {_exit_desc(rc)}", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(rc)}", notes)
         if rc == 0 and got != cl.payload:
             return env.result(
-                "fail", "sender reported success although the data never arrived (a bogus ACK released it)", notes
+                Outcome.FAIL, "sender reported success although the data never arrived (a bogus ACK released it)", notes
             )
         if rc == 0:
-            return env.result("tolerated", "bogus ACK ignored, transfer completed", notes)
-        return env.result("broken", "connection broken as 4.11 does", notes)
+            return env.result(Outcome.TOLERATED, "bogus ACK ignored, transfer completed", notes)
+        return env.result(Outcome.BROKEN, "connection broken as 4.11 does", notes)
     finally:
         cl.close()
 
@@ -979,7 +986,7 @@ def _medium_ack(env: ProbeEnv) -> ProbeResult:
         lst = cl.lst
         lst.hold_first_window()
         if not lst.received:
-            return env.result("fail", "stack sent no data")
+            return env.result(Outcome.FAIL, "stack sent no data")
         n_before, ack_before, top_before = len(lst.received), lst.ack_no, lst.top
         ack2_before = sum(1 for _, _, p in lst.wire.log if isinstance(p, Ack2))
         lst.medium_acks, lst.hold_acks = True, False
@@ -999,14 +1006,16 @@ def _medium_ack(env: ProbeEnv) -> ProbeResult:
             f"received {len(got)}/{len(cl.payload)} bytes in order",
         ]
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"stack {_exit_desc(rc)}", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(rc)}", notes)
         if got != cl.payload[: len(got)]:
-            return env.result("fail", "delivered bytes differ from the input — corruption", notes)
+            return env.result(Outcome.FAIL, "delivered bytes differ from the input — corruption", notes)
         if gained == 0:
-            return env.result("fail", "no new data while medium ACKs released the window: medium ACKs ignored", notes)
+            return env.result(
+                Outcome.FAIL, "no new data while medium ACKs released the window: medium ACKs ignored", notes
+            )
         if rc != 0 or got != cl.payload:
-            return env.result("fail", "transfer did not complete on the full ACKs that followed", notes)
-        return env.result("pass", "medium ACKs advanced the sender; transfer completed on later full ACKs", notes)
+            return env.result(Outcome.FAIL, "transfer did not complete on the full ACKs that followed", notes)
+        return env.result(Outcome.PASS, "medium ACKs advanced the sender; transfer completed on later full ACKs", notes)
     finally:
         cl.close()
 
@@ -1042,11 +1051,11 @@ def _silence_client(env: ProbeEnv) -> ProbeResult:
         ]
         if rc != 0 or got != cl.payload:
             return env.result(
-                "fail", f"transfer did not complete after the silence: {_exit_desc(rc)}, {len(got)} bytes", notes
+                Outcome.FAIL, f"transfer did not complete after the silence: {_exit_desc(rc)}, {len(got)} bytes", notes
             )
         if not retx_times:
-            return env.result("fail", "no retransmission during 2 s without any ACK (EXP §9.4)", notes)
-        return env.result("pass", "EXP retransmitted and the transfer completed", notes)
+            return env.result(Outcome.FAIL, "no retransmission during 2 s without any ACK (EXP §9.4)", notes)
+        return env.result(Outcome.PASS, "EXP retransmitted and the transfer completed", notes)
     finally:
         cl.close()
 
@@ -1083,8 +1092,8 @@ def _drop_stream_hole(env: ProbeEnv) -> ProbeResult:
         w.close()
         notes = [f"drop request msg 1, [{first:#x}, {last:#x}] (ISN + 10 … 19, never sent)"]
         if not ok:
-            return env.result("fail", "after a drop request on a STREAM: " + why, notes)
-        return env.result("pass", "drop request ignored on a STREAM; " + why, notes)
+            return env.result(Outcome.FAIL, "after a drop request on a STREAM: " + why, notes)
+        return env.result(Outcome.PASS, "drop request ignored on a STREAM; " + why, notes)
     finally:
         srv.close()
 
@@ -1113,8 +1122,8 @@ def _drop_stream_unsent(env: ProbeEnv) -> ProbeResult:
         w.close()
         notes = [f"drop request msg 1, [{first:#x}, {last:#x}] (ISN + 16 … 79) before ISN + 16 was sent"]
         if not ok:
-            return env.result("fail", "after a drop request for unsent numbers: " + why, notes)
-        return env.result("pass", "drop request for unsent numbers ignored; " + why, notes)
+            return env.result(Outcome.FAIL, "after a drop request for unsent numbers: " + why, notes)
+        return env.result(Outcome.PASS, "drop request for unsent numbers ignored; " + why, notes)
     finally:
         srv.close()
 
@@ -1178,10 +1187,14 @@ def _drop_dgram(env: ProbeEnv) -> ProbeResult:
             f"output {len(got)} bytes: messages {whole if whole is not None else 'not whole'}",
         ]
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"stack {_exit_desc(rc)} after DGRAM drop requests", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(rc)} after DGRAM drop requests", notes)
         if whole is None:
-            return env.result("fail", "the output is not whole messages in order: a partial or corrupt message", notes)
-        return env.result("pass", f"no crash or hang; {len(whole)} of {len(messages)} messages delivered whole", notes)
+            return env.result(
+                Outcome.FAIL, "the output is not whole messages in order: a partial or corrupt message", notes
+            )
+        return env.result(
+            Outcome.PASS, f"no crash or hang; {len(whole)} of {len(messages)} messages delivered whole", notes
+        )
     finally:
         srv.close()
 
@@ -1241,7 +1254,7 @@ def _completed_flood(env: ProbeEnv) -> ProbeResult:
                     if isinstance(got[0], Handshake) and got[0].req_type == 1:
                         cookies[i] = got[0].cookie
         if len(cookies) < len(wires):
-            return env.result("fail", f"only {len(cookies)} of {len(wires)} addresses got a cookie reply")
+            return env.result(Outcome.FAIL, f"only {len(cookies)} of {len(wires)} addresses got a cookie reply")
         per = FLOOD_CLIENTS // len(wires)
         clients = [[(_new_id(), random.randint(0, MAX)) for _ in range(per)] for _ in wires]
         answers: dict[int, Handshake] = {}  # client socket ID → the listener's final answer
@@ -1282,18 +1295,18 @@ def _completed_flood(env: ProbeEnv) -> ProbeResult:
             f"stack {'alive' if alive else 'dead'} after the flood; {_exit_desc(rc)} after shutting the accepted down",
         ]
         if not alive:
-            return env.result("fail", f"stack {_exit_desc(rc)} under the completed-handshake flood", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(rc)} under the completed-handshake flood", notes)
         if len(accepted) > FLOOD_BACKLOG + 1:
             return env.result(
-                "fail",
+                Outcome.FAIL,
                 f"{len(accepted)} connections accepted with backlog {FLOOD_BACKLOG} (rule 7: reject 1002)",
                 notes,
             )
         if grew > FLOOD_RSS_GROWTH_KIB:
-            return env.result("fail", f"resident memory grew by {grew // 1024} MiB under the flood", notes)
+            return env.result(Outcome.FAIL, f"resident memory grew by {grew // 1024} MiB under the flood", notes)
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"stack {_exit_desc(rc)} after the flood", notes)
-        return env.result("pass", f"{len(accepted)} accepted, {rejected} rejected, memory {grew:+} KiB", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(rc)} after the flood", notes)
+        return env.result(Outcome.PASS, f"{len(accepted)} accepted, {rejected} rejected, memory {grew:+} KiB", notes)
     finally:
         for w in wires:
             w.close()
@@ -1361,8 +1374,8 @@ def _absurd_server(env: ProbeEnv) -> ProbeResult:
                 failures.append(f"{label}: response MSS {r.mss} > the listener's 1500")
             srv.close()
         if failures:
-            return env.result("fail", "; ".join(failures), outcomes)
-        return env.result("pass", "no crash; every absurd handshake rejected or served", outcomes)
+            return env.result(Outcome.FAIL, "; ".join(failures), outcomes)
+        return env.result(Outcome.PASS, "no crash; every absurd handshake rejected or served", outcomes)
     finally:
         if srv:
             srv.close()
@@ -1406,8 +1419,8 @@ def _absurd_client(env: ProbeEnv) -> ProbeResult:
         finally:
             cl.close()
     if failures:
-        return env.result("fail", "; ".join(failures), outcomes)
-    return env.result("pass", "no crash or hang; each absurd response refused or served intact", outcomes)
+        return env.result(Outcome.FAIL, "; ".join(failures), outcomes)
+    return env.result(Outcome.PASS, "no crash or hang; each absurd response refused or served intact", outcomes)
 
 
 @probe(
@@ -1445,14 +1458,16 @@ def _error_among_three(env: ProbeEnv) -> ProbeResult:
             f"stack {_exit_desc(rc)}",
         ]
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"stack {_exit_desc(rc)} after an error signal on one connection", notes)
+            return env.result(Outcome.FAIL, f"stack {_exit_desc(rc)} after an error signal on one connection", notes)
         if not (acked[0] and acked[2] and all(served)):
-            return env.result("fail", "an error signal on one connection cost the others their data", notes)
+            return env.result(Outcome.FAIL, "an error signal on one connection cost the others their data", notes)
         if rc == 0:
-            return env.result("tolerated", "the others were served; the error signal went unreported (exit 0)", notes)
+            return env.result(
+                Outcome.TOLERATED, "the others were served; the error signal went unreported (exit 0)", notes
+            )
         named = "connection 2" in log
         notes.append(f"the log names the connection: {named}")
-        return env.result("pass", f"the others were served intact; reported with exit {rc}", notes)
+        return env.result(Outcome.PASS, f"the others were served intact; reported with exit {rc}", notes)
     finally:
         for w in wires:
             w.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 from udtharness.stacks import Stack
 
 from .. import active
-from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
+from ..active import Outcome, Probe, ProbeEnv, ProbeResult, Probes, ended
 from ..sabul import tester as sabul_tester
 from ..sabul.tester import ControlConnection, abort_verdict, ending, wait_for_ack
 from ..sabul.wire import (
@@ -84,7 +84,7 @@ class _AsSender(sabul_tester.AsSender):
         except ConnectionResetError:
             echo, closed = b"", "reset"
         if echo:
-            return self.env.result("fail", f"echoed {what} ({len(echo)} bytes): the sender must refuse it")
+            return self.env.result(Outcome.FAIL, f"echoed {what} ({len(echo)} bytes): the sender must refuse it")
         return abort_verdict(self.env, ended(self.proc, 10), closed, what, [])
 
     def set_up_frtp(self) -> ControlConnection:
@@ -161,14 +161,14 @@ def _survives(env: ProbeEnv, what: str, inject: Callable[[int, int], bytes | Non
         notes = [note, f"{injected} injections", f"sender's close: {closed}"]
         data = b"".join(got.get(i, b"") for i in range(PACKETS))
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"{ending(rc)} after {what}", notes)
+            return env.result(Outcome.FAIL, f"{ending(rc)} after {what}", notes)
         if rc != 0 or closed != "fin":
-            return env.result("fail", f"{what} broke the session ({ending(rc)}, control {closed})", notes)
+            return env.result(Outcome.FAIL, f"{what} broke the session ({ending(rc)}, control {closed})", notes)
         if data != s.data:
-            return env.result("fail", f"after {what} the data is not the input ({len(got)} packets)", notes)
+            return env.result(Outcome.FAIL, f"after {what} the data is not the input ({len(got)} packets)", notes)
         if not ok_rate:
-            return env.result("fail", f"{what} pushed the sender above the negotiated rate", notes)
-        return env.result("pass", f"ignored {what}: complete transfer at the negotiated rate, exit 0", notes)
+            return env.result(Outcome.FAIL, f"{what} pushed the sender above the negotiated rate", notes)
+        return env.result(Outcome.PASS, f"ignored {what}: complete transfer at the negotiated rate, exit 0", notes)
 
 
 @probe(
@@ -226,8 +226,8 @@ def _sender_cut(env: ProbeEnv) -> ProbeResult:
         rc = ended(s.proc, 10)
         notes = [f"ended {time.monotonic() - t0:.1f} s after the reset"]
         if _not_an_abort(rc):
-            return env.result("fail", f"{ending(rc)} after the control connection was cut", notes)
-        return env.result("pass", f"exit {rc} after the control connection was cut", notes)
+            return env.result(Outcome.FAIL, f"{ending(rc)} after the control connection was cut", notes)
+        return env.result(Outcome.PASS, f"exit {rc} after the control connection was cut", notes)
 
 
 @probe(
@@ -250,7 +250,9 @@ def _after_idle(env: ProbeEnv) -> ProbeResult:
                 continue
             got.setdefault(struct.unpack_from("!I", raw)[0], raw[4:])
         if len(got) < PACKETS:
-            return env.result("fail", f"only {len(got)} of {PACKETS} packets within 5 s at {RATE_BPS / 1e6:g} Mbit/s")
+            return env.result(
+                Outcome.FAIL, f"only {len(got)} of {PACKETS} packets within 5 s at {RATE_BPS / 1e6:g} Mbit/s"
+            )
         time.sleep(0.05)
         tcp.send(Err.from_losses(range(100, 140)).encode())
         times: list[float] = []
@@ -269,14 +271,14 @@ def _after_idle(env: ProbeEnv) -> ProbeResult:
         rc = ended(s.proc, 10)
         notes.append(f"sender's close: {closed}, {ending(rc)}")
         if len(times) < 40:
-            return env.result("fail", "the ERR's 40 numbers were not all sent again within 1 s", notes)
+            return env.result(Outcome.FAIL, "the ERR's 40 numbers were not all sent again within 1 s", notes)
         if span < 0.8 * 39 * ipt:
             return env.result(
-                "fail", "the retransmissions after idle left faster than the IPT (a catch-up burst)", notes
+                Outcome.FAIL, "the retransmissions after idle left faster than the IPT (a catch-up burst)", notes
             )
         if rc != 0 or closed != "fin":
-            return env.result("fail", "the session did not end with a FIN and exit 0", notes)
-        return env.result("pass", "the schedule restarted after idle: retransmissions one IPT apart", notes)
+            return env.result(Outcome.FAIL, "the session did not end with a FIN and exit 0", notes)
+        return env.result(Outcome.PASS, "the schedule restarted after idle: retransmissions one IPT apart", notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,10 +316,10 @@ def _rate_refused(env: ProbeEnv) -> ProbeResult:
         tcp.reset()
         rc = ended(r.proc, 10)
         if _not_an_abort(rc):
-            return env.result("fail", f"{ending(rc)} after its block was refused")
+            return env.result(Outcome.FAIL, f"{ending(rc)} after its block was refused")
         if r.written():
-            return env.result("fail", "wrote data although the session never started")
-        return env.result("pass", f"exit {rc} after its block was refused")
+            return env.result(Outcome.FAIL, "wrote data although the session never started")
+        return env.result(Outcome.PASS, f"exit {rc} after its block was refused")
 
 
 @probe(
@@ -336,16 +338,16 @@ def _receiver_cut(env: ProbeEnv) -> ProbeResult:
             r.send_to_data_path(tcp, block, seq, c)
             time.sleep(block.ipt())
         if not wait_for_ack(tcp, 50, 5):
-            return env.result("fail", "no ACK 50 for 50 contiguous packets within 5 s (FRTP.md §5: every 100 ms)")
+            return env.result(Outcome.FAIL, "no ACK 50 for 50 contiguous packets within 5 s (FRTP.md §5: every 100 ms)")
         tcp.reset()
         rc = ended(r.proc, 10)
         got, want = r.written(), b"".join(chunks)
         notes = [f"OUTPUT {len(got)} bytes, {len(want)} delivered before the reset"]
         if _not_an_abort(rc):
-            return env.result("fail", f"{ending(rc)} after the control connection was cut", notes)
+            return env.result(Outcome.FAIL, f"{ending(rc)} after the control connection was cut", notes)
         if got != want:
-            return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the cut", notes)
-        return env.result("pass", f"exit {rc}, kept the 50 delivered packets", notes)
+            return env.result(Outcome.FAIL, "OUTPUT is not exactly the 50 packets delivered before the cut", notes)
+        return env.result(Outcome.PASS, f"exit {rc}, kept the 50 delivered packets", notes)
 
 
 @probe(
@@ -361,7 +363,7 @@ def _echo_rate(env: ProbeEnv) -> ProbeResult:
         closed = tcp.how_closed(5)
         res = abort_verdict(env, ended(r.proc, 10), closed, "an echo with another rate", [])
         if not res.failed and r.written():
-            return env.result("fail", "wrote data although the session never started")
+            return env.result(Outcome.FAIL, "wrote data although the session never started")
         return res
 
 
@@ -390,9 +392,9 @@ def _finish(env: ProbeEnv, r: _AsReceiver, tcp: ControlConnection, want: bytes, 
     got = r.written()
     notes.append(f"receiver's close: {closed}; OUTPUT {len(got)} of {len(want)} bytes")
     if rc != 0:
-        return env.result("fail", f"{ending(rc)} after a complete session", notes)
+        return env.result(Outcome.FAIL, f"{ending(rc)} after a complete session", notes)
     if got != want:
-        return env.result("fail", "OUTPUT is not the data sent", notes)
+        return env.result(Outcome.FAIL, "OUTPUT is not the data sent", notes)
     return None
 
 
@@ -415,20 +417,22 @@ def _split(env: ProbeEnv) -> ProbeResult:
         try:
             frames = _frames(tcp, reader, 0.15)
         except SabulWireError as e:
-            return env.result("fail", f"an invalid control frame: {e}")
+            return env.result(Outcome.FAIL, f"an invalid control frame: {e}")
         errs = [f for _, f in frames if isinstance(f, Err)]
         listed = {n for e in errs for a, b in e.ranges() for n in range(a, b + 1)}
         biggest = max((len(e.words) for e in errs), default=0)
         whole = sum(len(e.words) > 1 for e in errs)
         notes = [f"{len(errs)} ERRs in 150 ms ({whole} of more than one word), the largest {biggest} words"]
         if not missing <= listed:
-            return env.result("fail", f"the ERRs of 150 ms do not list {len(missing - listed)} missing numbers", notes)
+            return env.result(
+                Outcome.FAIL, f"the ERRs of 150 ms do not list {len(missing - listed)} missing numbers", notes
+            )
         for seq in range(1, 1600, 2):
             r.send_to_data_path(tcp, block, seq, chunks[seq])
         if not wait_for_ack(tcp, 1600, 5):
-            return env.result("fail", "no ACK 1600 within 5 s of the retransmissions", notes)
+            return env.result(Outcome.FAIL, "no ACK 1600 within 5 s of the retransmissions", notes)
         failed = _finish(env, r, tcp, b"".join(chunks), notes)
-        return failed or env.result("pass", "the whole loss list, split within max_loss_length; exit 0", notes)
+        return failed or env.result(Outcome.PASS, "the whole loss list, split within max_loss_length; exit 0", notes)
 
 
 @probe(
@@ -446,19 +450,19 @@ def _beyond_window(env: ProbeEnv) -> ProbeResult:
         for seq in range(10):
             r.send_to_data_path(tcp, block, seq, chunks[seq])
         if not wait_for_ack(tcp, 10, 5):
-            return env.result("fail", "no ACK 10 for 10 contiguous packets within 5 s")
+            return env.result(Outcome.FAIL, "no ACK 10 for 10 contiguous packets within 5 s")
         r.send_to_data_path(tcp, block, 10 + block.sabul.recv_flag_size + 5, os.urandom(PAYLOAD))
         frames = _frames(tcp, ControlReader(block.sabul.max_loss_length), 0.08)
         acks = [f for _, f in frames if isinstance(f, Ack)]
         notes = [f"within 80 ms: {', '.join(describe(f) for _, f in frames) or 'nothing'}"]
         if not acks:
-            return env.result("fail", "no ACK within 80 ms of a packet beyond the resequencing window", notes)
+            return env.result(Outcome.FAIL, "no ACK within 80 ms of a packet beyond the resequencing window", notes)
         for seq in range(10, 20):
             r.send_to_data_path(tcp, block, seq, chunks[seq])
         if not wait_for_ack(tcp, 20, 5):
-            return env.result("fail", "no ACK 20 after the beyond-window packet", notes)
+            return env.result(Outcome.FAIL, "no ACK 20 after the beyond-window packet", notes)
         failed = _finish(env, r, tcp, b"".join(chunks), notes)
-        return failed or env.result("pass", "ACKed the overflow at once and dropped the packet; exit 0", notes)
+        return failed or env.result(Outcome.PASS, "ACKed the overflow at once and dropped the packet; exit 0", notes)
 
 
 def run_probe(stack: Stack, p: FrtpProbe, workdir: Path) -> ProbeResult:

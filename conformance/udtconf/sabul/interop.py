@@ -37,7 +37,7 @@ from udtharness.stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
 from udtharness.testdata import random_file
 
 from ..diagnosis import Diagnosis, exit_text, last_stats, log_crash, log_tail, stats_text
-from ..runner import SERVER_GRACE, Proc, RunResult, compare, end_run, new_run, start, supervise, unsupported
+from ..runner import SERVER_GRACE, Proc, RunResult, RunStatus, compare, end_run, new_run, start, supervise, unsupported
 from . import trace
 from .relay import SabulRelay
 
@@ -92,10 +92,13 @@ def run(server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool)
         if not _wait_listening(port, srv, 5.0):
             srv.check()
             if srv.rc == EXIT_UNSUPPORTED:
-                res.status, res.reason = "unsupported", f"{server.name} server: TESTCASE {case} not supported (127)"
+                res.status, res.reason = (
+                    RunStatus.UNSUPPORTED,
+                    f"{server.name} server: TESTCASE {case} not supported (127)",
+                )
             else:
                 srv.kill()
-                res.status = "fail"
+                res.status = RunStatus.FAIL
                 res.reason = (
                     f"server {server.name} (sender) did not listen on TCP port {port} within 5 s ({exit_text(srv.rc)})"
                 )
@@ -125,7 +128,7 @@ def run(server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool)
             res.sessions += trace.sessions(frames, relay.address[1], frozenset({"receiver"}), frtp)
         else:
             res.sessions = trace.sessions(frames, port, frtp=frtp)
-    res.status = "fail" if problems else "pass"
+    res.status = RunStatus.FAIL if problems else RunStatus.PASS
     res.reason = "; ".join(problems) or f"{CASE_BYTES[case]} bytes delivered intact"
     if problems:
         res.diagnosis = _diagnose(procs)

@@ -34,7 +34,7 @@ from udtharness.ports import free_tcp_port, tcp_port_listening
 from udtharness.stacks import Stack, stop
 
 from .. import active
-from ..active import Probe, ProbeEnv, ProbeResult, Probes, ended
+from ..active import Outcome, Probe, ProbeEnv, ProbeResult, Probes, ended
 from ..diagnosis import exit_text
 from .wire import OPTION_BLOCK_LEN, Ack, Data, OptionBlock, decode_option_block, encode_raw_control
 
@@ -114,16 +114,18 @@ def _udp(recorder: PcapWriter) -> socket.socket:
 def abort_verdict(env: ProbeEnv, rc: int | None, closed: str, what: str, notes: list[str]) -> ProbeResult:
     """The verdict for a probe whose correct outcome is an abort (§10.2)."""
     if rc is None:
-        return env.result("fail", f"still running 10 s after {what} (killed): it must abort", notes)
+        return env.result(Outcome.FAIL, f"still running 10 s after {what} (killed): it must abort", notes)
     if rc < 0 or rc >= 128:
-        return env.result("fail", f"crashed after {what} ({exit_text(rc)})", notes)
+        return env.result(Outcome.FAIL, f"crashed after {what} ({exit_text(rc)})", notes)
     if rc == 0:
-        return env.result("fail", f"exit 0 after {what}: it claimed success", notes)
+        return env.result(Outcome.FAIL, f"exit 0 after {what}: it claimed success", notes)
     if closed == "fin":
         return env.result(
-            "fail", f"closed the control connection with a FIN after {what}: an abort resets (SABUL.md §10.2)", notes
+            Outcome.FAIL,
+            f"closed the control connection with a FIN after {what}: an abort resets (SABUL.md §10.2)",
+            notes,
         )
-    return env.result("pass", f"aborted after {what}: {closed or 'closed'}, exit {rc}", notes)
+    return env.result(Outcome.PASS, f"aborted after {what}: {closed or 'closed'}, exit {rc}", notes)
 
 
 class Session:
@@ -217,7 +219,7 @@ def _bogus_block(env: ProbeEnv) -> ProbeResult:
         else:
             closed = tcp.how_closed(3)
         if echo:
-            return env.result("fail", f"echoed an invalid block ({len(echo)} bytes): §3.4 rejects it")
+            return env.result(Outcome.FAIL, f"echoed an invalid block ({len(echo)} bytes): §3.4 rejects it")
         return abort_verdict(env, ended(s.proc, 10), closed, "an invalid option block", [])
 
 
@@ -371,18 +373,20 @@ def _reset_mid(env: ProbeEnv) -> ProbeResult:
         tcp, block = r.set_up()
         chunks = r.deliver(tcp, block, 50)
         if chunks is None:
-            return env.result("fail", "no ACK 50 for 50 contiguous packets within 5 s")
+            return env.result(Outcome.FAIL, "no ACK 50 for 50 contiguous packets within 5 s")
         tcp.reset()
         rc = ended(r.proc, 10)
         got, want = r.written(), b"".join(chunks)
         notes = [f"OUTPUT {len(got)} bytes, {len(want)} delivered before the reset"]
         if rc == 0:
-            return env.result("fail", "exit 0 after a reset: a reset before EOF is an abort (SABUL.md §10.2)", notes)
+            return env.result(
+                Outcome.FAIL, "exit 0 after a reset: a reset before EOF is an abort (SABUL.md §10.2)", notes
+            )
         if rc is None or rc < 0 or rc >= 128:
-            return env.result("fail", f"{ending(rc)} after the reset", notes)
+            return env.result(Outcome.FAIL, f"{ending(rc)} after the reset", notes)
         if got != want:
-            return env.result("fail", "OUTPUT is not exactly the 50 packets delivered before the reset", notes)
-        return env.result("pass", f"aborted (exit {rc}) and kept the 50 delivered packets", notes)
+            return env.result(Outcome.FAIL, "OUTPUT is not exactly the 50 packets delivered before the reset", notes)
+        return env.result(Outcome.PASS, f"aborted (exit {rc}) and kept the 50 delivered packets", notes)
 
 
 @probe("receiver/bogus-echo", "3.4", "receiver", "an echo that changed data_port: an abort, nothing written")
@@ -395,7 +399,7 @@ def _bogus_echo(env: ProbeEnv) -> ProbeResult:
         rc = ended(r.proc, 10)
         res = abort_verdict(env, rc, closed, "an echo with another data_port", [])
         if not res.failed and r.output.exists() and r.output.stat().st_size:
-            return env.result("fail", "wrote data although the session never started")
+            return env.result(Outcome.FAIL, "wrote data although the session never started")
         return res
 
 
@@ -413,7 +417,7 @@ def _foreign(env: ProbeEnv) -> ProbeResult:
             r.send_data(block, 0, b"forged" * 100, forger)
         chunks = r.deliver(tcp, block, 10)
         if chunks is None:
-            return env.result("fail", "no ACK 10 within 5 s")
+            return env.result(Outcome.FAIL, "no ACK 10 within 5 s")
         tcp.sock.shutdown(socket.SHUT_WR)
         closed = tcp.how_closed(5)
         rc = ended(r.proc, 10)
@@ -421,11 +425,11 @@ def _foreign(env: ProbeEnv) -> ProbeResult:
         notes = [f"receiver's close: {closed}"]
         if got != b"".join(chunks):
             return env.result(
-                "fail", f"OUTPUT ({len(got)} bytes) is not the 10 real packets: the forged one got in", notes
+                Outcome.FAIL, f"OUTPUT ({len(got)} bytes) is not the 10 real packets: the forged one got in", notes
             )
         if rc != 0:
-            return env.result("fail", f"{ending(rc)} after a complete session", notes)
-        return env.result("pass", "ignored the forged datagram, delivered the real data, exit 0", notes)
+            return env.result(Outcome.FAIL, f"{ending(rc)} after a complete session", notes)
+        return env.result(Outcome.PASS, "ignored the forged datagram, delivered the real data, exit 0", notes)
 
 
 def ending(rc: int | None) -> str:
