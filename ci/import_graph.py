@@ -39,7 +39,7 @@ AREAS = (
     Area("the conformance suite", ("conformance",), ("udtbed",)),
     Area("the testbed", ("testbed", "topologies"), ("udtconf",)),
     Area("the interop tests", ("impl/interop",), USERS),
-    Area("the benches", ("impl/bench",), USERS, allowed=("udtconf.tester",)),
+    Area("the benches", ("impl/bench",), USERS, allowed=("udtconf.peer",)),
     Area("the dashboards", ("dashboards",), USERS),
 )
 

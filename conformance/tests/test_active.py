@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from script_stack import script_stack
-from udtconf.tester import ABSURD_HANDSHAKES, PROBES, ClientSession, Probe, Wire, _whole_messages, run_probe
+from udtconf.peer import ClientSession, Wire
+from udtconf.tester import ABSURD_HANDSHAKES, PROBES, Probe, _whole_messages, run_probe
 from udtconf.wire import Ack, Handshake
 from udtharness.pcap import read_udp
 from udtharness.stacks import Stack

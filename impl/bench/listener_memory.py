@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 # The suite's Python UDT4 peer (udtconf.tester) is the clients: a bench may drive the suite's
 # peers as it drives any stack, and takes nothing else from the suite.
 sys.path[:0] = [str(REPO / "harness"), str(REPO / "conformance")]
-from udtconf.tester import Wire, connect  # noqa: E402
+from udtconf.peer import Wire, connect  # noqa: E402
 from udtharness.stacks import StackError, registry  # noqa: E402
 
 OURS = "udt-rs"
