@@ -6,7 +6,7 @@ processes, captures, pcap, ports, test data, progress, metrics. Its users are th
 suite (``udtconf``, conformance/), the testbed (``udtbed``, testbed/), the interop tests
 (impl/interop) and the benches (impl/bench). The harness imports none of its users, and the
 users do not import each other: what two of them need is the harness's. One exception is named
-here: a bench may drive the suite's own Python peers as clients (``udtconf.tester``), as it would
+here: a bench may drive the suite's own Python peers as clients (``udtconf.peer``), as it would
 drive any stack. Every Python file of each area is read (its ``import`` statements, wherever they
 are in the file); a forbidden import is printed with its file and line, and the exit status is 1.
 
