@@ -3,6 +3,11 @@ dumpcap (or tcpdump) into a classic pcap file.
 
 Capturing needs CAP_NET_RAW (root here). Without it :func:`can_capture` is False and the
 wire checks that need a capture are skipped — tests marked ``needs_root`` say so.
+
+:func:`command` is the capture tool's command line for any interface, filter and file (the
+testbed's captures of every host interface use it too); :class:`Capture` runs it as a process of
+:mod:`udtharness.processes` (its own group, no caps, SIGINT to stop, so that the tool writes out
+what it has) and makes sure it records before the test's packets flow.
 """
 
 from __future__ import annotations
@@ -12,15 +17,60 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 
+from . import processes
+
 SENTINEL = b"udtc-capture-sentinel"  # not a UDT packet (21 bytes, not a multiple of 4 after the header)
+TOOLS = ("dumpcap", "tcpdump")
 
 
 def can_capture() -> bool:
     return (shutil.which("dumpcap") is not None or shutil.which("tcpdump") is not None) and os.geteuid() == 0
+
+
+def default_tool() -> str:
+    """dumpcap where installed, else tcpdump."""
+    return "dumpcap" if shutil.which("dumpcap") else "tcpdump"
+
+
+def command(
+    interface: str,
+    path: Path,
+    bpf: str,
+    *,
+    tool: str | None = None,
+    snaplen: int | None = None,
+    nano: bool = False,
+    immediate: bool = True,
+    buffer_mib: int | None = 32,
+) -> list[str]:
+    """The command line that captures what ``bpf`` matches on ``interface`` into the classic pcap
+    file ``path``, written packet by packet (what the file holds at any moment is whole).
+
+    ``tool``: ``dumpcap`` or ``tcpdump`` (default :func:`default_tool`). ``snaplen``: the bytes
+    kept of each frame (default: the tool's, all of it). ``nano``: nanosecond time stamps
+    (tcpdump only; dumpcap's classic pcap has microseconds). ``immediate``: tcpdump hands each
+    packet over at once (``--immediate-mode``) rather than in libpcap's batches, of which those
+    still in its ring at SIGINT are lost. ``buffer_mib``: the kernel capture buffer (None: the
+    tool's default). tcpdump also runs with ``-Z root`` (the output file stays writable) and
+    ``-n`` (no name look-ups)."""
+    tool = tool or default_tool()
+    if tool == "dumpcap":
+        if nano:
+            raise ValueError("dumpcap writes microsecond stamps to a classic pcap: capture with tcpdump for nano")
+        argv = ["dumpcap"] + (["-B", str(buffer_mib)] if buffer_mib is not None else []) + ["-P", "-i", interface]
+        argv += ["-s", str(snaplen)] if snaplen is not None else []
+        return [*argv, "-f", bpf, "-w", str(path)]
+    if tool != "tcpdump":
+        raise ValueError(f"capture tool {tool!r}: one of {', '.join(TOOLS)}")
+    argv = ["tcpdump"] + (["--immediate-mode"] if immediate else [])
+    argv += ["-B", str(buffer_mib * 1024)] if buffer_mib is not None else []
+    argv += ["-Z", "root", "-U", "-n", "-i", interface]
+    argv += ["-s", str(snaplen)] if snaplen is not None else []
+    argv += ["--time-stamp-precision", "nano"] if nano else []
+    return [*argv, "-w", str(path), bpf]
 
 
 class Capture:
@@ -39,49 +89,30 @@ class Capture:
         # dumpcap first: it batches and keeps up with loopback bulk transfers (tcpdump in
         # immediate mode drops hundreds of packets per run on a loaded 2-core host), at the price
         # of ~0.7 s until its first packet reaches the file — the sentinels take care of that.
-        self.tool = tool or ("dumpcap" if shutil.which("dumpcap") else "tcpdump")
+        self.tool = tool or default_tool()
         self.path = path
         self.ports = ports
         self.interface = interface
         self.netns = netns
         self.bpf = bpf
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: processes.StackProcess | None = None
 
     def _argv(self) -> list[str]:
+        # command()'s defaults: a 32 MiB buffer, and tcpdump in immediate mode (otherwise packets
+        # wait in libpcap's ring for up to 1 s and those still there at SIGINT are lost).
         bpf = self.bpf or " or ".join(f"udp port {p}" for p in self.ports)
-        if self.tool == "dumpcap":
-            argv = ["dumpcap", "-B", "32", "-P", "-i", self.interface, "-f", bpf, "-w", str(self.path)]
-        else:
-            # --immediate-mode: otherwise packets wait in libpcap's ring for up to 1 s and those
-            # still there at SIGINT are lost; -Z root keeps the output file writable.
-            argv = [
-                "tcpdump",
-                "--immediate-mode",
-                "-B",
-                "32768",
-                "-Z",
-                "root",
-                "-U",
-                "-i",
-                self.interface,
-                "-w",
-                str(self.path),
-                bpf,
-            ]
-        if self.netns:
-            argv = ["ip", "netns", "exec", self.netns, *argv]
-        return argv
+        return command(self.interface, self.path, bpf, tool=self.tool)
 
     def __enter__(self) -> Capture:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():
             self.path.unlink()
-        log = open(self.path.with_suffix(".capture.log"), "wb")
-        self._proc = subprocess.Popen(self._argv(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        logpath = self.path.with_suffix(".capture.log")
+        self._proc = processes.start(
+            self._argv(), os.environ, limits=processes.UNCAPPED, stdout=logpath, stderr=logpath, netns=self.netns
+        )
         deadline = time.monotonic() + 5.0
         # dumpcap writes the pcap header once the filter is installed; then it captures.
-        logpath = self.path.with_suffix(".capture.log")
         while time.monotonic() < deadline:
             # Both tools say so on stderr once the filter is attached and packets are captured.
             started = b"listening on" in logpath.read_bytes() or b"Capturing on" in logpath.read_bytes()
@@ -128,15 +159,7 @@ class Capture:
         # (dumpcap otherwise loses what is still in libpcap's ring at SIGINT).
         if self.path.exists():
             self._sentinel_recorded(time.monotonic() + 2.0)
-        try:
-            os.killpg(p.pid, signal.SIGINT)
-            p.wait(timeout=5)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait(timeout=5)
+        processes.stop(p, grace=5.0, signals=(signal.SIGINT,))  # SIGINT: the tool writes what it has
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -1,7 +1,9 @@
 """How the suite runs a stack's processes: under limits, accounted for, and never left behind.
 
 Every process of a stack under the adapter contract — an interop role, a probe's peer, the
-compliance check — is started here (:func:`start`, through :meth:`~udtharness.stacks.Stack.start`):
+compliance check — is started here (:func:`start`, through :meth:`~udtharness.stacks.Stack.start`),
+and so is every process the testbed starts on a topology host and every live capture
+(:mod:`udtharness.capture`):
 
 * in a process group of its own, so that :func:`stop` ends it with whatever it spawned;
 * under a **memory cap** (``RLIMIT_DATA``: the private writable memory a process may map — heap,
@@ -18,6 +20,12 @@ compliance check — is started here (:func:`start`, through :meth:`~udtharness.
 * marked with ``UDTC_STACK_RUN=<run id>`` in its environment and registered, so that a run
   stopped by SIGINT or SIGTERM ends every process it started — the registered groups first
   (:func:`stop_all`), then whatever still carries the mark, daemons included (:func:`sweep`).
+
+Where it runs and what it sees are the caller's choice, in terms of no protocol: its output
+(one log appended to, or stdout and stderr each to a file of its own, or discarded), its
+environment, a named network namespace to run in (``netns``: ``ip netns exec``) and the CPUs it
+may run on (``cpus``). Limits are the suite's defaults unless given; :data:`UNCAPPED` sets none.
+How :func:`stop` ends it (which signals first, how long each is given) is the caller's too.
 """
 
 from __future__ import annotations
@@ -29,10 +37,12 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import IO
 
 MEM_LIMIT_VAR = "UDTC_MEM_LIMIT"
 CPU_LIMIT_VAR = "UDTC_CPU_LIMIT"
@@ -74,6 +84,9 @@ class Limits:
             hard = _within(resource.RLIMIT_CPU, self.cpu + CPU_GRACE)
             cmds.append(f"ulimit -S -t {min(self.cpu, hard)} && ulimit -H -t {hard}")
         return " && ".join(cmds)
+
+
+UNCAPPED = Limits(mem=None, cpu=None)  # no cap at all: a bulk transfer, a capture, a testbed host's process
 
 
 def _within(which: int, value: int) -> int:
@@ -118,7 +131,9 @@ def size_text(n: int) -> str:
 
 class StackProcess(subprocess.Popen[bytes]):
     """A started entrypoint. ``poll``/``wait`` reap it with ``wait4``, keeping its resource use;
-    ``stopped`` is True when the suite ended it while it was still running."""
+    ``stopped`` is True when the suite ended it while it was still running. ``log``: the file its
+    diagnostics went to (the combined log; else its stderr's file, else its stdout's; else
+    ``/dev/null``)."""
 
     def __init__(self, argv: Sequence[str], *, log: Path, limits: Limits, **kwargs: object) -> None:
         super().__init__(argv, **kwargs)  # type: ignore[call-overload]
@@ -187,45 +202,103 @@ def started() -> list[StackProcess]:
 def start(
     command: Path | Sequence[str],
     env: Mapping[str, str],
-    log: Path,
+    log: Path | None = None,
     limits: Limits | None = None,
     cwd: Path | None = None,
+    *,
+    stdout: Path | None = None,
+    stderr: Path | None = None,
+    netns: str | None = None,
+    cpus: Collection[int] | None = None,
 ) -> StackProcess:
     """Start ``command`` (an entrypoint, or a whole command line) under ``limits`` (default:
-    :meth:`Limits.from_env`), stdout and stderr appended to ``log``, stdin closed, in a new
-    session (so :func:`stop` ends it with everything it spawned), marked with this run's id (so
-    :func:`sweep` finds it after a crash)."""
+    :meth:`Limits.from_env`; :data:`UNCAPPED` for none), with the environment ``env``, stdin
+    closed, in a new session (so :func:`stop` ends it with everything it spawned), marked with
+    this run's id (so :func:`sweep` finds it after a crash).
+
+    Output: with ``log``, stdout and stderr are both appended to it. Without, ``stdout`` and
+    ``stderr`` each go to a file of their own, made anew (one file, in the order written, where
+    both name the same path), and either is discarded where None. ``log`` and ``stdout``/``stderr``
+    do not go together.
+
+    ``netns``: run it in that named network namespace (``ip netns exec``, outermost: ``ip`` enters
+    the namespace and execs the command in place, so the command keeps its PID and its group).
+    ``cpus``: the CPUs it, and everything it starts, may run on (its affinity is set in the child
+    before the exec); None or empty: the caller's."""
+    if log is not None and (stdout is not None or stderr is not None):
+        raise ValueError("start: stdout and stderr go to log, or each to its own file, not both")
     limits = Limits.from_env() if limits is None else limits
     caps = limits.shell()
     cmd = [str(command)] if isinstance(command, Path) else [str(a) for a in command]
     argv = ["/bin/sh", "-c", f'{caps} && exec "$@"', "sh", *cmd] if caps else cmd
-    with open(log, "ab") as out:
+    if netns:
+        argv = ["ip", "netns", "exec", netns, *argv]
+    with _outputs(log, stdout, stderr) as (out, err):
         return StackProcess(
             argv,
-            log=log,
+            log=log or stderr or stdout or Path(os.devnull),
             limits=limits,
             env={**env, MARK_VAR: RUN_ID},
             cwd=cwd,
             stdout=out,
-            stderr=subprocess.STDOUT,
+            stderr=err,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: killable as a whole
+            preexec_fn=pinned_to(cpus),
         )
 
 
-def stop(p: subprocess.Popen[bytes], grace: float = 2.0) -> int | None:
+@contextmanager
+def _outputs(
+    log: Path | None, stdout: Path | None, stderr: Path | None
+) -> Iterator[tuple[IO[bytes] | int, IO[bytes] | int]]:
+    """The child's stdout and stderr as :func:`start` describes them; the files are closed here
+    once the child has its own copies."""
+    with ExitStack() as files:
+        out: IO[bytes] | int = subprocess.DEVNULL
+        err: IO[bytes] | int = subprocess.DEVNULL
+        if log is not None:
+            out, err = files.enter_context(open(log, "ab")), subprocess.STDOUT
+        else:
+            if stdout is not None:
+                out = files.enter_context(open(stdout, "wb"))
+            if stderr is not None:
+                same = stdout is not None and Path(stderr).absolute() == Path(stdout).absolute()
+                err = subprocess.STDOUT if same else files.enter_context(open(stderr, "wb"))
+        yield out, err
+
+
+def pinned_to(cpus: Collection[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that confines the child (and what it execs and starts) to ``cpus``; None
+    for None or no CPUs (the child keeps the caller's)."""
+    if not cpus:
+        return None
+    mask = frozenset(cpus)
+
+    def pin() -> None:
+        os.sched_setaffinity(0, mask)
+
+    return pin
+
+
+def stop(p: subprocess.Popen[bytes], grace: float = 2.0, signals: Sequence[int] = (signal.SIGTERM,)) -> int | None:
     """Terminate a started entrypoint and everything it spawned (its process group), also when
-    the entrypoint itself has already exited and left children behind: SIGTERM with SIGCONT (a
-    stopped process acts on neither SIGTERM nor its own exit until continued), then SIGKILL to
-    whatever is left of the group once the entrypoint is gone or ``grace`` has passed."""
+    the entrypoint itself has already exited and left children behind: each of ``signals`` in
+    turn to the group, with SIGCONT (a stopped process acts on neither that signal nor its own
+    exit until continued), each given ``grace`` seconds for the entrypoint to exit; then SIGKILL
+    to whatever is left of the group once the entrypoint is gone or the last grace has passed.
+    ``signals=(SIGINT, SIGTERM)``: a tool that writes out what it has on SIGINT (tcpdump,
+    dumpcap, a sender's final stats) gets the chance first."""
     if isinstance(p, StackProcess) and p.poll() is None:
         p.stopped = True
-    for sig in (signal.SIGTERM, signal.SIGCONT):
-        _killpg(p.pid, sig)
-    try:
-        p.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
+    for sig in signals:
+        for s in (sig, signal.SIGCONT):
+            _killpg(p.pid, s)
+        try:
+            p.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            pass
     _killpg(p.pid, signal.SIGKILL)
     try:
         return p.wait(timeout=grace)
@@ -367,6 +440,7 @@ __all__ = [
     "RUN_ID_VAR",
     "LimitError",
     "Limits",
+    "UNCAPPED",
     "StackProcess",
     "cleanup",
     "interrupt_on_sigterm",
@@ -374,6 +448,7 @@ __all__ = [
     "marked",
     "parse_seconds",
     "parse_size",
+    "pinned_to",
     "run_supervised",
     "size_text",
     "start",

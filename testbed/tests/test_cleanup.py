@@ -6,12 +6,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pytest
 from conftest import dead_pid, interruptible, root_links, udtbed_run_argv
 from udtbed import network
-from udtharness import netns
+from udtbed.network import Network
+from udtbed.runtime import NamespaceRuntime
+from udtharness import netns, processes
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
 
@@ -166,3 +171,91 @@ def test_cleanup_keeps_live_runs_and_removes_dead_ones() -> None:
     finally:
         for ns in (live, dead):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+# --- the namespace runtime's processes ------------------------------------------------------
+
+ADDRESS = {"a": "10.77.0.1", "b": "10.77.0.2"}
+
+
+@dataclass
+class Link:
+    a: str
+    b: str
+    net: str
+
+
+@dataclass
+class Topo:
+    hosts: list[str] = field(default_factory=lambda: ["a", "b"])
+    links: list[Link] = field(default_factory=lambda: [Link("a", "b", "data")])
+
+
+class TwoHosts:
+    """Hosts a and b, each in a namespace of this test's (``udtb-<pid>-cap-…``), joined by a
+    veth pair named after their net: what the capture and the runtime read of a Network."""
+
+    def __init__(self) -> None:
+        self.topo = Topo()
+
+    def ns(self, host: str) -> str:
+        return f"{network.PREFIX}{os.getpid()}-cap-{host}"
+
+    def address(self, host: str, net: str = "data") -> str:
+        return ADDRESS[host]
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def two_hosts() -> Iterator[Network]:
+    net = TwoHosts()
+    made = []
+    try:
+        for h in net.topo.hosts:
+            ip("netns", "add", net.ns(h))
+            made.append(net.ns(h))
+        ip("link", "add", "data", "netns", net.ns("a"), "type", "veth", "peer", "name", "data", "netns", net.ns("b"))
+        for h in net.topo.hosts:
+            ip("-n", net.ns(h), "addr", "add", f"{ADDRESS[h]}/24", "dev", "data")
+            ip("-n", net.ns(h), "link", "set", "data", "up")
+        yield cast(Network, net)  # the parts of a Network that the capture and the runtime read
+    finally:
+        for ns in made:
+            network.cleanup(ns)
+
+
+def test_a_host_process_runs_in_its_namespace_and_is_stopped_with_sigint_first(
+    two_hosts: Network, tmp_path: Path
+) -> None:
+    """The runtime starts a harness process in the host's namespace with the runner's environment
+    and ``env``, its stdout and stderr each in a file made anew; ``stop`` gives SIGINT, then TERM
+    (``timeout`` apart), then KILL; ``stop_all`` leaves nothing running in the namespaces."""
+    net = two_hosts
+    inodes = {os.stat(f"/run/netns/{net.ns(h)}").st_ino for h in net.topo.hosts}
+    rt = NamespaceRuntime(net)
+    out, err = tmp_path / "out", tmp_path / "err"
+    out.write_text("stale\n")
+    script = 'echo "$UDTB_WORD $HOME"; echo err >&2; trap "" INT; trap "echo TERM >&2; exit 3" TERM; '
+    script += 'echo ready > "$READY"; while :; do sleep 0.05; done'
+    ready = tmp_path / "ready"
+    p = rt.spawn("a", ["/bin/sh", "-c", script], stdout=out, stderr=err, env={"UDTB_WORD": "w", "READY": str(ready)})
+    deadline = time.monotonic() + 10
+    while not ready.exists():
+        assert p.poll() is None and time.monotonic() < deadline, err.read_text()
+        time.sleep(0.02)
+    assert isinstance(p.popen, processes.StackProcess)
+    assert os.stat(f"/proc/{p.pid}/ns/net").st_ino == os.stat(f"/run/netns/{net.ns('a')}").st_ino
+    assert os.getpgid(p.pid) == p.pid, "a process group of its own"
+    assert out.read_text() == f"w {os.environ['HOME']}\n"
+    sleeper = rt.spawn("b", ["sleep", "60"])
+    t0 = time.monotonic()
+    assert p.stop(timeout=0.5) == 3, "SIGINT ignored, TERM taken"
+    assert 0.5 <= time.monotonic() - t0 < 5
+    said = err.read_text()
+    assert said.startswith("err\n") and said.endswith("TERM\n"), said  # (sh may say its sleep was Terminated)
+    rt.stop_all()
+    assert sleeper.poll() == -signal.SIGINT
+    assert rt.procs == [] and processes_in(inodes) == []

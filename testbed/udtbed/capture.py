@@ -1,7 +1,8 @@
 """Packet captures of a part: which net carried what, and the data packets' spacing.
 
 With ``capture = true`` a part runs ``tcpdump`` on every interface of every host while its flows
-run (the first 96 bytes of each IPv4 frame, nanosecond stamps). :func:`summarize` then reads the
+run (the first 96 bytes of each IPv4 frame, nanosecond stamps; the harness's command line,
+:func:`udtharness.capture.command`). :func:`summarize` then reads the
 captures with the suite's own pcap reader (:mod:`udtharness.pcap`) and says, per host interface,
 how many UDP data packets (first word's top bit 0: a UDT, SABUL or FRTP DATA packet), other UDP
 packets (UDT's control packets) and TCP segments (SABUL's and FRTP's ACK/ERR channel) it saw.
@@ -18,6 +19,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from udtharness import capture as live
 from udtharness import pcap
 
 from .network import Network
@@ -32,16 +34,25 @@ def interfaces(net: Network, host: str) -> list[str]:
     return sorted({link.net for link in net.topo.links if host in (link.a, link.b)})
 
 
+def command(ifname: str, path: Path) -> list[str]:
+    """The harness's tcpdump command line (:func:`udtharness.capture.command`) for one host
+    interface: every IPv4 frame, its first :data:`SNAPLEN` bytes, nanosecond stamps, written
+    packet by packet; tcpdump's own buffer and batching (no ``-B``, no immediate mode)."""
+    return live.command(
+        ifname, path, "ip", tool="tcpdump", snaplen=SNAPLEN, nano=True, immediate=False, buffer_mib=None
+    )
+
+
 def start(rt: HostRuntime, net: Network, workdir: Path, tag: str) -> dict[str, Path]:
-    """tcpdump on every host interface; ``{"host/iface": pcap path}``. The runtime's
-    ``stop_all`` ends them (SIGINT: tcpdump writes what it has and exits)."""
+    """tcpdump on every host interface, started by the runtime on that host (the namespace
+    runtime's: a :mod:`udtharness.processes` process in the host's namespace);
+    ``{"host/iface": pcap path}``. The runtime's ``stop_all`` ends them (SIGINT: tcpdump writes
+    what it has and exits)."""
     out = {}
     for host in net.topo.hosts:
         for ifname in interfaces(net, host):
             path = workdir / f"{tag}-{host}-{ifname}.pcap"
-            argv = ["tcpdump", "-i", ifname, "-n", "-U", "-Z", "root", "-s", str(SNAPLEN)]
-            argv += ["--time-stamp-precision", "nano", "-w", str(path), "ip"]
-            rt.spawn(host, argv, stderr=workdir / f"{tag}-{host}-{ifname}.tcpdump.log")
+            rt.spawn(host, command(ifname, path), stderr=workdir / f"{tag}-{host}-{ifname}.tcpdump.log")
             out[f"{host}/{ifname}"] = path
     return out
 

@@ -40,6 +40,7 @@ from typing import NotRequired, Protocol, TypedDict
 
 from udtharness import netns
 from udtharness.netns import kill_namespace, sh
+from udtharness.processes import pinned_to
 
 from .topology import FRAME_BYTES, Direction, HostNic, Link, Topology, scaled_direction
 
@@ -167,14 +168,6 @@ def mininet() -> tuple[Callable[..., MininetNode], Callable[..., object], str]:
     site = Path(init).resolve().parents[1]
     version = next((d.version for d in importlib.metadata.distributions(name="mininet", path=[str(site)])), "?")
     return MnNode, MnLink, version
-
-
-def pinned_to(cpus: frozenset[int] | None) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that confines the child (and what it execs) to ``cpus``; None for none."""
-    if not cpus:
-        return None
-    mask = set(cpus)
-    return lambda: os.sched_setaffinity(0, mask)
 
 
 def cleanup(prefix: str = PREFIX, live: bool = True) -> list[str]:

@@ -2,7 +2,9 @@
 
 Experiments and stacks only call :meth:`HostRuntime.spawn` with a host name and an argv; the
 runtime decides where the process lives. :class:`NamespaceRuntime` runs it in the host's
-network namespace (``ip netns exec``). :class:`DockerRuntime` runs each process in a container
+network namespace as a process of the harness (:func:`udtharness.processes.start` with the
+host's ``netns`` and the seat's ``cpus``, no caps: its own group, reaped with its resource use).
+:class:`DockerRuntime` runs each process in a container
 of its own (the ``udtbed-stacks`` image, ``docker/Dockerfile.stacks``): the container's
 filesystem, PIDs and hostname, the topology host's network. Docker cannot start a container in
 a named namespace, so the container starts with ``--network none`` and ``udtbed-exec`` (in the
@@ -24,10 +26,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import Protocol
+
+from udtharness import processes
 
 from .cores import cpu_list
-from .network import PREFIX, REPO, Network, owner_alive, pinned_to
+from .network import PREFIX, REPO, Network, owner_alive
 from .network import cleanup as cleanup_namespaces
 
 
@@ -55,9 +59,13 @@ class HostRuntime(Protocol):
 
 
 class NsProcess:
-    """A process group started in a namespace; :meth:`stop` sends SIGINT, then TERM, then KILL."""
+    """A process on a topology host (:func:`udtharness.processes.start`: its own process group);
+    :meth:`stop` sends SIGINT, then TERM, then KILL to the group, ``timeout`` seconds apart
+    (:data:`STOP_SIGNALS`, :func:`udtharness.processes.stop`)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], argv: Sequence[str]):
+    STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # SIGINT first: a sender's final stats, tcpdump's last packets
+
+    def __init__(self, popen: processes.StackProcess, argv: Sequence[str]):
         self.popen = popen
         self.argv = list(argv)
 
@@ -72,17 +80,9 @@ class NsProcess:
         return self.popen.wait(timeout)
 
     def stop(self, timeout: float = 3.0) -> int:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-            if self.popen.poll() is not None:
-                break
-            try:
-                os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                continue
+        # A process already reaped is left alone: its group id may be another's by now.
+        if self.popen.poll() is None:
+            processes.stop(self.popen, grace=timeout, signals=self.STOP_SIGNALS)
         return self.popen.wait()
 
 
@@ -105,23 +105,18 @@ class NamespaceRuntime:
         env: dict[str, str] | None = None,
         cpus: frozenset[int] | None = None,
     ) -> NsProcess:
-        """``cpus``: the CPUs the process may run on (its seat, udtbed.cores); default: the runner's."""
-        out: IO[bytes] | int = open(stdout, "wb") if stdout else subprocess.DEVNULL
-        err: IO[bytes] | int = open(stderr, "wb") if stderr else subprocess.DEVNULL
-        try:
-            p = subprocess.Popen(
-                ["ip", "netns", "exec", self.net.ns(host), *argv],
-                stdout=out,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={**os.environ, **(env or {})},
-                preexec_fn=pinned_to(cpus),
-            )
-        finally:
-            for f in (out, err):
-                if not isinstance(f, int):
-                    f.close()
+        """``argv`` in ``host``'s namespace with the runner's environment and ``env``, stdin
+        closed, ``stdout``/``stderr`` each written to its file (None: discarded), no memory or CPU
+        cap. ``cpus``: the CPUs the process may run on (its seat, udtbed.cores); default: the runner's."""
+        p = processes.start(
+            argv,
+            {**os.environ, **(env or {})},
+            limits=processes.UNCAPPED,
+            stdout=stdout,
+            stderr=stderr,
+            netns=self.net.ns(host),
+            cpus=cpus,
+        )
         proc = NsProcess(p, argv)
         self.procs.append(proc)
         return proc
