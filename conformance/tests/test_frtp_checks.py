@@ -51,8 +51,8 @@ class Builder:
             block_mark=Mark(3, 0.001),
             echo=echo.sabul,
             echo_mark=Mark(4, 0.002),
-            frtp_block=BLOCK,
-            frtp_echo=echo,
+            profile_block=BLOCK,
+            profile_echo=echo,
             data=self.data,
             controls=self.controls,
         )

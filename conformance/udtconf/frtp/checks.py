@@ -1,5 +1,6 @@
-"""Wire rules for FRTP, checked on captures of both paths (:mod:`udtconf.sabul.trace` with
-``frtp=True``), each keyed to a section of ``docs/spec/FRTP.md`` as ``frtp/<section>/<rule>``.
+"""Wire rules for FRTP, checked on captures of both paths (:mod:`udtconf.sabul.trace` under
+FRTP's profile, :mod:`.profile`), each keyed to a section of ``docs/spec/FRTP.md`` as
+``frtp/<section>/<rule>``.
 
 FRTP keeps SABUL's formats, error control and teardown, so :func:`rules_for` gives the SABUL
 rules FRTP inherits unchanged (:data:`INHERITED`, keyed ``sabul/…`` and cited from SABUL.md)
@@ -21,7 +22,7 @@ from ..sabul import checks as sabul
 from ..sabul.checks import RuleFn, SabulContext, SabulRule
 from ..sabul.trace import Mark, SabulSession
 from ..sabul.wire import Ack, Err, Syn, describe
-from .wire import ip_text
+from .wire import FrtpOptionBlock, ip_text
 
 ALL_CASES = frozenset({"handshake", "transfer", "loss", "empty"})
 TRANSFER_CASES = frozenset({"transfer", "loss"})
@@ -84,16 +85,21 @@ def _v(side: str, mark: Mark | None, message: str) -> Violation:
     return Violation(side, mark.frame if mark else None, message)
 
 
-def _need_frtp(s: SabulSession) -> None:
-    if s.frtp_block is None or s.frtp_echo is None:
+def _frtp(s: SabulSession) -> tuple[FrtpOptionBlock, FrtpOptionBlock]:
+    """The session's 52-byte block and echo (decoded under FRTP's profile); Inconclusive
+    without them."""
+    block, echo = s.profile_block, s.profile_echo
+    if not isinstance(block, FrtpOptionBlock) or not isinstance(echo, FrtpOptionBlock):
         raise Inconclusive("no 52-byte option block and echo in the capture")
+    return block, echo
 
 
 # ---------------------------------------------------------------------------------------------
 # §2, §3 set-up and formats
 
 
-# The block and echo rules are SABUL's, which read FRTP's 52-byte block when the session has one.
+# The block and echo rules are SABUL's, which read the block as the session's profile decodes it:
+# FRTP's 52-byte block.
 rule(
     "frtp/3.3/option-block",
     "3.3, 9",
@@ -134,8 +140,8 @@ def _no_syn(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     "not to the receiver's control address.",
 )
 def _data_address(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    _need_frtp(s)
-    assert s.frtp_block is not None and s.data_addr is not None
+    _frtp(s)
+    assert s.data_addr is not None
     if s.misaddressed:
         m = s.misaddressed[0]
         yield _v("sender", m.mark, f"{len(s.misaddressed)} DATA datagram(s) to the control address {s.receiver[0]}")
@@ -152,11 +158,10 @@ def _data_address(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     "runs the control connection on its control address, never on the data address.",
 )
 def _control_apart(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    _need_frtp(s)
-    assert s.frtp_block is not None
-    if s.frtp_block.data_ip == 0:
+    block, _ = _frtp(s)
+    if block.data_ip == 0:
         raise Inconclusive("data_ip 0: the data path is the control address by definition")
-    if s.receiver[0] == ip_text(s.frtp_block.data_ip):
+    if s.receiver[0] == ip_text(block.data_ip):
         yield _v("receiver", s.block_mark, f"control connection from the data address {s.receiver[0]}")
 
 
@@ -166,13 +171,12 @@ def _control_apart(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
 
 def _paced(s: SabulSession) -> tuple[list[float], float, int]:
     """The DATA gaps, the negotiated IPT and rate; Inconclusive with fewer than MIN_GAPS gaps."""
-    _need_frtp(s)
-    assert s.frtp_echo is not None
+    _, echo = _frtp(s)
     t = [d.mark.time for d in s.data]
     gaps = [b - a for a, b in zip(t, t[1:], strict=False)]
     if len(gaps) < MIN_GAPS:
         raise Inconclusive(f"{len(gaps)} DATA gaps, fewer than {MIN_GAPS}")
-    return gaps, s.frtp_echo.ipt(), s.frtp_echo.rate_bps
+    return gaps, echo.ipt(), echo.rate_bps
 
 
 @rule(
@@ -315,7 +319,7 @@ def _err_period(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     cases=TRANSFER_CASES,
 )
 def _ack_period(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    _need_frtp(s)
+    _frtp(s)
     assert s.block is not None
     acks = [(c.mark.time, c.control.ack_no, c.mark) for c in s.of_type(Ack) if isinstance(c.control, Ack)]
     received: set[int] = set()

@@ -1,6 +1,7 @@
 """The suite's FRTP peer: the SABUL peer (:mod:`udtconf.sabul.peer`) under FRTP's profile,
 written from ``docs/spec/FRTP.md`` (not from the Rust code). Same sans-IO call order as SABUL's,
-driven by the same driver (:mod:`udtconf.sabul.driver`). What the profile changes:
+driven by the same driver (:mod:`udtconf.sabul.driver`). What the profile changes, each through
+a hook of SABUL's peer (its extension interface; nothing else of it is touched):
 
 * set-up (§2, §3.3): the 52-byte block carries the data-path IPv4 address and the rate; the
   sender echoes it unchanged, or aborts (a reset, no echo) when the rate is above its maximum;
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..sabul.peer import ProtocolError, ReceiverConfig, SabulReceiver, SabulSender, SenderConfig, split_by_words
-from ..sabul.wire import DEFAULT_BUF_SIZE, Ack, Err, SabulWireError
+from ..sabul.wire import DEFAULT_BUF_SIZE, Err
 from ..seq import MAX
 from .wire import FRTP_BLOCK_LEN, FrtpOptionBlock, decode_frtp_block, ip_word
 
@@ -32,7 +34,8 @@ STACK = "frtp-py"
 
 @dataclass
 class FixedRate:
-    """RateControl's interface with nothing adaptive (§4, §7): one interval, one window."""
+    """A :class:`~udtconf.sabul.rate.RateController` with nothing adaptive (§4, §7): one
+    interval, one window."""
 
     interval: float  # µs
     window: int
@@ -52,14 +55,14 @@ class FixedRate:
         return False  # a type-4 frame is ignored (§3.2 TC)
 
     def take_freeze(self) -> bool:
-        return False
+        return False  # no freeze (§4)
 
 
 class FrtpSender(SabulSender):
-    block_len = FRTP_BLOCK_LEN
+    block_len = FRTP_BLOCK_LEN  # §3.3
     stack = STACK
-    burst_slack = BURST_SLACK
-    restart_after_idle = True
+    burst_slack = BURST_SLACK  # §9 TC 11
+    restart_after_idle = True  # §9 TC 11: after idle, the next-but-one packet waits a full IPT
 
     def __init__(
         self,
@@ -71,32 +74,31 @@ class FrtpSender(SabulSender):
         super().__init__(read, config or SenderConfig(slow_start=False))
         self.max_rate_bps = max_rate_bps
         self.buffer_bytes = buffer_bytes
-        self.frtp: FrtpOptionBlock | None = None
+        self.frtp: FrtpOptionBlock | None = None  # the echo, once the block is accepted
 
-    def handle_block(self, raw: bytes, now: float) -> bytes:
-        """Validates the 52-byte block and returns the echo, or raises :class:`ProtocolError`
-        (the driver then resets the connection: §9 TC 10) for a bad block or a rate above the
-        sender's maximum."""
-        try:
-            block = decode_frtp_block(raw)
-        except SabulWireError as e:
-            raise ProtocolError(f"option block rejected: {e}") from e
+    def accept_block(self, raw: bytes) -> FrtpOptionBlock:
+        """The 52-byte block, validated (§3.3), and its echo; a rate above the sender's maximum is
+        refused with :class:`ProtocolError` (the driver then resets the connection: §2 step 3,
+        §9 TC 10)."""
+        block = decode_frtp_block(raw)
         if block.rate_bps > self.max_rate_bps:
             raise ProtocolError(
                 f"the receiver asks for {block.rate_bps} bit/s, above this sender's maximum {self.max_rate_bps} "
                 "(FRTP.md §2 step 3): refused"
             )
-        echo = block.echo(self.config.pkt_size)
-        self.frtp = echo
-        self.block = echo.sabul
-        window = min(echo.sabul.recv_flag_size, max(1, self.buffer_bytes // echo.sabul.payload_size))
-        if self.config.max_window:
-            window = min(window, self.config.max_window)
-        self.rc = FixedRate(interval=echo.ipt() * 1e6, window=window, max_window=window)  # type: ignore[assignment]
-        self._next_send = now
-        self._idle = True  # the schedule starts at the first packet (§9 TC 11)
-        self._exp_deadline = now + 1.0
-        return echo.encode()
+        self.frtp = block.echo(self.config.pkt_size)
+        return self.frtp
+
+    def flow_window(self) -> int:
+        """§4 step 3 TC: ``min(recv_flag_size, sending-buffer capacity in packets)``."""
+        assert self.frtp is not None, "handle_block first"
+        return min(self.frtp.sabul.recv_flag_size, max(1, self.buffer_bytes // self.frtp.sabul.payload_size))
+
+    def start_rate_control(self, window: int) -> FixedRate:
+        """§4: the fixed IPT of the negotiated rate for every packet, never adjusted; the whole
+        window from the start (no slow start, §7)."""
+        assert self.frtp is not None, "handle_block first"
+        return FixedRate(interval=self.frtp.ipt() * 1e6, window=window, max_window=window)
 
     def data_dest(self, control_peer_ip: str) -> tuple[str, int]:
         """(data_ip, data_port) from the block; data_ip 0 = the control peer (§2 step 5)."""
@@ -106,8 +108,13 @@ class FrtpSender(SabulSender):
 
 @dataclass
 class FrtpReceiver(SabulReceiver):
-    block_len = FRTP_BLOCK_LEN
-    stack = STACK
+    block_len: ClassVar[int] = FRTP_BLOCK_LEN  # §3.3
+    stack: ClassVar[str] = STACK
+    echo_rule: ClassVar[str] = "FRTP.md §9 TC 10"
+    ack_interval: ClassVar[float] = ACK_INTERVAL  # §5: every 100 ms
+    err_interval: ClassVar[float] = ERR_INTERVAL  # §5: every 20 ms
+    syn_interval: ClassVar[float | None] = None  # §3.2: no SYN
+    rtt_from_setup: ClassVar[bool] = False  # §5: no timer is RTT-gated
 
     data_ip: str = "0.0.0.0"
     rate_bps: int = 0
@@ -117,47 +124,29 @@ class FrtpReceiver(SabulReceiver):
         self.frtp = FrtpOptionBlock(self.block, ip_word(self.data_ip), self.rate_bps)
         self.full_acks = 0
 
-    echo_rule = "FRTP.md §9 TC 10"
-
-    def _own_block(self) -> FrtpOptionBlock:
+    def own_block(self) -> FrtpOptionBlock:
+        """The 52-byte block: SABUL's words, the data address and the rate (§3.3)."""
         return self.frtp
 
-    def _decode_echo(self, raw: bytes) -> FrtpOptionBlock:
+    def decode_echo(self, raw: bytes) -> FrtpOptionBlock:
         return decode_frtp_block(raw, validate=False)
-
-    def _start(self, echo: FrtpOptionBlock, now: float) -> None:
-        self.echo = echo.sabul
-        self._next_ack = now + ACK_INTERVAL
-        self._next_err = now + ERR_INTERVAL
-        self._next_syn = float("inf")  # no SYN (§3.2)
 
     def data_source_ok(self, src_ip: str, control_peer_ip: str) -> bool:
         return True  # §2 step 6: the circuit is dedicated
 
-    def _window_full(self) -> None:
+    def window_full(self) -> None:
         """§5, §9 TC 12: move the ACK point over what arrived in order, then ACK, always."""
-        a = self._ack_number()
-        self.last_ack = max(self.last_ack, a)
-        self._ctrl.append(Ack(self.last_ack & MAX).encode())
-        self.stats.acks_sent += 1
+        self.send_ack(force=True)
         self.full_acks += 1
 
-    def handle_timeout(self, now: float) -> None:
-        if self.closed:
-            return
-        if now >= self._next_ack:
-            self._ack()  # only if the ACK point advanced (§9 TC 7)
-            self._next_ack = now + ACK_INTERVAL
-        if now >= self._next_err:
-            for err in self.whole_list_errs():
-                self._ctrl.append(err.encode())
-                self.stats.naks_sent += 1
-            self._next_err = now + ERR_INTERVAL
+    def periodic_errs(self, now: float) -> list[Err]:
+        """§5: every 20 ms the whole loss list, if non-empty."""
+        return self.whole_list_errs()
 
     def whole_list_errs(self) -> list[Err]:
         """The whole loss list as ERR messages of at most max_loss_length words each (§5)."""
         assert self.echo is not None
-        groups = split_by_words(sorted(self._loss), self.echo.max_loss_length)
+        groups = split_by_words(self.loss_list(), self.echo.max_loss_length)
         return [Err.from_losses([n & MAX for n in g]) for g in groups]
 
 

@@ -52,28 +52,27 @@ PROBES: Probes[ProbeEnv] = Probes()
 probe = PROBES.probe
 
 
-def _data_socket(env: ProbeEnv) -> socket.socket:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    s.bind((DATA_IP, 0))
-    return s
-
-
 # ---------------------------------------------------------------------------------------------
 # The stack as the sender: the tester is its receiver
 
 
 class _AsSender(sabul_tester.AsSender):
-    """SABUL's (the stack started as the sender with 300 full packets), taking DATA on 127.0.0.2."""
+    """SABUL's (the stack started as the sender with 300 full packets), taking DATA on 127.0.0.2
+    and sending the 52-byte block (§3.3)."""
+
+    data_ip = DATA_IP
+    block_len = FRTP_BLOCK_LEN
 
     def __init__(self, env: ProbeEnv) -> None:
         super().__init__(env)
         self.data = self.input.read_bytes()
-        self.udp.close()
-        self.udp = _data_socket(env)
 
     def block(self, rate_bps: int = RATE_BPS) -> FrtpOptionBlock:
         return FrtpOptionBlock(OptionBlock(self.udp.getsockname()[1], self.port), ip_word(DATA_IP), rate_bps)
+
+    def own_block(self) -> bytes:
+        """The valid block: the tester's data address, :data:`RATE_BPS`."""
+        return self.block().encode()
 
     def refused(self, block: bytes, what: str) -> ProbeResult:
         """Sends ``block``; the verdict for a sender that must refuse it: no echo, an abort."""
@@ -88,10 +87,8 @@ class _AsSender(sabul_tester.AsSender):
         return abort_verdict(self.env, ended(self.proc, 10), closed, what, [])
 
     def set_up_frtp(self) -> ControlConnection:
-        tcp = self.connect(self.block().encode())
-        echo = tcp.recv_exact(FRTP_BLOCK_LEN, 5)
-        if len(echo) != FRTP_BLOCK_LEN:
-            raise ConnectionError(f"no echo to a valid block ({len(echo)} bytes)")
+        """The valid block and its echo, which must decode as a valid block (§3.3)."""
+        tcp, echo = self.handshake()
         decode_frtp_block(echo)
         return tcp
 
@@ -292,9 +289,8 @@ class _AsReceiver(sabul_tester.AsReceiver):
         super().__init__(env, DATA_ADDR=DATA_IP)
 
     def accept_frtp(self) -> tuple[ControlConnection, FrtpOptionBlock]:
-        self.lsock.settimeout(10)
-        conn, _ = self.lsock.accept()
-        tcp = ControlConnection(conn, self.env.recorder)
+        """The control connection and the stack's 52-byte block (within 5 s, validated: §3.3)."""
+        tcp = self.accept_control()
         return tcp, decode_frtp_block(tcp.recv_exact(FRTP_BLOCK_LEN, 5))
 
     def send_to_data_path(self, tcp: ControlConnection, block: FrtpOptionBlock, seq: int, payload: bytes) -> None:

@@ -24,7 +24,7 @@ IP_UDP_HEADERS = 28
 ERR_PROMPT = 0.2  # s: "immediately" on a loaded 2-core host
 SYN_GAP_MAX = 0.1  # s: a SYN every 10 ms, with room for scheduling delays
 # s: a datagram the capture shows less than this before an ERR may still wait in the receiver's
-# socket buffer (seen: an FRTP whole-list ERR 19 µs after the capture of a number it listed)
+# socket buffer (seen: a whole-list ERR 19 µs after the capture of a number it listed)
 ARRIVAL_GRACE = 0.001
 
 
@@ -131,8 +131,9 @@ def _after_echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
     "max_loss_length = ⌊pkt_size/4⌋ − 2, blockable 0/1, recv_flag_size 1…2^30−1, reserved 0.",
 )
 def check_option_block(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    """The receiver's block, SABUL's or FRTP's 52-byte one (FRTP's ``frtp/3.3/option-block``)."""
-    block = s.frtp_block or s.block  # FRTP's 52-byte block (frtp/3.3/option-block) or SABUL's
+    """The receiver's block as the session's profile decodes it (a protocol built on SABUL
+    with a longer block declares this check as its own block rule)."""
+    block = s.profile_block or s.block
     if block is None:
         raise Inconclusive("no option block in the capture")
     for problem in block.problems():
@@ -149,12 +150,13 @@ def check_option_block(s: SabulSession, ctx: SabulContext) -> Iterable[Violation
     "words 0, 1, 5–9 unchanged.",
 )
 def check_echo(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
-    """The sender's echo of the block, SABUL's or FRTP's (FRTP's ``frtp/3.3/echo``)."""
+    """The sender's echo of the block as the session's profile decodes both (a protocol built
+    on SABUL with a longer block declares this check as its own echo rule)."""
     _need_setup(s)
     assert s.block is not None and s.echo is not None
-    if s.frtp_block is not None and s.frtp_echo is not None:  # frtp/3.3/echo
-        bad = s.frtp_block.problems() or None
-        problems = s.frtp_block.echo_problems(s.frtp_echo)
+    if s.profile_block is not None and s.profile_echo is not None:
+        bad = s.profile_block.problems() or None
+        problems = s.profile_block.echo_problems(s.profile_echo)
     else:
         bad = s.block.problems() or None
         problems = s.block.echo_problems(s.echo)

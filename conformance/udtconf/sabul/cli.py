@@ -48,7 +48,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    """--mss, --stats, --stats-interval (the sabul and frtp command lines, docs/cli.md)."""
+    """--mss, --stats, --stats-interval (the sabul command line and those built on it, docs/cli.md)."""
     p.add_argument("--mss", type=int, default=1500, metavar="N", help="IP packet size; packet = N − 28")
     p.add_argument("--stats", metavar="PATH", help="JSON lines (docs/cli.md), - for stdout")
     p.add_argument("--stats-interval", type=float, default=100.0, metavar="MS")

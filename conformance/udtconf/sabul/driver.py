@@ -151,7 +151,8 @@ def send(
     make_sender: Callable[[Callable[[int], bytes], SenderConfig | None], SabulSender] = SabulSender,
 ) -> SendResult:
     """Serves one receiver; raises :class:`SessionError` when the session fails. ``make_sender``
-    picks the profile (SABUL's sender, or FRTP's: :mod:`udtconf.frtp.peer`)."""
+    picks the profile (SABUL's sender, or a subclass through the hooks of
+    :class:`~.peer.SabulSender`)."""
     family, addr = _resolve(*listen, socket.SOCK_STREAM)
     lsock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -306,7 +307,8 @@ def receive(
     """Receives one session into ``sink``; raises :class:`SessionError` when it fails (every byte
     before the hole or the abort is written first). DATA is taken on ``data_ip`` (default: the
     control connection's local address); ``make_receiver(data_port, ctrl_port, config,
-    data_ip)`` picks the profile (SABUL's receiver, or FRTP's: :mod:`udtconf.frtp.peer`)."""
+    data_ip)`` picks the profile (SABUL's receiver, or a subclass through the hooks of
+    :class:`~.peer.SabulReceiver`)."""
     family, addr = _resolve(*connect, socket.SOCK_STREAM)
     try:
         tcp = socket.create_connection(addr, timeout=ECHO_TIMEOUT)

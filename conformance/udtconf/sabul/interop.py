@@ -9,18 +9,19 @@ mss         16 KiB with MSS set (server 1052, client 1280): the receiver propose
 transfer    2 MiB
 loss        1 MiB through :class:`~udtconf.sabul.relay.SabulRelay`, which drops DATA 5, 20–21,
             40–59, 99–101, 300 and the last packet (714: only EXP recovers a tail loss) once each
+            (:data:`~udtconf.sabul.profile.LOSS_DROPS`)
 empty       0 bytes: the echo, then the sender's FIN (SABUL.md §10.1)
 ==========  ====================================================================================
 
-FRTP (docs/spec/FRTP.md) runs the same cases (but ``mss``) under its profile: the client gets
-``DATA_ADDR`` (127.0.0.2), the data-path address it announces in its 52-byte block, so DATA and
-control are told apart in the capture (control stays on 127.0.0.1); the relay rewrites the
-block's data address too, and drops some DATA more than once (:data:`FRTP_LOSS_DROPS`) so that
-losses stay outstanding across the receiver's 20 ms ERR ticks (FRTP.md §5).
+A protocol built on SABUL runs the same cases under its profile
+(:class:`~udtconf.sabul.profile.SabulProfile`: the ``profile`` argument, else the one registered
+for the server's protocol): the relay and the trace read its block, the ``loss`` case drops its
+:attr:`~udtconf.sabul.profile.SabulProfile.loss_drops`, and the client gets its
+:attr:`~udtconf.sabul.profile.SabulProfile.client_env` as well.
 
-:data:`udtconf.family.RUNS` names :func:`run` for stacks whose protocol is ``sabul`` or
-``frtp``; it is built on :mod:`udtconf.runner`, and its result (:class:`SabulRunResult`) carries
-the SABUL sessions of the capture.
+:data:`udtconf.family.RUNS` names :func:`run` (or a run built on it) for stacks of SABUL and of
+the protocols built on it; it is built on :mod:`udtconf.runner`, and its result
+(:class:`SabulRunResult`) carries the SABUL sessions of the capture.
 """
 
 from __future__ import annotations
@@ -39,33 +40,32 @@ from udtharness.testdata import random_file
 from ..diagnosis import Diagnosis, exit_text, last_stats, log_crash, log_tail, stats_text
 from ..runner import SERVER_GRACE, Proc, RunResult, RunStatus, compare, end_run, new_run, start, supervise, unsupported
 from . import trace
+from .profile import SabulProfile, profile_for
 from .relay import SabulRelay
 
 CASE_BYTES = {"handshake": 1024, "mss": 16 * 1024, "transfer": 2 * 1024 * 1024, "loss": 1024 * 1024, "empty": 0}
 CASE_TIMEOUT = {"loss": 60.0}
 CASE_MSS = {"mss": {"server": 1052, "client": 1280}}
-LOSS_DROPS = [5, 20, 21, *range(40, 60), 99, 100, 101, 300, 714]
-# FRTP: sequence number → transmissions dropped; 20–21 and 99–101 lose their first
-# retransmissions too, so the whole-list ERR every 20 ms must repeat them (FRTP.md §5)
-FRTP_LOSS_DROPS = {n: 1 for n in LOSS_DROPS} | {20: 3, 21: 3, 99: 2, 100: 2, 101: 2}
-FRTP_DATA_ADDR = "127.0.0.2"  # the receiver's data-path address (control: 127.0.0.1)
 ROLE = {"server": "sender", "client": "receiver"}
 
 
 @dataclass
 class SabulRunResult(RunResult):
-    """A SABUL or FRTP run's result, with the sessions its capture shows (on both legs of the
-    relay in ``loss``: each judges the side it shows unaltered)."""
+    """A SABUL run's result (under any profile), with the sessions its capture shows (on both
+    legs of the relay in ``loss``: each judges the side it shows unaltered)."""
 
     sessions: list[trace.SabulSession] = field(default_factory=list, repr=False)
 
 
-def run(server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool) -> SabulRunResult:
-    """One SABUL or FRTP run (a :class:`~udtconf.runner.ProtocolRun`)."""
+def run(
+    server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool, profile: SabulProfile | None = None
+) -> SabulRunResult:
+    """One SABUL run (a :class:`~udtconf.runner.ProtocolRun`) under ``profile``, by default the
+    one registered for the server's protocol (:func:`~udtconf.sabul.profile.profile_for`)."""
+    profile = profile or profile_for(server.protocol)
     res = new_run(server, client, case, logdir, SabulRunResult)
     if res.reason:
         return res
-    frtp = server.protocol == "frtp"
     source = logdir / "input-0.bin"
     random_file(source, CASE_BYTES[case], seed=f"{server.protocol}-{case}")
     output = logdir / "output.bin"
@@ -78,8 +78,7 @@ def run(server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool)
     t0 = time.monotonic()
     try:
         if case == "loss":
-            drops = FRTP_LOSS_DROPS if frtp else LOSS_DROPS
-            relay = SabulRelay(("127.0.0.1", port), drop=drops, frtp=frtp).__enter__()
+            relay = SabulRelay(("127.0.0.1", port), drop=profile.loss_drops, profile=profile).__enter__()
         if capture:
             res.pcap = logdir / "capture.pcap"
             tcp_ports = [port] + ([relay.address[1]] if relay else [])
@@ -106,8 +105,7 @@ def run(server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool)
                 res.reason += f"; {res.diagnosis.headline(2)}"
             return res
         cli_env = dict(common, OUTPUT=output, **({"MSS": mss["client"]} if mss else {}))
-        if frtp:
-            cli_env["DATA_ADDR"] = FRTP_DATA_ADDR
+        cli_env.update(profile.client_env)
         if relay:
             cli_env["SERVER_PORT"] = relay.address[1]
         procs.append(start(client, "client", case, logdir / "client", cli_env))
@@ -124,10 +122,10 @@ def run(server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool)
     if res.pcap:
         frames = read_frames(res.pcap)
         if relay:  # two legs: each judges the rules of the side it shows unaltered
-            res.sessions = trace.sessions(frames, port, frozenset({"sender"}), frtp)
-            res.sessions += trace.sessions(frames, relay.address[1], frozenset({"receiver"}), frtp)
+            res.sessions = trace.sessions(frames, port, frozenset({"sender"}), profile)
+            res.sessions += trace.sessions(frames, relay.address[1], frozenset({"receiver"}), profile)
         else:
-            res.sessions = trace.sessions(frames, port, frtp=frtp)
+            res.sessions = trace.sessions(frames, port, profile=profile)
     res.status = RunStatus.FAIL if problems else RunStatus.PASS
     res.reason = "; ".join(problems) or f"{CASE_BYTES[case]} bytes delivered intact"
     if problems:

@@ -27,6 +27,26 @@ over real sockets by :mod:`.driver` and by a virtual clock in the tests.
 Sequence numbers are unwrapped internally (plain growing integers) and masked to 31 bits on
 the wire; incoming numbers are unwrapped against the ACK point, so the 2^31 wrap is handled.
 Either side raises :class:`ProtocolError` for what §3.2, §3.4, §5.5 and §10 call an abort.
+
+**Extension interface.** A protocol built on SABUL (same channels, frames and roles, another
+block or other timers) subclasses :class:`SabulSender` / :class:`SabulReceiver` and overrides
+only these, never the underscore state:
+
+* sender — class attributes :attr:`~SabulSender.block_len`, :attr:`~SabulSender.stack`,
+  :attr:`~SabulSender.burst_slack`, :attr:`~SabulSender.restart_after_idle`; hooks
+  :meth:`~SabulSender.accept_block` (decode, check and echo the block), :meth:`~SabulSender.flow_window`
+  (§8), :meth:`~SabulSender.start_rate_control` (§7, any :class:`~.rate.RateController`) and
+  :meth:`~SabulSender.data_dest` (§2 step 6);
+* receiver — class attributes :attr:`~SabulReceiver.block_len`, :attr:`~SabulReceiver.stack`,
+  :attr:`~SabulReceiver.echo_rule`, the timers :attr:`~SabulReceiver.ack_interval`,
+  :attr:`~SabulReceiver.err_interval`, :attr:`~SabulReceiver.syn_interval` (None: no SYN) and
+  :attr:`~SabulReceiver.rtt_from_setup` (§2 step 5); hooks :meth:`~SabulReceiver.own_block`,
+  :meth:`~SabulReceiver.decode_echo`, :meth:`~SabulReceiver.window_full`,
+  :meth:`~SabulReceiver.periodic_errs` and :meth:`~SabulReceiver.data_source_ok`; for the hooks'
+  use :meth:`~SabulReceiver.send_ack` and :meth:`~SabulReceiver.loss_list`.
+
+The blocks are :class:`~.wire.Block` objects: SABUL's :class:`~.wire.OptionBlock` or a longer one
+that begins with SABUL's ten words (``block.sabul``).
 """
 
 from __future__ import annotations
@@ -34,7 +54,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import ClassVar
 
 from ..seq import MAX, seqlen, seqoff
 from . import rate
@@ -43,6 +63,7 @@ from .wire import (
     DEFAULT_PKT_SIZE,
     OPTION_BLOCK_LEN,
     Ack,
+    Block,
     Control,
     Data,
     Err,
@@ -137,15 +158,19 @@ class SenderStats(Counters):
 class SabulSender:
     block_len = OPTION_BLOCK_LEN  # what the receiver sends first and the sender echoes (§3.4)
     stack = "sabul-py"  # the stats line's name
-    burst_slack = BURST_SLACK
-    restart_after_idle = False  # FRTP.md §9 TC 11: after idle, the next-but-one packet waits a full gap
+    burst_slack = BURST_SLACK  # how far the pacer may fall behind and catch up (s)
+    # False: the schedule runs on through idle spells (a late packet may catch up, within
+    # burst_slack); True: the first packet after idle restarts it, the next waits a full gap
+    restart_after_idle = False
 
     def __init__(self, read: Callable[[int], bytes], config: SenderConfig | None = None) -> None:
         self.config = config or SenderConfig()
         self._read = read  # read(n): up to n bytes of input, b"" at its end
-        self.block: OptionBlock | None = None
+        self.block: OptionBlock | None = None  # the echo's SABUL words, once the block is accepted
         c = self.config
-        self.rc = rate.RateControl(interval=c.interval_us, slow_start=c.slow_start, i_min=c.i_min, i_max=c.i_max)
+        self.rc: rate.RateController = rate.RateControl(
+            interval=c.interval_us, slow_start=c.slow_start, i_min=c.i_min, i_max=c.i_max
+        )
         self.next_seq = 0  # NextSeq, unwrapped
         self.last_ack = 0  # LastAck, unwrapped
         self._unacked: dict[int, bytes] = {}
@@ -165,20 +190,41 @@ class SabulSender:
     def handle_block(self, raw: bytes, now: float) -> bytes:
         """Validates the receiver's option block and returns the echo to send (§3.4)."""
         try:
-            block = decode_option_block(raw)
+            echo = self.accept_block(raw)
         except SabulWireError as e:
             raise ProtocolError(f"option block rejected: {e}") from e
-        echo = block.echo(self.config.pkt_size)
-        self.block = echo
-        window = echo.recv_flag_size
+        self.block = echo.sabul
+        window = self.flow_window()
         if self.config.max_window:
             window = min(window, self.config.max_window)
+        self.rc = self.start_rate_control(window)
+        self._next_send = now
+        self._idle = True  # nothing sent yet (restart_after_idle: the schedule starts at the first packet)
+        self._exp_deadline = now + EXP_INTERVAL
+        return echo.encode()
+
+    # --- hooks of the set-up (see the module's extension interface) ----------------------------
+
+    def accept_block(self, raw: bytes) -> Block:
+        """Hook: the receiver's :attr:`block_len` bytes decoded and validated (SabulWireError if
+        invalid), checked against what this sender honours (ProtocolError to refuse), and the echo
+        to send back: §3.4, words 2–4 lowered to this sender's packet size."""
+        return decode_option_block(raw).echo(self.config.pkt_size)
+
+    def flow_window(self) -> int:
+        """Hook: the flow window's maximum once the echo is known (§8: ``recv_flag_size``),
+        before the application's limit (``SenderConfig.max_window``)."""
+        assert self.block is not None, "handle_block first"
+        return self.block.recv_flag_size
+
+    def start_rate_control(self, window: int) -> rate.RateController:
+        """Hook: the rate control the session runs under (§7), given the flow window's maximum
+        (§8): SABUL's, with ``window`` as its maximum, and as its window from the start unless
+        it begins in slow start."""
         self.rc.max_window = window
         if not self.rc.slow_start:
             self.rc.window = window
-        self._next_send = now
-        self._exp_deadline = now + EXP_INTERVAL
-        return echo.encode()
+        return self.rc
 
     @property
     def payload_size(self) -> int:
@@ -186,9 +232,10 @@ class SabulSender:
         return self.block.payload_size
 
     def data_dest(self, control_peer_ip: str) -> tuple[str, int]:
-        """Where DATA goes: the receiver's IP on the control connection, the block's port (§2)."""
+        """Hook: where DATA goes: the receiver's IP on the control connection, the block's port
+        (§2 step 6)."""
         assert self.block is not None, "handle_block first"
-        return (control_peer_ip, self.block.data_port)
+        return self.block.data_address(control_peer_ip)
 
     # --- feedback (§5.1–5.5) -----------------------------------------------------------------
 
@@ -359,8 +406,15 @@ class _Loss:
 
 @dataclass
 class SabulReceiver:
-    block_len = OPTION_BLOCK_LEN
-    stack = "sabul-py"
+    block_len: ClassVar[int] = OPTION_BLOCK_LEN  # the block it sends, and the echo (§3.4)
+    stack: ClassVar[str] = "sabul-py"  # the stats line's name
+    echo_rule: ClassVar[str] = "SABUL.md §3.4"  # cited when the echo is rejected
+    # The timers (§6): ACK and ERR periods, the SYN period (§3.2, §7; None: the receiver sends no
+    # SYN), and whether the RTT comes from the set-up (§2 step 5; False: it stays MIN_RTT).
+    ack_interval: ClassVar[float] = ACK_INTERVAL
+    err_interval: ClassVar[float] = ERR_INTERVAL
+    syn_interval: ClassVar[float | None] = SYN
+    rtt_from_setup: ClassVar[bool] = True
 
     data_port: int
     ctrl_port: int
@@ -390,37 +444,38 @@ class SabulReceiver:
 
     def option_block(self, now: float) -> bytes:
         self._block_sent = now
-        raw: bytes = self._own_block().encode()
-        return raw
+        return self.own_block().encode()
 
     def handle_echo(self, raw: bytes, now: float) -> None:
         try:
-            echo = self._decode_echo(raw)
+            echo = self.decode_echo(raw)
         except SabulWireError as e:
             raise ProtocolError(f"echo rejected: {e}") from e
-        bad = self._own_block().echo_problems(echo)
+        bad = self.own_block().echo_problems(echo)
         if bad:
             raise ProtocolError("echo rejected: " + "; ".join(bad) + f" ({self.echo_rule})")
-        self._start(echo, now)
+        self._start(echo.sabul, now)
 
-    # The profile's block (FRTP's receiver overrides these three: udtconf.frtp.peer).
-    echo_rule = "SABUL.md §3.4"
+    # --- hooks of the set-up (see the module's extension interface) ----------------------------
 
-    def _own_block(self) -> Any:
-        """What the receiver sends first: ``encode()`` and ``echo_problems(echo)``."""
+    def own_block(self) -> Block:
+        """Hook: the block the receiver sends first and judges the echo against (§2 step 3, §3.4)."""
         return self.block
 
-    def _decode_echo(self, raw: bytes) -> Any:
+    def decode_echo(self, raw: bytes) -> Block:
+        """Hook: the sender's :attr:`block_len` bytes, unvalidated (``own_block().echo_problems``
+        judges them, §3.4)."""
         return decode_option_block(raw, validate=False)
 
-    def _start(self, echo: Any, now: float) -> None:
+    def _start(self, echo: OptionBlock, now: float) -> None:
         """The echo was accepted: R0 and the timers (§2 step 5, §6)."""
         self.echo = echo
-        r0 = now - (self._block_sent if self._block_sent is not None else now)
-        self.rtt = 1.5 * r0 if r0 > MIN_RTT else MIN_RTT
-        self._next_ack = now + ACK_INTERVAL
-        self._next_err = now + ERR_INTERVAL
-        self._next_syn = now + SYN
+        if self.rtt_from_setup:
+            r0 = now - (self._block_sent if self._block_sent is not None else now)
+            self.rtt = 1.5 * r0 if r0 > MIN_RTT else MIN_RTT
+        self._next_ack = now + self.ack_interval
+        self._next_err = now + self.err_interval
+        self._next_syn = now + self.syn_interval if self.syn_interval is not None else float("inf")
 
     # --- data (§6) ----------------------------------------------------------------------------
 
@@ -437,7 +492,7 @@ class SabulReceiver:
         off = seqoff(self.last_ack & MAX, pkt.seq)
         if off >= self.config.flag_size:
             self.stats.out_of_window += 1
-            self._window_full()
+            self.window_full()
             return
         if off < 0:
             self.stats.duplicates += 1
@@ -465,20 +520,29 @@ class SabulReceiver:
     def _ack_number(self) -> int:
         return min(self._loss) if self._loss else self.lrsn + 1
 
-    def _window_full(self) -> None:
-        """A packet beyond the reorder window: an ACK now, if the ACK point advanced (§6)."""
-        self._ack()
+    def window_full(self) -> None:
+        """Hook: a packet beyond the reorder window arrived (and is dropped): an ACK now, if the
+        ACK point advanced (§6)."""
+        self.send_ack()
 
     def data_source_ok(self, src_ip: str, control_peer_ip: str) -> bool:
-        """Whether a datagram from ``src_ip`` is taken: only the sender's IP (§2 step 7)."""
+        """Hook: whether a datagram from ``src_ip`` is taken: only the sender's IP (§2 step 7)."""
         return src_ip == control_peer_ip
 
-    def _ack(self) -> None:
+    def send_ack(self, force: bool = False) -> None:
+        """Queues an ACK of the ACK point (§3.2: the smallest number in the loss list, else the
+        largest received + 1) if it advanced since the last ACK, or in any case with ``force``
+        (then it may repeat the last number)."""
         a = self._ack_number()
-        if a > self.last_ack:
-            self.last_ack = a
-            self._ctrl.append(Ack(a & MAX).encode())
+        if a > self.last_ack or force:
+            self.last_ack = max(self.last_ack, a)
+            self._ctrl.append(Ack(self.last_ack & MAX).encode())
             self.stats.acks_sent += 1
+
+    def loss_list(self) -> list[int]:
+        """The sequence numbers found missing and not yet received, increasing (unwrapped: mask
+        with :data:`~udtconf.seq.MAX` for the wire)."""
+        return sorted(self._loss)
 
     # --- timers (§6) --------------------------------------------------------------------------
 
@@ -486,30 +550,31 @@ class SabulReceiver:
         if self.closed:
             return
         if now >= self._next_ack:
-            self._ack()
-            self._next_ack = now + ACK_INTERVAL
+            self.send_ack()
+            self._next_ack = now + self.ack_interval
         if now >= self._next_err:
-            self._rereport(now)
-            self._next_err = now + ERR_INTERVAL
-        if now >= self._next_syn:
+            for err in self.periodic_errs(now):
+                self._ctrl.append(err.encode())
+                self.stats.naks_sent += 1
+            self._next_err = now + self.err_interval
+        if now >= self._next_syn and self.syn_interval is not None:
             self._ctrl.append(Syn(self._syn_count).encode())
             self.stats.syns_sent += 1
             self._syn_count = 0
-            self._next_syn = now + SYN
+            self._next_syn = now + self.syn_interval
 
-    def _rereport(self, now: float) -> None:
-        """The ERR timer: entries not reported for k·RTT, k = 2, 3, … (§6), one ERR of at most
-        max_loss_length words."""
+    def periodic_errs(self, now: float) -> list[Err]:
+        """Hook: what the ERR timer sends (§6): the entries not reported for k·RTT, k = 2, 3, …,
+        in one ERR of at most max_loss_length words (none if none is due)."""
         assert self.echo is not None
         due = sorted(s for s, e in self._loss.items() if now - e.last_report >= e.k * self.rtt)
         if not due:
-            return
+            return []
         chosen = split_by_words(due, self.echo.max_loss_length)[0]
         for s in chosen:
             e = self._loss[s]
             e.last_report, e.k = now, e.k + 1
-        self._ctrl.append(Err.from_losses([s & MAX for s in chosen]).encode())
-        self.stats.naks_sent += 1
+        return [Err.from_losses([s & MAX for s in chosen])]
 
     def next_deadline(self) -> float:
         return min(self._next_ack, self._next_err, self._next_syn)

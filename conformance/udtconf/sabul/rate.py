@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 SYN_US = 10_000.0  # §7: the SYN period, also the freeze
 ALPHA = 0.001  # §7: loss-rate threshold
@@ -50,6 +51,27 @@ def increased(interval: float, i_min: float = I_MIN, i_max: float = I_MAX) -> fl
     may set the limits; I_MIN, I_MAX by default)."""
     inc = increase_step(interval)
     return min(max(interval * SYN_US / (interval * inc + SYN_US), i_min), i_max)
+
+
+class RateController(Protocol):
+    """What the sender (:class:`udtconf.sabul.peer.SabulSender`) asks of its rate control:
+    SABUL's is :class:`RateControl`; a profile without one returns its own from the sender's
+    ``start_rate_control`` hook."""
+
+    interval: float  # µs between packets (§7)
+    window: int  # the flow window, packets (§8)
+    max_window: int
+    slow_start: bool
+
+    def on_sent(self, packets: int = 1) -> None: ...
+
+    def on_ack(self, newly_acked: int) -> None: ...
+
+    def on_err(self, first: int, lost: int, largest_sent: int) -> None: ...
+
+    def on_syn(self) -> bool: ...
+
+    def take_freeze(self) -> bool: ...
 
 
 @dataclass

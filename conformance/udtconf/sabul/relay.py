@@ -9,6 +9,10 @@ receiver's in the echo — so both stacks see a consistent session. DATA then re
 which forwards it to the receiver's real data port, from the same IP as the control connection
 (§2 step 7), dropping each listed sequence number the first ``drop_times`` times it passes.
 
+A protocol built on SABUL with a longer block runs through the relay under its profile
+(:class:`~udtconf.sabul.profile.SabulProfile`): the relay holds back that many bytes, and the
+profile says where the block's data address is and how to point it at the relay and back.
+
 FIN and RST are passed on as they came (a half-close as a half-close, a reset as a reset), so
 the teardown rules of §10 hold through the relay. Runs in one thread; needs no root.
 """
@@ -21,9 +25,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..frtp.wire import FRTP_BLOCK_LEN, ip_text, ip_word
 from ..relay import Relay
-from .wire import OPTION_BLOCK_LEN
+from .profile import SABUL, Endpoint, SabulProfile
 
 _W = struct.Struct("!I")
 _LINGER_RST = struct.pack("ii", 1, 0)
@@ -35,11 +38,10 @@ class _Session:
     up: socket.socket  # to the sender
     udp: socket.socket  # the data port the sender is told
     receiver_ip: str
-    block: bytearray = field(default_factory=bytearray)  # the receiver's first 40 bytes, held back
+    block: bytearray = field(default_factory=bytearray)  # the receiver's block (40 bytes), held back
     echo: bytearray = field(default_factory=bytearray)
-    data_port: int | None = None  # the receiver's real data port
-    data_ip: str | None = None  # FRTP: the receiver's announced data address
-    data_ip_word: int = 0  # ... as word 10 said it (0 = the control peer)
+    original: bytes | None = None  # the receiver's block as it sent it
+    data_addr: Endpoint | None = None  # the receiver's real data address
     eof: set[str] = field(default_factory=set)
     closed: bool = False
 
@@ -52,14 +54,14 @@ class SabulRelay(Relay):
         drop_times: int = 1,
         listen: tuple[str, int] = ("127.0.0.1", 0),
         lifetime: float = 120.0,
-        frtp: bool = False,
+        profile: SabulProfile = SABUL,
     ) -> None:
         super().__init__("udtc-sabul-relay", drop_times, lifetime)
         self.sender = sender
         # sequence number → how many of its transmissions to drop (a mapping sets each its own)
         self.drop = dict(drop) if isinstance(drop, Mapping) else dict.fromkeys(drop, drop_times)
-        # FRTP (FRTP.md §3.3): a 52-byte block whose word 10, the data address, is rewritten too
-        self.head_len = FRTP_BLOCK_LEN if frtp else OPTION_BLOCK_LEN
+        self.profile = profile  # the block's length and where its data address is
+        self.head_len = profile.head_len
         self._seen: dict[int, int] = {}
         self._lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -136,8 +138,9 @@ class SabulRelay(Relay):
             self._reset(s)
 
     def _rewrite(self, s: _Session, side: str, chunk: bytes) -> bytes:
-        """Holds back the block and the echo (40 bytes, FRTP's 52) and rewrites their word 0
-        (and FRTP's word 10, the data address)."""
+        """Holds back the block and the echo (the profile's length: SABUL's 40 bytes) and
+        rewrites their data address (SABUL's word 0, §3.4): the relay's in the block, the
+        receiver's own again in the echo."""
         n = self.head_len
         head = s.block if side == "down" else s.echo
         if len(head) >= n:
@@ -147,18 +150,13 @@ class SabulRelay(Relay):
         rest = chunk[take:]
         if len(head) < n:
             return b""
-        frtp = n == FRTP_BLOCK_LEN
         if side == "down":
-            s.data_port = _W.unpack_from(head, 0)[0]
-            _W.pack_into(head, 0, s.udp.getsockname()[1])
-            if frtp:
-                word = _W.unpack_from(head, OPTION_BLOCK_LEN)[0]
-                s.data_ip, s.data_ip_word = (ip_text(word) if word else s.receiver_ip), word
-                _W.pack_into(head, OPTION_BLOCK_LEN, ip_word(s.udp.getsockname()[0]))
-        elif s.data_port is not None:
-            _W.pack_into(head, 0, s.data_port)
-            if frtp and s.data_ip is not None:
-                _W.pack_into(head, OPTION_BLOCK_LEN, s.data_ip_word)
+            s.original = bytes(head)
+            s.data_addr = self.profile.decode_block(s.original).data_address(s.receiver_ip)
+            name = s.udp.getsockname()
+            self.profile.redirect(head, (str(name[0]), int(name[1])))
+        elif s.original is not None:
+            self.profile.restore(head, s.original)
         return bytes(head) + rest
 
     def _datagrams(self, s: _Session) -> None:
@@ -167,7 +165,7 @@ class SabulRelay(Relay):
                 data = s.udp.recv(65536, socket.MSG_DONTWAIT)
             except OSError:
                 return
-            if s.data_port is None:
+            if s.data_addr is None:
                 continue
             if len(data) >= 4 and not data[0] & 0x80:
                 seq = _W.unpack_from(data, 0)[0]
@@ -176,7 +174,7 @@ class SabulRelay(Relay):
                 if n < self.drop.get(seq, 0):
                     self.dropped.append(seq)
                     continue
-            s.udp.sendto(data, (s.data_ip or s.receiver_ip, s.data_port))
+            s.udp.sendto(data, s.data_addr)
             self.forwarded += 1
 
     def _reset(self, s: _Session) -> None:

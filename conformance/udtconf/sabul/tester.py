@@ -12,9 +12,12 @@ before the hole or the abort in its OUTPUT and nothing else. A stack that claims
 Each probe leaves ``probe.log`` and ``probe.pcap`` (what the tester sent and received on both
 channels, written by the tester itself) in its directory.
 
-FRTP's tester (:mod:`udtconf.frtp.tester`) builds on this one's public names: the recorded
-:class:`ControlConnection`, the stack as :class:`AsSender` or :class:`AsReceiver`,
-:func:`abort_verdict`, :func:`wait_for_ack` and :func:`ending`.
+The tester of a protocol built on SABUL builds on this one's public names: the recorded
+:class:`ControlConnection`, the stack as :class:`AsSender` or :class:`AsReceiver` (subclassed
+through their hooks: :attr:`AsSender.data_ip`, :attr:`AsSender.block_len`,
+:meth:`AsSender.own_block`, :meth:`AsSender.handshake`; :meth:`AsReceiver.accept_control` and
+the adapter environment ``AsReceiver(env, **extra)``), :func:`abort_verdict`,
+:func:`wait_for_ack` and :func:`ending`.
 """
 
 from __future__ import annotations
@@ -104,10 +107,10 @@ class ControlConnection:
         self.sock.close()
 
 
-def _udp(recorder: PcapWriter) -> socket.socket:
+def _udp(ip: str = "127.0.0.1") -> socket.socket:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    s.bind(("127.0.0.1", 0))
+    s.bind((ip, 0))
     return s
 
 
@@ -151,6 +154,11 @@ class AsSender(Session):
     """The stack started as the sender (``ROLE=server``) of :data:`INPUT_BYTES` random bytes,
     listening; the tester connects as its receiver with :meth:`connect` or :meth:`set_up`."""
 
+    # Hooks of a profile's tester: the tester's data address (its data socket, ``udp``), the
+    # length of the block and its echo (§3.4), and the valid block :meth:`own_block`.
+    data_ip = "127.0.0.1"
+    block_len = OPTION_BLOCK_LEN
+
     def __init__(self, env: ProbeEnv) -> None:
         self.env = env
         self.input = env.workdir / "input.bin"
@@ -162,20 +170,31 @@ class AsSender(Session):
         deadline = time.monotonic() + 5
         while not tcp_port_listening(self.port) and time.monotonic() < deadline and self.proc.poll() is None:
             time.sleep(0.02)
-        self.udp = _udp(env.recorder)
+        self.udp = _udp(self.data_ip)
+
+    def own_block(self) -> bytes:
+        """Hook: the valid block :meth:`connect` sends unless told otherwise: data port = the
+        tester's data socket (§3.4)."""
+        return OptionBlock(self.udp.getsockname()[1], self.port).encode()
 
     def connect(self, block: bytes | None = None) -> ControlConnection:
         tcp = ControlConnection(socket.create_connection(("127.0.0.1", self.port), timeout=5), self.env.recorder)
         tcp.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        tcp.send(block if block is not None else OptionBlock(self.udp.getsockname()[1], self.port).encode())
+        tcp.send(block if block is not None else self.own_block())
         return tcp
+
+    def handshake(self) -> tuple[ControlConnection, bytes]:
+        """The valid block (:meth:`own_block`) and its echo, :attr:`block_len` bytes read within
+        5 s (ConnectionError if fewer came); returns the connection and the echo."""
+        tcp = self.connect()
+        echo = tcp.recv_exact(self.block_len, 5)
+        if len(echo) != self.block_len:
+            raise ConnectionError(f"no echo to a valid block ({len(echo)} bytes)")
+        return tcp, echo
 
     def set_up(self) -> tuple[ControlConnection, int]:
         """A valid block, the echo, the first DATA packet; returns the connection and its seq."""
-        tcp = self.connect()
-        echo = tcp.recv_exact(OPTION_BLOCK_LEN, 5)
-        if len(echo) != OPTION_BLOCK_LEN:
-            raise ConnectionError(f"no echo to a valid block ({len(echo)} bytes)")
+        tcp, _ = self.handshake()
         self.udp.settimeout(5)
         raw, src = self.udp.recvfrom(65536)
         self.env.recorder.write(time.time(), src, self.udp.getsockname(), raw)
@@ -291,7 +310,7 @@ class AsReceiver(Session):
     the tester plays its sender with :meth:`accept` or :meth:`set_up`, then DATA to its port."""
 
     def __init__(self, env: ProbeEnv, **extra: str) -> None:
-        """``extra``: more adapter environment (FRTP's tester passes ``DATA_ADDR``)."""
+        """``extra``: more adapter environment (a profile's tester may pass its own)."""
         self.env = env
         self.lsock = socket.socket()
         self.lsock.bind(("127.0.0.1", 0))
@@ -307,12 +326,17 @@ class AsReceiver(Session):
             OUTPUT=self.output,
             **extra,
         )
-        self.udp = _udp(env.recorder)
+        self.udp = _udp()
 
-    def accept(self) -> tuple[ControlConnection, OptionBlock]:
+    def accept_control(self) -> ControlConnection:
+        """The stack's control connection, accepted within 10 s and recorded."""
         self.lsock.settimeout(10)
         conn, _ = self.lsock.accept()
-        tcp = ControlConnection(conn, self.env.recorder)
+        return ControlConnection(conn, self.env.recorder)
+
+    def accept(self) -> tuple[ControlConnection, OptionBlock]:
+        """The control connection and the stack's block (40 bytes within 5 s, validated: §3.4)."""
+        tcp = self.accept_control()
         return tcp, decode_option_block(tcp.recv_exact(OPTION_BLOCK_LEN, 5))
 
     def set_up(self) -> tuple[ControlConnection, OptionBlock]:

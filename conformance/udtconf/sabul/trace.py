@@ -8,6 +8,11 @@ rather than guessed over — and decoded by the suite's codec (:mod:`.wire`): th
 and the echo (40 bytes each), then the receiver's ACK / ERR / SYN frames, each with the capture
 frame that completed it. FIN and RST of each side are kept: §10 is about them.
 
+A protocol built on SABUL with a longer block is decoded under its profile
+(:class:`~udtconf.sabul.profile.SabulProfile`, the ``profile`` of :func:`sessions`): the
+streams begin with its block and echo, and DATA is looked for at the data address its block
+announces.
+
 Behind the ``loss`` case's relay a capture holds two sessions (receiver ↔ relay and relay ↔
 sender); ``judges`` says which side's rules a session's leg can judge.
 """
@@ -20,17 +25,17 @@ from dataclasses import dataclass, field
 from udtharness.capture import SENTINEL
 from udtharness.pcap import TCP_FIN, TCP_RST, TCP_SYN, TcpSegment, UdpDatagram
 
-from ..frtp.wire import FRTP_BLOCK_LEN, FrtpOptionBlock, decode_frtp_block
+from .profile import SABUL, SabulProfile
 from .wire import (
     DEFAULT_MAX_LOSS_LENGTH,
     OPTION_BLOCK_LEN,
+    Block,
     Control,
     ControlReader,
     Data,
     OptionBlock,
     SabulWireError,
     decode_data,
-    decode_option_block,
 )
 
 Endpoint = tuple[str, int]
@@ -100,12 +105,14 @@ class SabulSession:
     control_error: tuple[Mark | None, SabulWireError] | None = None
     after_echo: Mark | None = None  # the sender wrote more than the echo
     data: list[DataRecord] = field(default_factory=list)
-    # FRTP (docs/spec/FRTP.md §3.3): a 52-byte block whose SABUL words are ``block`` / ``echo``
+    # The block and echo as the session's profile decodes them (udtconf.sabul.profile): SABUL's
+    # own are ``block`` / ``echo`` themselves; a longer block begins with the words of those two.
     head_len: int = OPTION_BLOCK_LEN
-    frtp_block: FrtpOptionBlock | None = None
-    frtp_echo: FrtpOptionBlock | None = None
-    data_addr: Endpoint | None = None  # where DATA is addressed (FRTP: the announced data address)
-    misaddressed: list[DataRecord] = field(default_factory=list)  # FRTP: DATA to the control address instead
+    profile_block: Block | None = None
+    profile_echo: Block | None = None
+    data_addr: Endpoint | None = None  # where DATA is addressed: the data address the block announces
+    # DATA to (control peer, data_port) where the block announced another address
+    misaddressed: list[DataRecord] = field(default_factory=list)
 
     @property
     def max_loss_length(self) -> int:
@@ -184,11 +191,11 @@ def sessions(
     frames: Iterable[tuple[int, UdpDatagram | TcpSegment]],
     sender_port: int,
     judges: frozenset[str] = BOTH,
-    frtp: bool = False,
+    profile: SabulProfile = SABUL,
 ) -> list[SabulSession]:
-    """Every session whose control connection goes to TCP port ``sender_port``; ``frtp``: the
-    streams begin with FRTP's 52-byte block and echo, and DATA goes to the data address the block
-    announces (FRTP.md §2 step 5, §3.3)."""
+    """Every session whose control connection goes to TCP port ``sender_port``; the streams
+    begin with ``profile``'s block and echo, and DATA goes to the data address the block
+    announces (SABUL's: the control peer's IP, §2 step 6)."""
     frames = list(frames)
     conns: dict[tuple[Endpoint, Endpoint], dict[str, list[tuple[int, TcpSegment]]]] = {}
     for n, pkt in frames:
@@ -204,17 +211,17 @@ def sessions(
     out = []
     for (sender, receiver), ways in conns.items():
         s = SabulSession(sender, receiver, _reassemble(ways["to_sender"]), _reassemble(ways["to_receiver"]), judges)
-        s.head_len = FRTP_BLOCK_LEN if frtp else OPTION_BLOCK_LEN
-        _decode_streams(s)
-        if s.block is not None:
-            s.data_addr = s.frtp_block.data_address(receiver[0]) if s.frtp_block else (receiver[0], s.block.data_port)
-            wrong = (receiver[0], s.block.data_port)
+        s.head_len = profile.head_len
+        _decode_streams(s, profile)
+        if s.block is not None and s.profile_block is not None:
+            s.data_addr = s.profile_block.data_address(receiver[0])
+            wrong = (receiver[0], s.block.data_port)  # SABUL's own address: never "wrong" under SABUL
             for n, pkt in frames:
                 if not isinstance(pkt, UdpDatagram) or pkt.payload == SENTINEL:
                     continue
                 if pkt.dst == s.data_addr:
                     s.data.append(_data_record(n, pkt, s.pkt_size))
-                elif frtp and pkt.dst == wrong:
+                elif pkt.dst == wrong:
                     s.misaddressed.append(_data_record(n, pkt, s.pkt_size))
         out.append(s)
     return out
@@ -227,24 +234,22 @@ def _data_record(frame: int, dg: UdpDatagram, pkt_size: int | None) -> DataRecor
         return DataRecord(Mark(frame, dg.time), dg.payload, None, e)
 
 
-def _decode_head(raw: bytes) -> tuple[OptionBlock, FrtpOptionBlock | None]:
-    """A block or echo, unvalidated: SABUL's 40 bytes, or FRTP's 52 (and its SABUL words)."""
-    if len(raw) == FRTP_BLOCK_LEN:
-        frtp = decode_frtp_block(raw, validate=False)
-        return frtp.sabul, frtp
-    return decode_option_block(raw, validate=False), None
+def _decode_head(raw: bytes, profile: SabulProfile) -> tuple[OptionBlock, Block]:
+    """A block or echo, unvalidated: its SABUL words and the whole block as ``profile`` decodes it."""
+    whole = profile.decode_block(raw)
+    return whole.sabul, whole
 
 
-def _decode_streams(s: SabulSession) -> None:
+def _decode_streams(s: SabulSession, profile: SabulProfile) -> None:
     up, down, head = s.to_sender, s.to_receiver, s.head_len
     if len(up.data) >= head:
         s.block_mark = up.mark_of(head - 1)
-        s.block, s.frtp_block = _decode_head(bytes(up.data[:head]))
+        s.block, s.profile_block = _decode_head(bytes(up.data[:head]), profile)
         if s.block.problems():
             s.block_error = SabulWireError("invalid option block: " + "; ".join(s.block.problems()), "3.4")
     if len(down.data) >= head:
         s.echo_mark = down.mark_of(head - 1)
-        s.echo, s.frtp_echo = _decode_head(bytes(down.data[:head]))
+        s.echo, s.profile_echo = _decode_head(bytes(down.data[:head]), profile)
         if s.echo.problems():
             s.echo_error = SabulWireError("invalid echo: " + "; ".join(s.echo.problems()), "3.4")
         if len(down.data) > head:

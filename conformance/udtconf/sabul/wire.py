@@ -27,6 +27,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from enum import IntEnum
+from typing import Protocol, Self
 
 from .. import loss_list
 from ..seq import MAX
@@ -336,6 +337,40 @@ class OptionBlock:
             out.append(f"echo raised pkt_size {self.pkt_size} → {echo.pkt_size}")
         return out
 
+    @property
+    def sabul(self) -> OptionBlock:
+        """The ten words of §3.4: the block itself (:class:`Block`)."""
+        return self
+
+    def data_address(self, control_peer_ip: str) -> tuple[str, int]:
+        """Where the sender sends DATA: the control connection's peer, ``data_port`` (§2 step 6)."""
+        return (control_peer_ip, self.data_port)
+
+
+class Block(Protocol):
+    """An option block as a profile of SABUL defines it (:mod:`.profile`): SABUL's own
+    :class:`OptionBlock`, or a longer one that begins with SABUL's ten words and extends them.
+    What SABUL's peer (:mod:`.peer`), trace (:mod:`.trace`) and rules (:mod:`.checks`) need of it."""
+
+    @property
+    def sabul(self) -> OptionBlock:
+        """Its first ten words, SABUL's (§3.4)."""
+        ...
+
+    def encode(self) -> bytes: ...
+
+    def problems(self) -> list[str]:
+        """Why the block is invalid, empty when it is valid."""
+        ...
+
+    def echo_problems(self, echo: Self) -> list[str]:
+        """Why ``echo`` is not an acceptable echo of this block, empty when it is."""
+        ...
+
+    def data_address(self, control_peer_ip: str) -> tuple[str, int]:
+        """Where the sender sends DATA, given the IP of the receiver's control connection."""
+        ...
+
 
 def decode_option_block(buf: bytes, validate: bool = True) -> OptionBlock:
     """Exactly 40 bytes as an option block (validated by default, §3.4)."""
@@ -363,6 +398,7 @@ def describe(frame: Control | Data | OptionBlock) -> str:
 
 __all__ = [
     "Ack",
+    "Block",
     "Control",
     "ControlReader",
     "ControlType",
