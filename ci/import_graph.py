@@ -1,14 +1,24 @@
 #!/usr/bin/env python3
-"""The import contract of the Python side (``make check``): one harness, its users apart.
+"""The import contract of the Python side (``make check``): one harness, its users apart, and
+inside the conformance suite one subpackage per protocol over what they share.
 
 ``udtharness`` (harness/) is the machinery every user of the stacks builds on: the registry,
 processes, captures, pcap, ports, test data, progress, metrics. Its users are the conformance
 suite (``udtconf``, conformance/), the testbed (``udtbed``, testbed/), the interop tests
 (impl/interop) and the benches (impl/bench). The harness imports none of its users, and the
 users do not import each other: what two of them need is the harness's. One exception is named
-here: a bench may drive the suite's own Python peers as clients (``udtconf.peer``), as it would
-drive any stack. Every Python file of each area is read (its ``import`` statements, wherever they
-are in the file); a forbidden import is printed with its file and line, and the exit status is 1.
+here: a bench may drive the suite's own Python UDT4 peer as clients (``udtconf.udt.peer``), as it
+would drive any stack.
+
+The suite is the protocol family's shape: ``udtconf.udt`` (UDT4.md), ``udtconf.sabul``
+(SABUL.md) and ``udtconf.frtp`` (FRTP.md) are sibling subpackages over the shared modules at
+``udtconf``'s root. No protocol's subpackage imports another's, except FRTP's, which is SABUL's
+peer, rules and run under a profile and may import ``udtconf.sabul``. The shared modules import
+no protocol's subpackage; the three that wire the family together are exempt (:data:`WIRING`).
+
+Every Python file of each area is read (its ``import`` statements, wherever they are in the
+file; a relative import as the absolute name it resolves to); a forbidden import is printed with
+its file and line, and the exit status is 1.
 
     python3 ci/import_graph.py [REPO]
 """
@@ -21,17 +31,32 @@ from dataclasses import dataclass
 from pathlib import Path
 
 USERS = ("udtconf", "udtbed")
+PROTOCOLS = ("udtconf.udt", "udtconf.sabul", "udtconf.frtp")
+HARNESS_HINT = "what {area} and {target} both need belongs in udtharness"
+SHARED_HINT = "what {area} and {target} both need belongs in udtconf's shared modules"
+
+# The shared modules that wire the family together, and so import every protocol's subpackage:
+WIRING = (
+    "conformance/udtconf/family.py",  # the interop run of each protocol (the runner's table)
+    "conformance/udtconf/catalog.py",  # the catalogue of every protocol's rules and probes
+    "conformance/udtconf/selection.py",  # UDTC_PROBES names probes of every protocol's tester
+)
 
 
 @dataclass(frozen=True)
 class Area:
-    """Python files under ``dirs`` that may not import the top-level packages ``forbidden``,
-    except the modules in ``allowed`` (exact dotted names)."""
+    """Python files under ``dirs`` (only those directly in them where not ``recursive``; none of
+    ``exempt``) that may not import the modules under ``forbidden`` (dotted names: a package
+    forbids itself and every module in it), except the modules in ``allowed``. ``hint`` says where
+    what a forbidden import wanted belongs (``{area}``: this area, ``{target}``: what it imported)."""
 
     name: str
     dirs: tuple[str, ...]
     forbidden: tuple[str, ...]
     allowed: tuple[str, ...] = ()
+    recursive: bool = True
+    exempt: tuple[str, ...] = ()
+    hint: str = HARNESS_HINT
 
 
 AREAS = (
@@ -39,42 +64,81 @@ AREAS = (
     Area("the conformance suite", ("conformance",), ("udtbed",)),
     Area("the testbed", ("testbed", "topologies"), ("udtconf",)),
     Area("the interop tests", ("impl/interop",), USERS),
-    Area("the benches", ("impl/bench",), USERS, allowed=("udtconf.peer",)),
+    Area("the benches", ("impl/bench",), USERS, allowed=("udtconf.udt.peer",)),
     Area("the dashboards", ("dashboards",), USERS),
+    Area("UDT4's subpackage", ("conformance/udtconf/udt",), ("udtconf.sabul", "udtconf.frtp"), hint=SHARED_HINT),
+    Area("SABUL's subpackage", ("conformance/udtconf/sabul",), ("udtconf.udt", "udtconf.frtp"), hint=SHARED_HINT),
+    Area("FRTP's subpackage", ("conformance/udtconf/frtp",), ("udtconf.udt",), hint=SHARED_HINT),
+    Area(
+        "a shared module of udtconf",
+        ("conformance/udtconf",),
+        PROTOCOLS,
+        recursive=False,
+        exempt=WIRING,
+        hint="only the family's wiring, WIRING in ci/import_graph.py, may import {target}",
+    ),
 )
 
 
+def module_name(path: Path) -> str:
+    """The dotted name ``path`` is imported under: the packages (directories with an
+    ``__init__.py``) it lies in, and its stem unless it is a package's ``__init__.py``."""
+    parts = [] if path.name == "__init__.py" else [path.stem]
+    d = path.parent
+    while (d / "__init__.py").exists():
+        parts.insert(0, d.name)
+        d = d.parent
+    return ".".join(parts)
+
+
 def imports(path: Path) -> list[tuple[int, str]]:
-    """``(line, dotted name)`` of everything ``path`` imports absolutely: ``import a.b`` gives
-    ``a.b``, ``from a.b import c, d`` gives ``a.b.c`` and ``a.b.d``."""
+    """``(line, dotted name)`` of everything ``path`` imports: ``import a.b`` gives ``a.b``,
+    ``from a.b import c, d`` gives ``a.b.c`` and ``a.b.d``, and a relative import the same, from
+    the package ``path`` lies in (``from ..frtp import wire`` in ``udtconf/sabul/`` gives
+    ``udtconf.frtp.wire``)."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    module = module_name(path)
+    package = (module if path.name == "__init__.py" else module.rpartition(".")[0]).split(".")
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = [node.module or ""]
+            elif node.level <= len(package) and package != [""]:
+                base = package[: len(package) - node.level + 1] + ([node.module] if node.module else [])
+            else:
+                continue  # beyond the top-level package: Python itself refuses it
+            found += [(node.lineno, ".".join([*base, a.name])) for a in node.names]
     return found
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
 
 
 def violations(repo: Path) -> list[str]:
     out = []
     for area in AREAS:
         for d in area.dirs:
-            for path in sorted((repo / d).rglob("*.py")):
+            paths = (repo / d).rglob("*.py") if area.recursive else (repo / d).glob("*.py")
+            for path in sorted(paths):
                 if any(part in {".venv", "target", "__pycache__", "build"} for part in path.parts):
+                    continue
+                if str(path.relative_to(repo)) in area.exempt:
                     continue
                 seen = set()
                 for line, name in imports(path):
-                    top = name.split(".")[0]
-                    if top not in area.forbidden or (line, top) in seen:
+                    prefix = next((f for f in area.forbidden if _under(name, f)), None)
+                    if prefix is None or (line, prefix) in seen:
                         continue
-                    if any(name == a or name.startswith(a + ".") for a in area.allowed):
+                    if any(_under(name, a) for a in area.allowed):
                         continue
-                    seen.add((line, top))
+                    seen.add((line, prefix))
                     out.append(
                         f"{path.relative_to(repo)}:{line}: {area.name} imports {name} "
-                        f"(what {area.name} and {top} both need belongs in udtharness)"
+                        f"({area.hint.format(area=area.name, target=prefix)})"
                     )
     return out
 

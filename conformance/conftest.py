@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 from udtconf import expectations, gate, report
-from udtconf.checks import rules_for
 from udtconf.expectations import Expectations
 from udtconf.family import RUNS
 from udtconf.frtp.checks import rules_for as frtp_rules_for
-from udtconf.recovery import ADAPTER_CASE as RECOVERY_CASE
 from udtconf.report import SKIPPED_AFTER_HANDSHAKE
 from udtconf.runner import RESULTS_DIR, InteropRunner, RunResult, RunStatus
 from udtconf.sabul.checks import rules_for as sabul_rules_for
 from udtconf.selection import Selection, SelectionError, from_env, key_unit
+from udtconf.udt.checks import rules_for
+from udtconf.udt.recovery import ADAPTER_CASE as RECOVERY_CASE
 from udtharness import processes
 from udtharness.stacks import Stack, StackError
 
@@ -88,7 +88,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         frtp = [(s, c, case, r) for s, c, case in cells if s.protocol == "frtp" for r in frtp_rules_for(case)]
         metafunc.parametrize("frtp_rule", frtp, ids=[f"{s.name}-{c.name}-{k}-{r.id}" for s, c, k, r in frtp])
     elif "recovery_pair" in names:
-        # udtconf.recovery: one run per UDT pair that plays the case the comparison runs
+        # udtconf.udt.recovery: one run per UDT pair that plays the case the comparison runs
         pairs = list(
             {(s.name, c.name): (s, c) for s, c, k in cells if s.protocol == "udt" and k == RECOVERY_CASE}.values()
         )

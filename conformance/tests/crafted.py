@@ -3,8 +3,8 @@ from ``(sender, time, datagram)`` triples, and the four-packet listener handshak
 
 from __future__ import annotations
 
-from udtconf.trace import Connection, Record
-from udtconf.wire import Handshake, decode, peer_ip_field
+from udtconf.udt.trace import Connection, Record
+from udtconf.udt.wire import Handshake, decode, peer_ip_field
 
 CID, SID, ISN = 0x11, 0x22, 1000
 COOKIE = 77

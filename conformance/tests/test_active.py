@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from script_stack import script_stack
-from udtconf.peer import ClientSession, Wire
-from udtconf.tester import ABSURD_HANDSHAKES, PROBES, Probe, _whole_messages, run_probe
-from udtconf.wire import Ack, Handshake
+from udtconf.udt.peer import ClientSession, Wire
+from udtconf.udt.tester import ABSURD_HANDSHAKES, PROBES, Probe, _whole_messages, run_probe
+from udtconf.udt.wire import Ack, Handshake
 from udtharness.pcap import read_udp
 from udtharness.stacks import Stack
 from verdicts import probe_verdict
@@ -88,7 +88,7 @@ NAIVE_RECEIVER = r"""
 import os, socket, time
 from dataclasses import replace
 from udtconf.seq import incseq
-from udtconf.wire import Ack, DataPacket, Handshake, MsgDropRequest, Shutdown, decode
+from udtconf.udt.wire import Ack, DataPacket, Handshake, MsgDropRequest, Shutdown, decode
 
 # A UDT listener with no backlog that honours a message drop request even on a STREAM: it
 # acknowledges past the dropped numbers and writes the stream without them.

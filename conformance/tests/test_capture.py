@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from udtconf.wire import KeepAlive, decode
+from udtconf.udt.wire import KeepAlive, decode
 from udtharness.capture import SENTINEL, Capture, can_capture
 from udtharness.pcap import read_udp
 from udtharness.ports import free_udp_port

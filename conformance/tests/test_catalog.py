@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from udtconf import catalog
-from udtconf.checks import RULES
 from udtconf.sabul import checks as sabul
+from udtconf.udt.checks import RULES
 from udtharness.stacks import REPO_ROOT
 
 

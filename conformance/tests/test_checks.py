@@ -5,9 +5,10 @@ from __future__ import annotations
 import crafted
 import pytest
 from crafted import CID, ISN, SID, conn_of
-from udtconf.checks import Context, Inconclusive, rule_by_id, transfer_completed
-from udtconf.trace import Connection
-from udtconf.wire import Ack, Ack2, DataPacket, Handshake, KeepAlive, Nak, Shutdown, peer_ip_field
+from udtconf.checks import Inconclusive
+from udtconf.udt.checks import Context, rule_by_id, transfer_completed
+from udtconf.udt.trace import Connection
+from udtconf.udt.wire import Ack, Ack2, DataPacket, Handshake, KeepAlive, Nak, Shutdown, peer_ip_field
 
 
 def handshake(cookie_ok: bool = True, echo_isn: bool = True) -> list[tuple[str, float, bytes]]:

@@ -2,7 +2,7 @@
 
 Two independent decoders must agree on the header fields of every frame (type, sequence
 number, destination socket ID, ACK number, handshake ISN and request type). A disagreement is
-either a bug in ``udtconf.wire`` or a packet only one of them accepts.
+either a bug in ``udtconf.udt.wire`` or a packet only one of them accepts.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 from udtconf.runner import InteropRunner, RunStatus
-from udtconf.wire import Ack, DataPacket, Handshake, WireError, decode
+from udtconf.udt.wire import Ack, DataPacket, Handshake, WireError, decode
 from udtharness.pcap import read_udp
 from udtharness.stacks import Stack
 

@@ -8,27 +8,14 @@ from pathlib import Path
 
 import crafted
 import pytest
-from udtconf.checks import Context
-from udtconf.diagnosis import (
-    DEAF_AFTER,
-    STARTUP,
-    Role,
-    WireWatch,
-    crash_line,
-    deaf_findings,
-    diagnose,
-    exit_text,
-    last_stats,
-    log_tail,
-    stats_text,
-    wire_findings,
-    wrap_note,
-)
+from udtconf.diagnosis import Role, crash_line, exit_text, last_stats, log_tail, stats_text
 from udtconf.family import RUNS
 from udtconf.runner import InteropRunner, RunStatus
 from udtconf.seq import MAX, incseq
-from udtconf.trace import Connection
-from udtconf.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, peer_ip_field
+from udtconf.udt.checks import Context
+from udtconf.udt.diagnosis import DEAF_AFTER, STARTUP, WireWatch, deaf_findings, diagnose, wire_findings, wrap_note
+from udtconf.udt.trace import Connection
+from udtconf.udt.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, peer_ip_field
 from udtharness.pcap import PcapWriter
 from udtharness.stacks import REPO_ROOT, load
 
@@ -248,7 +235,7 @@ def test_an_invalid_request_left_unanswered_names_the_client() -> None:
 
 def test_diagnose_leads_with_the_spoiler_and_marks_the_peers_silence_as_what_followed(tmp_path: Path) -> None:
     # the server, stopped by the suite, went quiet 10 s before the end: after the client's bad
-    # first packet, which is the culprit the one-line reason leads with (udtconf.interop)
+    # first packet, which is the culprit the one-line reason leads with (udtconf.udt.interop)
     roles = [
         Role("server", "srvstack", None, tmp_path / "s.log", ended=T0 + 12.0),
         Role("client", "clistack", None, tmp_path / "c.log", ended=T0 + 12.0),

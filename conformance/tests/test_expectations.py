@@ -6,10 +6,10 @@ import datetime
 from pathlib import Path
 
 import pytest
-from udtconf.checks import RULES
 from udtconf.expectations import ExpectationsError, for_stacks, key_case, key_stacks, load
 from udtconf.frtp import checks as frtp
 from udtconf.sabul import checks as sabul
+from udtconf.udt.checks import RULES
 from udtharness.stacks import STACKS_DIR
 from udtharness.stacks import load as load_stack
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import crafted
 import pytest
 from crafted import CID, SID, conn_of
-from udtconf.checks import Context, Inconclusive, rule_by_id
+from udtconf.checks import Inconclusive
 from udtconf.seq import MAX, incseq
-from udtconf.trace import Connection
-from udtconf.wire import Ack, DataPacket
+from udtconf.udt.checks import Context, rule_by_id
+from udtconf.udt.trace import Connection
+from udtconf.udt.wire import Ack, DataPacket
 
 RULE = "udt4/11/initial-window"
 

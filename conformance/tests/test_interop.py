@@ -1,7 +1,7 @@
 """The N×M interop matrix: every server stack × client stack × test case, on loopback.
 
 A failed run says why in one line (its diagnosis' headline) and keeps the whole diagnosis
-(udtconf.diagnosis: crash lines, log tails, stats, what the capture shows) for the report."""
+(udtconf.diagnosis: crash lines, log tails, stats; udtconf.udt.diagnosis: what the capture shows) for the report."""
 
 from __future__ import annotations
 

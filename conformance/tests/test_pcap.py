@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from udtconf.wire import KeepAlive, decode
+from udtconf.udt.wire import KeepAlive, decode
 from udtharness.pcap import LINKTYPE_ETHERNET, PcapError, PcapWriter, read_udp
 
 KA = KeepAlive(dst_id=0xC0FFEE).encode()

@@ -18,7 +18,7 @@ from udtconf.active import Outcome
 from udtconf.diagnosis import crashed, log_crash
 from udtconf.family import RUNS
 from udtconf.runner import InteropRunner, RunStatus
-from udtconf.tester import Probe, ProbeEnv, ProbeResult, _StackServer, run_probe
+from udtconf.udt.tester import Probe, ProbeEnv, ProbeResult, _StackServer, run_probe
 from udtharness import processes
 from udtharness.processes import LimitError, Limits, parse_seconds, parse_size
 

@@ -1,4 +1,4 @@
-"""Recovery from a lost retransmission (udtconf.recovery): every UDT stack pair against the
+"""Recovery from a lost retransmission (udtconf.udt.recovery): every UDT stack pair against the
 reference pair (libudt × libudt) measured in the same session, and the judging and measuring
 functions on fabricated numbers and records."""
 
@@ -9,7 +9,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
-from udtconf.recovery import (
+from udtconf.runner import RunResult, RunStatus
+from udtconf.selection import Selection
+from udtconf.seq import MAX
+from udtconf.udt.recovery import (
     RECOVERY_SLACK_S,
     REXMIT_AT,
     Recovery,
@@ -17,11 +20,8 @@ from udtconf.recovery import (
     judge,
     measure,
 )
-from udtconf.runner import RunResult, RunStatus
-from udtconf.selection import Selection
-from udtconf.seq import MAX
-from udtconf.trace import Connection, Record
-from udtconf.wire import Ack, DataPacket, Handshake, Nak, Packet, encode_loss_list
+from udtconf.udt.trace import Connection, Record
+from udtconf.udt.wire import Ack, DataPacket, Handshake, Nak, Packet, encode_loss_list
 from udtharness.stacks import Stack, reference_stack
 
 # ------------------------------------------------------------------------- judging and measuring

@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from udtconf.relay import LossRelay, wrap_target
 from udtconf.seq import MAX, incseq
-from udtconf.wire import Ack, DataPacket, Handshake, Nak, decode, encode_loss_list
+from udtconf.udt.relay import LossRelay, wrap_target
+from udtconf.udt.wire import Ack, DataPacket, Handshake, Nak, decode, encode_loss_list
 from udtharness.pcap import read_udp
 
 

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from udtconf.checks import rules_for
 from udtconf.selection import Selection, SelectionError, Shard, from_env, key_unit
+from udtconf.udt.checks import rules_for
 from udtharness.stacks import STACKS_DIR, TESTCASES, StackError
 
 

@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from udtconf.checks import Context, Inconclusive, rule_by_id
+from udtconf.checks import Inconclusive
 from udtconf.family import RUNS
-from udtconf.interop import UdtRunResult
 from udtconf.runner import InteropRunner, RunStatus
+from udtconf.udt.checks import Context, rule_by_id
+from udtconf.udt.interop import UdtRunResult
 from udtharness.capture import can_capture
 from udtharness.stacks import load
 

@@ -128,11 +128,11 @@ def test_failing_stack_exits_1_and_is_blamed_not_libudt(tmp_path: Path, referenc
 
 
 PY_ENTRYPOINT = """#!{python}
-# A UDT4 endpoint on the suite's Python UDT4 peer (udtconf.peer) that never sends ACK2 (UDT4.md §8.6).
+# A UDT4 endpoint on the suite's Python UDT4 peer (udtconf.udt.peer) that never sends ACK2 (UDT4.md §8.6).
 import os, sys
 sys.path.insert(0, os.path.join(os.environ.get("REPO_ROOT", "."), "conformance"))
-from udtconf.peer import ListenerSession, Wire, connect
-from udtconf.wire import Ack2
+from udtconf.udt.peer import ListenerSession, Wire, connect
+from udtconf.udt.wire import Ack2
 
 if os.environ.get("TESTCASE") != "handshake":
     sys.exit(127)

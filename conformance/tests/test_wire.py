@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from udtconf import wire
 from udtconf.seq import MAX, decseq, incseq, seqcmp, seqlen, seqoff
-from udtconf.wire import (
+from udtconf.udt import wire
+from udtconf.udt.wire import (
     Ack,
     Ack2,
     AckKind,

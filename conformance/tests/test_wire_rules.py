@@ -1,4 +1,4 @@
-"""Wire rules (udtconf.checks) on the captures of the interop runs.
+"""Wire rules (udtconf.udt.checks) on the captures of the interop runs.
 
 A failure names the case id, spec section, grade, the stack the rule constrains (the party
 that failed to do what it requires, udtconf.checks.Violation) and the frame number in the
@@ -8,9 +8,10 @@ run's capture.pcap where it shows.
 from __future__ import annotations
 
 import pytest
-from udtconf.checks import Context, Rule
-from udtconf.interop import UdtRunResult
+from udtconf.checks import Rule
 from udtconf.runner import InteropRunner
+from udtconf.udt.checks import Context
+from udtconf.udt.interop import UdtRunResult
 from udtharness.stacks import Stack
 from verdicts import rule_run, rule_verdict
 

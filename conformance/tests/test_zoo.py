@@ -1,7 +1,7 @@
 """The suite's own conformance test: the zoo of misbehaving stacks (tests/zoo, issue 27) against
 both reference stacks, each defect in the role and case that show it.
 
-Every cell is run the way the matrix runs it (udtconf.interop, capture included) and judged the
+Every cell is run the way the matrix runs it (udtconf.udt.interop, capture included) and judged the
 way the suite judges it: the interop run's one-line reason and the wire rules on its capture.
 For each cell the test asserts the expected verdict of the default gate, and that the suite
 names the zoo stack:
@@ -27,11 +27,12 @@ from pathlib import Path
 import pytest
 from udtconf import expectations
 from udtconf.active import Outcome
-from udtconf.checks import Context, Inconclusive, rules_for
+from udtconf.checks import Inconclusive
 from udtconf.family import RUNS
-from udtconf.interop import UdtRunResult
 from udtconf.runner import InteropRunner, RunStatus
-from udtconf.tester import PROBES, run_probe
+from udtconf.udt.checks import Context, rules_for
+from udtconf.udt.interop import UdtRunResult
+from udtconf.udt.tester import PROBES, run_probe
 from udtharness.capture import can_capture
 from udtharness.stacks import Stack, registry
 from zoo import DEFECTS, Defect, make_stack

@@ -1,8 +1,9 @@
-"""What the active testers of both protocols share (:mod:`udtconf.tester` for UDT4,
-:mod:`udtconf.sabul.tester` for SABUL): a probe and its registry, what a probe is given, its
-result, and the run that leaves the probe's evidence in its directory — ``probe.pcap`` (what the
-tester sent and received, written by the tester itself) and ``probe.log`` (the verdict, the
-notes, and the end of the stack's own log with any crash line, :mod:`udtconf.diagnosis`).
+"""What the active testers of the family share (:mod:`udtconf.udt.tester` for UDT4,
+:mod:`udtconf.sabul.tester` for SABUL, :mod:`udtconf.frtp.tester` for FRTP): a probe and its
+registry, what a probe is given, its result, and the run that leaves the probe's evidence in its
+directory — ``probe.pcap`` (what the tester sent and received, written by the tester itself) and
+``probe.log`` (the verdict, the notes, and the end of the stack's own log with any crash line,
+:mod:`udtconf.diagnosis`).
 """
 
 from __future__ import annotations

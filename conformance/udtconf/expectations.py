@@ -6,7 +6,7 @@ involving that stack (:func:`for_stacks`). A file has
 
 * ``required`` — globs over test keys (``interop/<server>/<client>/<case>``,
   ``wire/<server>/<client>/<case>/<rule>``, ``codec/…``, ``recovery/<server>/<client>/loss``
-  (:mod:`udtconf.recovery`), ``active/<stack>/<probe>``,
+  (:mod:`udtconf.udt.recovery`), ``active/<stack>/<probe>``,
   ``adapter/<stack>/<check>``) that get the ``required`` marker and gate under
   ``UDTC_GATE=required`` (:mod:`udtconf.gate`);
 * ``[[waiver]]`` entries — a failure they cover becomes an expected failure (XFAIL), shown in

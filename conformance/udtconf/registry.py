@@ -1,5 +1,6 @@
-"""Declaration by decorator: the wire rules (:mod:`udtconf.checks`, :mod:`udtconf.sabul.checks`)
-and the probes of the active testers (:mod:`udtconf.tester`, :mod:`udtconf.sabul.tester`) are
+"""Declaration by decorator: the wire rules (:mod:`udtconf.udt.checks`,
+:mod:`udtconf.sabul.checks`, :mod:`udtconf.frtp.checks`) and the probes of the active testers
+(:mod:`udtconf.udt.tester`, :mod:`udtconf.sabul.tester`, :mod:`udtconf.frtp.tester`) are
 functions whose decorator puts them, in the order they are written, into a module-level
 :class:`Registry` — a list, so the catalogue and the tests read it as one.
 """

@@ -1,7 +1,7 @@
 """Results of a conformance session as JSON and as an HTML matrix (rows = server stacks,
 columns = client stacks), each cell listing the test cases with ✓ / ✕ / ? and links to the
 run's logs and capture, the mark's tooltip saying why a run failed; below it, the diagnosis of
-every failed run (udtconf.diagnosis: crash lines, what the capture shows, log tails), every
+every failed run (udtconf.diagnosis: crash lines, log tails, what the capture shows), every
 failed wire rule with case id, section, grade, stack and packet, and the active tester's
 verdicts per stack with links to each probe's log and capture.
 

@@ -1,7 +1,7 @@
 """The interop runner: the machinery every protocol's interop run is built on, knowing no
 protocol.
 
-A protocol's interop module (:mod:`udtconf.interop` for UDT4, :mod:`udtconf.sabul.interop` for
+A protocol's interop module (:mod:`udtconf.udt.interop` for UDT4, :mod:`udtconf.sabul.interop` for
 SABUL and FRTP) provides a :class:`ProtocolRun`: it starts a server stack and a client stack on
 loopback, supervises them and judges the run, with what this module offers — the run's
 :class:`RunResult`, a started role (:class:`Proc`), and the steps every run shares
@@ -27,7 +27,7 @@ from udtharness.processes import StackProcess, limit_note
 from udtharness.stacks import EXIT_UNSUPPORTED, REPO_ROOT, Stack, stop
 from udtharness.testdata import sha256_file
 
-from .diagnosis import Diagnosis, Role, WireWatch, log_crash
+from .diagnosis import Diagnosis, Role, log_crash
 from .relay import Relay
 
 RESULTS_DIR = Path(os.environ.get("UDTC_RESULTS") or REPO_ROOT / "results" / "conformance").absolute()
@@ -81,6 +81,17 @@ class RunResult:
 
 
 R = TypeVar("R", bound=RunResult)
+
+
+class Watch(Protocol):
+    """What a protocol reads from the capture while it grows (UDT4's
+    :class:`udtconf.udt.diagnosis.WireWatch`): :meth:`poll` reads what was added since the last
+    call, :meth:`verdict` says why the run is stuck, or None. ``started``: for each side with a
+    role still running, when it started (wall clock)."""
+
+    def poll(self) -> None: ...
+
+    def verdict(self, started: Mapping[str, float], now: float) -> str | None: ...
 
 
 class ProtocolRun(Protocol):
@@ -202,7 +213,7 @@ def unsupported(res: RunResult, procs: list[Proc], server: Stack, client: Stack)
     return True
 
 
-def supervise(srv: Proc, clients: list[Proc], deadline: float, watch: WireWatch | None) -> str | None:
+def supervise(srv: Proc, clients: list[Proc], deadline: float, watch: Watch | None) -> str | None:
     """Wait for the clients, then for the server, each side at most SERVER_GRACE longer than the
     other (a server that got its data closes within seconds; a client whose server is gone
     cannot succeed); stop at ``deadline`` or as soon as the capture shows the run is stuck.

@@ -180,7 +180,7 @@ def probe_ids() -> list[str]:
     """The ids of every protocol's active probes."""
     from .frtp.tester import PROBES as FRTP  # the testers are heavy: only when probes are named
     from .sabul.tester import PROBES as SABUL
-    from .tester import PROBES as UDT
+    from .udt.tester import PROBES as UDT
 
     return [p.id for probes in (UDT, SABUL, FRTP) for p in probes]
 

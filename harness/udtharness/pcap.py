@@ -1,7 +1,7 @@
 """A small reader/writer for pcap and pcapng captures of UDP (and TCP) over IPv4/IPv6.
 
 Own code on purpose (no tshark dissector in the loop): the captured UDP payloads go straight
-to :mod:`udtconf.wire`, so the suite's decoder — not Wireshark's UDT dissector — judges the
+to :mod:`udtconf.udt.wire`, so the suite's decoder — not Wireshark's UDT dissector — judges the
 bytes. :func:`read_frames` also returns TCP segments, for SABUL's control stream
 (:mod:`udtconf.sabul.trace` reassembles it). Supported link types: Ethernet (Linux loopback),
 BSD null/loop, raw IP, Linux cooked v1/v2. Fragmented IP datagrams are skipped and counted (UDT

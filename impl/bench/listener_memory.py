@@ -4,7 +4,7 @@ measured back to back in one run (issue 14: a flood of clients completing the co
 
 For each UDT stack of the registry with a `udt-cli` [bulk] table and each count of peers (1,
 100, 2000 by default), one `recv --listen` on the loopback (a single-connection receiver: its
-backlog is 1) and that many clients from the suite's Python UDT4 peer (`udtconf.peer.connect`)
+backlog is 1) and that many clients from the suite's Python UDT4 peer (`udtconf.udt.peer.connect`)
 completing the handshake one after the other, each from its own UDP port. Prints how many were
 accepted and rejected (request type 1002), the receiver's VmRSS before and after, and the
 ratio ours / libudt of the growth. Nothing is asserted: the conformance probe
@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# The suite's Python UDT4 peer (udtconf.peer) is the clients: a bench may drive the suite's
+# The suite's Python UDT4 peer (udtconf.udt.peer) is the clients: a bench may drive the suite's
 # peers as it drives any stack, and takes nothing else from the suite.
 sys.path[:0] = [str(REPO / "harness"), str(REPO / "conformance")]
-from udtconf.peer import Wire, connect  # noqa: E402
+from udtconf.udt.peer import Wire, connect  # noqa: E402
 from udtharness.stacks import StackError, registry  # noqa: E402
 
 OURS = "udt-rs"

@@ -1,4 +1,4 @@
-"""Interop matrix: our `udt` against libudt 4.11, with libudt against itself as the control.
+"""Interop tests: our `udt` against libudt 4.11, with libudt against itself as the control.
 
 Each case is one file transfer, sender -> receiver, over the loopback or across a
 veth pair between two network namespaces, as client/listener or rendezvous, in

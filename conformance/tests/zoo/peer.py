@@ -1,4 +1,4 @@
-"""The zoo's one program: a small UDT4 endpoint on the suite's own Python peer (udtconf.peer's
+"""The zoo's one program: a small UDT4 endpoint on the suite's own Python peer (udtconf.udt.peer's
 ``Wire`` and ``connect``), run through the adapter contract as ``peer.py DEFECT``, with the one
 defect named on its command line (the list is in :mod:`zoo`; ``healthy`` has none).
 
@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/: udtconf
 
-from udtconf.peer import Wire, connect  # noqa: E402
 from udtconf.seq import incseq, seqcmp, seqoff  # noqa: E402
-from udtconf.wire import (  # noqa: E402
+from udtconf.udt.peer import Wire, connect  # noqa: E402
+from udtconf.udt.wire import (  # noqa: E402
     Ack,
     Ack2,
     AckKind,

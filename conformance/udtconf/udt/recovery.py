@@ -1,7 +1,7 @@
 """Recovery from a lost retransmission, judged against the reference stack in the same session
 (issue 13).
 
-The fault: the relay (:class:`~udtconf.relay.LossRelay`, ``drop_rexmit``) drops data packet N
+The fault: the relay (:class:`~udtconf.udt.relay.LossRelay`, ``drop_rexmit``) drops data packet N
 — :data:`REXMIT_AT` packets after the client's ISN, well after slow start — *and its first
 retransmission*. The receiver NAKs the gap at once (UDT4.md §8.2 step 4), the sender
 retransmits N at once (§8.7) and the relay drops that copy too. 4.11 then has nothing that
@@ -52,10 +52,10 @@ from pathlib import Path
 
 from udtharness.stacks import Stack
 
+from ..runner import InteropRunner, RunResult
+from ..seq import MAX, seqcmp
 from .interop import CASE_BYTES, UdtRun, UdtRunResult
 from .relay import LossRelay
-from .runner import InteropRunner, RunResult
-from .seq import MAX, seqcmp
 from .trace import Connection
 from .wire import Nak
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import ClassVar
 
-from . import loss_list
-from .seq import MAX, incseq, seqlen
+from .. import loss_list
+from ..seq import MAX, incseq, seqlen
 
 HEADER_LEN = 16
 HANDSHAKE_INFO_LEN = 48

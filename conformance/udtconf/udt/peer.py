@@ -1,5 +1,5 @@
 """The suite's Python UDT4 peer: a small endpoint that speaks the wire format of UDT4.md exactly
-(through :mod:`udtconf.wire`) and is deliberately simple — no congestion control, a fixed
+(through :mod:`udtconf.udt.wire`) and is deliberately simple — no congestion control, a fixed
 window, ACKs every 10 ms.
 
 * :class:`Wire` — a UDP socket that sends and receives UDT packets, logging what it saw and
@@ -9,7 +9,7 @@ window, ACKs every 10 ms.
 * :class:`ListenerSession` — the peer as a listener and receiver: it accepts one connection,
   receives, and ACKs every 10 ms unless told to hold.
 
-The active tester (:mod:`udtconf.tester`) drives it to misbehave on purpose; the zoo of
+The active tester (:mod:`udtconf.udt.tester`) drives it to misbehave on purpose; the zoo of
 defective stacks, the third-party test stacks and the listener-memory bench
 (``impl/bench/listener_memory.py``) use it as a plain peer.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from udtharness.pcap import PcapWriter
 
-from .seq import MAX, incseq, seqcmp, seqoff
+from ..seq import MAX, incseq, seqcmp, seqoff
 from .wire import (
     Ack,
     Ack2,

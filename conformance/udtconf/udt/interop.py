@@ -11,7 +11,7 @@ mss             16 KiB, STREAM with MSS negotiation (server MSS=1052, client MSS
 transfer        2 MiB STREAM bulk
 dgram           1 MiB in DGRAM (message) mode
 rendezvous      256 KiB, both sides bind and connect to each other (UDT_RENDEZVOUS)
-loss            1 MiB STREAM through :class:`~udtconf.relay.LossRelay`, which drops chosen packets
+loss            1 MiB STREAM through :class:`~udtconf.udt.relay.LossRelay`, which drops chosen packets
                 (single, a run of 2, a long run, a run of 3) and forms a 3000 packet/s drop-tail
                 bottleneck (64-packet queue)
 wrap            1 MiB STREAM through the relay, which moves the sequence space so that the server
@@ -21,8 +21,9 @@ multiconnect    3 clients at once to one server port (OUTPUT is a directory, one
 ==============  =================================================================================
 
 A run that fails carries a :class:`~udtconf.diagnosis.Diagnosis` (crash lines, log tails, what
-the capture shows); a run whose capture shows a role deaf or the ACK number stalled is stopped
-early (:class:`~udtconf.diagnosis.WireWatch`) instead of sitting out the case's timeout.
+the capture shows: :mod:`udtconf.udt.diagnosis`); a run whose capture shows a role deaf or the
+ACK number stalled is stopped early (:class:`~udtconf.udt.diagnosis.WireWatch`) instead of
+sitting out the case's timeout.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from udtharness.ports import free_udp_port, udp_port_bound
 from udtharness.stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
 from udtharness.testdata import random_file
 
+from ..diagnosis import exit_text
+from ..runner import SERVER_GRACE, Proc, RunResult, RunStatus, compare, end_run, new_run, start, supervise, unsupported
 from .checks import Context
-from .diagnosis import WireWatch, diagnose, exit_text
+from .diagnosis import WireWatch, diagnose
 from .relay import LossRelay, wrap_target
-from .runner import SERVER_GRACE, Proc, RunResult, RunStatus, compare, end_run, new_run, start, supervise, unsupported
 from .trace import Connection, connections
 
 CASE_BYTES = {
@@ -95,7 +97,7 @@ def case_relay(case: str, server: tuple[str, int], capture: Path | None) -> Loss
 class UdtRun:
     """UDT4's interop run (a :class:`~udtconf.runner.ProtocolRun`). A variant may change the
     data sizes (``case_bytes``) and the relay of the relay cases (``relay``), as
-    :class:`udtconf.recovery.RecoveryRunner` does."""
+    :class:`udtconf.udt.recovery.RecoveryRunner` does."""
 
     def __init__(self, case_bytes: Mapping[str, int] = CASE_BYTES, relay: RelayFactory = case_relay) -> None:
         self.case_bytes = case_bytes

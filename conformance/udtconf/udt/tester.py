@@ -1,4 +1,4 @@
-"""Active tester: the suite's Python UDT4 peer (:mod:`udtconf.peer`) plays either role against a
+"""Active tester: the suite's Python UDT4 peer (:mod:`udtconf.udt.peer`) plays either role against a
 live stack and misbehaves on purpose (crafted NAKs and ACKs, malformed packets, wrong socket
 IDs, replayed handshakes, a cookie-round flood, silence mid-transfer) or is hostile (message
 drop requests on a stream, a flood of completed handshakes, absurd MSS and flow windows, an
@@ -33,11 +33,11 @@ from udtharness.ports import free_udp_port, udp_port_bound
 from udtharness.stacks import Stack, stop
 from udtharness.testdata import random_file
 
-from . import active
-from .active import Outcome, ProbeResult
-from .diagnosis import exit_text, log_crash, log_tail
+from .. import active
+from ..active import Outcome, ProbeResult
+from ..diagnosis import exit_text, log_crash, log_tail
+from ..seq import MAX, incseq, seqoff
 from .peer import PAYLOAD, Addr, ClientSession, ListenerSession, Wire, connect, new_socket_id
-from .seq import MAX, incseq, seqoff
 from .wire import (
     Ack,
     Ack2,

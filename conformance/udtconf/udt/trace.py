@@ -1,7 +1,7 @@
 """Decoded captures: UDP datagrams turned into per-connection UDT packet records.
 
 A :class:`Connection` is every datagram between two UDP endpoints, in capture order, each
-decoded by :mod:`udtconf.wire` (or carrying the :class:`~udtconf.wire.WireError` it raised).
+decoded by :mod:`udtconf.udt.wire` (or carrying the :class:`~udtconf.udt.wire.WireError` it raised).
 The endpoints are labelled ``server`` (the listener / rendezvous receiver, the data sink in
 this suite) and ``client`` (the data source).
 """
