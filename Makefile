@@ -21,14 +21,15 @@ CASES  ?=
 FUZZ_ENV := $(if $(findstring nightly,$(shell rustc -V 2>/dev/null)),,RUSTC_BOOTSTRAP=1)
 CONFORMANCE_ENV := $(if $(STACKS),STACKS='$(STACKS)') $(if $(CASES),CASES='$(CASES)')
 
-.PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-rust test-harness test-interop test-conformance \
+.PHONY: help setup build build-rust build-udt build-sabul build-frtp check test test-long test-testbed-long test-conformance-long test-rust test-harness test-interop test-conformance \
         testbed testbed-image compare gate test-testbed test-vm compare-backends testbed-cleanup fullscale fullscale-bundle simulate build-sim test-simulate ns2-check dashboards bench fuzz conformance clean
 
 help:
 	@echo "make setup        install system packages, .venv and tools (ci/setup.sh)"
 	@echo "make build        cargo build --release (impl/) and $(LIBUDT_PEER)"
 	@echo "make check        cargo fmt --check, cargo clippy -D warnings, ruff format --check, ruff check, mypy --strict"
-	@echo "make test         setup + build + check + cargo tests + harness + interop + conformance + testbed tests (with quick profiles)"
+	@echo "make test         setup + build + check + cargo tests + harness + interop + conformance + testbed tests (~25 min)"
+	@echo "make test-long    the tests of minutes: quick profiles, the zoo, the images, the netem VM (CI runs test and test-long)"
 	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= REPEAT= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
 	@echo "make compare      two testbed runs side by side (A=results/testbed/<run> B=...; or STACKS=libudt,udt-rs in A):"
 	@echo "                  change, 95 % intervals, Welch + Holm; exit 1 on a significant regression beyond 5 %"
@@ -39,7 +40,8 @@ help:
 	@echo "make fullscale    the papers' rates (SCALE=1) on a 16-core host from the bundle, lines of FULLSCALE_PLAN at once"
 	@echo "                  on CPUs of their own (root; FULLSCALE_DURATION=100 DEADLINE_S=0 RESULTS=results/fullscale)"
 	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
-	@echo "make test-testbed  topology-file tests, quick profiles, cleanup and dashboard tests (root)"
+	@echo "make test-testbed  topology-file, cleanup, dashboard and simulated-figure tests (root)"
+	@echo "make test-testbed-long  the quick profiles (the papers' bands at scale 0.1) and the container runtime (root)"
 	@echo "make test-vm      the netem backend end to end in Debian's stock kernel under QEMU (VM_ACCEL=auto|kvm|tcg)"
 	@echo "make compare-backends  netem beside udt-linkem on each Fig. 11 path class, in that VM (table)"
 	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1 SEEDS=5)"
@@ -106,19 +108,31 @@ check:
 	$(PYTHON) -m mypy testbed/tests
 	$(PYTHON) ci/import_graph.py
 
-# The VM stage (test-vm, ~9 min under TCG emulation) runs alone: beside clippy and the cargo tests
-# its emulated CPU starved and its timing checks failed (docs/testbed.md, "The netem backend in a VM").
-# Every stage runs even after one fails (as make -k would); each stage's wall time is printed at
-# the end, so a slow `make test` says where its time goes.
-TEST_STAGES := check test-rust test-vm test-harness test-interop test-conformance test-testbed
-test: setup build
+# `make test` is the loop a change goes through (~25 min on 2 cores): every check, unit, wire,
+# interop and conformance case and the testbed's tests. `make test-long` is what takes minutes a
+# test: the quick profiles (real transfers at scale 0.1 judged by the papers' bands), the zoo of
+# misbehaving stacks against both references, the images' builds, and the netem backend in a stock
+# kernel under QEMU (test-vm). CI (.ci/run) runs both. Every stage runs even after one fails (as
+# make -k would), each stage's wall time is printed at the end, and the exit status is non-zero if
+# any failed. The timing-sensitive stages run alone: beside clippy and the cargo tests the VM's
+# emulated CPU starved and its timing checks failed (docs/testbed.md, "The netem backend in a VM").
+TEST_STAGES := check test-rust test-harness test-interop test-conformance test-testbed
+LONG_STAGES := test-testbed-long test-conformance-long test-vm
+define run_stages
 	@failed=; times=; \
-	for t in $(TEST_STAGES); do \
+	for t in $(1); do \
 	  t0=$$(date +%s); $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; \
 	  times="$$times$$t $$(( $$(date +%s) - t0 ))\n"; \
 	done; \
-	echo "==> make test: each stage's wall time, seconds"; printf "$$times" | awk '{ printf "%-18s %6d\n", $$1, $$2 }'; \
-	if [ -n "$$failed" ]; then echo "make test: failed:$$failed" >&2; exit 1; fi
+	echo "==> make $(2): each stage's wall time, seconds"; printf "$$times" | awk '{ printf "%-22s %6d\n", $$1, $$2 }'; \
+	if [ -n "$$failed" ]; then echo "make $(2): failed:$$failed" >&2; exit 1; fi
+endef
+
+test: setup build
+	$(call run_stages,$(TEST_STAGES),test)
+
+test-long: setup build
+	$(call run_stages,$(LONG_STAGES),test-long)
 
 test-rust:
 	@echo "==> test: cargo test --release (impl/)"
@@ -133,8 +147,13 @@ test-interop:
 	$(PYTHON) -m pytest impl/interop --maxfail=$(INTEROP_MAXFAIL)
 
 test-conformance:
-	@echo "==> test: conformance suite (conformance/)"
-	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance
+	@echo "==> test: conformance suite (conformance/; the long cases in test-conformance-long)"
+	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance -m "not long"
+
+# The conformance image's build and run, and the zoo of misbehaving stacks (-m long).
+test-conformance-long:
+	@echo "==> test: conformance suite, the long cases (the image, the zoo)"
+	$(CONFORMANCE_ENV) $(PYTHON) -m pytest conformance -m long
 
 # Testbed (testbed/, topologies/): the SC'04 experiments on emulated links (docs/testbed.md).
 # The experiment files to run: names, `default` (those with default = true) or `all` (experiments/).
@@ -192,11 +211,15 @@ testbed-image: build
 	  $$($(PYTHON) -c 'from udtbed.runtime import image_label_args; print(*image_label_args())') . \
 	  >build/testbed-image.log 2>&1 || { tail -n 30 build/testbed-image.log >&2; exit 1; }
 
-# The quick profiles (-m profile) hold each topology to the papers' bands, as UDT 4.11 can
-# meet them (docs/testbed.md); `make test` gates on them.
 test-testbed:
-	@echo "==> test: testbed (topology files, quick profiles, cleanup, dashboards, simulated figures)"
-	cd testbed && ../$(PYTHON) -m pytest tests
+	@echo "==> test: testbed (topology files, cleanup, dashboards, simulated figures; the long ones in test-testbed-long)"
+	cd testbed && ../$(PYTHON) -m pytest tests -m "not long"
+
+# The quick profiles (-m profile) hold each topology to the papers' bands, as UDT 4.11 can meet
+# them (docs/testbed.md); with the stacks' image and the container runtime (-m long).
+test-testbed-long:
+	@echo "==> test: testbed, the long tests (quick profiles, the container runtime)"
+	cd testbed && ../$(PYTHON) -m pytest tests -m long
 
 testbed-cleanup:
 	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all)

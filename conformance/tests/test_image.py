@@ -123,6 +123,7 @@ def docker_run(
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.needs_docker
 def test_image_runs_a_mounted_third_party_stack_and_hands_back_its_results(
     tmp_path: Path, image: str, container: str, caller: int
@@ -154,6 +155,7 @@ def test_image_runs_a_mounted_third_party_stack_and_hands_back_its_results(
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.needs_docker
 def test_image_exits_2_and_says_what_to_do_for_an_unknown_reference_stack(
     tmp_path: Path, image: str, container: str, caller: int

@@ -38,7 +38,7 @@ from udtharness.stacks import Stack, registry
 from zoo import DEFECTS, Defect, make_stack
 from zoo.peer import CRASH_MARK
 
-pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.needs_root]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.interop, pytest.mark.needs_root]
 
 REFERENCES = ("libudt", "udt-rs")
 # Probes that drive a crashing zoo stack into its crash, one per role: the DGRAM drop request

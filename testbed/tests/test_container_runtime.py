@@ -32,7 +32,7 @@ T = TypeVar("T", bound=Callable[..., object])
 
 def docker_test(f: T) -> T:
     # A mark gives back the function it marks; pytest's overloads leave that Any for a callable of any arguments.
-    return cast(T, pytest.mark.needs_root(pytest.mark.slow(pytest.mark.needs_docker(f))))
+    return cast(T, pytest.mark.needs_root(pytest.mark.slow(pytest.mark.long(pytest.mark.needs_docker(f)))))
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import pytest
 from profiles import profile_cases, run_profile
 from udtbed.experiment import load_all
 
-pytestmark = [pytest.mark.needs_root, pytest.mark.slow, pytest.mark.profile]
+pytestmark = [pytest.mark.needs_root, pytest.mark.slow, pytest.mark.long, pytest.mark.profile]
 EXPERIMENTS = load_all()
 
 
