@@ -4,6 +4,7 @@ in bursts, or whose UDT senders paced faster than the bottleneck, is flagged."""
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -193,3 +194,45 @@ def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_p
     assert source and source[0]["cpu_pct"] > 0, host["processes"]
     assert "l0/udt-linkem" in host["cpu_by_process"], host["cpu_by_process"]
     assert 0 <= host["machine_busy_pct"] <= 100 and host["cores"] == os.cpu_count()
+
+
+def test_a_busy_process_outside_the_run_is_named_and_flagged_and_the_runners_own_are_not(tmp_path: Path) -> None:
+    """A process left spinning by another run takes a core from the stacks and emulators: the
+    watch names it by PID; a process the runner itself started is the run's and is not flagged."""
+    topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
+    spin = [sys.executable, "-c", "while True: pass"]
+    pidfile = tmp_path / "stray.pid"
+    # setsid -f: the stray's parent exits, so it is nobody's child here, as a leftover is.
+    subprocess.run(["setsid", "-f", "sh", "-c", f'echo $$ > {pidfile}; exec "$0" "$@"', *spin], check=True)
+    own = subprocess.Popen(spin)
+    stray = 0
+    try:
+        deadline = time.monotonic() + 5
+        while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stray = int(pidfile.read_text())
+        with Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net:
+            watch = hostwatch.HostWatch(net)
+            time.sleep(2)
+            host = watch.finish()
+    finally:
+        own.kill()
+        own.wait()
+        if stray:
+            os.kill(stray, signal.SIGKILL)
+    outside = {p["pid"]: p for p in host.get("outside_processes", [])}
+    assert stray in outside and outside[stray]["cpu_pct"] > hostwatch.OUTSIDE_PROCESS_MAX, outside
+    assert own.pid not in outside, f"the runner's own child was counted outside the run: {outside[own.pid]}"
+    (flag,) = [f for f in hostwatch.flags(host) if "outside this run" in f]
+    assert f"pid {stray}" in flag and f"pid {own.pid}" not in flag, flag
+
+
+def test_a_process_outside_the_run_below_the_limit_is_recorded_but_not_flagged() -> None:
+    host = cast(
+        HostReport,
+        {
+            "emulators": {},
+            "outside_processes": [{"pid": 7, "comm": "dockerd", "cpu_pct": hostwatch.OUTSIDE_PROCESS_MAX}],
+        },
+    )
+    assert hostwatch.flags(host) == []

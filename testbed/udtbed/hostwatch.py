@@ -12,9 +12,11 @@ that ends in congestion collapse (docs/testbed.md, "CPU and emulation timing").
 :class:`HostWatch` takes one snapshot when a measurement starts and one before its processes
 stop: CPU time of every process in the topology's namespaces (stacks, probes, emulators), the
 machine's busy time and load average, and each emulator's frames and ``bunched`` counts in
-between. :func:`sender_pacing` reads the UDT senders' stats for the fastest pacing after slow
-start, and their link-capacity estimate, against the bottleneck. :func:`flags` turns both into
-the warnings a result carries.
+between; and the user-space processes outside the run that took a share of a core meanwhile
+(another run, a process left behind by one, a build), by PID and name, so that a part measured
+on a machine busy with something else says what it was. :func:`sender_pacing` reads the UDT
+senders' stats for the fastest pacing after slow start, and their link-capacity estimate,
+against the bottleneck. :func:`flags` turns all of it into the warnings a result carries.
 
 Two of a host's counters are read in its namespace: what its NIC's queue dropped
 (:func:`nic_dropped`) and what its UDP sockets dropped for a full receive buffer
@@ -53,6 +55,14 @@ PACING_MAX = 1.5
 # distort arrival speeds, and its frames are not spaced by the link.
 MIN_FRAMES = 500
 MIN_UTILISATION = 0.1
+# A user-space process outside the run (not in its namespaces, not the runner or what it
+# started) that took more than this share of one core during a measurement is flagged: the
+# stacks and emulators shared the machine with it. A leaked udt-linkem spinning with
+# `--spin-us` takes a whole core; the runner's own helpers stay far below this.
+OUTSIDE_PROCESS_MAX = 25.0  # % of one core
+# Kernel threads (PF_KTHREAD in /proc/<pid>/stat's flags) are not processes outside the run:
+# their time (softirq for the veths among it) is the emulation's own.
+_PF_KTHREAD = 0x00200000
 
 _HZ = os.sysconf("SC_CLK_TCK")
 
@@ -104,6 +114,12 @@ class SenderPacing(TypedDict):
     capacity_times_bottleneck: NotRequired[float]
 
 
+class OutsideCpu(TypedDict):
+    pid: int
+    comm: str
+    cpu_pct: float  # of one core, over the window
+
+
 class HostReport(TypedDict):
     """What :meth:`HostWatch.finish` saw; the experiment adds the senders' pacing and the flags."""
 
@@ -114,6 +130,8 @@ class HostReport(TypedDict):
     loadavg_1m: list[float]  # at the start and at the end
     cpu_by_process: dict[str, CpuGroup]  # "<ns>/<comm>"
     processes: list[ProcessCpu]
+    # user-space processes outside the run that took at least 1 % of a core, busiest first
+    outside_processes: NotRequired[list[OutsideCpu]]
     emulators: dict[str, dict[DirectionName, DirectionTiming]]  # "l<i>" -> direction
     sender_pacing: NotRequired[dict[str, SenderPacing]]
     flags: NotRequired[list[str]]
@@ -163,6 +181,49 @@ def _machine() -> tuple[int, int]:
     return sum(v), v[3] + v[4]
 
 
+def _stat(pid: str) -> tuple[str, list[str]] | None:
+    """(comm, the fields after it) of ``/proc/<pid>/stat``; None for a process gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            s = f.read()
+    except OSError:
+        return None
+    return s[s.index("(") + 1 : s.rindex(")")], s[s.rindex(")") + 2 :].split()
+
+
+def _outside(run_netns: set[int]) -> dict[int, tuple[str, int]]:
+    """pid -> (comm, CPU ticks) of the user-space processes outside the run: not in the run's
+    namespaces, not this process and not a descendant of it."""
+    me = os.getpid()
+    procs: dict[int, tuple[str, int, int]] = {}  # pid -> (comm, ppid, ticks)
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        st = _stat(d)
+        if st is None:
+            continue
+        comm, fields = st
+        if int(fields[6]) & _PF_KTHREAD:
+            continue
+        try:
+            if os.stat(f"/proc/{d}/ns/net").st_ino in run_netns:
+                continue
+        except OSError:
+            continue
+        procs[int(d)] = (comm, int(fields[1]), int(fields[11]) + int(fields[12]))
+
+    def ours(pid: int) -> bool:
+        seen = 0
+        while pid > 1 and seen < 64:  # the chain of parents up to init
+            if pid == me:
+                return True
+            pid = procs[pid][1] if pid in procs else 0
+            seen += 1
+        return False
+
+    return {pid: (comm, ticks) for pid, (comm, _, ticks) in procs.items() if not ours(pid)}
+
+
 def _json_lines(path: Path) -> list[LinkemStats]:
     """The complete JSON lines of an emulator's stats file (the last one may be being written)."""
     out: list[LinkemStats] = []
@@ -189,6 +250,8 @@ class HostWatch:
         self.load0 = os.getloadavg()[0]
         self.m0 = _machine()
         self.p0 = self._processes()
+        self.run_netns = {ino for ns in net.namespaces if (ino := _ns_inode(ns)) is not None}
+        self.o0 = _outside(self.run_netns)
         # Per emulator: its lines so far (the last one is the window's baseline).
         self.e0 = {i: len(_json_lines(Path(s["stats"]))) for i, s in net.link_specs.items() if s.get("stats")}
 
@@ -218,7 +281,13 @@ class HostWatch:
 
     def finish(self) -> HostReport:
         wall = max(1e-6, time.monotonic() - self.t0)
-        m1, p1 = _machine(), self._processes()
+        m1, p1, o1 = _machine(), self._processes(), _outside(self.run_netns)
+        outside: list[OutsideCpu] = []
+        for pid, (comm, ticks) in o1.items():
+            pct = round((ticks - self.o0.get(pid, (comm, 0))[1]) / _HZ / wall * 100, 1)
+            if pct >= 1:
+                outside.append({"pid": pid, "comm": comm, "cpu_pct": pct})
+        outside.sort(key=lambda p: -p["cpu_pct"])
         procs: list[ProcessCpu] = []
         for pid, (ns, comm, ticks) in sorted(p1.items()):
             before = self.p0.get(pid, (ns, comm, 0))[2]
@@ -250,6 +319,7 @@ class HostWatch:
             "loadavg_1m": [round(self.load0, 2), round(os.getloadavg()[0], 2)],
             "cpu_by_process": groups,
             "processes": procs,
+            "outside_processes": outside,
             "emulators": emulators,
         }
 
@@ -354,6 +424,13 @@ def flags(host: HostReport, pacing: dict[str, SenderPacing] | None = None) -> li
                     f"bunched (released late, limit {BUNCHED_MAX_1S * 100:.0f} % in any second, "
                     f"{BUNCHED_MAX * 100:.0f} % overall)"
                 )
+    busy = [p for p in host.get("outside_processes", []) if p["cpu_pct"] > OUTSIDE_PROCESS_MAX]
+    if busy:
+        named = ", ".join(f"{p['comm']} (pid {p['pid']}) {p['cpu_pct']:.0f} %" for p in busy[:3])
+        out.append(
+            f"{len(busy)} process(es) outside this run took more than {OUTSIDE_PROCESS_MAX:.0f} % of a core "
+            f"meanwhile: {named}: the stacks and emulators shared the CPUs with them"
+        )
     fast = {n: p for n, p in (pacing or {}).items() if p["times_bottleneck"] > PACING_MAX}
     if fast:
         worst = max(fast.values(), key=lambda p: p["times_bottleneck"])
