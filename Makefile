@@ -89,9 +89,11 @@ $(LIBUDT_PEER): stacks/libudt/udt_peer.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -O2 -g -std=c++17 -Wall -Wextra -pthread -o $@ $< -ludt
 
-# What mypy --strict checks. Not yet: conformance/tests (untyped test functions). testbed/tests has
-# a mypy run of its own in `check`: its conftest.py is a top-level module `conftest` (the tests
-# import it by that name), as impl/interop's is, and one mypy run cannot hold two modules of a name.
+# What mypy --strict checks. testbed/tests and conformance/tests have a mypy run each of their own
+# in `check`: their modules are top-level ones (no __init__.py), as harness/tests' and impl/interop's
+# are, several of the same name (test_capture, test_interop, test_report, conftest: the tests import
+# theirs by that name, conformance/conftest.py for conformance/tests), and one mypy run cannot hold
+# two modules of a name.
 MYPY_PATHS := harness/udtharness conformance/udtconf testbed/udtbed harness/tests impl/bench impl/interop dashboards ci
 
 # Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, mypy.ini),
@@ -101,11 +103,12 @@ check:
 	@test -x $(PYTHON) || { echo "make check: no $(PYTHON); run 'make setup' once (it installs the tools)" >&2; exit 2; }
 	@echo "==> check: cargo fmt --check, cargo clippy -D warnings (impl/)"
 	cd impl && $(CARGO) fmt --all --check && $(CARGO) clippy --release --all-targets --quiet -- -D warnings
-	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's and testbed's tests, interop, benches, dashboards, ci), import contract"
+	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's, conformance's and testbed's tests, interop, benches, dashboards, ci), import contract"
 	$(PYTHON) -m ruff format --check --quiet .
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy $(MYPY_PATHS)
 	$(PYTHON) -m mypy testbed/tests
+	$(PYTHON) -m mypy conformance/tests conformance/conftest.py
 	$(PYTHON) ci/import_graph.py
 
 # `make test` is the loop a change goes through (~25 min on 2 cores): every check, unit, wire,

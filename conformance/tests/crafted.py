@@ -3,11 +3,22 @@ from ``(sender, time, datagram)`` triples, and the four-packet listener handshak
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from udtconf.udt.trace import Connection, Record
-from udtconf.udt.wire import Handshake, decode, peer_ip_field
+from udtconf.udt.wire import Handshake, Packet, WireError, decode, peer_ip_field
 
 CID, SID, ISN = 0x11, 0x22, 1000
 COOKIE = 77
+
+P = TypeVar("P", bound=Packet)
+
+
+def decode_as(kind: type[P], raw: bytes) -> P:
+    """``raw`` decoded, asserting that it is a ``kind``."""
+    p = decode(raw)
+    assert isinstance(p, kind), f"a {type(p).__name__}, not a {kind.__name__}"
+    return p
 
 
 def conn_of(*pkts: tuple[str, float, bytes], t0: float = 0.0) -> Connection:
@@ -16,10 +27,11 @@ def conn_of(*pkts: tuple[str, float, bytes], t0: float = 0.0) -> Connection:
     c = Connection(server=("127.0.0.1", 9000), client=("127.0.0.1", 5000))
     for i, (sender, t, raw) in enumerate(pkts, start=1):
         try:
-            p, e = decode(raw), None
-        except ValueError as err:
+            p: Packet | None = decode(raw)
+            e: WireError | None = None
+        except WireError as err:  # what udtconf.udt.trace keeps; any other error is the test's
             p, e = None, err
-        c.records.append(Record(i, t0 + t, sender, raw, p, e))  # type: ignore[arg-type]
+        c.records.append(Record(i, t0 + t, sender, raw, p, e))
     return c
 
 

@@ -22,13 +22,13 @@ from udtconf.udt.tester import ABSURD_HANDSHAKES, PROBES, Probe, _whole_messages
 from udtconf.udt.wire import Ack, Handshake
 from udtharness.pcap import read_udp
 from udtharness.stacks import Stack
-from verdicts import probe_verdict
+from verdicts import RecordProperty, probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("udt")]
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
-def test_probe(stack: Stack, probe: Probe, results_dir: Path, record_property) -> None:  # type: ignore[no-untyped-def]
+def test_probe(stack: Stack, probe: Probe, results_dir: Path, record_property: RecordProperty) -> None:
     probe_verdict(stack, probe, run_probe, results_dir, record_property, spec="UDT4.md", plays=probe.role)
 
 

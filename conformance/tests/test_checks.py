@@ -19,8 +19,8 @@ def data(seq: int, t: float) -> tuple[str, float, bytes]:
     return ("client", t, DataPacket(seq=seq, msg_no=1, dst_id=SID, payload=b"x" * 100).encode())
 
 
-def run(rule_id: str, conn: Connection, case: str = "transfer", **kw: object) -> list[str]:
-    return [v.message for v in rule_by_id(rule_id).run(conn, Context(case, **kw))]  # type: ignore[arg-type]
+def run(rule_id: str, conn: Connection, case: str = "transfer", dropped: set[int] | None = None) -> list[str]:
+    return [v.message for v in rule_by_id(rule_id).run(conn, Context(case, dropped or set()))]
 
 
 def test_cookie_round_passes_and_fails() -> None:

@@ -13,13 +13,13 @@ from script_stack import script_stack
 from test_sabul_active import NAIVE as SABUL_NAIVE
 from udtconf.frtp.tester import PROBES, FrtpProbe, run_probe
 from udtharness.stacks import Stack
-from verdicts import probe_verdict
+from verdicts import RecordProperty, probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("frtp")]
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
-def test_frtp_probe(stack: Stack, probe: FrtpProbe, results_dir: Path, record_property) -> None:  # type: ignore[no-untyped-def]
+def test_frtp_probe(stack: Stack, probe: FrtpProbe, results_dir: Path, record_property: RecordProperty) -> None:
     probe_verdict(stack, probe, run_probe, results_dir, record_property, spec="FRTP.md", plays=f"as the {probe.role}")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 
 import pytest
 from udtconf.frtp.peer import FrtpReceiver, FrtpSender
@@ -19,8 +20,8 @@ RATE = 20_000_000
 IPT = 1500 * 8 / RATE  # 600 µs
 
 
-def frtp_pair(data: bytes, rate: int = RATE, **kw: object) -> Pair:
-    pair = Pair(data, **kw)  # type: ignore[arg-type]
+def frtp_pair(data: bytes, rate: int = RATE, lose: Callable[[int, int], bool] | None = None) -> Pair:
+    pair = Pair(data, lose=lose)
     pair.sender = FrtpSender(io.BytesIO(data).read)
     pair.receiver = FrtpReceiver(5000, 7000, pair.receiver_config, data_ip="10.1.0.2", rate_bps=rate)
     return pair

@@ -9,6 +9,7 @@ import io
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from udtconf.frtp.peer import FrtpSender, make_receiver
@@ -18,6 +19,25 @@ from udtconf.sabul.peer import ReceiverConfig, SenderConfig
 
 QUIET = io.StringIO()
 RATE = 40_000_000
+
+
+class _RecordingSender(FrtpSender):
+    """FRTP's sender, telling ``on_dest`` where its ``data_dest`` hook sends DATA."""
+
+    def __init__(
+        self,
+        read: Callable[[int], bytes],
+        cfg: SenderConfig | None,
+        max_rate: int,
+        on_dest: Callable[[tuple[str, int]], None],
+    ) -> None:
+        super().__init__(read, cfg, max_rate)
+        self._on_dest = on_dest
+
+    def data_dest(self, control_peer_ip: str) -> tuple[str, int]:
+        dest = super().data_dest(control_peer_ip)
+        self._on_dest(dest)
+        return dest
 
 
 class Serving:
@@ -35,16 +55,11 @@ class Serving:
         self.address = addr
         self.ready.set()
 
-    def _make(self, read, cfg: SenderConfig | None, max_rate: int) -> FrtpSender:  # type: ignore[no-untyped-def]
-        s = FrtpSender(read, cfg, max_rate)
-        original = s.data_dest
+    def _make(self, read: Callable[[int], bytes], cfg: SenderConfig | None, max_rate: int) -> FrtpSender:
+        return _RecordingSender(read, cfg, max_rate, on_dest=self._sending_to)
 
-        def dest(peer_ip: str) -> tuple[str, int]:
-            self.dest = original(peer_ip)
-            return self.dest
-
-        s.data_dest = dest  # type: ignore[method-assign]
-        return s
+    def _sending_to(self, dest: tuple[str, int]) -> None:
+        self.dest = dest
 
     def _run(self, data: bytes, max_rate: int) -> None:
         try:

@@ -1,6 +1,7 @@
 """The INFLUX=URL results plugin: tags of a case, and a missing server never fails the suite."""
 
 from types import SimpleNamespace
+from typing import Literal
 
 import pytest
 from udtconf.influx_results import InfluxResults, case_tags
@@ -22,7 +23,9 @@ def test_case_keys_become_server_client_case_tags() -> None:
     }
 
 
-def report(when: str, outcome: str, **extra: object) -> pytest.TestReport:
+def report(
+    when: Literal["setup", "call", "teardown"], outcome: Literal["passed", "failed", "skipped"], **extra: object
+) -> pytest.TestReport:
     props = [("udtc_key", "interop/a/b/handshake")]
     rep = pytest.TestReport("x::y", ("x", 1, "y"), {}, outcome, None, when, duration=0.25, user_properties=props)
     for k, v in extra.items():

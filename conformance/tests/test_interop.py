@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 from udtconf.runner import InteropRunner, RunStatus
 from udtharness.stacks import Stack
+from verdicts import RecordProperty
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 
-def test_matrix(matrix_cell: tuple[Stack, Stack, str], runner: InteropRunner, record_property) -> None:  # type: ignore[no-untyped-def]
+def test_matrix(matrix_cell: tuple[Stack, Stack, str], runner: InteropRunner, record_property: RecordProperty) -> None:
     server, client, case = matrix_cell
     res = runner.run(server, client, case)
     record_property("udtc_logdir", str(res.logdir))

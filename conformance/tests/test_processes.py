@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 from script_stack import script_stack
-from udtconf.active import Outcome
+from udtconf.active import Outcome, ProbeResult
 from udtconf.diagnosis import crashed, log_crash
 from udtconf.family import RUNS
 from udtconf.runner import InteropRunner, RunStatus
-from udtconf.udt.tester import Probe, ProbeEnv, ProbeResult, _StackServer, run_probe
+from udtconf.udt.tester import Probe, ProbeEnv, _StackServer, run_probe
 from udtharness import processes
 from udtharness.processes import LimitError, Limits, parse_seconds, parse_size
 
@@ -225,7 +225,7 @@ def test_sigterm_ends_every_process_of_the_stack_it_started(tmp_path: Path, runn
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__).parent)]
         env.update(UDTC_STACK=str(stack.path), UDTC_AGAINST="none", CASES="handshake", UDTC_PROBES="none")
         env.update(UDTC_RESULTS=str(tmp_path / "out"))
-        expected = pytest.ExitCode.INTERRUPTED
+        expected: int = pytest.ExitCode.INTERRUPTED
     else:
         argv = [sys.executable, "-m", "udtconf", "run", "--stack", str(stack.path), "--against", "none"]
         argv += ["--cases", "handshake", "--probes", "none", "--out", str(tmp_path / "out")]

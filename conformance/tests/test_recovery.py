@@ -23,6 +23,7 @@ from udtconf.udt.recovery import (
 from udtconf.udt.trace import Connection, Record
 from udtconf.udt.wire import Ack, DataPacket, Handshake, Nak, Packet, encode_loss_list
 from udtharness.stacks import Stack, reference_stack
+from verdicts import RecordProperty
 
 # ------------------------------------------------------------------------- judging and measuring
 
@@ -177,7 +178,7 @@ def test_lost_retransmission_is_recovered_as_promptly_as_the_reference(
     recovery_pair: tuple[Stack, Stack],
     recovery_runner: RecoveryRunner,
     reference_recovery: tuple[RunResult, Recovery | None],
-    record_property,  # type: ignore[no-untyped-def]
+    record_property: RecordProperty,
 ) -> None:
     server, client = recovery_pair
     res, rec = recovery_runner.recovery(server, client)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from crafted import decode_as
 from udtconf.seq import MAX, incseq
 from udtconf.udt.relay import LossRelay, wrap_target
-from udtconf.udt.wire import Ack, DataPacket, Handshake, Nak, decode, encode_loss_list
+from udtconf.udt.wire import Ack, DataPacket, Handshake, Nak, encode_loss_list
 from udtharness.pcap import read_udp
 
 
@@ -25,14 +26,14 @@ def test_drops_chosen_offsets_once_and_shifts_across_wrap(tmp_path: Path) -> Non
     with LossRelay(server.getsockname(), drop=[1, 4], isn_target=target, capture=tmp_path / "r.pcap") as relay:
         client.sendto(Handshake(isn=isn, socket_id=7).encode(), relay.address)
         hs, up = server.recvfrom(2048)
-        assert decode(hs).isn == target  # type: ignore[union-attr]
+        assert decode_as(Handshake, hs).isn == target
         # the response's ISN is translated back
         server.sendto(Handshake(isn=target, socket_id=9, req_type=-1, dst_id=7).encode(), up)
-        assert decode(client.recv(2048)).isn == isn  # type: ignore[union-attr]
+        assert decode_as(Handshake, client.recv(2048)).isn == isn
         for off in range(6):
             client.sendto(DataPacket(seq=isn + off, msg_no=1, dst_id=9).encode(), relay.address)
         client.sendto(DataPacket(seq=isn + 1, msg_no=1, dst_id=9).encode(), relay.address)  # retransmission
-        got = [decode(server.recv(2048)).seq for _ in range(5)]  # type: ignore[union-attr]
+        got = [decode_as(DataPacket, server.recv(2048)).seq for _ in range(5)]
         expect = [incseq(target, o) for o in (0, 2, 3, 5, 1)]
         assert got == expect
         assert relay.dropped == [incseq(target, 1), incseq(target, 4)]
@@ -40,9 +41,9 @@ def test_drops_chosen_offsets_once_and_shifts_across_wrap(tmp_path: Path) -> Non
         lost = [incseq(target, 1), incseq(target, 2), incseq(target, 3)]  # MAX-1, MAX, 0
         assert lost == [MAX - 1, MAX, 0]
         server.sendto(Nak(dst_id=7, words=tuple(encode_loss_list(lost))).encode(), up)
-        assert decode(client.recv(2048)).losses() == [isn + 1, isn + 2, isn + 3]  # type: ignore[union-attr]
+        assert decode_as(Nak, client.recv(2048)).losses() == [isn + 1, isn + 2, isn + 3]
         server.sendto(Ack(dst_id=7, ack_no=incseq(target, 6)).encode(), up)
-        assert decode(client.recv(2048)).ack_no == isn + 6  # type: ignore[union-attr]
+        assert decode_as(Ack, client.recv(2048)).ack_no == isn + 6
     legs = read_udp(tmp_path / "r.pcap")
     assert len(legs) == 2 * (2 + 5 + 2) + 2  # both legs of forwarded packets + 2 dropped (one leg)
 
@@ -51,9 +52,9 @@ def test_without_shift_numbers_pass_unchanged() -> None:
     server, client = _sock(), _sock()
     with LossRelay(server.getsockname()) as relay:
         client.sendto(Handshake(isn=5, socket_id=7).encode(), relay.address)
-        assert decode(server.recv(2048)).isn == 5  # type: ignore[union-attr]
+        assert decode_as(Handshake, server.recv(2048)).isn == 5
         client.sendto(DataPacket(seq=5, msg_no=1, dst_id=9).encode(), relay.address)
-        assert decode(server.recv(2048)).seq == 5  # type: ignore[union-attr]
+        assert decode_as(DataPacket, server.recv(2048)).seq == 5
 
 
 def test_client_isn_with_bit_31_set_passes_both_ways_byte_for_byte() -> None:
@@ -80,11 +81,11 @@ def test_a_shift_returns_the_client_its_own_isn_word_with_bit_31() -> None:
     with LossRelay(server.getsockname(), isn_target=target) as relay:
         client.sendto(Handshake(isn=isn, socket_id=7).encode(), relay.address)
         hs, up = server.recvfrom(2048)
-        assert decode(hs).isn == target  # type: ignore[union-attr]
+        assert decode_as(Handshake, hs).isn == target
         server.sendto(Handshake(isn=target, socket_id=9, req_type=-1, dst_id=7).encode(), up)
-        assert decode(client.recv(2048)).isn == isn  # type: ignore[union-attr]
+        assert decode_as(Handshake, client.recv(2048)).isn == isn
         client.sendto(DataPacket(seq=isn & MAX, msg_no=1, dst_id=9).encode(), relay.address)
-        assert decode(server.recv(2048)).seq == target  # type: ignore[union-attr]
+        assert decode_as(DataPacket, server.recv(2048)).seq == target
 
 
 def test_bottleneck_paces_and_tail_drops() -> None:
@@ -97,7 +98,7 @@ def test_bottleneck_paces_and_tail_drops() -> None:
         t0 = time.monotonic()
         for s in range(10):
             client.sendto(DataPacket(seq=s, msg_no=1, dst_id=9).encode(), relay.address)
-        got = [decode(server.recv(2048)).seq for _ in range(5)]  # type: ignore[union-attr]
+        got = [decode_as(DataPacket, server.recv(2048)).seq for _ in range(5)]
         elapsed = time.monotonic() - t0
     assert got == [0, 1, 2, 3, 4]  # handshake's slot freed before the burst; 5 queued, the rest tail-dropped
     assert relay.dropped == [5, 6, 7, 8, 9] and relay.tail_drops == 5
@@ -113,6 +114,6 @@ def test_drop_rexmit_drops_the_original_and_its_first_retransmission() -> None:
         # offsets 0..4, then offset 3 three times (two retransmissions) and offset 1 once more
         for off in [0, 1, 2, 3, 4, 3, 3, 1]:
             client.sendto(DataPacket(seq=isn + off, msg_no=1, dst_id=9).encode(), relay.address)
-        got = [decode(server.recv(2048)).seq - isn for _ in range(5)]  # type: ignore[union-attr]
+        got = [decode_as(DataPacket, server.recv(2048)).seq - isn for _ in range(5)]
     assert got == [0, 2, 4, 3, 1]  # only the second retransmission of 3 gets through
     assert relay.dropped == [isn + 1, isn + 3, isn + 3]

@@ -12,13 +12,13 @@ import pytest
 from script_stack import script_stack
 from udtconf.sabul.tester import PROBES, SabulProbe, run_probe
 from udtharness.stacks import Stack
-from verdicts import probe_verdict
+from verdicts import RecordProperty, probe_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.active, pytest.mark.protocols("sabul")]
 
 
 @pytest.mark.parametrize("probe", PROBES, ids=[p.id for p in PROBES])
-def test_sabul_probe(stack: Stack, probe: SabulProbe, results_dir: Path, record_property) -> None:  # type: ignore[no-untyped-def]
+def test_sabul_probe(stack: Stack, probe: SabulProbe, results_dir: Path, record_property: RecordProperty) -> None:
     plays = f"as the {probe.role}"
     probe_verdict(stack, probe, run_probe, results_dir, record_property, spec="SABUL.md", plays=plays)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from crafted_sabul import BLOCK, DATA_PORT, Capture, good
-from udtconf.checks import Inconclusive
+from udtconf.checks import Inconclusive, Violation
 from udtconf.sabul import trace
 from udtconf.sabul.checks import RULES, SabulContext, rule_by_id, rules_for
 from udtconf.sabul.wire import Ack, Data, Err, OptionBlock, Syn, encode_raw_control
@@ -16,9 +16,16 @@ from udtconf.sabul.wire import Ack, Data, Err, OptionBlock, Syn, encode_raw_cont
 RECEIVER = frozenset({"receiver"})
 
 
-def run(rule_id: str, cap: Capture, tmp: Path, case: str = "loss", judges: frozenset[str] = trace.BOTH, **ctx: object):
+def run(
+    rule_id: str,
+    cap: Capture,
+    tmp: Path,
+    case: str = "loss",
+    judges: frozenset[str] = trace.BOTH,
+    mss: dict[str, int] | None = None,
+) -> list[Violation]:
     s = cap.session(tmp, judges)
-    return rule_by_id(rule_id).run(s, SabulContext(case, **ctx))  # type: ignore[arg-type]
+    return rule_by_id(rule_id).run(s, SabulContext(case, mss or {}))
 
 
 def test_rule_ids_cite_sections_and_grades() -> None:
@@ -56,7 +63,7 @@ def test_a_hole_in_the_captured_stream_makes_the_stream_rules_inconclusive(tmp_p
         rule_by_id("sabul/3.2/control-decodable").run(s, SabulContext("transfer"))
 
 
-def _one(violations: list, side: str) -> str:  # type: ignore[type-arg]
+def _one(violations: list[Violation], side: str) -> str:
     assert violations, "expected a violation"
     assert {v.party for v in violations} == {side}
     assert violations[0].frame is not None

@@ -10,7 +10,7 @@ import pytest
 from udtconf.sabul import peer
 from udtconf.sabul.pair import Pair
 from udtconf.sabul.peer import ProtocolError, ReceiverConfig, SabulReceiver, SabulSender, SenderConfig
-from udtconf.sabul.rate import I_MAX
+from udtconf.sabul.rate import I_MAX, RateControl
 from udtconf.sabul.wire import Ack, Data, Err, OptionBlock, Syn, decode_control
 
 PAYLOAD = 1468
@@ -105,6 +105,7 @@ def test_lossless_transfer_below_the_slow_start_window_keeps_its_initial_rate() 
     assert on.sender.rc.interval == 120.0 and on.sender.rc.slow_start
     off = Pair(data, SenderConfig(interval_us=120.0, slow_start=False))
     assert off.run() == data
+    assert isinstance(off.sender.rc, RateControl)  # SABUL's own (the hook's default)
     assert off.sender.rc.interval < 120.0 and off.sender.rc.increases > 0
 
 

@@ -165,15 +165,19 @@ def _rst(sock: socket.socket) -> None:
     sock.close()
 
 
+# A misbehaving sender's script: (control socket, UDP socket, the receiver's data address).
+SenderScript = Callable[[socket.socket, socket.socket, tuple[str, int]], None]
+# The fake_sender fixture: starts a script, answers the address it listens on.
+FakeSender = Callable[[SenderScript], tuple[str, int]]
+
+
 @pytest.fixture
-def fake_sender() -> Iterator[
-    Callable[[Callable[[socket.socket, socket.socket, tuple[str, int]], None]], tuple[str, int]]
-]:
+def fake_sender() -> Iterator[FakeSender]:
     """A listening socket whose accepted connection is handed, after the block/echo exchange, to a
     script (control socket, UDP socket, receiver's data address)."""
     threads: list[threading.Thread] = []
 
-    def start(script: Callable[[socket.socket, socket.socket, tuple[str, int]], None]) -> tuple[str, int]:
+    def start(script: SenderScript) -> tuple[str, int]:
         lsock = socket.socket()
         lsock.bind(("127.0.0.1", 0))
         lsock.listen(1)
@@ -190,7 +194,8 @@ def fake_sender() -> Iterator[
         t = threading.Thread(target=run, daemon=True)
         t.start()
         threads.append(t)
-        return lsock.getsockname()
+        addr: tuple[str, int] = lsock.getsockname()  # typeshed: Any (the form depends on the family)
+        return addr
 
     yield start
     for t in threads:
@@ -204,7 +209,7 @@ def _wait_for_ack(conn: socket.socket, ack_no: int) -> None:
         buf += conn.recv(4096)
 
 
-def test_receiver_treats_a_reset_before_eof_as_an_abort_and_keeps_what_arrived(fake_sender) -> None:  # type: ignore[no-untyped-def]
+def test_receiver_treats_a_reset_before_eof_as_an_abort_and_keeps_what_arrived(fake_sender: FakeSender) -> None:
     def script(conn: socket.socket, udp: socket.socket, dest: tuple[str, int]) -> None:
         for seq, chunk in enumerate((b"first", b"second", b"third")):
             udp.sendto(Data(seq, chunk).encode(), dest)
@@ -218,7 +223,7 @@ def test_receiver_treats_a_reset_before_eof_as_an_abort_and_keeps_what_arrived(f
     assert sink.getvalue() == b"firstsecondthird"
 
 
-def test_receiver_ignores_data_from_a_foreign_address(fake_sender) -> None:  # type: ignore[no-untyped-def]
+def test_receiver_ignores_data_from_a_foreign_address(fake_sender: FakeSender) -> None:
     def script(conn: socket.socket, udp: socket.socket, dest: tuple[str, int]) -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as other:
             other.bind(("127.0.0.2", 0))
@@ -236,7 +241,7 @@ def test_receiver_ignores_data_from_a_foreign_address(fake_sender) -> None:  # t
     assert sink.getvalue() == b"real" and r.receiver.stats.pkts_recv == 1
 
 
-def test_receiver_reports_the_hole_a_premature_fin_leaves(fake_sender) -> None:  # type: ignore[no-untyped-def]
+def test_receiver_reports_the_hole_a_premature_fin_leaves(fake_sender: FakeSender) -> None:
     def script(conn: socket.socket, udp: socket.socket, dest: tuple[str, int]) -> None:
         udp.sendto(Data(0, b"a").encode(), dest)
         udp.sendto(Data(2, b"c").encode(), dest)

@@ -12,12 +12,14 @@ from udtconf.runner import InteropRunner
 from udtconf.sabul.checks import SabulContext, SabulRule
 from udtconf.sabul.interop import CASE_MSS, SabulRunResult
 from udtharness.stacks import Stack
-from verdicts import rule_run, rule_verdict
+from verdicts import RecordProperty, rule_run, rule_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("sabul")]
 
 
-def test_sabul_rule(sabul_rule: tuple[Stack, Stack, str, SabulRule], runner: InteropRunner, record_property) -> None:  # type: ignore[no-untyped-def]
+def test_sabul_rule(
+    sabul_rule: tuple[Stack, Stack, str, SabulRule], runner: InteropRunner, record_property: RecordProperty
+) -> None:
     server, client, case, rule = sabul_rule
     res = rule_run(rule, server, client, case, runner, record_property)
     assert isinstance(res, SabulRunResult)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from udtconf.selection import Selection, SelectionError, Shard, from_env, key_unit
 from udtconf.udt.checks import rules_for
-from udtharness.stacks import STACKS_DIR, TESTCASES, StackError
+from udtharness.stacks import STACKS_DIR, TESTCASES, Stack, StackError
 
 
 def _stack(root: Path, name: str, cases: str = '["handshake", "transfer"]') -> Path:
@@ -21,7 +21,7 @@ def _stack(root: Path, name: str, cases: str = '["handshake", "transfer"]') -> P
     return d
 
 
-def names(cells: list) -> set[tuple[str, str, str]]:  # type: ignore[type-arg]
+def names(cells: list[tuple[Stack, Stack, str]]) -> set[tuple[str, str, str]]:
     return {(s.name, c.name, k) for s, c, k in cells}
 
 

@@ -16,13 +16,13 @@ TEMPLATE = Path(__file__).resolve().parents[1] / "template"
 UDT = Path(__file__).resolve().parents[2] / "impl" / "target" / "release" / "udt"
 
 
-def test_the_template_names_nothing_of_this_tree():
+def test_the_template_names_nothing_of_this_tree() -> None:
     for f in ("meta.toml", "entrypoint"):
         text = (TEMPLATE / f).read_text()
         assert "REPO_ROOT" not in text and "[bulk]" not in text and "impl/target" not in text, f
 
 
-def test_a_copy_loads_as_a_stack_and_says_what_is_not_built(tmp_path):
+def test_a_copy_loads_as_a_stack_and_says_what_is_not_built(tmp_path: Path) -> None:
     d = shutil.copytree(TEMPLATE, tmp_path / "mystack")
     s = load(d)
     assert (s.name, s.protocol) == ("mystack", "udt")
@@ -30,13 +30,13 @@ def test_a_copy_loads_as_a_stack_and_says_what_is_not_built(tmp_path):
         [str(d / "entrypoint")], env={"TESTCASE": "handshake", "PATH": "/usr/bin:/bin"}, capture_output=True, text=True
     )
     assert p.returncode == 3 and "bin/mystack-cli is not built" in p.stderr, p.stderr
-    p = subprocess.run([str(d / "entrypoint")], env={"TESTCASE": "no-such-case", "PATH": "/usr/bin:/bin"})
-    assert p.returncode == 127
+    unknown = subprocess.run([str(d / "entrypoint")], env={"TESTCASE": "no-such-case", "PATH": "/usr/bin:/bin"})
+    assert unknown.returncode == 127
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not UDT.exists(), reason="udt not built (make build)")
-def test_a_copy_wired_to_a_real_stack_passes_from_outside_the_tree(tmp_path):
+def test_a_copy_wired_to_a_real_stack_passes_from_outside_the_tree(tmp_path: Path) -> None:
     d = shutil.copytree(TEMPLATE, tmp_path / "mystack")
     # "Your" CLI: udt-rs's, behind the template's command names.
     cli = d / "bin" / "mystack-cli"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from crafted import decode_as
 from udtconf.seq import MAX, decseq, incseq, seqcmp, seqlen, seqoff
 from udtconf.udt import wire
 from udtconf.udt.wire import (
@@ -176,7 +177,7 @@ def test_handshake_lengths_are_64() -> None:
 
 def test_peer_ip_is_little_endian_words() -> None:
     assert wire.peer_ip_field("127.0.0.1") == bytes.fromhex("0100007f") + bytes(12)
-    assert decode(HS_FINAL).peer_address == "10.0.0.1"  # type: ignore[union-attr]
+    assert decode_as(Handshake, HS_FINAL).peer_address == "10.0.0.1"
     v6 = "2001:db8::1"
     assert wire.peer_ip_from_field(wire.peer_ip_field(v6)) == v6
 
@@ -197,9 +198,9 @@ def test_data_message_word_examples() -> None:
 
 
 def test_ack_kind_by_length() -> None:
-    assert decode(FIXTURES[5][1]).kind is AckKind.FULL  # type: ignore[union-attr]
-    assert decode(FIXTURES[7][1]).kind is AckKind.MEDIUM  # type: ignore[union-attr]
-    assert decode(FIXTURES[8][1]).kind is AckKind.LIGHT  # type: ignore[union-attr]
+    assert decode_as(Ack, FIXTURES[5][1]).kind is AckKind.FULL
+    assert decode_as(Ack, FIXTURES[7][1]).kind is AckKind.MEDIUM
+    assert decode_as(Ack, FIXTURES[8][1]).kind is AckKind.LIGHT
 
 
 def test_sixteen_byte_empty_control_is_accepted() -> None:

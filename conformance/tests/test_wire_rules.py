@@ -12,13 +12,18 @@ from udtconf.checks import Rule
 from udtconf.runner import InteropRunner
 from udtconf.udt.checks import Context
 from udtconf.udt.interop import UdtRunResult
+from udtconf.udt.trace import Connection
 from udtharness.stacks import Stack
-from verdicts import rule_run, rule_verdict
+from verdicts import RecordProperty, rule_run, rule_verdict
 
 pytestmark = [pytest.mark.slow, pytest.mark.needs_root, pytest.mark.protocols("udt")]
 
 
-def test_rule(matrix_rule: tuple[Stack, Stack, str, Rule], runner: InteropRunner, record_property) -> None:  # type: ignore[no-untyped-def]
+def test_rule(
+    matrix_rule: tuple[Stack, Stack, str, Rule[Connection, Context]],
+    runner: InteropRunner,
+    record_property: RecordProperty,
+) -> None:
     server, client, case, rule = matrix_rule
     res = rule_run(rule, server, client, case, runner, record_property)
     assert isinstance(res, UdtRunResult)

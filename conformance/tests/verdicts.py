@@ -14,6 +14,9 @@ from udtconf.checks import Inconclusive, Rule, Violation
 from udtconf.runner import InteropRunner, RunResult, RunStatus
 from udtharness.stacks import Stack
 
+# pytest's record_property fixture: a name and a JSON-able value for the test's report.
+RecordProperty = Callable[[str, object], None]
+
 U = TypeVar("U")  # what a rule reads: a UDT connection, a SABUL session
 C = TypeVar("C")
 
@@ -23,7 +26,7 @@ def probe_verdict(
     probe: Probe[Any],
     run_probe: Callable[[Stack, Any, Path], ProbeResult],
     results_dir: Path,
-    record_property: Callable[[str, object], None],
+    record_property: RecordProperty,
     *,
     spec: str,
     plays: str,
@@ -58,7 +61,7 @@ def rule_run(
     client: Stack,
     case: str,
     runner: InteropRunner,
-    record_property: Callable[[str, object], None],
+    record_property: RecordProperty,
 ) -> RunResult:
     """The interop run ``rule`` is checked on; skips the test where the run did not happen."""
     record_property("udtc_grade", rule.grade)
@@ -78,7 +81,7 @@ def rule_verdict(
     captured: list[U],
     ctx: C,
     names: dict[str, str],
-    record_property: Callable[[str, object], None],
+    record_property: RecordProperty,
     *,
     spec: str,
     no_capture: str,
