@@ -10,6 +10,10 @@ For the interop tests and the benches: a sender (a) and a receiver (b) in two na
 by a veth pair (:func:`veth_namespaces`), or joined through a third that runs ``udt-linkem``
 (loss, delay and rate on the path; :func:`linkem_namespaces`). The testbed builds its
 topologies with Mininet and cleans them up with the same :func:`cleanup`.
+
+``udt-linkem`` (docs/link-emulation.md) is started in one place, :func:`start_linkem`, for the
+interop tests' :func:`linkem_namespaces` and the testbed's emulated links alike; :func:`check_linkem`
+says why it exited at start, :func:`stop_linkem` ends it.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import processes
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,8 @@ def linkem_namespaces(
     pid = os.getpid()
     ns_a, ns_b, ns_m = (f"{ns_prefix}{pid}-{x}" for x in "abm")
     made: list[str] = []
-    linkem: subprocess.Popen[bytes] | None = None
+    linkem: processes.StackProcess | None = None
+    log: Path | None = None
     try:
         for ns in (ns_a, ns_b, ns_m):
             _run("ip", "netns", "add", ns)
@@ -150,27 +157,102 @@ def linkem_namespaces(
             for ns, addr in zip((ns_a, ns_b), control, strict=True):
                 _run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "ctl0")
                 _run("ip", "-n", ns, "link", "set", "ctl0", "up")
-        argv = [str(LINKEM), "--a", "la", "--b", "lb", "--a-to-b", a_to_b, "--b-to-a", b_to_a]
-        if stats is not None:
-            argv += ["--stats", str(stats)]
-        log = tempfile.TemporaryFile()
-        linkem = subprocess.Popen(["ip", "netns", "exec", ns_m, *argv], stdout=log, stderr=log)
+        fd, name = tempfile.mkstemp(prefix="udt-linkem-", suffix=".log")  # its output, for check_linkem
+        log = Path(name)
+        os.close(fd)
+        linkem = start_linkem(ns_m, "la", "lb", a_to_b, b_to_a, stats=stats, log=log)
         time.sleep(0.2)  # its sockets are bound before it forwards; a start-up error ends it at once
-        if linkem.poll() is not None:
-            log.seek(0)
-            err = log.read().decode(errors="replace")
-            raise RuntimeError(f"udt-linkem exited at start ({linkem.returncode}): {err.strip()}")
+        check_linkem(linkem)
         ctrl_a, ctrl_b = control or (None, None)
         yield Net("linkem", addr_a, addr_b, ns_a, ns_b, ctrl_a, ctrl_b)
     finally:
-        if linkem is not None and linkem.poll() is None:
-            linkem.terminate()
-            try:
-                linkem.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                linkem.kill()
-                linkem.wait()
+        if linkem is not None:
+            stop_linkem([linkem], grace=5.0)
+        if log is not None:
+            log.unlink(missing_ok=True)
         delete_namespaces(made)
+
+
+def linkem_argv(
+    a: str,
+    b: str,
+    a_to_b: str,
+    b_to_a: str,
+    stats: Path | None = None,
+    args: Sequence[str] = (),
+    linkem: Path | None = None,
+) -> list[str]:
+    """``udt-linkem``'s command line: forward between the interfaces ``a`` and ``b`` with the
+    link specs ``a_to_b`` and ``b_to_a`` (docs/link-emulation.md), append counters to ``stats``
+    once a second where given (``--stats``), then ``args`` as they are (``--realtime``...).
+    ``linkem``: the binary (default :data:`LINKEM`)."""
+    argv = [str(linkem or LINKEM), "--a", a, "--b", b, "--a-to-b", a_to_b, "--b-to-a", b_to_a]
+    if stats is not None:
+        argv += ["--stats", str(stats)]
+    return [*argv, *args]
+
+
+def start_linkem(
+    ns: str,
+    a: str,
+    b: str,
+    a_to_b: str,
+    b_to_a: str,
+    *,
+    log: Path,
+    stats: Path | None = None,
+    args: Sequence[str] = (),
+    cpus: Collection[int] | None = None,
+    linkem: Path | None = None,
+) -> processes.StackProcess:
+    """Start ``udt-linkem`` (:func:`linkem_argv`) in the namespace ``ns``, where ``a`` and ``b``
+    are, through :func:`udtharness.processes.start`: no memory or CPU cap, the caller's
+    environment, stdin closed, stdout and stderr both written to ``log`` (made anew), in a
+    process group of its own (``ip netns exec`` execs it in place: the PID is the emulator's),
+    confined to ``cpus`` where given. It is registered with the run's processes, so an
+    interrupted run ends it (:func:`udtharness.processes.cleanup`). Nothing is waited for: a
+    caller gives it a moment and :func:`check_linkem`, and ends it with :func:`stop_linkem`."""
+    return processes.start(
+        linkem_argv(a, b, a_to_b, b_to_a, stats, args, linkem),
+        os.environ,
+        limits=processes.UNCAPPED,
+        stdout=log,
+        stderr=log,
+        netns=ns,
+        cpus=cpus,
+    )
+
+
+def check_linkem(p: processes.StackProcess, what: str = "udt-linkem", *, show_log: bool = False) -> None:
+    """Raise RuntimeError if the emulator ``p`` has already exited (a missing interface, missing
+    privilege, a bad spec: it reports those at once), with its exit status and what it wrote
+    (the end of its log); ``show_log`` adds the log's path. ``what`` names it in the message."""
+    if p.poll() is None:
+        return
+    try:
+        text = p.log.read_bytes()[-4000:].decode(errors="replace").strip()
+    except OSError as e:
+        text = f"(its log {p.log} cannot be read: {e})"
+    see = f"; see {p.log}" if show_log else ""
+    raise RuntimeError(f"{what} exited at start ({p.returncode}): {text or '(no output)'}{see}")
+
+
+def stop_linkem(emulators: Iterable[processes.StackProcess], grace: float = 3.0) -> None:
+    """End each emulator still running: SIGTERM to every one's process group at once (it writes
+    a final stats line and exits 0), then :func:`udtharness.processes.stop` each one not yet
+    gone (SIGTERM with SIGCONT, so a stopped one acts on it too; ``grace`` seconds; then SIGKILL
+    to the group) and reap it. One already reaped is left alone: its group id may be another's
+    by now."""
+    running = [p for p in emulators if p.poll() is None]
+    for p in running:
+        p.stopped = True  # ended by the caller, not on its own (StackProcess.exit)
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for p in running:
+        if p.poll() is None:
+            processes.stop(p, grace=grace)
 
 
 def _mac(ns: str, dev: str) -> str:

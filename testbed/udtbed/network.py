@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -40,13 +39,13 @@ from typing import NotRequired, Protocol, TypedDict
 
 from udtharness import netns
 from udtharness.netns import kill_namespace, sh
-from udtharness.processes import pinned_to
+from udtharness.processes import StackProcess
 
 from .topology import FRAME_BYTES, Direction, HostNic, Link, Topology, scaled_direction
 
 PREFIX = "udtb-"
 REPO = Path(__file__).resolve().parents[2]
-LINKEM = Path(os.environ.get("UDT_LINKEM", REPO / "impl/target/release/udt-linkem"))
+LINKEM = netns.LINKEM  # the harness's: UDT_LINKEM, else impl/target/release/udt-linkem
 # Real-time forwarding threads that spin only the last 20 us: on 2 shared cores the default
 # scheduling releases 18-40 % of a loaded direction's frames in bunches, which receivers timing
 # arrivals (UDT's arrival speed, packet pairs) take for a faster link. UDT_LINKEM_ARGS overrides.
@@ -299,7 +298,7 @@ class Network:
     tag: str = field(default_factory=lambda: str(os.getpid()))
     namespaces: list[str] = field(default_factory=list)
     nodes: dict[str, MininetNode] = field(default_factory=dict)  # namespace name -> Mininet Node
-    emulators: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    emulators: dict[int, StackProcess] = field(default_factory=dict)  # link -> its udt-linkem (netns.start_linkem)
     link_specs: dict[int, LinkSpec] = field(default_factory=dict)
     nic_specs: dict[str, list[str]] = field(default_factory=dict)  # host -> its NIC's tc qdisc arguments
     built_ifaces: list[tuple[str, str]] = field(default_factory=list)  # (namespace, interface) built here
@@ -422,35 +421,21 @@ class Network:
         if self.backend == "linkem":
             spec_f, spec_r = linkem_spec(fwd, *qf), linkem_spec(rev, *qr)
             stats = self.workdir / f"linkem-{self.topo.name}-l{link.index}.jsonl"
-            log = open(self.workdir / f"linkem-{self.topo.name}-l{link.index}.log", "w")
+            log = self.workdir / f"linkem-{self.topo.name}-l{link.index}.log"
             # How the emulator threads are scheduled (docs/testbed.md, "CPU and emulation timing").
             extra = os.environ.get("UDT_LINKEM_ARGS", LINKEM_ARGS).split()
-            p = subprocess.Popen(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    r,
-                    str(LINKEM),
-                    "--a",
-                    "ra",
-                    "--b",
-                    "rb",
-                    "--a-to-b",
-                    spec_f,
-                    "--b-to-a",
-                    spec_r,
-                    "--stats",
-                    str(stats),
-                    *extra,
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=pinned_to(self.link_cpus.get(link.index)),
+            self.emulators[link.index] = netns.start_linkem(
+                r,
+                "ra",
+                "rb",
+                spec_f,
+                spec_r,
+                stats=stats,
+                args=extra,
+                log=log,
+                cpus=self.link_cpus.get(link.index),
+                linkem=LINKEM,
             )
-            log.close()
-            self.emulators[link.index] = p
             self.link_t0[link.index] = time.time()
             self.link_specs[link.index] = {
                 "ends": [link.a, link.b],
@@ -481,11 +466,7 @@ class Network:
             }
         time.sleep(0.05)
         for i, p in self.emulators.items():
-            if p.poll() is not None:
-                raise RuntimeError(
-                    f"udt-linkem for link {i} exited ({p.returncode}); see "
-                    f"{self.workdir}/linkem-{self.topo.name}-l{i}.log"
-                )
+            netns.check_linkem(p, f"udt-linkem for link {i}", show_log=True)
 
     def _resolve_arp(self) -> None:
         """Ping every host pair once so that no experiment's first frames wait for ARP."""
@@ -592,18 +573,7 @@ class Network:
         return out
 
     def close(self) -> None:
-        for p in self.emulators.values():
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for p in self.emulators.values():
-            try:
-                p.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+        netns.stop_linkem(self.emulators.values(), grace=3.0)
         self.emulators.clear()
         for node in self.nodes.values():
             try:
