@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 from udtconf.runner import InteropRunner
+from udtconf.sabul.cases import CASES
 from udtconf.sabul.checks import SabulContext, SabulRule
-from udtconf.sabul.interop import CASE_MSS, SabulRunResult
+from udtconf.sabul.interop import SabulRunResult
 from udtharness.stacks import Stack
 from verdicts import RecordProperty, rule_run, rule_verdict
 
@@ -24,7 +25,7 @@ def test_sabul_rule(
     res = rule_run(rule, server, client, case, runner, record_property)
     assert isinstance(res, SabulRunResult)
     names = {"sender": server.name, "receiver": client.name}
-    ctx = SabulContext(case, CASE_MSS.get(case, {}), set(res.dropped))
+    ctx = SabulContext(case, CASES[case].mss, set(res.dropped))
     rule_verdict(
         rule,
         res,

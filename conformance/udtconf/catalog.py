@@ -12,12 +12,15 @@ from collections.abc import Iterable
 from udtharness.stacks import reference_stack
 
 from .active import Probe, ProbeEnv
+from .frtp import cases as frtp_cases
 from .frtp import checks as frtp
 from .frtp import tester as frtp_tester
+from .sabul import cases as sabul_cases
 from .sabul import checks as sabul
 from .sabul import tester as sabul_tester
 from .sabul.checks import SabulRule
-from .udt.checks import ALL_CASES, RULES
+from .udt.cases import ALL_CASES
+from .udt.checks import RULES
 from .udt.recovery import CASES as COMPARISONS
 from .udt.tester import PROBES
 
@@ -74,7 +77,7 @@ def render() -> str:
         "receiver (the client role). Behind the `loss` case's relay a rule is judged on the leg that shows",
         "its side unaltered.",
         "",
-        *_sided_rules(sabul.RULES, sabul.ALL_CASES, "SABUL.md"),
+        *_sided_rules(sabul.RULES, sabul_cases.ALL_CASES, "SABUL.md"),
         "",
         "## SABUL active tester probes (per SABUL stack)",
         "",
@@ -87,7 +90,7 @@ def render() -> str:
         "and by FRTP's own rules below. Sides and legs as SABUL's. Timing rules state their tolerances",
         "(`conformance/udtconf/frtp/checks.py`).",
         "",
-        *_sided_rules(frtp.RULES, frtp.ALL_CASES, "FRTP.md"),
+        *_sided_rules(frtp.RULES, frtp_cases.ALL_CASES, "FRTP.md"),
         "",
         "## FRTP active tester probes (per FRTP stack)",
         "",

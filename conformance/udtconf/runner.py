@@ -37,6 +37,33 @@ POLL = 0.05  # s between looks at the processes
 WATCH_EVERY = 0.5  # s between looks at the growing capture
 
 
+@dataclass(frozen=True)
+class InteropCase:
+    """One test case of a protocol's interop run (the adapter contract's ``TESTCASE``): what the
+    client sends and how the run is played. A protocol's cases are its ``cases.CASES``
+    (:mod:`udtconf.udt.cases`, :mod:`udtconf.sabul.cases`, :mod:`udtconf.frtp.cases`), named as
+    the registry names them (:data:`udtharness.stacks.PROTOCOL_TESTCASES`)."""
+
+    name: str
+    bytes: int  # the input of each client
+    timeout: float = 30.0  # s from the start until the suite kills what still runs
+    server_mss: int | None = None  # MSS given to the server's adapter (None: the stack's own)
+    client_mss: int | None = None
+    relay: bool = False  # through the protocol's relay (its drops, bottleneck or moved sequence space)
+    clients: int = 1  # clients at once to one server port
+    rendezvous: bool = False  # both sides bind and connect to each other
+
+    @property
+    def mss(self) -> dict[str, int]:
+        """MSS per role where the case sets one ({} where it sets none)."""
+        return {side: m for side, m in (("server", self.server_mss), ("client", self.client_mss)) if m is not None}
+
+
+def cases(*defined: InteropCase) -> Mapping[str, InteropCase]:
+    """A protocol's cases by name, in the order given."""
+    return {c.name: c for c in defined}
+
+
 class RunStatus(StrEnum):
     """How an interop run ended (its value is what ``result.json`` says)."""
 

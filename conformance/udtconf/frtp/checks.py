@@ -22,10 +22,9 @@ from ..sabul import checks as sabul
 from ..sabul.checks import RuleFn, SabulContext, SabulRule
 from ..sabul.trace import Mark, SabulSession
 from ..sabul.wire import Ack, Err, Syn, describe
+from .cases import ALL_CASES, TRANSFER_CASES
 from .wire import FrtpOptionBlock, ip_text
 
-ALL_CASES = frozenset({"handshake", "transfer", "loss", "empty"})
-TRANSFER_CASES = frozenset({"transfer", "loss"})
 # §4: the IPT. Capture timestamps on a loaded 2-core host jitter by tens of µs and a sender that
 # wakes late may catch up with a short burst (§9 TC 11), so single gaps decide nothing: the
 # *median* gap must be within ±20 % of the IPT, and the mean rate over the session must not
@@ -349,4 +348,4 @@ def _ack_period(s: SabulSession, ctx: SabulContext) -> Iterable[Violation]:
             return
 
 
-__all__ = ["ALL_CASES", "INHERITED", "RULES", "rule_by_id", "rules_for"]
+__all__ = ["INHERITED", "RULES", "rule_by_id", "rules_for"]

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 from ..checks import Inconclusive, Rule, Rules, Violation
 from ..loss_list import count
+from .cases import ALL_CASES
 from .trace import ControlRecord, DataRecord, Mark, SabulSession
 from .wire import Ack, Err, SabulWireError, Syn, describe
 
-ALL_CASES = frozenset({"handshake", "mss", "transfer", "loss", "empty"})
 IP_UDP_HEADERS = 28
 ERR_PROMPT = 0.2  # s: "immediately" on a loaded 2-core host
 SYN_GAP_MAX = 0.1  # s: a SYN every 10 ms, with room for scheduling delays

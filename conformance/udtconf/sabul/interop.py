@@ -40,12 +40,10 @@ from udtharness.testdata import random_file
 from ..diagnosis import Diagnosis, exit_text, last_stats, log_crash, log_tail, stats_text
 from ..runner import SERVER_GRACE, Proc, RunResult, RunStatus, compare, end_run, new_run, start, supervise, unsupported
 from . import trace
+from .cases import CASES
 from .profile import SabulProfile, profile_for
 from .relay import SabulRelay
 
-CASE_BYTES = {"handshake": 1024, "mss": 16 * 1024, "transfer": 2 * 1024 * 1024, "loss": 1024 * 1024, "empty": 0}
-CASE_TIMEOUT = {"loss": 60.0}
-CASE_MSS = {"mss": {"server": 1052, "client": 1280}}
 ROLE = {"server": "sender", "client": "receiver"}
 
 
@@ -66,18 +64,19 @@ def run(
     res = new_run(server, client, case, logdir, SabulRunResult)
     if res.reason:
         return res
+    c = CASES[case]
     source = logdir / "input-0.bin"
-    random_file(source, CASE_BYTES[case], seed=f"{server.protocol}-{case}")
+    random_file(source, c.bytes, seed=f"{server.protocol}-{case}")
     output = logdir / "output.bin"
     port = free_tcp_port()
-    mss = CASE_MSS.get(case, {})
+    mss = c.mss
     relay: SabulRelay | None = None
     cap: Capture | None = None
     procs: list[Proc] = []
-    timeout = CASE_TIMEOUT.get(case, 30.0)
+    timeout = c.timeout
     t0 = time.monotonic()
     try:
-        if case == "loss":
+        if c.relay:
             relay = SabulRelay(("127.0.0.1", port), drop=profile.loss_drops, profile=profile).__enter__()
         if capture:
             res.pcap = logdir / "capture.pcap"
@@ -127,7 +126,7 @@ def run(
         else:
             res.sessions = trace.sessions(frames, port, profile=profile)
     res.status = RunStatus.FAIL if problems else RunStatus.PASS
-    res.reason = "; ".join(problems) or f"{CASE_BYTES[case]} bytes delivered intact"
+    res.reason = "; ".join(problems) or f"{c.bytes} bytes delivered intact"
     if problems:
         res.diagnosis = _diagnose(procs)
         for s in res.sessions:

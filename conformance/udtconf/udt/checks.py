@@ -19,6 +19,7 @@ from itertools import pairwise
 
 from ..checks import Inconclusive, Rule, Rules, Violation
 from ..seq import MAX, incseq, seqcmp, seqoff
+from .cases import ALL_CASES, LISTENER_CASES
 from .trace import Connection, Record
 from .wire import (
     Ack,
@@ -37,8 +38,6 @@ from .wire import (
 )
 
 SYN = 0.010
-ALL_CASES = frozenset({"handshake", "mss", "transfer", "dgram", "rendezvous", "loss", "wrap", "close", "multiconnect"})
-LISTENER_CASES = ALL_CASES - {"rendezvous"}
 
 
 @dataclass

@@ -2,23 +2,7 @@
 play a TESTCASE on loopback while the suite captures the server's UDP port, then compares the
 files and decodes the capture into :class:`UdtRunResult`'s connections.
 
-The data always flows client → server. Per test case:
-
-==============  =================================================================================
-handshake       1 KiB, STREAM: connection set-up, a one-packet message, close
-mss             16 KiB, STREAM with MSS negotiation (server MSS=1052, client MSS=1280: the
-                connection uses 1052, so payloads are cut at 1008 bytes, UDT4.md §6.1)
-transfer        2 MiB STREAM bulk
-dgram           1 MiB in DGRAM (message) mode
-rendezvous      256 KiB, both sides bind and connect to each other (UDT_RENDEZVOUS)
-loss            1 MiB STREAM through :class:`~udtconf.udt.relay.LossRelay`, which drops chosen packets
-                (single, a run of 2, a long run, a run of 3) and forms a 3000 packet/s drop-tail
-                bottleneck (64-packet queue)
-wrap            1 MiB STREAM through the relay, which moves the sequence space so that the server
-                sees the 2^31 wrap 100 packets in (UDT4.md §4), with three drops around it
-close           64 KiB then a graceful close: both roles must exit 0 and a Shutdown is on the wire
-multiconnect    3 clients at once to one server port (OUTPUT is a directory, one file per connection)
-==============  =================================================================================
+The data always flows client → server; the cases are :data:`udtconf.udt.cases.CASES`.
 
 A run that fails carries a :class:`~udtconf.diagnosis.Diagnosis` (crash lines, log tails, what
 the capture shows: :mod:`udtconf.udt.diagnosis`); a run whose capture shows a role deaf or the
@@ -42,26 +26,25 @@ from udtharness.stacks import EXIT_OK, EXIT_UNSUPPORTED, Stack
 from udtharness.testdata import random_file
 
 from ..diagnosis import exit_text
-from ..runner import SERVER_GRACE, Proc, RunResult, RunStatus, compare, end_run, new_run, start, supervise, unsupported
+from ..runner import (
+    SERVER_GRACE,
+    InteropCase,
+    Proc,
+    RunResult,
+    RunStatus,
+    compare,
+    end_run,
+    new_run,
+    start,
+    supervise,
+    unsupported,
+)
+from .cases import CASES
 from .checks import Context
 from .diagnosis import WireWatch, diagnose
 from .relay import LossRelay, wrap_target
 from .trace import Connection, connections
 
-CASE_BYTES = {
-    "handshake": 1024,
-    "transfer": 2 * 1024 * 1024,
-    "dgram": 1024 * 1024,
-    "rendezvous": 256 * 1024,
-    "loss": 1024 * 1024,
-    "wrap": 1024 * 1024,
-    "close": 64 * 1024,
-    "mss": 16 * 1024,
-    "multiconnect": 128 * 1024,
-}
-CASE_TIMEOUT = {"rendezvous": 45.0, "loss": 60.0}
-# MSS per role where a case sets it (the contract's MSS variable); the connection uses the min (§6.1).
-CASE_MSS = {"mss": {"server": 1052, "client": 1280}}
 LOSS_DROPS = [5, 20, 21, *range(40, 60), 99, 100, 101, 300]
 LOSS_RATE_PPS = 3000.0  # ≈ 35 Mb/s bottleneck: makes the sender's pacing (and packet pairs) visible
 LOSS_QUEUE = 64
@@ -70,8 +53,6 @@ WRAP_AT = 100  # the server sees 0x7fffffff at offset 99 and 0x00000000 at offse
 # and 0x00000000 arrive in order across it; then 0x00000001–2 lost (a NAK range after the wrap),
 # so the loss list spans the wrap and the ACK number jumps across it when the holes fill.
 WRAP_DROPS = [WRAP_AT - 2, WRAP_AT + 1, WRAP_AT + 2]
-RELAY_CASES = ("loss", "wrap")
-MULTI_CONNECTIONS = 3
 
 
 @dataclass
@@ -86,7 +67,7 @@ RelayFactory = Callable[[str, tuple[str, int], Path | None], LossRelay]
 
 
 def case_relay(case: str, server: tuple[str, int], capture: Path | None) -> LossRelay:
-    """The started relay of a relay case (:data:`RELAY_CASES`) in front of ``server``."""
+    """The started relay of a relay case (``loss``, ``wrap``) in front of ``server``."""
     if case == "wrap":
         relay = LossRelay(server, drop=WRAP_DROPS, isn_target=wrap_target(WRAP_AT), capture=capture)
     else:
@@ -96,11 +77,11 @@ def case_relay(case: str, server: tuple[str, int], capture: Path | None) -> Loss
 
 class UdtRun:
     """UDT4's interop run (a :class:`~udtconf.runner.ProtocolRun`). A variant may change the
-    data sizes (``case_bytes``) and the relay of the relay cases (``relay``), as
+    cases (``cases``: e.g. a case's data size) and the relay of the relay cases (``relay``), as
     :class:`udtconf.udt.recovery.RecoveryRunner` does."""
 
-    def __init__(self, case_bytes: Mapping[str, int] = CASE_BYTES, relay: RelayFactory = case_relay) -> None:
-        self.case_bytes = case_bytes
+    def __init__(self, cases: Mapping[str, InteropCase] = CASES, relay: RelayFactory = case_relay) -> None:
+        self.cases = cases
         self.relay = relay
 
     def __call__(self, server: Stack, client: Stack, case: str, logdir: Path, *, capture: bool) -> UdtRunResult:
@@ -108,24 +89,25 @@ class UdtRun:
         if res.reason:
             return res
 
-        n_clients = MULTI_CONNECTIONS if case == "multiconnect" else 1
+        c = self.cases[case]
+        n_clients = c.clients
         inputs = [logdir / f"input-{i}.bin" for i in range(n_clients)]
         for i, p in enumerate(inputs):
-            random_file(p, self.case_bytes[case], seed=f"{case}-{i}")
-        output = logdir / ("output" if case == "multiconnect" else "output.bin")
-        if case == "multiconnect":
+            random_file(p, c.bytes, seed=f"{case}-{i}")
+        output = logdir / ("output" if n_clients > 1 else "output.bin")  # a directory, a file per connection
+        if n_clients > 1:
             output.mkdir()
 
         sport = free_udp_port()
-        cport = free_udp_port() if case == "rendezvous" else None
+        cport = free_udp_port() if c.rendezvous else None
         ports = [sport] + ([cport] if cport else [])
         relay: LossRelay | None = None
         cap: Capture | None = None
         procs: list[Proc] = []
-        mss = CASE_MSS.get(case, {})
+        mss = c.mss
         t0_wall, t0 = time.time(), time.monotonic()
         try:
-            if case in RELAY_CASES:
+            if c.relay:
                 relay = self.relay(case, ("127.0.0.1", sport), None if capture else logdir / "relay.pcap")
                 ports.append(relay.address[1])
             if capture:
@@ -162,12 +144,12 @@ class UdtRun:
             names = {"server": server.name, "client": client.name}
             entry = relay.address if relay else None
             watch = WireWatch(capfile, ("127.0.0.1", sport), entry, names) if capfile else None
-            res.stopped = supervise(srv, procs[1:], t0 + CASE_TIMEOUT.get(case, 30.0), watch)
+            res.stopped = supervise(srv, procs[1:], t0 + c.timeout, watch)
         finally:
             end_run(res, procs, relay, cap, t0)
         if unsupported(res, procs, server, client):
             return res
-        timeout = CASE_TIMEOUT.get(case, 30.0)
+        timeout = c.timeout
         problems = [f"stopped early after {res.seconds:.1f} s: {res.stopped}"] if res.stopped else []
         # the role that ended first (on its own) is the likeliest cause: its exit comes first
         by_end = sorted(procs, key=lambda p: p.ended or 0.0)

@@ -54,7 +54,8 @@ from udtharness.stacks import Stack
 
 from ..runner import InteropRunner, RunResult
 from ..seq import MAX, seqcmp
-from .interop import CASE_BYTES, UdtRun, UdtRunResult
+from .cases import CASES as INTEROP_CASES
+from .interop import UdtRun, UdtRunResult
 from .relay import LossRelay
 from .trace import Connection
 from .wire import Nak
@@ -235,7 +236,8 @@ class RecoveryRunner(InteropRunner):
     the ones measured, with or without root)."""
 
     def __init__(self, results_dir: Path) -> None:
-        run = UdtRun(case_bytes=dict(CASE_BYTES, **{ADAPTER_CASE: REXMIT_BYTES}), relay=_relay)
+        cases = dict(INTEROP_CASES, **{ADAPTER_CASE: replace(INTEROP_CASES[ADAPTER_CASE], bytes=REXMIT_BYTES)})
+        run = UdtRun(cases, relay=_relay)
         super().__init__({"udt": run}, results_dir, capture=False)
 
     def recovery(self, server: Stack, client: Stack) -> tuple[RunResult, Recovery | None]:

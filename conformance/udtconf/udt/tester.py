@@ -37,6 +37,7 @@ from .. import active
 from ..active import Outcome, ProbeResult
 from ..diagnosis import exit_text, log_crash, log_tail
 from ..seq import MAX, incseq, seqoff
+from .cases import CASES
 from .peer import PAYLOAD, Addr, ClientSession, ListenerSession, Wire, connect, new_socket_id
 from .wire import (
     Ack,
@@ -64,7 +65,7 @@ class ProbeEnv(active.ProbeEnv):
 Probe = active.Probe[ProbeEnv]
 PROBES: active.Probes[ProbeEnv] = active.Probes()
 probe = PROBES.probe
-MULTI_CONNECTIONS = 3  # server/many-connections-one-port: CONNECTIONS for TESTCASE=multiconnect
+MULTI_CONNECTIONS = CASES["multiconnect"].clients  # server/many-connections-one-port: CONNECTIONS
 
 
 class _StackServer:
