@@ -244,8 +244,28 @@ def start(
             stderr=err,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: killable as a whole
-            preexec_fn=pinned_to(cpus),
+            preexec_fn=_child_setup(cpus),
         )
+
+
+# The signals :func:`stop` may end a process with. A runner started as a background job of a
+# non-interactive shell (CI's, `cmd &`) has SIGINT and SIGQUIT ignored, and an ignored
+# disposition survives exec: a stack's shell adapter could then never trap SIGINT (POSIX), and
+# a graceful stop would fall through to SIGTERM. The child gets them back at their default.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
+
+
+def _child_setup(cpus: Collection[int] | None) -> Callable[[], None]:
+    """The child's ``preexec_fn``: :data:`_STOP_SIGNALS` at their default, pinned to ``cpus``."""
+    pin = pinned_to(cpus)
+
+    def setup() -> None:
+        for sig in _STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        if pin is not None:
+            pin()
+
+    return setup
 
 
 @contextmanager
