@@ -186,6 +186,9 @@ def test_ctrl_c_stops_every_lane_cleanly_and_puts_the_socket_caps_back(bundle: P
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        # Ctrl-C as a terminal sends it, also where this pytest was started with SIGINT ignored
+        # (a background job of a non-interactive shell): an ignored SIGINT survives exec.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
