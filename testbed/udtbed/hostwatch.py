@@ -249,39 +249,36 @@ class HostWatch:
         self.t0 = time.monotonic()
         self.load0 = os.getloadavg()[0]
         self.m0 = _machine()
+        # The run's namespaces by inode, each labelled without the run's prefix (h-<host>, l<i>).
+        self.label = {
+            ino: ns[len(self.prefix) :] if ns.startswith(self.prefix) else ns
+            for ns in net.namespaces
+            if (ino := _ns_inode(ns)) is not None
+        }
         self.p0 = self._processes()
-        self.run_netns = {ino for ns in net.namespaces if (ino := _ns_inode(ns)) is not None}
-        self.o0 = _outside(self.run_netns)
+        self.o0 = _outside(set(self.label))
         # Per emulator: its lines so far (the last one is the window's baseline).
         self.e0 = {i: len(_json_lines(Path(s["stats"]))) for i, s in net.link_specs.items() if s.get("stats")}
 
     def _processes(self) -> dict[int, tuple[str, str, int]]:
         """pid -> (namespace label, comm, CPU ticks) of every process in the run's namespaces."""
-        label = {
-            ino: ns[len(self.prefix) :] if ns.startswith(self.prefix) else ns
-            for ns in self.net.namespaces
-            if (ino := _ns_inode(ns)) is not None
-        }
         out: dict[int, tuple[str, str, int]] = {}
         for d in os.listdir("/proc"):
             if not d.isdigit() or int(d) in self.skip:
                 continue
             try:
-                ino = os.stat(f"/proc/{d}/ns/net").st_ino
-                if ino not in label:
-                    continue
-                with open(f"/proc/{d}/stat") as f:
-                    s = f.read()
+                ns = self.label.get(os.stat(f"/proc/{d}/ns/net").st_ino)
             except OSError:
                 continue
-            comm = s[s.index("(") + 1 : s.rindex(")")]
-            fields = s[s.rindex(")") + 2 :].split()
-            out[int(d)] = (label[ino], comm, int(fields[11]) + int(fields[12]))  # utime + stime
+            if ns is None or (st := _stat(d)) is None:
+                continue
+            comm, fields = st
+            out[int(d)] = (ns, comm, int(fields[11]) + int(fields[12]))  # utime + stime
         return out
 
     def finish(self) -> HostReport:
         wall = max(1e-6, time.monotonic() - self.t0)
-        m1, p1, o1 = _machine(), self._processes(), _outside(self.run_netns)
+        m1, p1, o1 = _machine(), self._processes(), _outside(set(self.label))
         outside: list[OutsideCpu] = []
         for pid, (comm, ticks) in o1.items():
             pct = round((ticks - self.o0.get(pid, (comm, 0))[1]) / _HZ / wall * 100, 1)
