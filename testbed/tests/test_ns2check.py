@@ -142,3 +142,43 @@ def test_quick_points_agree_with_ns2(tmp_path: Path) -> None:
     assert one.ours.drops == one.ns2.drops
     ns2check.write(results, tmp_path, 2, "test")
     assert "| 1f-10ms-100M-q83 |" in (tmp_path / "ns2-check.md").read_text()
+
+
+def test_the_ns2_226_profile_sets_ns2_to_the_papers_defaults() -> None:
+    sc = ns2check.scenarios(quick=True)[0]
+    got = _settings(ns2check.ns2_script(sc, 1, "ns2-2.26"))
+    want = {
+        "syn_": "true",
+        "delay_growth_": "true",
+        "minrto_": "1",
+        "rtxcur_init_": "6.0",
+        "maxrto_": "64",
+        "tcpTick_": "0.01",
+        "singledup_": "1",
+        "precisionReduce_": "false",
+        # The rest as the default profile's.
+        "packetSize_": "1460",
+        "windowInit_": "2",
+        "numdupacks_": "3",
+    }
+    assert {k: got[("Agent/TCP", k)] for k in want} == want
+    assert len(ns2check.ns2_settings("ns2-2.26")) == len(ns2check.NS2_SETTINGS) + 1
+    assert _settings(ns2check.ns2_script(sc, 1)) == _settings(ns2check.ns2_script(sc, 1, "default"))
+    with pytest.raises(ValueError, match="not one of"):
+        ns2check.ns2_settings("ns2-2.27")
+
+
+def test_sim_spec_puts_the_flows_on_the_profile() -> None:
+    sc = ns2check.scenarios(quick=True)[1]
+    assert {f.get("tcp_profile") for f in ns2check.sim_spec(sc, 1, "ns2-2.26")["flows"]} == {"ns2-2.26"}
+    assert all("tcp_profile" not in f for f in ns2check.sim_spec(sc, 1)["flows"])
+
+
+@needs_ns2
+@needs_simulator
+def test_quick_points_agree_with_ns2_on_the_ns2_226_profile() -> None:
+    results = ns2check.compare(ns2check.scenarios(quick=True), seeds=2, profile="ns2-2.26")
+    assert [c.verdict for c in results] == [ns2check.Verdict.AGREE] * len(results), ns2check.table(results)
+    # SYN, Limited Transmit, 10 ms ticks and whole-segment halvings: still NS-2's drops to the packet.
+    one = results[0]
+    assert one.ours.drops == one.ns2.drops

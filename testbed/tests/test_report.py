@@ -102,6 +102,12 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path: Path)
     assert (run_dir / "sim" / "sc04-fig7.json").exists() and (run_dir / "sim" / "sc04-fig7.png").exists()
     assert meta["sim_claims_not_reproduced"] == 0, "the quick version judges no claim of Fig. 7"
     assert "Simulated figures" in text and "SC'04 Fig. 7" in text
+    # Beside them, the NS-2 check's quick points for each TCP profile (where NS-2 is installed).
+    if shutil.which("ns"):
+        assert "The simulator's TCP against NS-2 (ns2-check)" in text, text
+        assert "The simulator's TCP against NS-2 (ns2-check-ns2-2.26)" in text, text
+    else:
+        assert not (run_dir / "sim" / "ns2-check").exists()
 
     # `udtbed report` draws the same page again from the results alone (a run on a host
     # without matplotlib, the full-scale bundle's, is drawn so).
@@ -243,6 +249,52 @@ def test_the_report_shows_the_simulated_figures_with_their_claims_and_plots(tmp_
     # The metric per series and x, with the wall time, and the plot inline.
     assert "|series|rtt_ms|jain|wall s|UDT|1|0.99|0.5|UDT|100|0.95|0.5|TCP|1|0.9|0.5|" in text, text
     assert f"data:image/png;base64,{base64.b64encode(png.read_bytes()).decode()}" in page
+
+
+def test_the_report_says_where_in_a_sweep_the_papers_figure_falls(tmp_path: Path) -> None:
+    json_path, _ = write_simulated(tmp_path / "sim")
+    d = json.loads(json_path.read_text())
+    d["paper"] = {"key": "jain", "label": "the paper: 0.96", "value": 0.96, "min": None, "max": None}
+    d["paper"]["where"] = {"UDT": "the paper: 0.96 lies between rtt_ms = 1 (0.99) and 100 (0.95) [1: 0.99, 100: 0.95]"}
+    json_path.write_text(json.dumps(d))
+    text = cells(report.render(META, [], tmp_path / "sim"))
+    assert "Where the paper's figure falls in the sweep| (jain; the setup leaves this parameter open):" in text, text
+    assert "|UDT: the paper: 0.96 lies between rtt_ms = 1 (0.99) and 100 (0.95) [1: 0.99, 100: 0.95]|" in text, text
+
+
+def _ns2_check(name: str, ratio: float, verdict: str) -> dict[str, object]:
+    side = {"per_flow_mean_mbps": 47.5, "per_flow_sd_mbps": 0.4, "drops": 120.0}
+    return {
+        "scenario": {"name": name},
+        "ratio": ratio,
+        "stderr_ratio": 0.004,
+        "verdict": verdict,
+        "ours": {**side, "per_flow_mean_mbps": 47.5 * ratio},
+        "ns2": side,
+    }
+
+
+def test_the_report_shows_the_simulators_tcp_against_ns2_beside_the_figures(tmp_path: Path) -> None:
+    write_simulated(tmp_path / "sim")
+    check = tmp_path / "sim" / "ns2-check-ns2-2.26"
+    check.mkdir()
+    doc = {
+        "command": "python -m udtbed ns2-check --quick --seeds 3 --profile ns2-2.26",
+        "seeds": 3,
+        "tolerance": 0.05,
+        "scenarios": [_ns2_check("2f-10ms-100M-q10", 1.004, "agree"), _ns2_check("1f-1ms-1G-q83", 1.08, "disagree")],
+    }
+    (check / "ns2-check.json").write_text(json.dumps(doc))
+    (tmp_path / "sim" / "ns2-check").mkdir()
+    (tmp_path / "sim" / "ns2-check" / "ns2-check.json").write_text('{"scenarios": [')
+    page = report.render(META, [], tmp_path / "sim")
+    text = cells(page)
+    assert "The simulator's TCP against NS-2 (ns2-check-ns2-2.26)" in text, text
+    assert "1 agree, 1 disagree." in text, text
+    assert "|2f-10ms-100M-q10|47.69 ± 0.40|47.50 ± 0.40|1.004 ± 0.004|120 / 120|✓|" in text, text
+    assert "|1f-1ms-1G-q83|51.30 ± 0.40|47.50 ± 0.40|1.080 ± 0.004|120 / 120|✕|" in text, text
+    assert "ns2-check.json left out: not an NS-2 check" in text, "an unreadable one is a note"
+    assert page.index("Fig. X: Fairness") < page.index("The simulator's TCP against NS-2")
 
 
 def test_a_simulated_result_that_cannot_be_read_is_a_note_and_the_rest_is_shown(tmp_path: Path) -> None:

@@ -89,6 +89,34 @@ NS2_SETTINGS: tuple[tuple[str, str, str, str], ...] = (
     ("Agent/TCPSink", "maxSackBlocks_", "3", "three SACK blocks per ACK (MAX_SACK_BLOCKS)"),
 )
 
+# The model's profiles (``tcp_profile`` in a run spec; tcp.rs, ``TcpConfig::profile``).
+DEFAULT_PROFILE = "default"
+PROFILES = sim.TCP_PROFILES
+
+# ``ns2-2.26``: NS-2 2.35's agents set to 2.26's defaults, the papers' NS-2 (docs/simulator.md,
+# "The papers' NS-2 was 2.26"); each replaces or adds to :data:`NS2_SETTINGS`.
+NS2_226_SETTINGS: tuple[tuple[str, str, str, str], ...] = (
+    ("Agent/TCP", "syn_", "true", "2.26's SYN: a 40-byte SYN first (syn)"),
+    ("Agent/TCP", "delay_growth_", "true", "cwnd 1 until the SYN's ACK, then windowInit_ (syn)"),
+    ("Agent/TCP", "minrto_", "1", "2.26's min RTO 1 s (min_rto)"),
+    ("Agent/TCP", "rtxcur_init_", "6.0", "2.26's initial RTO 6 s (initial_rto)"),
+    ("Agent/TCP", "maxrto_", "64", "2.26's max RTO 64 s (max_rto)"),
+    ("Agent/TCP", "tcpTick_", "0.01", "2.26's 10 ms RTT clock (rtt_tick)"),
+    ("Agent/TCP", "singledup_", "1", "2.26's Limited Transmit (limited_transmit)"),
+    ("Agent/TCP", "precisionReduce_", "false", "2.26's whole-segment window reductions (integer_reductions)"),
+)
+
+
+def ns2_settings(profile: str = DEFAULT_PROFILE) -> tuple[tuple[str, str, str, str], ...]:
+    """The ``Agent`` variables NS-2 gets for our model's ``profile``."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile {profile!r} is not one of {', '.join(PROFILES)}")
+    if profile == DEFAULT_PROFILE:
+        return NS2_SETTINGS
+    over = {(c, v): (c, v, value, why) for c, v, value, why in NS2_226_SETTINGS}
+    kept = tuple(over.pop((c, v), (c, v, value, why)) for c, v, value, why in NS2_SETTINGS)
+    return kept + tuple(over.values())
+
 
 @dataclass(frozen=True)
 class CrossCheck:
@@ -174,8 +202,9 @@ def ns2_seed(seed: int) -> int:
     return random.Random(f"ns2check/ns2-seed/{seed}").randrange(1, 2**31 - 1)
 
 
-def ns2_script(sc: CrossCheck, seed: int) -> str:
-    """The Tcl script that runs ``sc`` in NS-2 under ``seed``. It prints, at the measured
+def ns2_script(sc: CrossCheck, seed: int, profile: str = DEFAULT_PROFILE) -> str:
+    """The Tcl script that runs ``sc`` in NS-2 under ``seed``, its agents set as our model's
+    ``profile`` (:func:`ns2_settings`). It prints, at the measured
     window's start, every :data:`SNAP_S` after and at its end, ``ns2check snap <time> <bytes_
     of each sink>``, and at the end ``ns2check drops <bottleneck drops> <of which random loss>``.
     The sinks' ``bytes_`` is a C ``int``: it wraps after 2 GiB (17 s at 1 Gb/s), so the parser
@@ -191,7 +220,7 @@ def ns2_script(sc: CrossCheck, seed: int) -> str:
         # The default RNG drives the ErrorModel's uniform draws (and nothing else here).
         f"$defaultRNG seed {ns2_seed(seed)}",
     ]
-    for cls, var, value, why in NS2_SETTINGS:
+    for cls, var, value, why in ns2_settings(profile):
         lines.append(f"{cls} set {var} {value} ;# {why}")
     lines += [
         "Queue/DropTail set queue_in_bytes_ false",
@@ -315,14 +344,14 @@ def parse_ns2_output(text: str, sc: CrossCheck) -> Figures:
     return Figures(tuple(d * scale for d in delivered), drops[0], drops[1])
 
 
-def run_ns2(sc: CrossCheck, seed: int, ns: str | None = None) -> Figures:
+def run_ns2(sc: CrossCheck, seed: int, ns: str | None = None, profile: str = DEFAULT_PROFILE) -> Figures:
     """Runs ``sc`` under ``seed`` in NS-2."""
     ns = ns or ns_binary()
     if ns is None:
         raise NsMissing("NS-2's `ns` is not installed: `make setup` installs it (Debian package ns2)")
     with tempfile.TemporaryDirectory(prefix="ns2check-") as d:
         script = Path(d) / "run.tcl"
-        script.write_text(ns2_script(sc, seed))
+        script.write_text(ns2_script(sc, seed, profile))
         p = subprocess.run([ns, str(script)], capture_output=True, text=True, check=False, cwd=d)
     if p.returncode != 0:
         raise RuntimeError(f"ns failed ({p.returncode}) on {sc.name} seed {seed}: {p.stderr.strip()[-2000:]}")
@@ -334,8 +363,10 @@ def run_ns2(sc: CrossCheck, seed: int, ns: str | None = None) -> Figures:
 SAMPLE_S = 0.5
 
 
-def sim_spec(sc: CrossCheck, seed: int) -> dict[str, Any]:
-    """The ``udt-sim`` run spec of ``sc`` under ``seed`` (impl/netsim/src/scenario.rs)."""
+def sim_spec(sc: CrossCheck, seed: int, profile: str = DEFAULT_PROFILE) -> dict[str, Any]:
+    """The ``udt-sim`` run spec of ``sc`` under ``seed`` (impl/netsim/src/scenario.rs), its
+    flows on the model's ``profile``."""
+    extra = {} if profile == DEFAULT_PROFILE else {"tcp_profile": profile}
     return {
         "seed": seed,
         "duration_s": sc.duration_s,
@@ -351,7 +382,7 @@ def sim_spec(sc: CrossCheck, seed: int) -> dict[str, Any]:
             "access_rate_mbps": ACCESS_BPS / 1e6,
         },
         "flows": [
-            {"protocol": "tcp", "rtt_ms": sc.rtt_ms, "start_s": t, "window_pkts": WINDOW_PKTS}
+            {"protocol": "tcp", "rtt_ms": sc.rtt_ms, "start_s": t, "window_pkts": WINDOW_PKTS, **extra}
             for t in start_times(sc, seed)
         ],
     }
@@ -367,8 +398,8 @@ def parse_sim_result(result: dict[str, Any], sc: CrossCheck) -> Figures:
     return Figures(tuple(goodput), int(b["dropped_queue"]) + int(b["dropped_loss"]), int(b["dropped_loss"]))
 
 
-def run_ours(sc: CrossCheck, seed: int, simulator: Path = sim.SIMULATOR) -> Figures:
-    return parse_sim_result(sim.run_one(sim_spec(sc, seed), simulator), sc)
+def run_ours(sc: CrossCheck, seed: int, simulator: Path = sim.SIMULATOR, profile: str = DEFAULT_PROFILE) -> Figures:
+    return parse_sim_result(sim.run_one(sim_spec(sc, seed, profile), simulator), sc)
 
 
 # --- comparison --------------------------------------------------------------------------
@@ -510,8 +541,10 @@ def compare(
     simulator: Path = sim.SIMULATOR,
     ns: str | None = None,
     progress: Callable[[str], None] | None = None,
+    profile: str = DEFAULT_PROFILE,
 ) -> list[Comparison]:
-    """Every scenario under seeds 1..``seeds`` in both simulators, runs in parallel."""
+    """Every scenario under seeds 1..``seeds`` in both simulators, runs in parallel, our model
+    and NS-2's agents on ``profile``."""
     ns = ns or ns_binary()
     if ns is None:
         raise NsMissing("NS-2's `ns` is not installed: `make setup` installs it (Debian package ns2)")
@@ -522,7 +555,7 @@ def compare(
 
     def one(task: tuple[int, int]) -> tuple[int, Figures, Figures]:
         i, k = task
-        return i, run_ours(checks[i], k, simulator), run_ns2(checks[i], k, ns)
+        return i, run_ours(checks[i], k, simulator, profile), run_ns2(checks[i], k, ns, profile)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for i, a, b in pool.map(one, tasks):

@@ -855,6 +855,13 @@ def _sim_scenario(s: SimFile, d: dict[str, Any]) -> str:
         )
     else:
         out.append(f"<p class=note>No claim judged on this run{_e(quick)}.</p>")
+    paper = d.get("paper")
+    if isinstance(paper, dict) and isinstance(paper.get("where"), dict):
+        items = "".join(f"<li>{_e(label)}: {_e(where)}</li>" for label, where in paper["where"].items())
+        out.append(
+            f"<p><b>Where the paper's figure falls in the sweep</b> ({_e(paper.get('key', ''))}; "
+            f"the setup leaves this parameter open):</p><ul>{items}</ul>"
+        )
     x = d.get("x") or "x"
     rows = [f"<tr><th class=l>series</th><th>{_e(x)}</th><th>{_e(metric)}</th><th>wall s</th></tr>"]
     for p in d["points"]:
@@ -865,6 +872,45 @@ def _sim_scenario(s: SimFile, d: dict[str, Any]) -> str:
     seed = f", seed {_e(d['seed'])}" if "seed" in d else ""
     out.append(f"<table>{''.join(rows)}</table><p class=note>{len(d['points'])} points{seed}.</p>")
     out.append(_png_file(s.path.with_suffix(".png"), f"{d['figure']} (simulated)"))
+    return "\n".join(out)
+
+
+NS2_MARK = {"agree": ("ok", "✓"), "disagree": ("bad", "✕"), "inconclusive": ("inc", "~")}
+
+
+def ns2_checks(sim_dir: Path) -> str:
+    """The simulator's TCP against NS-2's (``udtbed ns2-check``'s ``ns2-check.json`` in each
+    ``ns2-check*`` folder of ``sim_dir``): per profile, every dumbbell's per-flow goodput in both,
+    their ratio, the drops and the verdict; empty where there is none. An unreadable file is a
+    note."""
+    out = []
+    for path in sorted(Path(sim_dir).glob("ns2-check*/ns2-check.json")):
+        try:
+            d = json.loads(path.read_text())
+            rows = ["<tr><th class=l>dumbbell</th><th>ours Mb/s</th><th>NS-2 Mb/s</th><th>ratio</th>"
+                    "<th>drops ours / NS-2</th><th></th></tr>"]  # fmt: skip
+            verdicts: dict[str, int] = {}
+            for c in d["scenarios"]:
+                verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
+                cls, mark = NS2_MARK.get(c["verdict"], ("note", "–"))
+                ours, ns2 = c["ours"], c["ns2"]
+                rows.append(
+                    f"<tr><td class=l>{_e(c['scenario']['name'])}</td>"
+                    f"<td>{ours['per_flow_mean_mbps']:.2f} ± {ours['per_flow_sd_mbps']:.2f}</td>"
+                    f"<td>{ns2['per_flow_mean_mbps']:.2f} ± {ns2['per_flow_sd_mbps']:.2f}</td>"
+                    f"<td>{c['ratio']:.3f} ± {c['stderr_ratio']:.3f}</td>"
+                    f"<td>{ours['drops']:.0f} / {ns2['drops']:.0f}</td><td class='{cls} mark'>{mark}</td></tr>"
+                )
+            counts = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items()))
+            out.append(
+                f"<h3>The simulator's TCP against NS-2 ({_e(path.parent.name)})</h3>"
+                f"<p class=note><code>{_e(d.get('command', ''))}</code>: the same dumbbells in NS-2 2.35 and "
+                f"in the simulator, {_e(d.get('seeds'))} seeds each; a dumbbell agrees (✓) when the per-flow "
+                f"means are within {float(d['tolerance']):.0%}, ~ beyond it but within the seeds' scatter "
+                f"(docs/simulator.md, 'Checked against NS-2'). {_e(counts)}.</p><table>{''.join(rows)}</table>"
+            )
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            out.append(f"<p class=bad>{_e(path)} left out: not an NS-2 check ({_e(type(e).__name__)}: {_e(e)}).</p>")
     return "\n".join(out)
 
 
@@ -889,6 +935,7 @@ def sim_section(sim_dir: Path, sims: list[SimFile] | None = None) -> str:
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 s = SimFile(s.path, None, f"{type(e).__name__}: {e}")
         out.append(f"<p class=bad>{_e(s.path.name)} left out: not a simulated result ({_e(s.error)}).</p>")
+    out.append(ns2_checks(sim_dir))
     return "\n".join(out)
 
 

@@ -12,6 +12,7 @@ claims, and writes ``<name>.json`` and ``<name>.png``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -33,9 +34,19 @@ from .network import REPO
 SCENARIOS_DIR = REPO / "experiments" / "sim"
 SIMULATOR = REPO / "impl" / "target" / "release" / "udt-sim"
 METRICS = ("jain", "stability", "friendliness", "rtt_ratio", "scaling", "series", "share", "short")
-SWEEPABLE = ("rtt_ms", "count", "rate_mbps")
+# ``queue_bdp``: the bottleneck's queue in BDPs (rate x the longest RTT), for the sensitivity
+# sweeps over a queue size the paper does not give.
+SWEEPABLE = ("rtt_ms", "count", "rate_mbps", "queue_bdp")
 # Wire bytes of a full packet, for the queue sizes the captions give in BDPs.
 PACKET_BYTES = 1500
+# The simulator's TCP profiles (``tcp_profile``; impl/netsim/src/tcp.rs, ``TcpConfig::profile``):
+# today's model, and NS-2 2.26's defaults, which the papers ran.
+TCP_PROFILES = ("default", "ns2-2.26")
+
+
+# A flow's ``cc`` per protocol: UDT's controllers and NS-2 model, SABUL's NS-2 model
+# (SABUL-2004-NS2.md); TCP has none.
+CC_BY_PROTOCOL: dict[str, tuple[str, ...]] = {"udt": ("udt411", "paper", "ns2-2004"), "sabul": ("ns2-2004",), "tcp": ()}
 
 
 class ScenarioError(ValueError):
@@ -68,6 +79,22 @@ class Check:
     ratio_max: float | None = None
     # Judged on the quick (make test) version too; otherwise only on full runs.
     quick: bool = False
+    # Shown with its outcome but not counted: a claim no figure of the paper quantifies (SABUL's
+    # "acceptable throughput"); its CheckResult has ok None and the judgement "informational".
+    informational: bool = False
+
+
+@dataclass(frozen=True)
+class PaperMark:
+    """The paper's figure for one value (``key``) of a sweep: a number (``value``) or a band
+    (``min``/``max``); :func:`paper_position` says where in the sweep it falls, series by
+    series, and the plot draws it."""
+
+    key: str
+    label: str
+    value: float | None = None
+    min: float | None = None
+    max: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +128,13 @@ class Scenario:
     quick_duration_s: float
     quick_warmup_s: float
     note: str = ""
+    # Every TCP flow's profile (short transfers and friendliness twins included) unless the
+    # flow names its own; None: the simulator's default.
+    tcp_profile: str | None = None
+    paper: PaperMark | None = None
+    # The metric once more with this warm-up (its value as ``<metric>_warmup_<w>s``), so that a
+    # claim can be judged with and without the warm-up the paper does not give.
+    also_warmup_s: float | None = None
 
 
 def _fail(path: Path, key: str, msg: str) -> ScenarioError:
@@ -122,7 +156,8 @@ def load(path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: {e}") from e
     known = {
         "name", "figure", "title", "setup", "claim", "metric", "x", "values", "duration_s", "seed",
-        "sample_s", "warmup_s", "bottleneck", "series", "check", "quick", "note", "short_flows",
+        "sample_s", "warmup_s", "bottleneck", "series", "check", "quick", "note", "short_flows", "tcp_profile", "paper",
+        "also_warmup_s",
     }  # fmt: skip
     for k in d:
         if k not in known:
@@ -143,6 +178,7 @@ def load(path: str | Path) -> Scenario:
         raise _fail(path, "values", "needs x, the parameter the values are for")
     if not isinstance(d["bottleneck"], dict):
         raise _fail(path, "bottleneck", "must be a table, e.g. { rate_mbps = 100, queue = 'max(10, bdp)' }")
+    _tcp_profile(path, "tcp_profile", "tcp", d.get("tcp_profile"))
     series_raw = d["series"]
     if not isinstance(series_raw, list) or not series_raw:
         raise _fail(path, "series", "needs at least one [[series]] with a label and flows")
@@ -156,8 +192,17 @@ def load(path: str | Path) -> Scenario:
         for j, f in enumerate(s["flows"]):
             if not isinstance(f, dict) or f.get("protocol") not in ("udt", "tcp", "sabul"):
                 raise _fail(path, f"series[{i}].flows[{j}]", "needs protocol = 'udt', 'tcp' or 'sabul'")
+            if "cc" in f and f["cc"] not in CC_BY_PROTOCOL[f["protocol"]]:
+                allowed = " or ".join(repr(c) for c in CC_BY_PROTOCOL[f["protocol"]]) or "none"
+                raise _fail(
+                    path, f"series[{i}].flows[{j}].cc", f"{f['cc']!r} is not a {f['protocol']} model: use {allowed}"
+                )
             if "rtt_ms" not in f and x != "rtt_ms":
                 raise _fail(path, f"series[{i}].flows[{j}]", "needs rtt_ms (or sweep x = 'rtt_ms')")
+            _tcp_profile(path, f"series[{i}].flows[{j}].tcp_profile", f["protocol"], f.get("tcp_profile"))
+        if isinstance(short, dict):
+            where = f"series[{i}].short_flows" if "short_flows" in s else "short_flows"
+            _tcp_profile(path, f"{where}.tcp_profile", short.get("protocol", "tcp"), short.get("tcp_profile"))
         extra = set(s) - {"label", "flows", "bottleneck", "short_flows"}
         if extra:
             raise _fail(path, f"series[{i}]", f"unknown keys {sorted(extra)}")
@@ -181,7 +226,7 @@ def load(path: str | Path) -> Scenario:
             raise _fail(path, key, "grows/shrinks/ratio_* compare two x values: give at = [first, last]")
         extra = set(c) - {
             "claim", "series", "key", "at", "min", "max", "below", "above", "margin", "grows", "shrinks", "quick",
-            "ratio_min", "ratio_max",
+            "ratio_min", "ratio_max", "informational",
         }  # fmt: skip
         if extra:
             raise _fail(path, key, f"unknown keys {sorted(extra)}")
@@ -201,6 +246,7 @@ def load(path: str | Path) -> Scenario:
                 ratio_min=c.get("ratio_min"),
                 ratio_max=c.get("ratio_max"),
                 quick=bool(c.get("quick", False)),
+                informational=bool(c.get("informational", False)),
             )
         )
     quick = d.get("quick", {})
@@ -212,6 +258,11 @@ def load(path: str | Path) -> Scenario:
     quick_duration = float(quick.get("duration_s", duration))
     if warmup >= duration:
         raise _fail(path, "warmup_s", f"{warmup:g} leaves nothing of the {duration:g} s run to measure")
+    also_warmup = d.get("also_warmup_s")
+    if also_warmup is not None and (
+        not isinstance(also_warmup, int | float) or isinstance(also_warmup, bool) or not 0 <= also_warmup < duration
+    ):
+        raise _fail(path, "also_warmup_s", f"must be a number of seconds from 0 to below the run's {duration:g} s")
     return Scenario(
         name=d["name"],
         path=path,
@@ -233,7 +284,41 @@ def load(path: str | Path) -> Scenario:
         quick_duration_s=quick_duration,
         quick_warmup_s=float(quick.get("warmup_s", min(warmup, quick_duration / 2))),
         note=d.get("note", ""),
+        tcp_profile=d.get("tcp_profile"),
+        paper=_paper(path, d["paper"], x) if "paper" in d else None,
+        also_warmup_s=float(also_warmup) if also_warmup is not None else None,
     )
+
+
+def _paper(path: Path, p: Any, x: str | None) -> PaperMark:
+    example = "e.g. { key = 'ottawa_mbps', value = 580, label = 'Fig. 11: 580 Mb/s' } or min/max for a band"
+    if not isinstance(p, dict) or not isinstance(p.get("key"), str) or not isinstance(p.get("label"), str):
+        raise _fail(path, "paper", f"needs a key and a label, {example}")
+    extra = set(p) - {"key", "label", "value", "min", "max"}
+    if extra:
+        raise _fail(path, "paper", f"unknown keys {sorted(extra)}")
+    nums = {k: p[k] for k in ("value", "min", "max") if k in p}
+    if any(not isinstance(v, int | float) or isinstance(v, bool) for v in nums.values()):
+        raise _fail(path, "paper", "value, min and max are numbers")
+    if ("value" in nums) == ("min" in nums or "max" in nums):
+        raise _fail(path, "paper", f"give either a value or a band (min and/or max), {example}")
+    if x is None:
+        raise _fail(path, "paper", "marks where the paper's figure falls in a sweep: needs x and values")
+    return PaperMark(
+        p["key"],
+        p["label"],
+        *(float(nums[k]) if k in nums else None for k in ("value", "min", "max")),
+    )
+
+
+def _tcp_profile(path: Path, key: str, protocol: Any, profile: Any) -> None:
+    """A ``tcp_profile`` names one of :data:`TCP_PROFILES` and is given to TCP only."""
+    if profile is None:
+        return
+    if profile not in TCP_PROFILES:
+        raise _fail(path, key, f"{profile!r} is not a TCP profile: use one of {', '.join(TCP_PROFILES)}")
+    if protocol != "tcp":
+        raise _fail(path, key, f"applies to TCP only, not {protocol!r}")
 
 
 def load_all(directory: Path = SCENARIOS_DIR) -> dict[str, Scenario]:
@@ -243,10 +328,15 @@ def load_all(directory: Path = SCENARIOS_DIR) -> dict[str, Scenario]:
 _QUEUE = re.compile(r"^\s*(?:(max|min)\(\s*([\w.]+)\s*,\s*([\w.]+)\s*\)|([\w.]+))\s*$")
 
 
+def bdp_packets(rate_mbps: float, rtt_ms: float) -> float:
+    """The bandwidth-delay product in full packets."""
+    return rate_mbps * 1e6 * rtt_ms / 1e3 / (PACKET_BYTES * 8)
+
+
 def queue_packets(expr: str | int, rate_mbps: float, rtt_ms: float) -> int:
     """A caption's queue size in packets: a number, ``bdp``, or ``max(a, b)``/``min(a, b)`` of
     those, where ``bdp`` is rate × the longest RTT in full packets."""
-    bdp = rate_mbps * 1e6 * rtt_ms / 1e3 / (PACKET_BYTES * 8)
+    bdp = bdp_packets(rate_mbps, rtt_ms)
     if isinstance(expr, int):
         return expr
     m = _QUEUE.match(expr)
@@ -294,17 +384,24 @@ def _run_spec(sc: Scenario, s: Series, x: float, duration: float) -> dict[str, A
             f["count"] = int(x)
         if "own_queue" in f:
             f["own_queue_pkts"] = queue_packets(f.pop("own_queue"), float(f["own_rate_mbps"]), float(f["rtt_ms"]))
+        if sc.tcp_profile and f["protocol"] == "tcp":
+            f.setdefault("tcp_profile", sc.tcp_profile)
         flows.append(f)
     b = {**sc.bottleneck, **s.bottleneck}
     if sc.x == "rate_mbps":
         b["rate_mbps"] = x
     rtts = [float(f["rtt_ms"]) for f in flows] + ([float(s.short_flows["rtt_ms"])] if s.short_flows else [])
     queue = b.pop("queue", "max(bdp, 100)")
-    b["queue_pkts"] = queue_packets(queue, float(b["rate_mbps"]), max(rtts))
+    if sc.x == "queue_bdp":
+        b["queue_pkts"] = max(1, math.ceil(x * bdp_packets(float(b["rate_mbps"]), max(rtts))))
+    else:
+        b["queue_pkts"] = queue_packets(queue, float(b["rate_mbps"]), max(rtts))
     spec: dict[str, Any] = {"seed": sc.seed, "duration_s": duration, "sample_s": sc.sample_s, "bottleneck": b}
     spec["flows"] = flows
     if s.short_flows:
         spec["short_flows"] = dict(s.short_flows)
+        if sc.tcp_profile and spec["short_flows"].get("protocol", "tcp") == "tcp":
+            spec["short_flows"].setdefault("tcp_profile", sc.tcp_profile)
     return spec
 
 
@@ -324,6 +421,8 @@ def expand(sc: Scenario, quick: bool = False) -> list[Point]:
                         f["protocol"] = "tcp"
                         for k in ("cc", "flow_control", "initial_rate_mbps"):
                             f.pop(k, None)
+                        if sc.tcp_profile:
+                            f["tcp_profile"] = sc.tcp_profile
                 specs.append(alone)
             points.append(Point(s.label, x, specs, warmup_s=sc.quick_warmup_s if quick else sc.warmup_s))
     return points
@@ -394,8 +493,17 @@ def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
         v["series"] = v["aggregate_mbps"]
         v["stability"] = _safe(lambda: metrics.stability_index([_samples_after(f, w) for f in flows]))
         v["jain"] = _safe(lambda: metrics.jain_index(means))
+        # What a plot of goodput over time shows from t = 0: the bottleneck's drops over the run,
+        # and how far each flow's goodput moves from one sample to the next (the mean absolute
+        # change, Mb/s): its oscillation, slow start's ramp included.
+        v["drops"] = r["bottleneck"]["dropped_queue"]
+        v["min_flow_mbps"] = min(means) if means else None
         for f, m in zip(flows, means, strict=True):
             v[f"{f['name']}_mbps"] = m
+            xs = _samples_after(f, 0.0)
+            v[f"{f['name']}_osc_mbps"] = (
+                statistics.fmean(abs(b - a) for a, b in itertools.pairwise(xs)) if len(xs) > 1 else None
+            )
             cap = min(capacity, float(f.get("own_rate_mbps") or capacity))
             t90 = metrics.convergence_time(f["times_s"], f["throughput_mbps"], cap, start=f["start_s"])
             v[f"{f['name']}_t90_s"] = t90
@@ -414,6 +522,10 @@ def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
             v[f"{proto}_mbps"] = m
             v[f"{proto}_share"] = m / total if total > 0 else None
         v["share"] = v.get("sabul_share", v.get("udt_share"))
+    alt = sc.also_warmup_s
+    if alt is not None:
+        again = reduce(replace(sc, also_warmup_s=None), replace(point, warmup_s=alt))
+        v[f"{sc.metric}_warmup_{alt:g}s"] = again.get(sc.metric)
     return v
 
 
@@ -430,6 +542,8 @@ class CheckResult:
 
     @property
     def judgement(self) -> str:
+        if self.check.informational:
+            return "informational"
         if self.ok is None:
             return "inconclusive" if any(x is not None for x in self.seeds) else "not judged"
         return "holds" if self.ok else "fails"
@@ -481,6 +595,10 @@ def judge(sc: Scenario, points: list[Point], quick: bool) -> list[CheckResult]:
                     bad.append(f"does not {how} from x={at[0]:g} ({first:.3g}) to x={at[-1]:g} ({last:.3g})")
         ok = None if not at else not bad
         detail = "; ".join(bad) if bad else ", ".join(seen)
+        if c.informational:
+            # Shown, not counted: the bound's outcome goes into the detail instead of ok.
+            detail = ("within the bound: " if ok else "outside the bound: ") + detail if at else detail
+            ok = None
         out.append(CheckResult(c, ok, detail))
     return out
 
@@ -548,6 +666,42 @@ def simulate_seeds(
     return [points for points, _ in runs], combined
 
 
+def paper_position(sc: Scenario, points: list[Point]) -> dict[str, str]:
+    """Per series, where the paper's figure (``sc.paper``) falls in the sweep: between which two
+    x values a number lies, or at which x values a band is met; empty without a mark."""
+    mark = sc.paper
+    if mark is None:
+        return {}
+    x_name = sc.x or "x"
+    out = {}
+    for s in sc.series:
+        pts = sorted((p.x, p.values.get(mark.key)) for p in points if p.series == s.label)
+        have = [(x, v) for x, v in pts if v is not None]
+        if not have:
+            out[s.label] = f"no value of {mark.key} in the sweep"
+            continue
+        shown = ", ".join(f"{x:g}: {v:.3g}" for x, v in have)
+        if mark.value is not None:
+            target = mark.value
+            cross = [(a, b) for a, b in itertools.pairwise(have) if min(a[1], b[1]) <= target <= max(a[1], b[1])]
+            lo, hi = min(have, key=lambda xv: xv[1]), max(have, key=lambda xv: xv[1])
+            if cross:
+                where = "; ".join(
+                    f"between {x_name} = {a[0]:g} ({a[1]:.3g}) and {b[0]:g} ({b[1]:.3g})" for a, b in cross
+                )
+            elif target > hi[1]:
+                where = f"above the whole sweep (its highest: {hi[1]:.3g} at {x_name} = {hi[0]:g})"
+            else:
+                where = f"below the whole sweep (its lowest: {lo[1]:.3g} at {x_name} = {lo[0]:g})"
+            out[s.label] = f"{mark.label} lies {where} [{shown}]"
+        else:
+            inside = [x for x, v in have if (mark.min is None or v >= mark.min) and (mark.max is None or v <= mark.max)]
+            band = f"[{'' if mark.min is None else f'{mark.min:g}'}, {'' if mark.max is None else f'{mark.max:g}'}]"
+            where = f"met at {x_name} = {', '.join(f'{x:g}' for x in inside)}" if inside else "met nowhere in the sweep"
+            out[s.label] = f"{mark.label} {band}: {where} [{shown}]"
+    return out
+
+
 def flow_table(points: Iterable[Point]) -> list[dict[str, Any]]:
     """Per run: each flow's mean goodput over the run, Mb/s (the snapshot's rows)."""
     rows = []
@@ -610,6 +764,18 @@ def to_json(
             }
             for c in checks
         ],
+        "paper": (
+            {
+                "key": sc.paper.key,
+                "label": sc.paper.label,
+                "value": sc.paper.value,
+                "min": sc.paper.min,
+                "max": sc.paper.max,
+                "where": paper_position(sc, points),
+            }
+            if sc.paper
+            else None
+        ),
         "seeds": [sc.seed + k for k in range(1 + len(more))],
         "more_seeds": [
             [{"series": p.series, "x": p.x, "values": p.values, "specs": p.specs} for p in pts] for pts in more
@@ -628,7 +794,10 @@ def snapshot(sc: Scenario, points: list[Point], checks: list[CheckResult]) -> st
             nic = f" nic_drops={r['host_nic']['dropped_queue']}" if r.get("host_nic") else ""
             lines.append(f"  {flows} | drops={r['bottleneck']['dropped_queue']}{nic}")
     for c in checks:
-        lines.append(f"check {'ok' if c.ok else 'FAILED'}: {c.check.claim}")
+        verdict = f"informational ({c.detail})" if c.check.informational else ("ok" if c.ok else "FAILED")
+        lines.append(f"check {verdict}: {c.check.claim}")
+    for label, where in paper_position(sc, points).items():
+        lines.append(f"paper, {label}: {where}")
     return "\n".join(lines) + "\n"
 
 
@@ -639,7 +808,8 @@ def plot(sc: Scenario, points: list[Point], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if sc.metric == "series":
+    sweep_of_series = sc.metric == "series" and sc.x is not None and sc.paper is not None
+    if sc.metric == "series" and not sweep_of_series:
         fig, axes = plt.subplots(len(points), 1, figsize=(8, 2.6 * len(points)), squeeze=False, sharex=True)
         for ax, p in zip(axes[:, 0], points, strict=True):
             for f in p.results[0]["flows"]:
@@ -649,7 +819,11 @@ def plot(sc: Scenario, points: list[Point], path: Path) -> None:
             ax.legend(fontsize=7, loc="lower right")
         axes[-1, 0].set_xlabel("time (s)")
     else:
-        keys = [sc.metric] + (["stdev_mbps"] if sc.metric == "scaling" else [])
+        keys = (
+            [sc.paper.key]
+            if sweep_of_series and sc.paper
+            else [sc.metric] + (["stdev_mbps"] if sc.metric == "scaling" else [])
+        )
         fig, axes = plt.subplots(1, len(keys), figsize=(6.5 * len(keys), 4), squeeze=False)
         for ax, key in zip(axes[0], keys, strict=True):
             for s in sc.series:
@@ -662,9 +836,20 @@ def plot(sc: Scenario, points: list[Point], path: Path) -> None:
                     for bound in (c.min, c.max):
                         if bound is not None:
                             ax.axhline(bound, color="grey", ls=":", lw=1)
-            if sc.x in ("rtt_ms", "count") and min(p.x for p in points) > 0:
+            if sc.paper and sc.paper.key == key:
+                if sc.paper.value is not None:
+                    ax.axhline(sc.paper.value, color="tab:red", ls="--", lw=1, label=sc.paper.label)
+                else:
+                    lo = sc.paper.min if sc.paper.min is not None else ax.get_ylim()[0]
+                    hi = sc.paper.max if sc.paper.max is not None else ax.get_ylim()[1]
+                    ax.axhspan(lo, hi, color="tab:red", alpha=0.12, label=sc.paper.label)
+            if sc.x in ("rtt_ms", "count", "queue_bdp") and min(p.x for p in points) > 0:
                 ax.set_xscale("log")
-            ax.set_xlabel({"rtt_ms": "RTT (ms)", "count": "flows", "rate_mbps": "link (Mb/s)"}.get(sc.x or "", ""))
+            ax.set_xlabel(
+                {"rtt_ms": "RTT (ms)", "count": "flows", "rate_mbps": "link (Mb/s)", "queue_bdp": "queue (BDP)"}.get(
+                    sc.x or "", ""
+                )
+            )
             ax.set_ylabel(key)
             ax.legend(fontsize=8)
     fig.suptitle(f"{sc.figure}: {sc.title} (simulated)", fontsize=10)

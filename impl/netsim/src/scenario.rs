@@ -35,11 +35,13 @@ use udt_proto::config::ConnectionConfig;
 use crate::agent::Agent;
 use crate::network::{FlowId, FlowSetup, LinkId, Nanos, Network, SocketLimit};
 use crate::sabul::{SabulReceiver, SabulSender};
-use crate::tcp::{TcpConfig, TcpReceiver, TcpSender};
+use crate::sabul2004;
+use crate::tcp::{self, TcpConfig, TcpReceiver, TcpSender};
 use crate::udt::{UdtReceiver, UdtSender, WithoutFlowControl, RECEIVER_ADDR};
 use crate::udt2004::{self, DecRandomSource};
 
-/// The `cc` of a UDT flow that runs the 2004 NS-2 module's agents ([`udt2004`]).
+/// The `cc` of a UDT flow that runs the 2004 NS-2 module's agents ([`udt2004`]), and of a SABUL
+/// flow that runs the 2004 SABUL NS-2 module's ([`sabul2004`]).
 pub const NS2_2004: &str = "ns2-2004";
 
 /// How long a simulated UDT application waits for its connection.
@@ -102,7 +104,7 @@ pub enum Protocol {
     Udt,
     /// TCP as NS-2's SACK agent.
     Tcp,
-    /// SABUL (`sabul`'s core).
+    /// SABUL (`sabul`'s core, or the 2004 SABUL NS-2 module with `cc = "ns2-2004"`).
     Sabul,
 }
 
@@ -118,6 +120,9 @@ pub struct FlowSpec {
     /// UDT's controller: `udt411` (4.11's CUDTCC, default), `paper` (the SC'04 variant), or
     /// `ns2-2004`: not a controller but the 2004 NS-2 module's own agents ([`udt2004`]), which
     /// take `window_pkts` as their window cap `Wmax` and refuse `bytes` and `flow_control`.
+    /// SABUL: absent (the `sabul` crate) or `ns2-2004`, the 2004 SABUL NS-2 module's agents
+    /// ([`sabul2004`]): `window_pkts` its two windows, `initial_rate_mbps` its first `I`, the
+    /// flow's `rtt_ms` its Tcl `rtt_`; no `bytes`.
     #[serde(default)]
     pub cc: Option<String>,
     /// UDT: the window-based flow control on (default) or off (rate control alone, Fig. 7).
@@ -151,6 +156,10 @@ pub struct FlowSpec {
     /// This many flows of this description (default 1).
     #[serde(default = "one")]
     pub count: u32,
+    /// TCP: the model's parameter set, `default` or `ns2-2.26` (NS-2 2.26's timers, Limited
+    /// Transmit, SYN and whole-segment reductions: [`TcpConfig::ns2_226`]). Default: `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_profile: Option<String>,
 }
 
 fn yes() -> bool {
@@ -212,6 +221,9 @@ pub struct ShortFlows {
     /// kept until then), at `duration_s` at the latest. Default: time-bound, to `duration_s`.
     #[serde(default)]
     pub until_done: bool,
+    /// TCP transfers: the model's parameter set, as a flow's `tcp_profile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_profile: Option<String>,
 }
 
 fn tcp() -> Protocol {
@@ -372,6 +384,7 @@ impl RunSpec {
             if !s.rtt_ms.is_finite() || s.rtt_ms / 2.0 < b.delay_ms {
                 return err(format!("short_flows: rtt_ms {} is less than twice the bottleneck's delay_ms", s.rtt_ms));
             }
+            check_tcp_profile("short_flows", s.protocol, s.tcp_profile.as_deref())?;
         }
         for (i, f) in self.flows.iter().enumerate() {
             if !f.rtt_ms.is_finite() || f.rtt_ms / 2.0 < b.delay_ms {
@@ -406,6 +419,23 @@ impl RunSpec {
                         ));
                     }
                 }
+            } else if f.protocol == Protocol::Sabul && f.cc.is_some() {
+                let cc = f.cc.as_deref().unwrap_or_default();
+                if cc != NS2_2004 {
+                    return err(format!(
+                        "flow {i}: cc {cc:?} is not a SABUL model: leave cc out for the sabul crate, or use {NS2_2004} \
+                         for the 2004 NS-2 module"
+                    ));
+                }
+                if f.bytes.is_some() {
+                    return err(format!(
+                        "flow {i}: the SABUL {NS2_2004} model has no finite transfers (its source is unlimited, \
+                         SABUL-2004-NS2.md §1.4): drop bytes and bound the flow with stop_s"
+                    ));
+                }
+                if !f.flow_control {
+                    return err(format!("flow {i}: flow_control applies to UDT flows only"));
+                }
             } else if f.cc.is_some() || !f.flow_control {
                 return err(format!("flow {i}: cc and flow_control apply to UDT flows only"));
             }
@@ -421,9 +451,25 @@ impl RunSpec {
             if f.window_pkts.is_some_and(|w| w < 32) {
                 return err(format!("flow {i}: window_pkts must be at least 32"));
             }
+            check_tcp_profile(&format!("flow {i}"), f.protocol, f.tcp_profile.as_deref())?;
         }
         Ok(())
     }
+}
+
+/// A `tcp_profile` names one of [`tcp::PROFILES`] and is given to TCP only.
+fn check_tcp_profile(what: &str, protocol: Protocol, profile: Option<&str>) -> Result<(), SpecError> {
+    let Some(name) = profile else { return Ok(()) };
+    if protocol != Protocol::Tcp {
+        return Err(SpecError(format!("{what}: tcp_profile applies to TCP only")));
+    }
+    if TcpConfig::profile(name).is_none() {
+        return Err(SpecError(format!(
+            "{what}: tcp_profile {name:?} is not a TCP profile: use {}",
+            tcp::PROFILES.join(" or ")
+        )));
+    }
+    Ok(())
 }
 
 /// Builds the dumbbell of `spec` and runs it to the end.
@@ -576,6 +622,7 @@ fn run_short_flows(
         own_rate_mbps: None,
         own_queue_pkts: None,
         count: 1,
+        tcp_profile: s.tcp_profile.clone(),
     };
     let mut active: Vec<(FlowId, Nanos)> = Vec::new();
     let mut started = 0u32;
@@ -658,11 +705,29 @@ fn ends(f: &FlowSpec, seed: u64, dec_random: DecRandomSource) -> crate::network:
                 (Box::new(sender), Box::new(receiver))
             }
             Protocol::Tcp => {
-                let mut config = TcpConfig { bytes: f.bytes, ..TcpConfig::default() };
+                let profile = f.tcp_profile.as_deref().and_then(TcpConfig::profile).unwrap_or_default();
+                let mut config = TcpConfig { bytes: f.bytes, ..profile };
                 if let Some(w) = f.window_pkts {
                     config.window_pkts = w;
                 }
+                if let Some(tick) = config.rtt_tick {
+                    // The tick clock's phase, NS-2's per-agent `boot_time_`.
+                    let t = (tick.as_micros() as u64).max(1);
+                    config.tick_phase =
+                        transfer::time::Duration::from_micros(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) % t);
+                }
                 (Box::new(TcpSender::new(config.clone())), Box::new(TcpReceiver::new(&config)))
+            }
+            Protocol::Sabul if f.cc.as_deref() == Some(NS2_2004) => {
+                let mut config = sabul2004::Config { rtt: f.rtt_ms / 1e3, ..sabul2004::Config::default() };
+                if let Some(r) = f.initial_rate_mbps {
+                    config.initial_interval = f64::from(sabul2004::PACKET_BYTES) * 8.0 / (r * 1e6);
+                }
+                if let Some(w) = f.window_pkts {
+                    config.send_window = i64::from(w);
+                    config.recv_window = i64::from(w);
+                }
+                (Box::new(sabul2004::Sender::new(config, now)), Box::new(sabul2004::Receiver::new(config, now)))
             }
             Protocol::Sabul => {
                 let mut sc = sabul::SenderConfig::default();
@@ -698,7 +763,10 @@ fn collect(spec: &RunSpec, net: &Network, shared: Shared, ids: &[(FlowId, &FlowS
             FlowResult {
                 name: name.clone(),
                 protocol: f.protocol,
-                cc: (f.protocol == Protocol::Udt).then(|| f.cc.clone().unwrap_or_else(|| "udt411".into())),
+                cc: match f.protocol {
+                    Protocol::Udt => Some(f.cc.clone().unwrap_or_else(|| "udt411".into())),
+                    _ => f.cc.clone(),
+                },
                 rtt_ms: f.rtt_ms,
                 own_rate_mbps: f.own_rate_mbps,
                 start_s: f.start_s,

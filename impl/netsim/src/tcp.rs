@@ -4,8 +4,8 @@
 //! The papers ran NS-2's one-way TCP: `Agent/TCP/Sack1` sending to `Agent/TCPSink/Sack1`,
 //! delayed ACKs off, the advertised window `window_` at least the BDP. [`TcpSender`] models
 //! that sender and [`TcpReceiver`] that sink; like NS-2's one-way agents there is no
-//! handshake, no FIN exchange and no real payload, and sequence numbers count whole segments
-//! (`u64`, never wrapping).
+//! handshake (but the NS-2.26 profile's one-way SYN), no FIN exchange and no real payload,
+//! and sequence numbers count whole segments (`u64`, never wrapping).
 //!
 //! # The sender
 //!
@@ -41,8 +41,39 @@
 //!   new segment is timed when none is, the sample is taken when the cumulative ACK covers
 //!   it, and any retransmission or timeout cancels the measurement. RFC 6298 smoothing
 //!   (`srtt`, `rttvar`, `rto = srtt + 4·rttvar` clamped to `[min_rto, max_rto]`), at µs
-//!   resolution rather than NS-2's `tcpTick_` of 10 ms. The backoff is cleared by every
-//!   ACK that advances the cumulative ACK.
+//!   resolution by default, NS-2's integer estimator in ticks with `rtt_tick` (below). The
+//!   backoff is cleared by every ACK that advances the cumulative ACK.
+//!
+//! # The NS-2.26 profile
+//!
+//! [`TcpConfig::default`] keeps NS-2 2.35's timer values with µs timing and neither Limited
+//! Transmit nor SYN. [`TcpConfig::ns2_226`] (`tcp_profile = "ns2-2.26"` in a scenario) has
+//! the defaults of NS-2 2.26, which the papers ran, each switch as NS-2 does it:
+//!
+//! * Timers: min RTO 1 s, initial RTO 6 s, max 64 s. The floor applies before the backoff
+//!   (`rfc2988_`, on since 2002), so a backed-off RTO is `max(rto, min_rto) · 2^k`, capped.
+//! * `rtt_tick` 10 ms, NS-2's `tcpTick_` estimator without timestamps: a sample is the
+//!   number of tick boundaries between the timed segment's send and its ACK on a clock
+//!   offset by a per-agent phase (`boot_time_`), at least 1. `srtt` is kept as 8 × ticks and
+//!   `rttvar` as 4 × ticks in integers: the first sample sets them to `m` and `m/2`, later
+//!   ones add `m − ⌊srtt⌋` and `|m − ⌊srtt⌋| − ⌊rttvar⌋` (each at least 1 in its scale). The
+//!   RTO is `⌊srtt + 4·rttvar⌋` ticks, at least two. So 4·rttvar never decays below 3/4 of a
+//!   tick: a steady RTT gets an RTO three ticks above it before the floor.
+//! * Limited Transmit (`singledup_`): outside recovery, the first and the second duplicate
+//!   ACK (those counted: with new SACK information) each send one new segment if it lies
+//!   within the advertised window and no more than `cwnd + dupacks` beyond the cumulative
+//!   ACK; a duplicate ACK sends nothing else.
+//! * The SYN exchange (`syn_` with `delay_growth_`): segment 0 is a 40-byte SYN sent alone
+//!   with cwnd 1 and timed like data (its ACK gives the first RTT sample); the ACK that
+//!   covers it sets cwnd to `initial_cwnd`, and the data follow from segment 1: the first
+//!   data leave one RTT later. A lost SYN waits out the 6 s initial RTO, and its timeout sets
+//!   ssthresh to 2 as any timeout with one segment out does.
+//! * Whole-segment reductions (`precisionReduce_` false): entering recovery,
+//!   `cwnd = ⌊⌊min(cwnd, window)⌋/2⌋` (at least 1) and ssthresh the same (at least 2); a
+//!   timeout's ssthresh is `⌊flight/2⌋`, at least 2.
+//!
+//! The profile leaves the rest of the model as it is (docs/simulator.md lists what 2.26 had
+//! besides and the profile does not model).
 //!
 //! # The receiver
 //!
@@ -61,8 +92,8 @@
 //!
 //! # Simplifications against NS-2
 //!
-//! * No limited transmit (NS-2's `singledup_`), no `maxburst_`, no `tcpTick_` rounding, no
-//!   ECN, no slow-start restart after idle. cwnd is kept as an `f64` and capped at
+//! * By default no Limited Transmit (NS-2's `singledup_`), no `tcpTick_` rounding and no SYN
+//!   (the NS-2.26 profile has them); no `maxburst_`, no ECN, no slow-start restart after idle. cwnd is kept as an `f64` and capped at
 //!   `window_pkts` (NS-2 lets it grow past `window_` when window-limited, to no effect).
 //! * SACK recovery only; no NewReno fallback (`sack: false`) is offered.
 //! * After a timeout, once the cumulative ACK moves again, the go-back-N skips what the
@@ -77,8 +108,8 @@
 //!
 //! # Wire format (private to the model)
 //!
-//! Data: `[1, flags, len: u32, seq: u64]` (14 bytes, big-endian; flag bit 0 = FIN), on the
-//! wire `40 + len` bytes. ACK: `[2, n, ack: u64, n × (start: u64, end: u64)]` with `n ≤ 3`,
+//! Data: `[1, flags, len: u32, seq: u64]` (14 bytes, big-endian; flag bit 0 = FIN, bit 1 =
+//! SYN with `len` 0), on the wire `40 + len` bytes. ACK: `[2, n, ack: u64, n × (start: u64, end: u64)]` with `n ≤ 3`,
 //! `ack` the next segment expected, blocks half-open; 40 bytes on the wire. Anything else is
 //! ignored, never a panic.
 
@@ -94,6 +125,7 @@ pub const HEADER_BYTES: u32 = 40;
 const TYPE_DATA: u8 = 1;
 const TYPE_ACK: u8 = 2;
 const FLAG_FIN: u8 = 1;
+const FLAG_SYN: u8 = 2;
 const DATA_HDR: usize = 14;
 const ACK_HDR: usize = 10;
 const MAX_SACK_BLOCKS: usize = 3;
@@ -122,6 +154,27 @@ pub struct TcpConfig {
     pub max_rto: Duration,
     /// Payload bytes to send; `None` is an endless bulk source (NS-2's FTP).
     pub bytes: Option<u64>,
+    /// The RTT estimator's clock (NS-2 `tcpTick_`). `None` (default): µs samples smoothed in
+    /// floating point (RFC 6298). `Some(tick)`: NS-2's integer estimator, a sample counting
+    /// the tick boundaries between a segment's send and its ACK, `srtt` and `rttvar` kept in
+    /// ticks with 3 and 2 fraction bits, the RTO a whole number of ticks and at least two
+    /// (module docs, "The NS-2.26 profile").
+    pub rtt_tick: Option<Duration>,
+    /// Where the tick clock's boundaries fall, an offset below `rtt_tick` (NS-2 draws its
+    /// `boot_time_` uniformly per agent; the simulator draws it from the flow's seed).
+    pub tick_phase: Duration,
+    /// Limited Transmit (NS-2 `singledup_`, RFC 3042): the first and second duplicate ACK
+    /// each send one new segment, up to `cwnd + dupacks` beyond the cumulative ACK (default
+    /// off).
+    pub limited_transmit: bool,
+    /// The SYN exchange of NS-2's one-way TCP (`syn_` with `delay_growth_`): a 40-byte SYN
+    /// (segment 0) with a window of 1 first, the data from segment 1 once it is acknowledged,
+    /// when cwnd becomes `initial_cwnd` (default off).
+    pub syn: bool,
+    /// Whole-segment window reductions (NS-2 `precisionReduce_` false): entering recovery
+    /// sets `ssthresh = max(⌊⌊w⌋/2⌋, 2)` and `cwnd = max(⌊⌊w⌋/2⌋, 1)`, a timeout
+    /// `ssthresh = max(⌊flight/2⌋, 2)` (default off: the exact halves).
+    pub integer_reductions: bool,
 }
 
 impl Default for TcpConfig {
@@ -135,11 +188,45 @@ impl Default for TcpConfig {
             min_rto: Duration::from_millis(200),
             max_rto: Duration::from_secs(60),
             bytes: None,
+            rtt_tick: None,
+            tick_phase: Duration::ZERO,
+            limited_transmit: false,
+            syn: false,
+            integer_reductions: false,
         }
     }
 }
 
+/// The names a scenario gives `tcp_profile` ([`TcpConfig::profile`]).
+pub const PROFILES: [&str; 2] = ["default", "ns2-2.26"];
+
 impl TcpConfig {
+    /// The named profile: `default` ([`TcpConfig::default`]) or `ns2-2.26`
+    /// ([`TcpConfig::ns2_226`]); `None` for any other name.
+    pub fn profile(name: &str) -> Option<TcpConfig> {
+        match name {
+            "default" => Some(TcpConfig::default()),
+            "ns2-2.26" => Some(TcpConfig::ns2_226()),
+            _ => None,
+        }
+    }
+
+    /// NS-2 2.26's defaults, which the 2004 papers ran (module docs, "The NS-2.26 profile"):
+    /// min RTO 1 s, initial RTO 6 s, max RTO 64 s, a 10 ms RTT clock, Limited Transmit, the
+    /// SYN exchange and whole-segment reductions; everything else as [`TcpConfig::default`].
+    pub fn ns2_226() -> TcpConfig {
+        TcpConfig {
+            initial_rto: Duration::from_secs(6),
+            min_rto: Duration::from_secs(1),
+            max_rto: Duration::from_secs(64),
+            rtt_tick: Some(Duration::from_millis(10)),
+            limited_transmit: true,
+            syn: true,
+            integer_reductions: true,
+            ..TcpConfig::default()
+        }
+    }
+
     /// Segments of a finite transfer and the payload length of its last one.
     fn segments(&self) -> Option<(u64, u32)> {
         let mss = u64::from(self.mss.max(1));
@@ -187,9 +274,9 @@ fn parse(b: &[u8]) -> Option<Segment> {
     }
 }
 
-fn write_data(buf: &mut [u8], seq: u64, len: u32, fin: bool) -> usize {
+fn write_data(buf: &mut [u8], seq: u64, len: u32, flags: u8) -> usize {
     buf[0] = TYPE_DATA;
-    buf[1] = if fin { FLAG_FIN } else { 0 };
+    buf[1] = flags;
     buf[2..6].copy_from_slice(&len.to_be_bytes());
     buf[6..14].copy_from_slice(&seq.to_be_bytes());
     DATA_HDR
@@ -291,10 +378,17 @@ pub struct TcpSender {
     relost: BTreeSet<u64>,
     srtt_us: Option<f64>,
     rttvar_us: f64,
+    /// NS-2's integer estimator (`rtt_tick`): 8 × srtt and 4 × rttvar in ticks, 0 = no sample.
+    t_srtt: i64,
+    t_rttvar: i64,
     rto: Duration,
     backoff: u32,
     timed: Option<(u64, Instant)>,
     deadline: Option<Instant>,
+    /// A first or second duplicate ACK just arrived: Limited Transmit may send one segment.
+    limited_send: bool,
+    /// The first data segment: 1 behind a SYN (segment 0), else 0.
+    first_data: u64,
     packets_sent: u64,
     retransmitted: u64,
     fast_retransmits: u64,
@@ -304,10 +398,12 @@ pub struct TcpSender {
 impl TcpSender {
     /// A sender for the transfer `cfg` describes.
     pub fn new(cfg: TcpConfig) -> TcpSender {
+        let first_data = u64::from(cfg.syn);
         let (end, last_len, finite) = match cfg.segments() {
-            Some((n, last)) => (n, last, true),
+            Some((n, last)) => (n + first_data, last, true),
             None => (u64::MAX, cfg.mss, false),
         };
+        let cwnd = if cfg.syn { 1.0 } else { cfg.initial_cwnd.max(1.0).min(f64::from(cfg.window_pkts.max(1))) };
         TcpSender {
             end,
             finite,
@@ -315,7 +411,7 @@ impl TcpSender {
             una: 0,
             nxt: 0,
             max: 0,
-            cwnd: cfg.initial_cwnd.max(1.0).min(f64::from(cfg.window_pkts.max(1))),
+            cwnd,
             ssthresh: cfg.initial_ssthresh,
             dupacks: 0,
             in_recovery: false,
@@ -330,10 +426,14 @@ impl TcpSender {
             relost: BTreeSet::new(),
             srtt_us: None,
             rttvar_us: 0.0,
+            t_srtt: 0,
+            t_rttvar: 0,
             rto: cfg.initial_rto,
             backoff: 0,
             timed: None,
             deadline: None,
+            limited_send: false,
+            first_data,
             packets_sent: 0,
             retransmitted: 0,
             fast_retransmits: 0,
@@ -394,7 +494,37 @@ impl TcpSender {
         self.deadline = if self.una < self.max { Some(now + self.current_rto()) } else { None };
     }
 
-    fn rtt_sample(&mut self, r_us: f64) {
+    fn rtt_sample(&mut self, sent: Instant, now: Instant) {
+        match self.cfg.rtt_tick {
+            None => self.rtt_sample_us((now - sent).as_micros() as f64),
+            Some(tick) => self.rtt_sample_ticks(tick, sent, now),
+        }
+    }
+
+    /// NS-2's `rtt_update` without timestamps and `rtt_timeout` with `rfc2988_`, in ticks.
+    fn rtt_sample_ticks(&mut self, tick: Duration, sent: Instant, now: Instant) {
+        let t = (tick.as_micros() as u64).max(1);
+        let phase = self.cfg.tick_phase.as_micros() as u64 % t;
+        // The tick boundaries crossed between the send and the ACK, at least one.
+        let ticks = ((now.as_micros() + phase) / t).saturating_sub((sent.as_micros() + phase) / t);
+        let m = (ticks as i64).max(1);
+        if self.t_srtt != 0 {
+            let mut delta = m - (self.t_srtt >> 3);
+            self.t_srtt = (self.t_srtt + delta).max(1);
+            delta = delta.abs() - (self.t_rttvar >> 2);
+            self.t_rttvar = (self.t_rttvar + delta).max(1);
+        } else {
+            self.t_srtt = m << 3;
+            self.t_rttvar = m << 1;
+        }
+        self.srtt_us = Some(((self.t_srtt >> 3) as u64 * t) as f64);
+        // srtt + 4·rttvar, truncated to whole ticks.
+        let rto_ticks = ((self.t_rttvar << 3) + self.t_srtt) >> 3;
+        let rto = Duration::from_micros(rto_ticks as u64 * t);
+        self.rto = rto.clamp(self.cfg.min_rto, self.cfg.max_rto.max(self.cfg.min_rto)).max(2 * tick);
+    }
+
+    fn rtt_sample_us(&mut self, r_us: f64) {
         match self.srtt_us {
             None => {
                 self.srtt_us = Some(r_us);
@@ -411,6 +541,7 @@ impl TcpSender {
     }
 
     fn on_ack(&mut self, now: Instant, ack: u64, blocks: &[(u64, u64)]) {
+        self.limited_send = false;
         if ack > self.max {
             return; // acknowledges what was never sent
         }
@@ -431,7 +562,7 @@ impl TcpSender {
         if ack > self.una {
             if let Some((seq, sent)) = self.timed {
                 if ack > seq {
-                    self.rtt_sample((now - sent).as_micros() as f64);
+                    self.rtt_sample(sent, now);
                     self.timed = None;
                 }
             }
@@ -459,11 +590,17 @@ impl TcpSender {
                 }
                 self.cwnd = self.cwnd.min(self.wnd() as f64);
             }
+            if self.cfg.syn && ack == 1 {
+                // The SYN's ACK opens the window (NS-2's `delay_growth_`).
+                self.cwnd = self.cfg.initial_cwnd.max(1.0).min(self.wnd() as f64);
+            }
             self.restart_timer(now);
         } else if ack == self.una && self.una < self.max && new_sack && !self.after_timeout {
             self.dupacks += 1;
             if !self.in_recovery && self.dupacks == DUPACK_THRESHOLD && self.una >= self.recover {
                 self.enter_recovery(now);
+            } else if self.cfg.limited_transmit && !self.in_recovery && self.dupacks < DUPACK_THRESHOLD {
+                self.limited_send = true;
             }
         }
         self.high_sack = self.sacked.highest_end().unwrap_or(0).max(self.una);
@@ -483,8 +620,14 @@ impl TcpSender {
     fn enter_recovery(&mut self, now: Instant) {
         self.fast_retransmits += 1;
         let w = self.cwnd.min(self.wnd() as f64);
-        self.ssthresh = (w / 2.0).max(2.0);
-        self.cwnd = self.ssthresh;
+        if self.cfg.integer_reductions {
+            let half = (w.floor() / 2.0).floor();
+            self.ssthresh = half.max(2.0);
+            self.cwnd = half.max(1.0);
+        } else {
+            self.ssthresh = (w / 2.0).max(2.0);
+            self.cwnd = self.ssthresh;
+        }
         self.in_recovery = true;
         self.recover = self.max;
         self.rexmit_next = self.una;
@@ -502,7 +645,8 @@ impl TcpSender {
         }
         self.timeouts += 1;
         let flight = self.nxt.saturating_sub(self.una) as f64;
-        self.ssthresh = (flight / 2.0).max(2.0);
+        let half = if self.cfg.integer_reductions { (flight / 2.0).floor() } else { flight / 2.0 };
+        self.ssthresh = half.max(2.0);
         self.cwnd = 1.0;
         self.backoff = (self.backoff + 1).min(16);
         self.in_recovery = false;
@@ -560,6 +704,15 @@ impl TcpSender {
             if s >= self.una && s < self.max {
                 return Some((s, true));
             }
+        }
+        if std::mem::take(&mut self.limited_send) {
+            // NS-2's `send_one`: one new segment within the advertised window and at most
+            // `cwnd + dupacks` beyond the cumulative ACK; nothing else on a duplicate ACK.
+            let room = (self.nxt + 1 - self.una) as f64 <= self.cwnd + f64::from(self.dupacks);
+            if self.nxt < self.end && self.nxt < self.una + self.wnd() && room {
+                return Some((self.nxt, false));
+            }
+            return None;
         }
         if self.in_recovery {
             if self.pipe() >= self.cwnd.floor() as u64 {
@@ -620,9 +773,23 @@ impl Agent for TcpSender {
         if self.deadline.is_none() {
             self.deadline = Some(now + self.current_rto());
         }
-        let fin = self.finite && seq + 1 == self.end;
-        let len = if fin { self.last_len } else { self.cfg.mss };
-        let size = write_data(buf, seq, len, fin);
+        let syn = seq < self.first_data;
+        let fin = self.finite && seq + 1 == self.end && !syn;
+        let len = if syn {
+            0
+        } else if fin {
+            self.last_len
+        } else {
+            self.cfg.mss
+        };
+        let flags = if syn {
+            FLAG_SYN
+        } else if fin {
+            FLAG_FIN
+        } else {
+            0
+        };
+        let size = write_data(buf, seq, len, flags);
         Some(Emit { size, wire_len: HEADER_BYTES + len, channel: Channel::Datagram })
     }
 
@@ -658,6 +825,8 @@ struct PendingAck {
 #[derive(Debug, Clone)]
 pub struct TcpReceiver {
     mss: u32,
+    /// The first data segment: 1 behind a SYN, else 0.
+    first_data: u64,
     /// The next segment expected in order.
     cum: u64,
     ooo: RangeSet,
@@ -674,6 +843,7 @@ impl TcpReceiver {
     pub fn new(cfg: &TcpConfig) -> TcpReceiver {
         TcpReceiver {
             mss: cfg.mss,
+            first_data: u64::from(cfg.syn),
             cum: 0,
             ooo: RangeSet::default(),
             recent: VecDeque::new(),
@@ -759,8 +929,8 @@ impl Agent for TcpReceiver {
     fn stats(&self) -> AgentStats {
         let mss = u64::from(self.mss);
         let delivered = match self.fin {
-            Some((seq, len)) if self.cum > seq => seq * mss + u64::from(len),
-            _ => self.cum.saturating_mul(mss),
+            Some((seq, len)) if self.cum > seq => (seq - self.first_data.min(seq)) * mss + u64::from(len),
+            _ => self.cum.saturating_sub(self.first_data).saturating_mul(mss),
         };
         AgentStats { delivered, ..AgentStats::default() }
     }
@@ -1015,9 +1185,9 @@ mod tests {
 
     #[test]
     fn finite_transfer_is_fully_delivered_under_random_loss() {
-        for seed in 1..=6 {
+        for (seed, profile) in (1..=6).flat_map(|k| [(k, TcpConfig::default()), (k, TcpConfig::ns2_226())]) {
             let bytes = 3_000_000 + 123 * seed;
-            let cfg = TcpConfig { bytes: Some(bytes), window_pkts: 200, ..TcpConfig::default() };
+            let cfg = TcpConfig { bytes: Some(bytes), window_pkts: 200, ..profile };
             let mut rng = Xoshiro256::seed_from_u64(seed);
             let mut net =
                 Net::new(cfg, 20.0, 20, 50).with_drop(move |data, _, _| rng.chance(if data { 0.02 } else { 0.01 }));
@@ -1032,6 +1202,202 @@ mod tests {
             net.flush();
             assert_eq!(net.tx.stats().packets_sent, before, "nothing past the end");
         }
+    }
+
+    /// Hands the sender an ACK and returns what it sends then: (segment, wire bytes, flags).
+    fn ack_and_poll(tx: &mut TcpSender, now: Instant, ack: u64, blocks: &[(u64, u64)]) -> Vec<(u64, u32, u8)> {
+        let mut b = vec![0; 64];
+        let n = write_ack(&mut b, ack, blocks);
+        tx.handle_packet(now, Channel::Datagram, &b[..n]);
+        poll_all(tx, now)
+    }
+
+    fn poll_all(tx: &mut TcpSender, now: Instant) -> Vec<(u64, u32, u8)> {
+        let mut buf = vec![0; 1500];
+        let mut out = Vec::new();
+        while let Some(e) = tx.poll_transmit(now, &mut buf) {
+            match parse(&buf[..e.size]) {
+                Some(Segment::Data { seq, .. }) => out.push((seq, e.wire_len, buf[1])),
+                other => panic!("{other:?}"),
+            }
+        }
+        out
+    }
+
+    fn ms(n: u64) -> Instant {
+        Instant::from_micros(n * 1000)
+    }
+
+    /// Four segments out, the first lost: the ACKs of the next three.
+    fn lose_first_of_four(cfg: TcpConfig) -> (TcpSender, Vec<Vec<u64>>) {
+        let mut tx = TcpSender::new(TcpConfig { initial_cwnd: 4.0, window_pkts: 100, ..cfg });
+        assert_eq!(poll_all(&mut tx, ms(0)).iter().map(|s| s.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        let sent =
+            (2..=4).map(|k| ack_and_poll(&mut tx, ms(100), 0, &[(1, k)]).iter().map(|s| s.0).collect()).collect();
+        (tx, sent)
+    }
+
+    #[test]
+    fn limited_transmit_sends_new_data_on_the_first_and_second_duplicate_ack() {
+        let (tx, sent) = lose_first_of_four(TcpConfig { limited_transmit: true, ..TcpConfig::default() });
+        assert_eq!(sent, [vec![4], vec![5], vec![0]], "one new segment per duplicate, then the fast retransmit");
+        assert_eq!(tx.fast_retransmits(), 1);
+        let (_, sent) = lose_first_of_four(TcpConfig::default());
+        // Without it the duplicates send nothing; recovery then sends the hole and, the pipe
+        // (one segment out) below the halved cwnd, a new one.
+        assert_eq!(sent, [vec![], vec![], vec![0, 4]]);
+    }
+
+    #[test]
+    fn limited_transmit_stays_within_the_advertised_window() {
+        let cfg = TcpConfig { limited_transmit: true, initial_cwnd: 4.0, window_pkts: 4, ..TcpConfig::default() };
+        let mut tx = TcpSender::new(cfg);
+        assert_eq!(poll_all(&mut tx, ms(0)).len(), 4);
+        assert!(ack_and_poll(&mut tx, ms(100), 0, &[(1, 2)]).is_empty());
+    }
+
+    #[test]
+    fn integer_reductions_halve_to_whole_segments() {
+        for (integer, want) in [(true, 3.0), (false, 3.5)] {
+            let mut tx =
+                TcpSender::new(TcpConfig { integer_reductions: integer, initial_cwnd: 7.0, ..TcpConfig::default() });
+            assert_eq!(poll_all(&mut tx, ms(0)).len(), 7);
+            for k in 2..=4 {
+                ack_and_poll(&mut tx, ms(100), 0, &[(1, k)]);
+            }
+            assert!(tx.in_recovery());
+            assert_eq!((tx.ssthresh(), tx.cwnd()), (want, want), "integer reductions {integer}: half of 7");
+            // A timeout with 7 segments in flight: half of the flight.
+            let mut tx =
+                TcpSender::new(TcpConfig { integer_reductions: integer, initial_cwnd: 7.0, ..TcpConfig::default() });
+            poll_all(&mut tx, ms(0));
+            tx.handle_timeout(ms(3000));
+            assert_eq!((tx.ssthresh(), tx.cwnd()), (want.max(2.0), 1.0));
+        }
+    }
+
+    #[test]
+    fn the_syn_delays_the_first_data_by_one_rtt() {
+        let mut tx = TcpSender::new(TcpConfig::ns2_226());
+        assert_eq!(poll_all(&mut tx, ms(0)), [(0, HEADER_BYTES, FLAG_SYN)], "a 40-byte SYN alone");
+        assert_eq!(tx.cwnd(), 1.0);
+        let data = ack_and_poll(&mut tx, ms(100), 1, &[]);
+        assert_eq!(data, [(1, 1500, 0), (2, 1500, 0)], "its ACK opens the window to initial_cwnd");
+        assert_eq!(tx.cwnd(), 2.0);
+        // End to end, 50 ms each way: the first data arrives after 150 ms instead of 50.
+        let first_arrival = |cfg: TcpConfig| {
+            let mut net = Net::new(cfg, 100.0, 50, 1000);
+            (1..).map(|t| t * S / 1000).find(|&t| {
+                net.run_until(t);
+                net.rx.stats().delivered > 0
+            })
+        };
+        let with_syn = first_arrival(TcpConfig { syn: true, ..TcpConfig::default() }).unwrap();
+        let without = first_arrival(TcpConfig::default()).unwrap();
+        assert_eq!(without, 51 * S / 1000, "serialisation at 100 Mb/s rounds up to the next ms");
+        assert_eq!(with_syn - without, S / 10, "one RTT later");
+    }
+
+    #[test]
+    fn the_initial_rto_is_six_seconds_in_the_ns2_226_profile() {
+        let mut tx = TcpSender::new(TcpConfig::ns2_226());
+        poll_all(&mut tx, ms(0));
+        assert_eq!(tx.poll_timeout(), Some(ms(6000)));
+        tx.handle_timeout(ms(6000));
+        assert_eq!(poll_all(&mut tx, ms(6000)), [(0, HEADER_BYTES, FLAG_SYN)], "the SYN again");
+        assert_eq!(tx.poll_timeout(), Some(ms(18_000)), "then 12 s");
+        let mut tx = TcpSender::new(TcpConfig::default());
+        poll_all(&mut tx, ms(0));
+        assert_eq!(tx.poll_timeout(), Some(ms(3000)));
+    }
+
+    #[test]
+    fn the_rto_floor_is_one_second_in_the_ns2_226_profile() {
+        let mut tx = TcpSender::new(TcpConfig::ns2_226());
+        poll_all(&mut tx, ms(0));
+        assert_eq!(ack_and_poll(&mut tx, ms(50), 1, &[]).len(), 2);
+        assert_eq!(tx.rto(), Duration::from_secs(1), "srtt + 4 rttvar = 150 ms, raised to the floor");
+        assert_eq!(tx.poll_timeout(), Some(ms(1050)));
+        let mut tx = TcpSender::new(TcpConfig::default());
+        poll_all(&mut tx, ms(0));
+        ack_and_poll(&mut tx, ms(50), 1, &[]);
+        assert_eq!(tx.rto(), Duration::from_millis(200));
+    }
+
+    #[test]
+    fn the_rto_backs_off_to_64_seconds_in_the_ns2_226_profile() {
+        let mut tx = TcpSender::new(TcpConfig::ns2_226());
+        poll_all(&mut tx, ms(0));
+        let mut now = ms(0);
+        let mut gaps = Vec::new();
+        for _ in 0..6 {
+            let due = tx.poll_timeout().unwrap();
+            gaps.push((due - now).as_secs());
+            now = due;
+            tx.handle_timeout(now);
+            poll_all(&mut tx, now);
+        }
+        assert_eq!(gaps, [6, 12, 24, 48, 64, 64]);
+    }
+
+    #[test]
+    fn a_10_ms_tick_counts_rtt_samples_in_whole_ticks() {
+        let tick = |phase_us: u64| TcpConfig {
+            rtt_tick: Some(Duration::from_millis(10)),
+            tick_phase: Duration::from_micros(phase_us),
+            min_rto: Duration::from_millis(1),
+            ..TcpConfig::default()
+        };
+        // One sample of 105 ms: ten tick boundaries (srtt 100 ms, rttvar 50 ms, RTO 300 ms),
+        // or eleven when the clock's phase puts a boundary in the first 5 ms.
+        for (phase_us, rto_ms) in [(0, 300), (6000, 330)] {
+            let mut tx = TcpSender::new(tick(phase_us));
+            poll_all(&mut tx, ms(0));
+            ack_and_poll(&mut tx, ms(105), 1, &[]);
+            assert_eq!(tx.rto(), Duration::from_millis(rto_ms), "phase {phase_us} µs");
+        }
+        let mut tx = TcpSender::new(TcpConfig { min_rto: Duration::from_millis(1), ..TcpConfig::default() });
+        poll_all(&mut tx, ms(0));
+        ack_and_poll(&mut tx, ms(105), 1, &[]);
+        assert_eq!(tx.rto(), Duration::from_millis(315), "µs timing: 105 + 4 × 52.5 ms");
+        // A sample within one tick counts one tick: the RTO is 3 ticks, not 3 ms.
+        let mut tx = TcpSender::new(tick(0));
+        poll_all(&mut tx, ms(0));
+        ack_and_poll(&mut tx, ms(1), 1, &[]);
+        assert_eq!(tx.rto(), Duration::from_millis(30));
+    }
+
+    #[test]
+    fn a_10_ms_tick_keeps_the_rto_three_ticks_above_a_steady_rtt() {
+        // NS-2's rttvar, 4 × rttvar in whole ticks, stops decaying at 3 (0.75 tick): with a
+        // steady 100 ms RTT the RTO settles at 130 ms, where µs timing gives about 100 ms.
+        let cfg = TcpConfig { window_pkts: 64, min_rto: Duration::from_millis(1), ..TcpConfig::default() };
+        let tick = TcpConfig { rtt_tick: Some(Duration::from_millis(10)), ..cfg.clone() };
+        let mut net = Net::new(tick, 1e6, 50, 100_000);
+        net.run_until(3 * S);
+        assert_eq!(net.tx.rto(), Duration::from_millis(130));
+        assert_eq!(net.tx.stats().rtt_us, 100_000.0);
+        let mut net = Net::new(cfg, 1e6, 50, 100_000);
+        net.run_until(3 * S);
+        assert!(net.tx.rto() < Duration::from_millis(102), "{:?}", net.tx.rto());
+    }
+
+    #[test]
+    fn a_syn_flow_counts_only_data_as_delivered() {
+        let cfg = TcpConfig { bytes: Some(3000), ..TcpConfig::ns2_226() };
+        let mut net = Net::new(cfg, 100.0, 10, 100);
+        net.run_until(S);
+        assert!(net.rx.is_done() && net.tx.is_done());
+        assert_eq!(net.rx.stats().delivered, 3000);
+        assert_eq!(net.rx.segments_received(), 4, "the SYN and three data segments");
+    }
+
+    #[test]
+    fn profiles_are_found_by_name() {
+        assert_eq!(TcpConfig::profile("default"), Some(TcpConfig::default()));
+        assert_eq!(TcpConfig::profile("ns2-2.26"), Some(TcpConfig::ns2_226()));
+        assert_eq!(TcpConfig::profile("ns2-2.35"), None);
+        assert!(PROFILES.iter().all(|p| TcpConfig::profile(p).is_some()));
     }
 
     #[test]
@@ -1099,7 +1465,7 @@ mod tests {
         let mut rx = TcpReceiver::new(&TcpConfig::default());
         let mut buf = vec![0; 1500];
         let mut ack_after = |rx: &mut TcpReceiver, seq: u64| {
-            let n = write_data(&mut buf, seq, 1460, false);
+            let n = write_data(&mut buf, seq, 1460, 0);
             let data = buf[..n].to_vec();
             rx.handle_packet(Instant::ZERO, Channel::Datagram, &data);
             let e = rx.poll_transmit(Instant::ZERO, &mut buf).unwrap();
@@ -1143,9 +1509,9 @@ mod tests {
         far.extend_from_slice(&u64::MAX.to_be_bytes());
         crafted.push(far);
         let mut last = vec![0; DATA_HDR];
-        write_data(&mut last, u64::MAX, u32::MAX, true);
+        write_data(&mut last, u64::MAX, u32::MAX, FLAG_FIN);
         crafted.push(last.clone());
-        write_data(&mut last, u64::MAX - 1, u32::MAX, true);
+        write_data(&mut last, u64::MAX - 1, u32::MAX, FLAG_FIN);
         crafted.push(last);
         let mut rng = Xoshiro256::seed_from_u64(99);
         for _ in 0..20_000 {

@@ -169,6 +169,7 @@ fn flow(protocol: Protocol, rtt_ms: f64) -> FlowSpec {
         own_rate_mbps: None,
         own_queue_pkts: None,
         count: 1,
+        tcp_profile: None,
     }
 }
 
@@ -255,6 +256,7 @@ fn short_transfers_follow_one_another_at_the_set_concurrency() {
         rtt_ms: 20.0,
         window_pkts: None,
         start_s: 0.0,
+        tcp_profile: None,
         until_done: false,
     });
     let r = run(&s).unwrap();
@@ -301,6 +303,7 @@ fn count_bound_short_transfers_start_after_the_bulk_flows_and_end_the_run() {
         rtt_ms: 20.0,
         window_pkts: None,
         start_s: 5.0,
+        tcp_profile: None,
         until_done: true,
     };
     s.short_flows = Some(short.clone());
@@ -333,4 +336,10 @@ fn a_bad_spec_is_refused_with_what_is_wrong() {
     let mut s5 = spec(vec![flow(Protocol::Udt, 10.0)], 100.0, 10, 10.0);
     s5.bottleneck.host_nic = Some(HostNic { rate_mbps: 100.0, queue_pkts: 1000, socket_pkts: 0 });
     assert!(run(&s5).unwrap_err().0.contains("socket_pkts at least 1"));
+    let mut s6 = spec(vec![flow(Protocol::Tcp, 10.0)], 100.0, 10, 10.0);
+    s6.flows[0].tcp_profile = Some("ns2-2.27".into());
+    assert!(run(&s6).unwrap_err().0.contains("use default or ns2-2.26"));
+    s6.flows[0].protocol = Protocol::Udt;
+    s6.flows[0].tcp_profile = Some("ns2-2.26".into());
+    assert!(run(&s6).unwrap_err().0.contains("tcp_profile applies to TCP only"));
 }

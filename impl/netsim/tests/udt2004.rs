@@ -2,56 +2,18 @@
 //! row number is in each test's doc), driven sans-IO: packets fed by hand, timers fired by
 //! hand. Then one flow end to end through the `RunSpec` path.
 
+mod by_hand;
+
+use by_hand::at;
 use netsim::agent::Agent;
-use netsim::network::EPOCH;
 use netsim::scenario::{run, Bottleneck, FlowSpec, Protocol, RunSpec, NS2_2004};
 use netsim::udt2004::{dec_random_source, Packet, Receiver, Sender, SenderConfig};
-use transfer::time::Instant;
-
-/// The simulator's instant for `t` seconds after t = 0.
-fn at(t: f64) -> Instant {
-    Instant::from_micros(EPOCH.as_micros() + (t * 1e6).round() as u64)
-}
 
 fn sender(start: f64) -> Sender {
     Sender::new(SenderConfig::default(), dec_random_source(7), at(start))
 }
 
-/// Runs `a`'s timers up to `until` (as the network does) and returns what it emitted, with when.
-fn run_to(a: &mut dyn Agent, from: f64, until: f64) -> Vec<(f64, Packet, u32)> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65_536];
-    let mut now = at(from);
-    let end = at(until);
-    loop {
-        while let Some(e) = a.poll_transmit(now, &mut buf) {
-            let t = (now.as_micros() - EPOCH.as_micros()) as f64 / 1e6;
-            out.push((t, Packet::parse(&buf[..e.size]).expect("a packet of the model"), e.wire_len));
-        }
-        match a.poll_timeout() {
-            Some(due) if due <= end => {
-                now = due.max(now);
-                a.handle_timeout(now);
-            }
-            _ => return out,
-        }
-    }
-}
-
-fn feed(a: &mut dyn Agent, t: f64, p: &Packet) {
-    let mut buf = vec![0u8; 4096];
-    let n = p.emit(&mut buf);
-    a.handle_packet(at(t), netsim::agent::Channel::Datagram, &buf[..n]);
-}
-
-fn data_seqs(out: &[(f64, Packet, u32)]) -> Vec<i64> {
-    out.iter()
-        .filter_map(|(_, p, _)| match p {
-            Packet::Data { seq } => Some(*seq),
-            _ => None,
-        })
-        .collect()
-}
+by_hand::wire_helpers!(Packet);
 
 fn ack(a: i64, rtt_us: u32) -> Packet {
     Packet::Ack { serial: 0, ack: a, rtt_us, speed: 0, capacity: 8333 }
@@ -362,6 +324,7 @@ fn one_flow(seed: u64, queue: u64) -> RunSpec {
             own_rate_mbps: None,
             own_queue_pkts: None,
             count: 1,
+            tcp_profile: None,
         }],
         short_flows: None,
     }
