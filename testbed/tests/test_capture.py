@@ -15,7 +15,7 @@ import pytest
 from test_cleanup import ADDRESS, processes_in, two_hosts
 from udtbed import capture
 from udtbed.network import Network
-from udtbed.runtime import NamespaceRuntime
+from udtbed.runtime import NamespaceRuntime, NsProcess
 from udtharness import processes
 from udtharness.pcap import read_udp
 
@@ -34,7 +34,7 @@ def test_a_captured_part_records_each_host_interface_and_leaves_no_capture_runni
     rt = NamespaceRuntime(net)
     files = capture.start(rt, net, tmp_path, "t")
     assert sorted(files) == ["a/data", "b/data"]
-    assert all(isinstance(p.popen, processes.StackProcess) for p in rt.procs), "harness processes"
+    assert all(isinstance(p, NsProcess) and isinstance(p.popen, processes.StackProcess) for p in rt.procs), "harness"
     assert [p.argv for p in rt.procs] == [
         capture.command("data", files["a/data"]),
         capture.command("data", files["b/data"]),

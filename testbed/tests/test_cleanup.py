@@ -204,6 +204,9 @@ class TwoHosts:
     def address(self, host: str, net: str = "data") -> str:
         return ADDRESS[host]
 
+    def server(self, node: str) -> None:
+        return None  # on this machine, not a cluster's server
+
 
 def ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)

@@ -4,11 +4,15 @@ udtbed run [--experiments efficiency,fairness,join,friendliness] [--scale 0.1|au
            [--duration 20] [--stacks udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr,tcp-reno] [--backend auto]
            [--influx local|none|URL] [--calibration refuse|flag] [--results results/testbed]
            [--runtime netns|docker] [--image udtbed-stacks] [--cpuset CPUS] [--pin auto|on|off]
-           [--cores refuse|flag] [--simulate full|quick|none]
-udtbed cores [--experiments ...] [--scale 1] [--cpuset CPUS]   the cores each part needs, and whether it fits
+           [--cores refuse|flag] [--simulate full|quick|none] [--servers servers.toml]
+udtbed preflight --servers servers.toml [--experiments ...]   check the servers a cluster run would use
+udtbed lab up|down DIR [--names sender,delay,receiver] [--mtu 1500]   servers on this machine (sshd in namespaces)
+udtbed cores [--experiments ...] [--scale 1] [--cpuset CPUS] [--servers FILE]   the cores each part needs,
+             and whether it fits (on each server of FILE)
 udtbed check topologies/*.toml     validate topology files (file:line: error)
 udtbed calibrate TOPO SRC DST [--scale S]
-udtbed cleanup [--prefix udtb-PID-] [--all]   remove the udtb-* namespaces and containers of runs that are gone
+udtbed cleanup [--prefix udtb-PID-] [--all] [--servers FILE]   remove the udtb-* namespaces and containers
+               of runs that are gone (here, and on the servers of FILE)
 udtbed simulate [--only sc04-fig2,...] [--quick] [--results results/sim]   the papers' NS-2 figures, simulated
 udtbed compare-backends [--scale 0.02] [--seconds 20] [--out FILE]   netem beside udt-linkem on each path class
 udtbed vm [--accel auto|kvm|tcg] [--rw DIR] [--record FILE] -- CMD...   CMD in a stock kernel with netem (QEMU)
@@ -37,9 +41,10 @@ from typing import NoReturn
 from udtharness import netns
 from udtharness.progress import Progress
 
-from . import cores, hostinfo, network, runtime, sim
+from . import cores, hostinfo, lab, network, runtime, sim
 from .calibrate import calibrate
-from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentError, load_all
+from .cluster import Cluster, ClusterError, core_check, preflight, server_cpus
+from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentError, Part, load_all
 from .experiment import load as load_experiment
 from .influx import InfluxWriter, LocalInfluxd
 from .network import Network, choose_backend
@@ -186,12 +191,31 @@ def cmd_run(a: argparse.Namespace) -> int:
         print(f"udtbed: {e}", file=sys.stderr)
         return 2
     parts = [(e, p) for e in exps for p in e.parts if part_runs(p, stacks)]
-    backend, backend_why = choose_backend(a.backend)
+    cluster: Cluster | None = None
+    if a.servers:
+        try:
+            cluster = Cluster.load(a.servers)
+        except ClusterError as e:
+            print(f"udtbed: {e}", file=sys.stderr)
+            return 2
+        if a.runtime == "docker" or scale_asked is None:
+            print(
+                "udtbed: a cluster run (--servers) runs the stacks as processes (--runtime netns) at a given "
+                "scale (not --scale auto)",
+                file=sys.stderr,
+            )
+            return 2
+    if cluster is not None and a.backend == "auto":
+        backend, backend_why = "linkem", "a cluster run: udt-linkem on the delay nodes (--backend netem for theirs)"
+    else:
+        backend, backend_why = choose_backend(a.backend)
 
     def too_big(s: float) -> list[str]:
         return [f"{part}: {c.shortfall()}" for part, c in cores.shortfalls(parts, backend, cpus, s, a.pin).items()]
 
     short = cores.shortfalls(parts, backend, cpus, scale_asked, a.pin) if scale_asked is not None else {}
+    if cluster is not None:
+        short = {}  # each server's seats are checked against its CPUs after the preflight
     if short and a.cores == "refuse":
         need = max(c.plan.need for c in short.values())
         print(
@@ -229,6 +253,22 @@ def cmd_run(a: argparse.Namespace) -> int:
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     outdir = Path(a.results) / run_id
     outdir.mkdir(parents=True, exist_ok=True)
+    cluster_meta: dict[str, object] | None = None
+    cluster_cpus: dict[str, list[int]] = {}
+    if cluster is not None:
+        assert scale_asked is not None
+        try:
+            cluster_meta, cluster_cpus = _cluster_preflight(cluster, parts, outdir, backend, scale_asked, a)
+        except ClusterError as e:
+            cluster.close()
+            print(f"udtbed: refused before anything was built: {e}", file=sys.stderr)
+            shutil.rmtree(outdir, ignore_errors=True)
+            return 2
+        except cores.CoresError as e:
+            cluster.close()
+            print(f"udtbed: refused: {e}", file=sys.stderr)
+            shutil.rmtree(outdir, ignore_errors=True)
+            return 3
     print(f"backend: {backend} ({backend_why})")
     influxd = None
     url = None
@@ -266,6 +306,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         "host": hostinfo.describe(cpus),
         "pin": a.pin,
         "udt_buffers": a.udt_buffers,
+        "cluster": cluster_meta,
         "started": time.time(),
         "status": "running",
         "results": {},
@@ -275,7 +316,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         scale, scale_why = choose_scale(a.scale, backend, print, too_big)
         meta |= {"scale": scale, "scale_reason": scale_why}
         print(f"scale: {scale} ({scale_why})")
-        print(cores.run_line(cores.checks(parts, backend, cpus, scale, a.pin), cpus))
+        if cluster is None:
+            print(cores.run_line(cores.checks(parts, backend, cpus, scale, a.pin), cpus))
         run = Run(
             outdir,
             scale,
@@ -292,6 +334,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             on_cores_fail=a.cores,
             udt_buffers=a.udt_buffers,
             repeat=a.repeat,
+            cluster=cluster,
+            cluster_cpus=cluster_cpus,
         )
         total = planned_seconds(run, exps, stacks)
         # A calibration, then each run of the part (each stack under test it takes, or once), repeated.
@@ -325,6 +369,13 @@ def cmd_run(a: argparse.Namespace) -> int:
             influxd.stop()
         (outdir / "run.json").write_text(json.dumps(meta, indent=1))
         runtime.cleanup_run(f"{network.PREFIX}{os.getpid()}-")
+        if cluster is not None:
+            try:
+                cluster.sweep()  # every server, this run's namespaces and processes
+            except ClusterError as e:
+                print(f"udtbed: {e}", file=sys.stderr)
+                rc = rc or 1
+            cluster.close()
     if a.simulate != "none" and rc == 0:
         # The papers' NS-2 figures beside the emulated ones (docs/simulator.md); after the
         # experiments, so that the simulations never take the emulation's CPU.
@@ -333,6 +384,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             scenarios = sim.load_all(Path(a.scenarios_dir))
             missed = run_simulations(list(scenarios), scenarios, outdir / "sim", a.simulate == "quick", None)
             meta["sim_claims_not_reproduced"] = missed
+            quick_ns2_checks(outdir / "sim")
         except (sim.ScenarioError, FileNotFoundError, RuntimeError) as err:
             print(f"udtbed: the simulated figures failed: {err}", file=sys.stderr)
             meta["sim_error"] = str(err)
@@ -350,6 +402,41 @@ def cmd_run(a: argparse.Namespace) -> int:
     except OSError:
         pass
     return rc
+
+
+def _cluster_preflight(
+    cluster: Cluster,
+    parts: list[tuple[Experiment, Part]],
+    outdir: Path,
+    backend: str,
+    scale: float,
+    a: argparse.Namespace,
+) -> tuple[dict[str, object], dict[str, list[int]]]:
+    """Every server checked (udtbed.cluster.preflight) over every underlay the parts' placements
+    use, and each part's seats against its servers' CPUs; the run's metadata on the cluster."""
+    placement: dict[str, dict[str, str]] = {}
+    segments: list[tuple[str, str, str, str]] = []
+    for _, p in parts:
+        topo = load(p.topology)
+        placement[topo.name] = cluster.place(topo)
+        for seg in cluster.underlays(topo, placement[topo.name]):
+            if seg not in segments:
+                segments.append(seg)
+    print(f"cluster: {len(cluster.servers)} servers ({cluster.path}); preflight:")
+    report = preflight(cluster, outdir, segments, log=print)
+    cpus = {name: server_cpus(s) for name, s in cluster.servers.items()}
+    head = cores.run_cpus(a.cpuset)
+    for e, p in parts:
+        topo = load(p.topology)
+        c = core_check(cores.plan(p, topo, backend), p, placement[topo.name], cpus, head, scale, "off")
+        line = ", ".join(f"{s} {n} of {c.have_by_server[s]}" for s, n in c.need_by_server.items())
+        print(f"  cores, {e.name} / {p.label}: {line}{'' if c.ok else ' (TOO FEW)'}")
+        if not c.ok and a.cores == "refuse":
+            raise cores.CoresError(
+                f"{e.name} / {p.label} does not fit its servers {c.shortfall()}: place it on larger servers, "
+                "lower --scale, or pass --cores flag"
+            )
+    return {"servers_file": str(cluster.path), "servers": report, "placement": placement}, cpus
 
 
 def _report(outdir: Path, how: str) -> int:
@@ -488,6 +575,8 @@ def cmd_cores(a: argparse.Namespace) -> int:
             else f"not checked below {cores.CHECKED_FROM:g}: a part's seats share the CPUs"
         )
     )
+    if a.servers:
+        return _cores_on_servers(a, exps, cpus)
     parts = cores.checks([(e, p) for e in exps for p in e.parts], a.backend, cpus, a.scale, "off")
     for name, c in parts.items():
         fits = "fits" if c.plan.need <= c.have else ("TOO FEW" if checked else "shared")
@@ -495,6 +584,79 @@ def cmd_cores(a: argparse.Namespace) -> int:
     worst = max((c.plan.need for c in parts.values()), default=0)
     print(f"the largest part needs {worst} cores")
     return 1 if checked and worst > len(cpus) else 0
+
+
+def _cleanup_servers(a: argparse.Namespace) -> int:
+    """``udtbed cleanup --servers FILE``: the same sweep on each server, over SSH."""
+    every = a.all or a.prefix != network.PREFIX
+    try:
+        with Cluster.session(a.servers) as cluster:
+            swept = cluster.sweep(a.prefix if every else network.PREFIX, only_gone=not every)
+    except ClusterError as e:
+        print(f"udtbed cleanup: {e}", file=sys.stderr)
+        return 1
+    for name, there in swept.items():
+        print(f"server {name}: removed {len(there)} namespace(s){': ' + ', '.join(there) if there else ''}")
+    return 0
+
+
+def cmd_preflight(a: argparse.Namespace) -> int:
+    """The checks a cluster run makes before it builds anything, on their own."""
+    try:
+        exps = select_experiments(Path(a.experiments_dir), a.experiments)
+    except ExperimentError as e:
+        print(f"udtbed: {e}", file=sys.stderr)
+        return 2
+    try:
+        with Cluster.session(a.servers) as cluster:
+            segments: list[tuple[str, str, str, str]] = []
+            for p in (p for e in exps for p in e.parts):
+                topo = load(p.topology)
+                segments += [s for s in cluster.underlays(topo, cluster.place(topo)) if s not in segments]
+            preflight(cluster, Path(a.results), segments, log=print)
+    except ClusterError as e:
+        print(f"udtbed: preflight: {e}", file=sys.stderr)
+        return 1
+    print("preflight: every server is ready")
+    return 0
+
+
+def cmd_lab(a: argparse.Namespace) -> int:
+    """``udtbed lab up|down DIR``: the servers of :mod:`udtbed.lab` on this machine."""
+    try:
+        if a.action == "up":
+            names = tuple(n.strip() for n in a.names.split(",") if n.strip())
+            path = lab.Lab(Path(a.dir).resolve(), names, a.mtu).up()
+            print(f"lab: {len(names)} servers up; servers file {path}; stop them with `udtbed lab down {a.dir}`")
+        else:
+            lab.Lab.load(Path(a.dir).resolve()).down()
+            print("lab: down")
+    except lab.LabError as e:
+        print(f"udtbed lab: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cores_on_servers(a: argparse.Namespace, exps: list[Experiment], head: list[int]) -> int:
+    """``udtbed cores --servers FILE``: each part's seats on the servers its placement puts them
+    on, against each server's CPUs (asked over SSH); exit 1 where a part does not fit."""
+    try:
+        with Cluster.session(a.servers) as cluster:
+            cpus = {name: server_cpus(s) for name, s in cluster.servers.items()}
+    except ClusterError as err:
+        print(f"udtbed: {err}", file=sys.stderr)
+        return 2
+    print("servers: " + ", ".join(f"{n} {len(c)} CPUs" for n, c in cpus.items()))
+    short = False
+    for e in exps:
+        for p in e.parts:
+            topo = load(p.topology)
+            c = core_check(cores.plan(p, topo, a.backend), p, cluster.place(topo), cpus, head, a.scale, "off")
+            fits = "fits" if c.ok else ("TOO FEW" if c.checked else "shared")
+            short |= c.checked and not c.ok
+            line = ", ".join(f"{s} {n}/{c.have_by_server[s]}" for s, n in c.need_by_server.items())
+            print(f"  {e.name + ' / ' + p.label:44s} {fits:8s}  {line}")
+    return 1 if short else 0
 
 
 def cmd_calibrate(a: argparse.Namespace) -> int:
@@ -535,7 +697,32 @@ def run_simulations(
             mark = {"holds": "reproduced", "fails": "NOT reproduced"}.get(c.judgement, c.judgement)
             print(f"  {mark}: {c.check.claim} [{c.detail}]")
             not_reproduced += c.ok is False
+        for label, where in sim.paper_position(sc, points).items():
+            print(f"  where the paper falls, {label}: {where}")
     return not_reproduced
+
+
+# The NS-2 check's quick points beside the simulated figures: seeds per point (the full check,
+# 36 dumbbells x 10 seeds per profile, is `make ns2-check`).
+NS2_QUICK_SEEDS = 3
+
+
+def quick_ns2_checks(outdir: Path) -> None:
+    """The NS-2 check's quick points for every TCP profile into ``outdir/ns2-check[-profile]``, so
+    that the report shows the simulator's TCP against NS-2's beside the figures it is used in.
+    Without NS-2's ``ns`` it says so and skips; a disagreement is printed, not an error."""
+    from . import ns2check
+
+    if ns2check.ns_binary() is None:
+        print("ns2-check: skipped, NS-2's `ns` is not installed (`make setup` installs it)")
+        return
+    for profile in ns2check.PROFILES:
+        results = ns2check.compare(ns2check.scenarios(quick=True), NS2_QUICK_SEEDS, profile=profile)
+        name = "ns2-check" if profile == ns2check.DEFAULT_PROFILE else f"ns2-check-{profile}"
+        command = f"python -m udtbed ns2-check --quick --seeds {NS2_QUICK_SEEDS} --profile {profile}"
+        ns2check.write(results, outdir / name, NS2_QUICK_SEEDS, command)
+        verdicts = ", ".join(f"{c.scenario.name} {c.verdict.value}" for c in results)
+        print(f"ns2-check, quick points, TCP profile {profile}: {verdicts} -> {outdir / name}")
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
@@ -556,6 +743,8 @@ def cmd_simulate(a: argparse.Namespace) -> int:
             print(f"udtbed: --seeds must be 1 or more, not {a.seeds}", file=sys.stderr)
             return 2
         missed = run_simulations(names, scenarios, Path(a.results), a.quick, a.jobs, a.seeds)
+        if not a.only:
+            quick_ns2_checks(Path(a.results))
     except (FileNotFoundError, RuntimeError) as err:
         print(f"udtbed: {err}", file=sys.stderr)
         return 1
@@ -585,15 +774,24 @@ def cmd_ns2_check(a: argparse.Namespace) -> int:
             have = ", ".join(c.name for c in ns2check.scenarios(a.quick))
             print(f"udtbed: no scenario {a.only} (have {have})", file=sys.stderr)
             return 2
-    command = "python -m udtbed ns2-check" + (" --quick" if a.quick else "") + f" --seeds {a.seeds}"
-    print(f"==> ns2-check: {len(checks)} scenario(s) x {a.seeds} seed(s), ours and NS-2", flush=True)
+    profile = a.profile
+    command = (
+        "python -m udtbed ns2-check"
+        + (" --quick" if a.quick else "")
+        + f" --seeds {a.seeds}"
+        + (f" --profile {profile}" if profile != ns2check.DEFAULT_PROFILE else "")
+    )
+    print(f"==> ns2-check: {len(checks)} scenario(s) x {a.seeds} seed(s), ours and NS-2, profile {profile}", flush=True)
     try:
-        results = ns2check.compare(checks, a.seeds, a.jobs, progress=lambda line: print("  " + line, flush=True))
+        results = ns2check.compare(
+            checks, a.seeds, a.jobs, progress=lambda line: print("  " + line, flush=True), profile=profile
+        )
     except (FileNotFoundError, RuntimeError) as err:
         print(f"udtbed: {err}", file=sys.stderr)
         return 1
     print(ns2check.table(results))
-    out = Path(a.out)
+    default_out = "ns2-check" if profile == ns2check.DEFAULT_PROFILE else f"ns2-check-{profile}"
+    out = Path(a.out) if a.out else REPO / "results/sim" / default_out
     ns2check.write(results, out, a.seeds, command)
     bad = [c.scenario.name for c in results if c.verdict is ns2check.Verdict.DISAGREE]
     unsure = [c.scenario.name for c in results if c.verdict is ns2check.Verdict.INCONCLUSIVE]
@@ -695,6 +893,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     r.add_argument("--stacks", default="udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr,tcp-reno", help="names from stacks/")
     r.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])
+    r.add_argument(
+        "--servers", help="a servers file (docs/cluster.md): run across those machines over SSH (default: this one)"
+    )
     r.add_argument("--influx", default="local", help="'local' (influxd under the results dir), 'none', or a URL")
     r.add_argument("--calibration", default="refuse", choices=["refuse", "flag"])
     r.add_argument("--rtt-tol-ms", type=float, default=1.0)
@@ -775,6 +976,7 @@ def main(argv: list[str] | None = None) -> int:
     co.add_argument("--scale", type=float, default=1.0)
     co.add_argument("--cpuset", help="the CPUs a run would use (default: all this process may)")
     co.add_argument("--backend", default="linkem", choices=["linkem", "netem"])
+    co.add_argument("--servers", help="a servers file: each part's seats on its servers' CPUs (asked over SSH)")
     c = sub.add_parser("check", help="validate topology and experiment files")
     c.add_argument("files", nargs="+")
     ls = sub.add_parser("list", help="the experiments and the stacks")
@@ -795,6 +997,19 @@ def main(argv: list[str] | None = None) -> int:
         f"removed even while that run is alive (must start with {network.PREFIX})",
     )
     x.add_argument("--all", action="store_true", help="also remove the namespaces and containers of runs still alive")
+    x.add_argument("--servers", help="a servers file: clean up on each of its servers too, over SSH")
+    pf = sub.add_parser(
+        "preflight", help="check the servers of a cluster run (SSH, root, tools, binaries, MTU, clocks)"
+    )
+    pf.add_argument("--servers", required=True, help="the servers file (docs/cluster.md)")
+    pf.add_argument("--experiments", default="default", help="whose placements' underlays to probe (default: default)")
+    pf.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR))
+    pf.add_argument("--results", default="results/testbed", help="the run directory's parent, shared with the servers")
+    lb = sub.add_parser("lab", help="servers on this machine: sshd in namespaces, joined by veth 'cables' (root)")
+    lb.add_argument("action", choices=["up", "down"])
+    lb.add_argument("dir", help="where its keys, configs, logs and servers.toml go")
+    lb.add_argument("--names", default=",".join(lab.DEFAULT_NAMES), help="the servers' names (default %(default)s)")
+    lb.add_argument("--mtu", type=int, default=1500, help="the underlay links' MTU (default 1500)")
     sm = sub.add_parser("simulate", help="the papers' NS-2 figures in the simulator (experiments/sim/*.toml)")
     sm.add_argument("--only", help="comma-separated scenario names (default: all)")
     sm.add_argument("--quick", action="store_true", help="the short versions make test pins")
@@ -813,7 +1028,13 @@ def main(argv: list[str] | None = None) -> int:
     nc.add_argument("--seeds", type=int, default=10, help="seeds per scenario (default 10)")
     nc.add_argument("--only", help="comma-separated scenario names (default: all)")
     nc.add_argument("--jobs", type=int, help="runs at once (default: the CPU count + 4 threads)")
-    nc.add_argument("--out", default=str(REPO / "results/sim/ns2-check"))
+    nc.add_argument(
+        "--profile",
+        choices=sim.TCP_PROFILES,
+        default="default",
+        help="the model's TCP profile, NS-2's agents set to match (ns2-2.26: the papers' NS-2 defaults)",
+    )
+    nc.add_argument("--out", help="default results/sim/ns2-check (ns2-check-<profile> for another profile)")
     cb = sub.add_parser("compare-backends", help="netem beside udt-linkem on each Fig. 11 path class (root)")
     cb.add_argument("--scale", type=float, default=0.02)
     cb.add_argument("--seconds", type=float, default=20.0, help="the UDT flow on each path (default 20)")
@@ -856,9 +1077,15 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_calibrate(a)
         except KeyboardInterrupt:
             return 130
+    if a.cmd == "preflight":
+        return cmd_preflight(a)
+    if a.cmd == "lab":
+        return cmd_lab(a)
     if not a.prefix.startswith(network.PREFIX):
         print(f"udtbed cleanup: --prefix must start with {network.PREFIX}", file=sys.stderr)
         return 2
+    if a.servers and (rc := _cleanup_servers(a)) != 0:
+        return rc
     boxes, gone = runtime.cleanup_run(a.prefix, live=a.all or a.prefix != network.PREFIX)
     if boxes:
         print(f"removed {len(boxes)} container(s): {', '.join(boxes)}")

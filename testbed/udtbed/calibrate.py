@@ -62,9 +62,7 @@ class PathCalibration:
 def ping(net: Network, src: str, dst: str, count: int = 20) -> tuple[float | None, float | None]:
     """(median, min) RTT in ms of ``count`` pings: the median, so that one probe delayed by a
     preempted thread on a loaded machine does not move the figure."""
-    from udtharness.netns import sh
-
-    p = sh("ping", "-c", str(count), "-i", "0.05", "-W", "3", net.address(dst), ns=net.ns(src), check=False)
+    p = net.sh(net.ns(src), "ping", "-c", str(count), "-i", "0.05", "-W", "3", net.address(dst), check=False)
     rtts = sorted(float(x) for x in re.findall(r"time=([\d.]+) ms", p.stdout))
     if not rtts:
         return None, None

@@ -12,7 +12,6 @@ import os
 import queue
 import shutil
 import socket
-import subprocess
 import tempfile
 import threading
 import time
@@ -22,6 +21,9 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from udtharness import processes
+from udtharness.processes import UNCAPPED
 
 DB = "udtbed"
 
@@ -126,7 +128,7 @@ class LocalInfluxd:
         self.datadir = Path(datadir).resolve()
         self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: processes.StackProcess | None = None
         self.tmp: str | None = None
 
     def start(self, timeout: float = 10) -> LocalInfluxd:
@@ -151,9 +153,11 @@ bind-address = "127.0.0.1:{_free_port()}"
 [monitor]
   store-enabled = false
 """)
-        log = open(d / "influxd.log", "ab")
-        self.proc = subprocess.Popen([exe, "-config", str(conf)], stdout=log, stderr=log, start_new_session=True)
-        log.close()
+        # Started as the harness starts every process of a run: its own session, marked with the
+        # run's id, so that the runner's cleanup after a crash or Ctrl-C finds it too.
+        self.proc = processes.start(
+            [exe, "-config", str(conf)], dict(os.environ), log=d / "influxd.log", limits=UNCAPPED
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -167,13 +171,8 @@ bind-address = "127.0.0.1:{_free_port()}"
         raise RuntimeError(f"influxd did not answer on {self.url} within {timeout} s")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            processes.stop(self.proc, grace=5.0)
         self.proc = None
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)

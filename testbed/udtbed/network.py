@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,7 @@ from udtharness import netns
 from udtharness.netns import kill_namespace, sh
 from udtharness.processes import StackProcess
 
+from .cluster import Cluster, RemoteProcess, Server
 from .topology import FRAME_BYTES, Direction, HostNic, Link, Topology, scaled_direction
 
 PREFIX = "udtb-"
@@ -129,6 +131,47 @@ class LinkemStats(TypedDict):
     cpu_sys_s: float
     a_to_b: LinkemDirectionStats
     b_to_a: LinkemDirectionStats
+
+
+@functools.cache
+def mininet_cluster() -> tuple[type, type]:
+    """Mininet's cluster edition: ``RemoteNode`` and ``RemoteLink`` (mininet.examples.cluster)."""
+    import warnings
+
+    mininet()
+    with warnings.catch_warnings():  # it imports distutils, deprecated in Python 3.10
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from mininet.examples.cluster import (  # type: ignore[import-not-found, unused-ignore]
+            RemoteLink,
+            RemoteNode,
+        )
+
+    class ServerNode(RemoteNode):  # type: ignore[misc]
+        """A ``RemoteNode`` reached with the server's own SSH command line (its ``-F``, the run's
+        multiplexed connection): the cluster edition runs ``sudo -u <user> ssh`` on the head,
+        which needs the remote user to exist here too."""
+
+        def __init__(self, name: str, server: Server, **kwargs: object) -> None:
+            self._server = server
+            super().__init__(name, server=server.name, serverIP=server.ssh, user="-", **kwargs)
+
+        @property
+        def sshcmd(self) -> list[str]:
+            return self._sshcmd
+
+        @sshcmd.setter
+        def sshcmd(self, value: list[str]) -> None:
+            self._sshcmd = self._server.ssh_argv(tt=True) if value else []
+
+        @property
+        def dest(self) -> str:
+            return self._server.ssh
+
+        @dest.setter
+        def dest(self, value: object) -> None:
+            pass
+
+    return ServerNode, RemoteLink
 
 
 @functools.cache
@@ -305,6 +348,14 @@ class Network:
     link_t0: dict[int, float] = field(default_factory=dict)  # wall clock at each emulator's start (its t_s = 0)
     link_cpus: dict[int, frozenset[int]] = field(default_factory=dict)  # link -> its emulator's CPUs (udtbed.cores)
     built_by: str = ""
+    # A cluster run (udtbed.cluster): the servers, and each node's ("link<N>": a delay node's) server.
+    cluster: Cluster | None = None
+    where: dict[str, str] = field(default_factory=dict)
+    ns_server: dict[str, Server] = field(default_factory=dict)  # namespace -> its server (remote ones)
+    remote_emulators: dict[int, RemoteProcess] = field(default_factory=dict)
+    underlays: list[dict[str, str]] = field(default_factory=list)  # the interfaces each segment used
+    underlay_ifaces: list[tuple[Server, str]] = field(default_factory=list)
+    macvlans: set[tuple[str, str]] = field(default_factory=set)  # (namespace, interface) on an underlay
 
     def ns(self, node: str) -> str:
         kind = "h" if node in self.topo.hosts else "s"
@@ -315,6 +366,24 @@ class Network:
 
     def address(self, host: str, net: str = "data") -> str:
         return self.topo.address(host, net)
+
+    def server(self, node: str) -> Server | None:
+        """The server ``node`` (a host, a switch, or ``link<N>``) is on; None on this machine."""
+        if self.cluster is None:
+            return None
+        return self.cluster.servers[self.where[node]]
+
+    def sh(self, ns: str | None, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """``argv`` in the namespace ``ns`` (None: the machine's own), on the server it is on."""
+        server = self.ns_server.get(ns) if ns else None
+        if server is not None:
+            return server.run(*argv, ns=ns, check=check)
+        return sh(*argv, check=check, ns=ns)
+
+    def argv(self, ns: str, argv: list[str]) -> list[str]:
+        """The command line that runs ``argv`` in ``ns``, here or over SSH on its server."""
+        server = self.ns_server.get(ns)
+        return server.command(argv, ns) if server else ["ip", "netns", "exec", ns, *argv]
 
     def __enter__(self) -> Network:
         try:
@@ -327,16 +396,60 @@ class Network:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _add_node(self, name: str) -> MininetNode:
-        """A Mininet node in a new namespace, named ``name`` at once so that cleanup finds it."""
-        node_cls, _, _ = mininet()
-        node = node_cls(name, inNamespace=True)
-        self.nodes[name] = node
-        sh("ip", "netns", "attach", name, str(node.pid))
+    def _add_node(self, name: str, server: Server | None = None) -> MininetNode:
+        """A Mininet node in a new namespace (on ``server``: the cluster edition's ``RemoteNode``),
+        named ``name`` at once so that cleanup finds it."""
+        if server is None:
+            node_cls, _, _ = mininet()
+            node = node_cls(name, inNamespace=True)
+            self.nodes[name] = node
+            sh("ip", "netns", "attach", name, str(node.pid))
+        else:
+            remote_cls, _ = mininet_cluster()
+            node = remote_cls(name, server, inNamespace=True)
+            self.nodes[name] = node
+            server.run("ip", "netns", "attach", name, str(node.pid))
+            self.ns_server[name] = server
         self.namespaces.append(name)
-        sh("ip", "link", "set", "dev", "lo", "up", ns=name)
-        sh("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", ns=name)
+        self.sh(name, "ip", "link", "set", "dev", "lo", "up")
+        self.sh(name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
         return node
+
+    def _segment(self, x: str, nx: str, ix: str, y: str, ny: str, iy: str) -> None:
+        """The interfaces ``ix`` of ``x``'s namespace ``nx`` and ``iy`` of ``y``'s ``ny``, joined:
+        a veth pair where both are on one server (Mininet's ``Link``, the cluster edition's
+        ``RemoteLink`` there), else a ``passthru`` macvlan on each server's underlay interface
+        to the other (udtbed.cluster), with GRO and LRO off on that interface."""
+        sx, sy = self.server(x), self.server(y)
+        if sx is None and sy is None:
+            _, mn_link, _ = mininet()
+            mn_link(self.nodes[nx], self.nodes[ny], intfName1=ix, intfName2=iy)
+            return
+        assert sx is not None and sy is not None and self.cluster is not None
+        if sx.name == sy.name:
+            _, remote_link = mininet_cluster()
+            remote_link(self.nodes[nx], self.nodes[ny], intfName1=ix, intfName2=iy)
+            return
+        if self._underlay.get((sx.name, sy.name)):
+            phys_x, phys_y = self._underlay[(sx.name, sy.name)].pop(0)
+        else:
+            phys_y, phys_x = self._underlay[(sy.name, sx.name)].pop(0)
+        for server, phys, node, ifn in ((sx, phys_x, nx, ix), (sy, phys_y, ny, iy)):
+            q = shlex.quote(phys)
+            server.shell(
+                f"""set -e
+ip link set dev {q} up
+{_offloads_script(q)}
+ethtool -K {q} lro off >/dev/null 2>&1 || true
+ip link add link {q} name {ifn} netns {self.nodes[node].pid} type macvlan mode passthru
+ip -n {node} link set dev {ifn} up
+"""
+            )
+            # A macvlan shows its lower device's offloads as on whatever it is told; the lower's
+            # decide what the wire carries (the stack segments and checksums for a lower without).
+            self.macvlans.add((node, ifn))
+            self.underlay_ifaces.append((server, phys))
+        self.underlays.append({x: f"{sx.name}:{phys_x}", y: f"{sy.name}:{phys_y}"})
 
     def _port(self, node: str, link: Link, ns_counter: dict[str, int]) -> tuple[str, str]:
         """(namespace, interface name) of ``node``'s end of ``link``."""
@@ -346,26 +459,36 @@ class Network:
         return self.ns(node), f"p{ns_counter[node]}"
 
     def build(self) -> None:
-        _, mn_link, version = mininet()
+        _, _, version = mininet()
         self.built_by = f"mininet {version} (Node, Link)"
         if not LINKEM.exists() and self.backend == "linkem":
             raise RuntimeError(f"{LINKEM} is not built: cd impl && cargo build --release -p link-emulator")
         self.workdir.mkdir(parents=True, exist_ok=True)
         topo = self.topo
+        if self.cluster is not None:
+            self.where = self.cluster.place(topo)
+            self.built_by += (
+                f" + its cluster edition (RemoteNode, RemoteLink) on {len(set(self.where.values()))} servers"
+            )
+            # Each pair of servers' segments: the two ends' interfaces, to be taken in order.
+            self._underlay: dict[tuple[str, str], list[tuple[str, str]]] = {}
+            for a, ia, b, ib in self.cluster.underlays(topo, self.where):
+                self._underlay.setdefault((a, b), []).append((ia, ib))
         for h in topo.hosts:
-            self._add_node(self.ns(h))
+            self._add_node(self.ns(h), self.server(h))
             # Enough socket memory for a BDP of TCP at 1 Gb/s x 110 ms.
-            sh(
+            self.sh(
+                self.ns(h),
                 "sysctl",
                 "-qw",
                 "net.ipv4.tcp_rmem=4096 131072 67108864",
                 "net.ipv4.tcp_wmem=4096 65536 67108864",
                 "net.ipv4.tcp_no_metrics_save=1",
-                ns=self.ns(h),
             )
         for s in topo.switches:
-            self._add_node(self.ns(s))
-            sh(
+            self._add_node(self.ns(s), self.server(s))
+            self.sh(
+                self.ns(s),
                 "ip",
                 "link",
                 "add",
@@ -377,9 +500,8 @@ class Network:
                 "0",
                 "stp_state",
                 "0",
-                ns=self.ns(s),
             )
-            sh("ip", "link", "set", "dev", "br0", "up", ns=self.ns(s))
+            self.sh(self.ns(s), "ip", "link", "set", "dev", "br0", "up")
         counter: dict[str, int] = {}
         for link in topo.links:
             na, ia = self._port(link.a, link, counter)
@@ -387,26 +509,26 @@ class Network:
             # Mininet creates each veth pair inside the first node's namespace with the peer
             # directly in the second's, and brings both ends up: nothing touches the root namespace.
             if link.emulated:
-                r = self.router_ns(link)
-                router = self._add_node(r)
-                mn_link(router, self.nodes[na], intfName1="ra", intfName2=ia)
-                mn_link(router, self.nodes[nb], intfName1="rb", intfName2=ib)
+                r, key = self.router_ns(link), f"link{link.index + 1}"
+                self._add_node(r, self.server(key))
+                self._segment(key, r, "ra", link.a, na, ia)
+                self._segment(key, r, "rb", link.b, nb, ib)
                 for ifn in ("ra", "rb"):
-                    _offloads_off(r, ifn)
+                    self._offloads_off(r, ifn)
                     self.built_ifaces.append((r, ifn))
             else:
-                mn_link(self.nodes[na], self.nodes[nb], intfName1=ia, intfName2=ib)
+                self._segment(link.a, na, ia, link.b, nb, ib)
             for node, ns, ifn in ((link.a, na, ia), (link.b, nb, ib)):
-                _offloads_off(ns, ifn)
+                self._offloads_off(ns, ifn)
                 self.built_ifaces.append((ns, ifn))
                 if node in topo.switches:
-                    sh("ip", "link", "set", "dev", ifn, "master", "br0", ns=ns)
+                    self.sh(ns, "ip", "link", "set", "dev", ifn, "master", "br0")
                 else:
-                    sh("ip", "addr", "add", f"{topo.address(node, link.net)}/16", "dev", ifn, ns=ns)
+                    self.sh(ns, "ip", "addr", "add", f"{topo.address(node, link.net)}/16", "dev", ifn)
         for host, nic in topo.nics.items():
             if any(host in (link.a, link.b) and link.net == "data" for link in topo.links):
                 args = nic_args(nic, self.scale)
-                sh("tc", "qdisc", "add", "dev", "data", "root", *args, ns=self.ns(host))
+                self.sh(self.ns(host), "tc", "qdisc", "add", "dev", "data", "root", *args)
                 self.nic_specs[host] = args
         for link in topo.links:
             if link.emulated:
@@ -424,18 +546,29 @@ class Network:
             log = self.workdir / f"linkem-{self.topo.name}-l{link.index}.log"
             # How the emulator threads are scheduled (docs/testbed.md, "CPU and emulation timing").
             extra = os.environ.get("UDT_LINKEM_ARGS", LINKEM_ARGS).split()
-            self.emulators[link.index] = netns.start_linkem(
-                r,
-                "ra",
-                "rb",
-                spec_f,
-                spec_r,
-                stats=stats,
-                args=extra,
-                log=log,
-                cpus=self.link_cpus.get(link.index),
-                linkem=LINKEM,
-            )
+            server = self.ns_server.get(r)
+            if server is not None and self.cluster is not None:
+                self.remote_emulators[link.index] = self.cluster.spawn(
+                    server.name,
+                    netns.linkem_argv("ra", "rb", spec_f, spec_r, stats, extra, LINKEM),
+                    ns=r,
+                    stdout=log,
+                    stderr=log,
+                    cpus=self.link_cpus.get(link.index),
+                )
+            else:
+                self.emulators[link.index] = netns.start_linkem(
+                    r,
+                    "ra",
+                    "rb",
+                    spec_f,
+                    spec_r,
+                    stats=stats,
+                    args=extra,
+                    log=log,
+                    cpus=self.link_cpus.get(link.index),
+                    linkem=LINKEM,
+                )
             self.link_t0[link.index] = time.time()
             self.link_specs[link.index] = {
                 "ends": [link.a, link.b],
@@ -447,14 +580,14 @@ class Network:
                 "linkem_args": extra,
             }
         else:
-            sh("ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0", ns=r)
+            self.sh(r, "ip", "link", "add", "name", "br0", "type", "bridge", "forward_delay", "0", "stp_state", "0")
             for ifn in ("ra", "rb"):
-                sh("ip", "link", "set", "dev", ifn, "master", "br0", ns=r)
-            sh("ip", "link", "set", "dev", "br0", "up", ns=r)
+                self.sh(r, "ip", "link", "set", "dev", ifn, "master", "br0")
+            self.sh(r, "ip", "link", "set", "dev", "br0", "up")
             cmds: dict[str, list[list[str]]] = {}
             for dev, d, q in (("rb", fwd, qf), ("ra", rev, qr)):
                 for args in netem_args(d, *q):
-                    sh("tc", "qdisc", "add", "dev", dev, *args, ns=r)
+                    self.sh(r, "tc", "qdisc", "add", "dev", dev, *args)
                 cmds[dev] = netem_args(d, *q)
             self.link_specs[link.index] = {
                 "ends": [link.a, link.b],
@@ -464,9 +597,11 @@ class Network:
                 "reverse_tc": cmds["ra"],
                 "note": "netem has no loss seed here",
             }
-        time.sleep(0.05)
+        time.sleep(0.05 if not self.remote_emulators else 0.5)
         for i, p in self.emulators.items():
             netns.check_linkem(p, f"udt-linkem for link {i}", show_log=True)
+        for i, rp in self.remote_emulators.items():
+            netns.check_linkem(rp, f"udt-linkem for link {i} on server {rp.server.name}", show_log=True)  # type: ignore[arg-type]
 
     def _resolve_arp(self) -> None:
         """Ping every host pair once so that no experiment's first frames wait for ARP."""
@@ -479,21 +614,10 @@ class Network:
                 for b in hosts[i + 1 :]:
                     procs.append(
                         subprocess.Popen(
-                            [
-                                "ip",
-                                "netns",
-                                "exec",
+                            self.argv(
                                 self.ns(a),
-                                "ping",
-                                "-c",
-                                "2",
-                                "-i",
-                                "0.2",
-                                "-W",
-                                "2",
-                                "-q",
-                                self.topo.address(b, net),
-                            ],
+                                ["ping", "-c", "2", "-i", "0.2", "-W", "2", "-q", self.topo.address(b, net)],
+                            ),
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL,
                         )
@@ -529,9 +653,13 @@ class Network:
         be read. Anything but ``off`` everywhere means frames may cross an emulated link as
         super-packets."""
         out: dict[str, dict[str, int]] = {f: {} for f in OFFLOADS}
-        have = shutil.which("ethtool") is not None
+        have = shutil.which("ethtool") is not None or bool(self.ns_server)
+        texts = []
         for ns, ifn in self.built_ifaces:
-            text = sh("ethtool", "-k", ifn, ns=ns, check=False).stdout if have else ""
+            if (ns, ifn) not in self.macvlans:
+                texts.append(self.sh(ns, "ethtool", "-k", ifn, check=False).stdout if have else "")
+        texts += [server.run("ethtool", "-k", phys, check=False).stdout for server, phys in self.underlay_ifaces]
+        for text in texts:
             states = dict(re.findall(r"^([a-z0-9-]+): (on|off)", text, re.M))
             for f in OFFLOADS:
                 state = states.get(f, "unread")
@@ -561,7 +689,7 @@ class Network:
                 continue
             out[link.index] = {}
             for d, dev in (("a_to_b", "rb"), ("b_to_a", "ra")):
-                qs = json.loads(sh("tc", "-s", "-j", "qdisc", "show", "dev", dev, ns=self.router_ns(link)).stdout)
+                qs = json.loads(self.sh(self.router_ns(link), "tc", "-s", "-j", "qdisc", "show", "dev", dev).stdout)
                 root = next(q for q in qs if q.get("root"))
                 child = [q for q in qs if q.get("parent") == "1:1"]
                 queue_drops = sum(q["drops"] for q in child)
@@ -575,6 +703,11 @@ class Network:
     def close(self) -> None:
         netns.stop_linkem(self.emulators.values(), grace=3.0)
         self.emulators.clear()
+        for rp in self.remote_emulators.values():
+            rp.signal("TERM")  # a final stats line, as stop_linkem's
+        for rp in self.remote_emulators.values():
+            rp.stop(timeout=3.0)
+        self.remote_emulators.clear()
         for node in self.nodes.values():
             try:
                 node.stop()  # HUP to the node's shell's process group, close its pty, reap it
@@ -582,8 +715,19 @@ class Network:
                 node.cleanup()
         self.nodes.clear()
         for ns in reversed(self.namespaces):
-            kill_namespace(ns)
+            if ns not in self.ns_server:
+                kill_namespace(ns)
+        if self.cluster is not None and self.ns_server:
+            self.cluster.sweep(f"{PREFIX}{self.tag}-")  # every server's namespaces of this run
+        self.ns_server.clear()
         self.namespaces.clear()
+
+    def _offloads_off(self, ns: str, ifname: str) -> None:
+        """:func:`_offloads_off` on the server ``ns`` is on."""
+        if ns in self.ns_server:
+            self.sh(ns, "sh", "-c", _offloads_script(ifname), check=False)
+        else:
+            _offloads_off(ns, ifname)
 
 
 # What _offloads_off turns off, by the names ``ethtool -k`` prints.
@@ -594,6 +738,13 @@ OFFLOADS = (
     "generic-receive-offload",
     "tx-udp-segmentation",
 )
+
+
+def _offloads_script(ifname: str) -> str:
+    return (
+        f"ethtool -K {ifname} tx off tso off gso off gro off >/dev/null 2>&1; "
+        f"ethtool -K {ifname} tx-udp-segmentation off >/dev/null 2>&1; true"
+    )
 
 
 def _offloads_off(ns: str, ifname: str) -> None:

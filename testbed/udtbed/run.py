@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import cores
+from .cluster import Cluster, core_check
 from .experiment import Experiment, Part
 from .influx import InfluxWriter
 from .network import Network
@@ -80,6 +81,8 @@ class Run:
         on_cores_fail: str = "refuse",
         udt_buffers: str = "path",
         repeat: int = 1,
+        cluster: Cluster | None = None,
+        cluster_cpus: dict[str, list[int]] | None = None,
     ):
         self.outdir, self.scale, self.duration, self.backend = outdir, scale, duration, backend
         self.influx, self.run_id, self.on_cal_fail = influx, run_id, on_calibration_fail
@@ -101,6 +104,8 @@ class Run:
         # Each part's stacks run this many times, interleaved (A B A B ...: drift on a shared
         # host hits every stack alike); ``current_repeat`` is the one running (0: the first).
         self.repeat, self.current_repeat = repeat, 0
+        # A cluster run (udtbed.cluster): its servers, and the CPUs the run may use on each.
+        self.cluster, self.cluster_cpus = cluster, cluster_cpus or {}
 
     def start_jitter(self, exp: Experiment, part: Part, lineup: str, repeat: int) -> float:
         """How long a repeat's flows wait before they start: 0 for the first, else up to
@@ -115,8 +120,13 @@ class Run:
         return self.pins.of(*key) if self.pins else None
 
     def core_check(self, part: Part, topo: Topology) -> cores.CoreCheck:
-        """``part``'s core plan checked against the run's CPUs (pins included where pinning is on)."""
-        return cores.check(cores.plan(part, topo, self.backend), self.cpus, self.scale, self.pin)
+        """``part``'s core plan checked against the run's CPUs (pins included where pinning is on);
+        on a cluster, each seat against its server's CPUs."""
+        plan = cores.plan(part, topo, self.backend)
+        if self.cluster is not None:
+            where = self.cluster.place(topo)
+            return core_check(plan, part, where, self.cluster_cpus, self.cpus, self.scale, self.pin)
+        return cores.check(plan, self.cpus, self.scale, self.pin)
 
     @contextlib.contextmanager
     def pinned(self, pins: cores.Pins | None) -> Iterator[None]:

@@ -142,7 +142,9 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
     link_cpus = cc.pins.links() if cc.pins else {}
     with (
         run.pinned(cc.pins),
-        Network(topo, scale=run.scale, backend=run.backend, workdir=work, link_cpus=link_cpus) as net,
+        Network(
+            topo, scale=run.scale, backend=run.backend, workdir=work, link_cpus=link_cpus, cluster=run.cluster
+        ) as net,
     ):
         if part.short_tcp:
             pairs = [(part.short_tcp.src, part.short_tcp.dst)]
@@ -156,7 +158,8 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
             topology_file=part.topology.name,
             topology_paper=topo.paper,
             links={str(k): v for k, v in net.link_specs.items()}
-            | {f"nic:{h}": {"tc_qdisc": a} for h, a in net.nic_specs.items()},
+            | {f"nic:{h}": {"tc_qdisc": a} for h, a in net.nic_specs.items()}
+            | {f"underlay:{i}": u for i, u in enumerate(net.underlays)},
             calibration=as_json(cals),
             calibration_ok=all(c.ok for c in cals),
             paper=part.paper,

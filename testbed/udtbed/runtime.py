@@ -30,6 +30,7 @@ from typing import Protocol
 
 from udtharness import processes
 
+from .cluster import RemoteProcess
 from .cores import cpu_list
 from .network import PREFIX, REPO, Network, owner_alive
 from .network import cleanup as cleanup_namespaces
@@ -93,7 +94,7 @@ class NamespaceRuntime:
 
     def __init__(self, net: Network):
         self.net = net
-        self.procs: list[NsProcess] = []
+        self.procs: list[NsProcess | RemoteProcess] = []
 
     def spawn(
         self,
@@ -107,7 +108,22 @@ class NamespaceRuntime:
     ) -> NsProcess:
         """``argv`` in ``host``'s namespace with the runner's environment and ``env``, stdin
         closed, ``stdout``/``stderr`` each written to its file (None: discarded), no memory or CPU
-        cap. ``cpus``: the CPUs the process may run on (its seat, udtbed.cores); default: the runner's."""
+        cap. ``cpus``: the CPUs the process may run on (its seat, udtbed.cores); default: the runner's.
+        On a cluster's server (udtbed.cluster) it runs there over SSH, with ``env`` only and the
+        repository's paths as that server has them; its outputs stream back into the files."""
+        server = self.net.server(host)
+        if server is not None and self.net.cluster is not None:
+            remote = self.net.cluster.spawn(
+                server.name,
+                [on_server(a, server.repo) for a in argv],
+                ns=self.net.ns(host),
+                stdout=stdout,
+                stderr=stderr,
+                env={k: on_server(v, server.repo) for k, v in (env or {}).items()},
+                cpus=cpus,
+            )
+            self.procs.append(remote)
+            return remote  # type: ignore[return-value]  # the same Process, over SSH
         p = processes.start(
             argv,
             {**os.environ, **(env or {})},
@@ -125,6 +141,14 @@ class NamespaceRuntime:
         for p in self.procs:
             p.stop(timeout=2)
         self.procs.clear()
+
+
+def on_server(arg: str, repo: Path) -> str:
+    """``arg`` with the head's repository path (and its Python) as a server's ``repo`` has it."""
+    here = str(REPO)
+    if repo == REPO or not str(arg).startswith(here):
+        return str(arg)
+    return str(repo) + str(arg)[len(here) :]
 
 
 # --- containers ------------------------------------------------------------------------------

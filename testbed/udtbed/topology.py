@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypedDict
 FRAME_BYTES = 1514  # full-size Ethernet frame as tc and udt-linkem count it
 ACK_PERIOD_S = 0.01  # UDT's SYN: a full ACK at most every 10 ms (UDT4.md §9.2)
 DIRECTION_KEYS = {"delay", "rate", "queue", "loss", "seed", "bdp_rtt"}
-LINK_KEYS = DIRECTION_KEYS | {"ends", "net", "forward", "reverse"}
+LINK_KEYS = DIRECTION_KEYS | {"ends", "net", "forward", "reverse", "server"}
 TOP_KEYS = {"name", "paper", "description", "hosts", "switches", "link"}
 NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 # What each direction key's value looks like, for the error on a value of the wrong type.
@@ -220,6 +220,7 @@ class Topology:
     description: str = ""
     nets: list[str] = field(default_factory=list)
     nics: dict[str, HostNic] = field(default_factory=dict)  # host -> its NIC, where it is a bottleneck
+    servers: dict[str, str] = field(default_factory=dict)  # node -> server in a cluster run (udtbed.cluster)
 
     def address(self, host: str, net: str = "data") -> str:
         """IPv4 address of ``host`` on ``net`` (10.<100+net>.<i/200>.<i%200+1>/16)."""
@@ -426,10 +427,20 @@ def load(path: str | Path) -> Topology:
                     table,
                     n,
                 )
-            if table == "hosts" and isinstance(v, dict) and set(v) == {"nic"}:
-                nics[n] = host_nic(n, v["nic"])
-            elif v != {}:
-                known = '\'nic = { rate = "1gbit", queue = "1000p" }\' or nothing' if table == "hosts" else "nothing"
+            allowed = {"nic", "server"} if table == "hosts" else {"server"}
+            if isinstance(v, dict) and set(v) <= allowed:
+                if "nic" in v:
+                    nics[n] = host_nic(n, v["nic"])
+                if "server" in v:
+                    if not isinstance(v["server"], str):
+                        raise fail(f'{n!r}: server = "NAME", a server of the servers file', table, n)
+                    servers[n] = v["server"]
+            else:
+                known = (
+                    '\'nic = { rate = "1gbit", queue = "1000p" }\', \'server = "NAME"\' or nothing'
+                    if table == "hosts"
+                    else "'server = \"NAME\"' or nothing"
+                )
                 raise fail(f"{n!r}: takes {known}; write '{n} = {{}}' for none", table, n)
         return list(t)
 
@@ -452,6 +463,7 @@ def load(path: str | Path) -> Topology:
         return HostNic(rate, queue)
 
     nics: dict[str, HostNic] = {}
+    servers: dict[str, str] = {}  # node (link<N>: a link's delay node) -> its server, in a cluster run
 
     hosts = names("hosts")
     switches = names("switches")
@@ -549,6 +561,10 @@ def load(path: str | Path) -> Topology:
         for sub in ("forward", "reverse"):
             if sub in raw and not isinstance(raw[sub], dict):
                 raise fail(f"{sub} must be a table: [link.{sub}]", "link", i, sub)
+        if "server" in raw:
+            if not isinstance(raw["server"], str):
+                raise fail('server = "NAME": the server of the link\'s delay node', "link", i, "server")
+            servers[f"link{i + 1}"] = raw["server"]
         fwd = direction(raw, raw.get("forward", {}), i, "forward")
         rev = direction(raw, raw.get("reverse", {}), i, "reverse")
         links.append(Link(i, a, b, net, fwd, rev, loc.line("link", i, "ends")))
@@ -565,6 +581,7 @@ def load(path: str | Path) -> Topology:
         description=str(data.get("description", "")),
         nets=nets,
         nics=nics,
+        servers=servers,
     )
     _check_tree(topo, fail)
     return topo
