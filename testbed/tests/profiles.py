@@ -7,6 +7,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from udtbed.bands import against_reference
 from udtbed.experiment import Experiment, Part, load_all
 from udtbed.influx import InfluxWriter
@@ -68,7 +69,11 @@ def run_profile(
     "CPU and emulation timing"). The bands are lower bounds, and those distortions push a UDT
     sender into loss, below them: a flagged part that meets the bands passes, its flags
     printed. A flagged part that misses them runs once more, since the miss may be the
-    machine's. A miss without a flag fails at once; two flagged misses fail, saying so.
+    machine's. A miss without a flag fails at once. A second miss is *inconclusive* (the test
+    skips, saying why) where the machine itself flagged it (hostwatch.machine_flags: frames
+    released late, the hypervisor's steal, another busy process): that run measured the
+    machine, not the stack. A second miss with only a sender's pacing flagged fails: that may be
+    the stack's own doing.
 
     A stack beside the reference stack of its protocol is also judged by the part's
     reference-relative bands (``of = "reference"``, at their profile bounds) against the
@@ -117,7 +122,14 @@ def run_profile(
             raise AssertionError(f"{exp.name}/{part.label} on {stack} missed its bands:\n{why}\n{r.flows}")
         missed.append(f"attempt {attempt}: {why} -- with emulation timing off: {'; '.join(timing)}")
         print(f"     {missed[-1]}")
+    machine = r.machine_flags
+    if machine:
+        pytest.skip(
+            f"inconclusive: {exp.name}/{part.label} on {stack} missed its bands in both attempts, the last with "
+            f"the machine's timing off ({'; '.join(machine)}): that measured the machine, not the stack; "
+            'rerun on a quieter machine (docs/testbed.md, "CPU and emulation timing")\n' + "\n".join(missed)
+        )
     raise AssertionError(
-        "missed the bands in both attempts (beside the reference's run, or with emulation timing off: "
-        "machine too loaded?):\n" + "\n".join(missed)
+        "missed the bands in both attempts (beside the reference's run, or with a UDT sender pacing faster "
+        "than the bottleneck, the machine's timing not flagged):\n" + "\n".join(missed)
     )

@@ -98,26 +98,44 @@ def test_udt_in_containers_moves_data_at_link_rate(tmp_path: Path, image: Stacks
         hosts.update({os.stat(f"/run/netns/{net.ns(h)}").st_ino: h for h in net.topo.hosts})
         return DockerRuntime(net, image)
 
-    run = Run(
-        tmp_path,
-        0.1,
-        8.0,
-        backend,
-        InfluxWriter(None),
-        "container-test",
-        on_calibration_fail="flag",
-        host_runtime=docker_runtime,
-    )
     prefix = f"{network.PREFIX}{os.getpid()}-"
     watch = ContainerWatch(prefix)
     watch.start()
+    # The rate is the containers' path, not the emulator's: a miss the run flags for emulation
+    # timing (hostwatch: frames released late and bunched on a loaded machine) measured the
+    # machine, so it runs once more, as the quick profiles do (tests/profiles.py). A miss without
+    # that flag fails at once; a second one the machine flagged (hostwatch.machine_flags) is
+    # inconclusive, and the test skips saying so.
+    floor_mbps = 50.0  # half the 100 Mb/s link
+    missed: list[str] = []
     try:
-        res = run_experiment(run, exp, [all_stacks()["udt-rs"]])
+        for attempt in (1, 2):
+            watch.seen.clear()  # the containers of this attempt only: no run is up in between
+            hosts.clear()
+            run = Run(
+                tmp_path / f"try{attempt}",
+                0.1,
+                8.0,
+                backend,
+                InfluxWriter(None),
+                "container-test",
+                on_calibration_fail="flag",
+                host_runtime=docker_runtime,
+            )
+            r = run_experiment(run, exp, [all_stacks()["udt-rs"]]).parts[0].stacks["udt-rs"]
+            flow = r.flows[0]
+            if flow.mean_mbps >= floor_mbps:
+                break
+            miss = f"attempt {attempt}: {flow.mean_mbps:.1f} Mb/s over the 100 Mb/s link"
+            assert r.timing_flags, miss
+            missed.append(f"{miss}, with emulation timing off: {'; '.join(r.timing_flags)}")
+            print(missed[-1])
+        else:
+            if not r.machine_flags:
+                raise AssertionError("missed in both attempts, the machine's timing not flagged:\n" + "\n".join(missed))
     finally:
         watch.done.set()
         watch.join()
-    flow = res.parts[0].stacks["udt-rs"].flows[0]
-    assert flow.mean_mbps >= 50, f"{flow.mean_mbps:.1f} Mb/s over the 100 Mb/s link"
     udts = {n: s for n, s in watch.seen.items() if s["comm"] == "udt"}
     assert sorted(hosts.get(s["net"], "?") for s in udts.values()) == ["chicago", "local"], (
         f"one udt in each host's namespace; seen {watch.seen}, hosts {hosts}"
@@ -125,6 +143,12 @@ def test_udt_in_containers_moves_data_at_link_rate(tmp_path: Path, image: Stacks
     assert all(n.endswith(f"-{hosts[s['net']]}") for n, s in udts.items()), udts
     assert all(s["mnt"] != os.stat("/proc/self/ns/mnt").st_ino for s in udts.values()), "not in a container"
     assert runtime.list_containers(prefix) == []
+    if flow.mean_mbps < floor_mbps:
+        pytest.skip(
+            f"inconclusive: the stacks ran in their containers, but below {floor_mbps:.0f} Mb/s in both attempts "
+            f"with the machine's timing off ({'; '.join(r.machine_flags)}): that measured the machine\n"
+            + "\n".join(missed)
+        )
 
 
 @docker_test

@@ -130,6 +130,22 @@ def test_a_sender_that_keeps_pacing_faster_than_the_bottleneck_is_told_from_the_
     assert "in 3 of 4 stats lines after slow start" in flag, flag
 
 
+def test_the_hypervisor_s_steal_is_the_machine_s_flag_and_a_fast_sender_alone_is_not(tmp_path: Path) -> None:
+    # 25 %: what /proc/stat read over a clean-clone CI run whose quick profiles' emulators were flagged bunched.
+    stolen = cast(HostReport, {"emulators": {}, "steal_pct": 25.0})
+    (flag,) = hostwatch.machine_flags(stolen)
+    assert "the hypervisor took 25 % of the machine's CPU time" in flag and "limit 10 %" in flag
+    assert hostwatch.flags(stolen) == [flag]
+    assert hostwatch.machine_flags(cast(HostReport, {"emulators": {}, "steal_pct": 4.0})) == []
+    p = tmp_path / "f.send.stats"
+    p.write_text("".join(json.dumps({"t": i * 0.2, "period_us": x}) + "\n" for i, x in enumerate([1.0, 27.0, 30.0])))
+    pacing = hostwatch.sender_pacing({"f": p}, {"f": 100e6})
+    host = report_of({"l0": {"a_to_b": direction(160_000, 1_000)}})
+    assert hostwatch.machine_flags(host) == [] and len(hostwatch.flags(host, pacing)) == 1
+    host["emulators"]["l0"]["a_to_b"] = direction(160_000, 33_800)
+    assert len(hostwatch.machine_flags(host)) == 1 and len(hostwatch.flags(host, pacing)) == 2
+
+
 def test_a_udt_sender_s_capacity_estimate_is_read_after_slow_start_against_the_bottleneck(tmp_path: Path) -> None:
     # 1 Gb/s: 82 570 frames/s. Slow start's estimates (period 1 us) do not count.
     lines = [(1.0, 400_000), (12.0, 80_000), (12.5, 90_000), (13.0, 99_000)]
@@ -194,6 +210,7 @@ def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_p
     assert source and source[0]["cpu_pct"] > 0, host["processes"]
     assert "l0/udt-linkem" in host["cpu_by_process"], host["cpu_by_process"]
     assert 0 <= host["machine_busy_pct"] <= 100 and host["cores"] == os.cpu_count()
+    assert 0 <= host.get("steal_pct", -1) <= 100, host
 
 
 def test_a_busy_process_outside_the_run_is_named_and_flagged_and_the_runners_own_are_not(tmp_path: Path) -> None:
@@ -236,3 +253,32 @@ def test_a_process_outside_the_run_below_the_limit_is_recorded_but_not_flagged()
         },
     )
     assert hostwatch.flags(host) == []
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_busy_process_confined_to_other_cpus_than_the_runs_is_not_counted(tmp_path: Path) -> None:
+    """Runs side by side on CPU sets of their own (the full-scale plans' lanes) do not share CPUs:
+    another lane's emulator spinning on its own CPU is not a process outside this run."""
+    topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
+    mine, other = sorted(os.sched_getaffinity(0))[:2]
+    pidfile = tmp_path / "lane.pid"
+    spin = [sys.executable, "-c", "while True: pass"]
+    subprocess.run(
+        ["setsid", "-f", "taskset", "-c", str(other), "sh", "-c", f'echo $$ > {pidfile}; exec "$0" "$@"', *spin],
+        check=True,
+    )
+    lane = 0
+    try:
+        deadline = time.monotonic() + 5
+        while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lane = int(pidfile.read_text())
+        with Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net:
+            apart, shared = hostwatch.HostWatch(net, [mine]), hostwatch.HostWatch(net, [mine, other])
+            time.sleep(2)
+            host_apart, host_shared = apart.finish(), shared.finish()
+    finally:
+        if lane:
+            os.kill(lane, signal.SIGKILL)
+    assert lane not in {p["pid"] for p in host_apart.get("outside_processes", [])}, host_apart
+    assert lane in {p["pid"] for p in host_shared.get("outside_processes", [])}, "on a CPU of the run it counts"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import pytest
-from udtbed import network
+from udtbed import backend_compare, network
 from udtbed.calibrate import calibrate, train
 from udtbed.network import Network
 from udtbed.probe import TrainSinkResult
@@ -48,6 +48,12 @@ VM_RTT_TOL_MS = 2.5
 # An overhead above this leaves no timing to judge: the VM is too slow, and the tests say so.
 VM_OVERHEAD_MAX_MS = 8.0
 RATE_TOL = 0.02
+# A measurement in the VM is taken again while it is off, up to this many times in all, as the
+# runner recalibrates (udtbed.calibrate): the host that emulates the VM's CPUs is shared, and a
+# CI run whose quick profiles were flagged for the machine's timing read chicago-local's
+# calibration off twice and one udt-linkem blast 3.3 % slow, where the run before passed them
+# all. A path that is really off stays off.
+VM_ATTEMPTS = 3
 SCALE = 0.02  # 1 Gb/s -> 20 Mb/s, OC-12 -> 12.4 Mb/s: what TCG carries
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
@@ -139,7 +145,7 @@ def test_each_path_class_calibrates_within_the_vm_tolerances(
     emulated delay plus the VM's own overhead (chicago-local's is measured on a build of its own)."""
     net = build(built, REPO / f"topologies/{topology}.toml", tmp_path, scale=SCALE)
     tol = rtt_tol(vm_overhead_ms)
-    (cal,) = calibrate(net, [(src, dst)], rtt_tol_ms=tol, rate_tol=RATE_TOL, attempts=2)
+    (cal,) = calibrate(net, [(src, dst)], rtt_tol_ms=tol, rate_tol=RATE_TOL, attempts=VM_ATTEMPTS)
     assert cal.rtt_ms is not None and cal.rtt_ms >= cal.expected_rtt_ms - 0.05, cal.line()
     assert cal.ok, cal.line()
 
@@ -312,25 +318,38 @@ def test_closing_a_netem_network_leaves_no_namespace_or_qdisc_behind(tmp_path: P
 VM_RTT_TOL_MS_LINKEM = 5.0
 
 
+def delivers_rate_and_delay(r: backend_compare.PathRow, rtt_tol_ms: float) -> bool:
+    """The path's rate within RATE_TOL and its RTT within ``rtt_tol_ms`` above the emulated one."""
+    return (
+        r.rate_mbps is not None
+        and abs(r.rate_mbps / r.rate_want_mbps - 1) <= RATE_TOL
+        and r.rtt_ms is not None
+        and r.rtt_want_ms - 0.05 <= r.rtt_ms <= r.rtt_want_ms + rtt_tol_ms
+    )
+
+
 def test_a_fig11_path_under_netem_beside_udt_linkem(
     tmp_path: Path, record_property: Callable[[str, object], None], vm_overhead_ms: float
 ) -> None:
     """Chicago-Ottawa (16 ms, OC-12 at scale 0.02) built by each backend in the same kernel: both
     deliver the configured rate and delay, and a UDT flow
-    runs on each without exceeding the link. The rows (udtbed compare-backends') go to the JUnit
+    runs on each without exceeding the link. A backend off is measured again on a fresh build, up
+    to VM_ATTEMPTS in all. The rows (udtbed compare-backends') go to the JUnit
     report; docs/results/2026-11-26-netem-vm.md has a full table."""
     from dataclasses import asdict
-
-    from udtbed import backend_compare
 
     if not UDT.exists():
         pytest.skip(f"{UDT} is not built (make build)")
     tols = (rtt_tol(vm_overhead_ms), rtt_tol(vm_overhead_ms, VM_RTT_TOL_MS_LINKEM, VM_RTT_TOL_MS_LINKEM - 1.5))
     for backend, tol in zip(("netem", "linkem"), tols, strict=True):
-        r = backend_compare.measure("chicago-ottawa", "chicago", "ottawa", backend, SCALE, 10.0, tmp_path)
-        record_property(backend, json.dumps(asdict(r)))
-        assert r.rate_mbps is not None and abs(r.rate_mbps / r.rate_want_mbps - 1) <= RATE_TOL, r
-        assert r.rtt_ms is not None and r.rtt_want_ms - 0.05 <= r.rtt_ms <= r.rtt_want_ms + tol, r
+        for attempt in range(1, VM_ATTEMPTS + 1):
+            r = backend_compare.measure(
+                "chicago-ottawa", "chicago", "ottawa", backend, SCALE, 10.0, tmp_path / f"try{attempt}"
+            )
+            record_property(backend if attempt == 1 else f"{backend} (attempt {attempt})", json.dumps(asdict(r)))
+            if delivers_rate_and_delay(r, tol):
+                break
+        assert delivers_rate_and_delay(r, tol), r
         # The burst's queue depth is only recorded here: a Python sender on an emulated, loaded CPU
         # may not fill the queue (read 9.8 of 17 beside the cargo tests, 14.3 alone); the
         # DropTail test judges the queue by its drops and its longest wait.

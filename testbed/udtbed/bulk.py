@@ -71,7 +71,7 @@ def run_part(
         def done() -> bool:
             return finite and all(p is not None and p.poll() is not None for s in started for p in s.procs)
 
-        watch = hostwatch.HostWatch(net)
+        watch = hostwatch.HostWatch(net, run.cpus)
         watch_until(run, live, seconds, t_mono0, done)
         host = watch.finish()
     finally:

@@ -29,8 +29,8 @@ import itertools
 import json
 import os
 import re
-import subprocess
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Literal, NotRequired, TypedDict
 
@@ -56,10 +56,18 @@ PACING_MAX = 1.5
 MIN_FRAMES = 500
 MIN_UTILISATION = 0.1
 # A user-space process outside the run (not in its namespaces, not the runner or what it
-# started) that took more than this share of one core during a measurement is flagged: the
-# stacks and emulators shared the machine with it. A leaked udt-linkem spinning with
+# started, and allowed on one of the run's CPUs) that took more than this share of one core
+# during a measurement is flagged: the stacks and emulators shared the machine with it. A
+# process confined to other CPUs (another run on a CPU set of its own, as the full-scale plans'
+# lanes) did not share the run's. A leaked udt-linkem spinning with
 # `--spin-us` takes a whole core; the runner's own helpers stay far below this.
 OUTSIDE_PROCESS_MAX = 25.0  # % of one core
+# A measurement is flagged when the hypervisor ran other guests' work on the machine's CPUs for
+# more than this share of the window (``steal`` in /proc/stat): the emulators' and the stacks'
+# timers then fire late however idle the guest looks. A clean-clone CI run on our 2-core machine
+# that failed five quick profiles, their emulators' frames flagged bunched, read 25 % steal over
+# the run; the machine idle reads 0.
+STEAL_MAX = 0.10
 # Kernel threads (PF_KTHREAD in /proc/<pid>/stat's flags) are not processes outside the run:
 # their time (softirq for the veths among it) is the emulation's own.
 _PF_KTHREAD = 0x00200000
@@ -126,6 +134,8 @@ class HostReport(TypedDict):
     seconds: float
     cores: int
     machine_busy_pct: float
+    # of the machine's CPU time in the window, taken by the hypervisor for other guests
+    steal_pct: NotRequired[float]
     outside_cpu_pct: float  # % of one core
     loadavg_1m: list[float]  # at the start and at the end
     cpu_by_process: dict[str, CpuGroup]  # "<ns>/<comm>"
@@ -174,11 +184,12 @@ def _ns_inode(name: str) -> int | None:
         return None
 
 
-def _machine() -> tuple[int, int]:
-    """(total, idle+iowait) jiffies of all cores."""
+def _machine() -> tuple[int, int, int]:
+    """(total, idle+iowait, steal) jiffies of all cores (steal: time the hypervisor gave to
+    another guest while this one had work; guest time is already in user, so it is left out)."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
-    return sum(v), v[3] + v[4]
+    return sum(v[:8]), v[3] + v[4], v[7] if len(v) > 7 else 0
 
 
 def _stat(pid: str) -> tuple[str, list[str]] | None:
@@ -191,9 +202,10 @@ def _stat(pid: str) -> tuple[str, list[str]] | None:
     return s[s.index("(") + 1 : s.rindex(")")], s[s.rindex(")") + 2 :].split()
 
 
-def _outside(run_netns: set[int]) -> dict[int, tuple[str, int]]:
+def _outside(run_netns: set[int], cpus: frozenset[int] | None = None) -> dict[int, tuple[str, int]]:
     """pid -> (comm, CPU ticks) of the user-space processes outside the run: not in the run's
-    namespaces, not this process and not a descendant of it."""
+    namespaces, not this process and not a descendant of it, and (``cpus``: the run's CPUs)
+    allowed to run on one of the run's CPUs."""
     me = os.getpid()
     procs: dict[int, tuple[str, int, int]] = {}  # pid -> (comm, ppid, ticks)
     for d in os.listdir("/proc"):
@@ -221,7 +233,13 @@ def _outside(run_netns: set[int]) -> dict[int, tuple[str, int]]:
             seen += 1
         return False
 
-    return {pid: (comm, ticks) for pid, (comm, _, ticks) in procs.items() if not ours(pid)}
+    def shares(pid: int) -> bool:
+        try:
+            return cpus is None or bool(cpus & os.sched_getaffinity(pid))
+        except OSError:
+            return False  # gone
+
+    return {pid: (comm, ticks) for pid, (comm, _, ticks) in procs.items() if not ours(pid) and shares(pid)}
 
 
 def _json_lines(path: Path) -> list[LinkemStats]:
@@ -242,8 +260,11 @@ def _json_lines(path: Path) -> list[LinkemStats]:
 class HostWatch:
     """Start of a measured window on ``net``; :meth:`finish` before its processes stop."""
 
-    def __init__(self, net: Network):
+    def __init__(self, net: Network, cpus: Collection[int] | None = None):
+        """``cpus``: the run's CPUs (``udtbed run --cpuset``); a process outside the run that
+        may not run on any of them is not counted as sharing the run's CPUs."""
         self.net = net
+        self.cpus = frozenset(cpus) if cpus is not None else None
         self.prefix = f"{PREFIX}{net.tag}-"
         self.skip = {n.pid for n in net.nodes.values()}  # Mininet node shells
         self.t0 = time.monotonic()
@@ -256,7 +277,10 @@ class HostWatch:
             if (ino := _ns_inode(ns)) is not None
         }
         self.p0 = self._processes()
-        self.o0 = _outside(set(self.label))
+        # A cluster run's processes are on its servers: what else runs on the head does not
+        # share their CPUs, and the head's own view of them (the lab's) is not the run's.
+        self.remote = net.cluster is not None
+        self.o0 = {} if self.remote else _outside(set(self.label), self.cpus)
         # Per emulator: its lines so far (the last one is the window's baseline).
         self.e0 = {i: len(_json_lines(Path(s["stats"]))) for i, s in net.link_specs.items() if s.get("stats")}
 
@@ -278,7 +302,8 @@ class HostWatch:
 
     def finish(self) -> HostReport:
         wall = max(1e-6, time.monotonic() - self.t0)
-        m1, p1, o1 = _machine(), self._processes(), _outside(set(self.label))
+        m1, p1 = _machine(), self._processes()
+        o1 = {} if self.remote else _outside(set(self.label), self.cpus)
         outside: list[OutsideCpu] = []
         for pid, (comm, ticks) in o1.items():
             pct = round((ticks - self.o0.get(pid, (comm, 0))[1]) / _HZ / wall * 100, 1)
@@ -295,8 +320,8 @@ class HostWatch:
             g["n"] += 1
             g["cpu_pct"] = round(g["cpu_pct"] + p["cpu_pct"], 1)
         cores = os.cpu_count() or 1
-        total, idle = m1[0] - self.m0[0], m1[1] - self.m0[1]
-        busy_cores = (total - idle) / total * cores if total else 0.0
+        total, idle, steal = m1[0] - self.m0[0], m1[1] - self.m0[1], m1[2] - self.m0[2]
+        busy_cores = (total - idle - steal) / total * cores if total else 0.0
         ours = sum(p["cpu_pct"] for p in procs) / 100
         emulators: dict[str, dict[DirectionName, DirectionTiming]] = {}
         for i, spec in self.net.link_specs.items():
@@ -311,6 +336,7 @@ class HostWatch:
             "seconds": round(wall, 1),
             "cores": cores,
             "machine_busy_pct": round(busy_cores / cores * 100, 1),
+            "steal_pct": round(steal / total * 100, 1) if total else 0.0,
             # busy CPU not charged to the run's processes: other work, interrupts (% of one core)
             "outside_cpu_pct": round(max(0.0, busy_cores - ours) * 100, 1),
             "loadavg_1m": [round(self.load0, 2), round(os.getloadavg()[0], 2)],
@@ -404,7 +430,16 @@ def mark_before_bottleneck(host: HostReport, seen_by_receivers: set[tuple[str, s
 
 
 def flags(host: HostReport, pacing: dict[str, SenderPacing] | None = None) -> list[str]:
-    """Why a measurement is not the protocols' alone (empty: nothing seen)."""
+    """Why a measurement is not the protocols' alone (empty: nothing seen): the machine's
+    (:func:`machine_flags`), then the UDT senders' pacing faster than the bottleneck."""
+    return machine_flags(host) + pacing_flags(pacing)
+
+
+def machine_flags(host: HostReport) -> list[str]:
+    """What the machine did to the emulation, whatever the stacks did: emulators that released
+    frames late and bunched, the hypervisor's steal, busy processes outside the run. A result
+    with one of these measured the machine as well as the stacks; a sender pacing faster than
+    the bottleneck alone (:func:`pacing_flags`) may be the stack's own doing."""
     out: list[str] = []
     for link, dirs in host.get("emulators", {}).items():
         for d, s in dirs.items():
@@ -428,6 +463,19 @@ def flags(host: HostReport, pacing: dict[str, SenderPacing] | None = None) -> li
             f"{len(busy)} process(es) outside this run took more than {OUTSIDE_PROCESS_MAX:.0f} % of a core "
             f"meanwhile: {named}: the stacks and emulators shared the CPUs with them"
         )
+    steal = host.get("steal_pct")
+    if steal is not None and steal > STEAL_MAX * 100:
+        out.append(
+            f"the hypervisor took {steal:.0f} % of the machine's CPU time for other guests (steal, limit "
+            f"{STEAL_MAX * 100:.0f} %): the emulators' and the stacks' timers fired late"
+        )
+    return out
+
+
+def pacing_flags(pacing: dict[str, SenderPacing] | None) -> list[str]:
+    """A UDT sender that paced faster than the bottleneck after slow start: the arrival timing it
+    was given was compressed (by the machine, or by a stack that misreads it)."""
+    out: list[str] = []
     fast = {n: p for n, p in (pacing or {}).items() if p["times_bottleneck"] > PACING_MAX}
     if fast:
         worst = max(fast.values(), key=lambda p: p["times_bottleneck"])
@@ -454,11 +502,7 @@ def nic_dropped(net: Network, host: str) -> int | None:
     so far, or None where the host has none or its counters cannot be read."""
     if host not in net.nic_specs:
         return None
-    p = subprocess.run(
-        ["ip", "netns", "exec", net.ns(host), "tc", "-s", "qdisc", "show", "dev", "data"],
-        capture_output=True,
-        text=True,
-    )
+    p = net.sh(net.ns(host), "tc", "-s", "qdisc", "show", "dev", "data", check=False)
     m = re.search(r"\(dropped (\d+),", p.stdout)
     return int(m.group(1)) if m else None
 
@@ -466,7 +510,7 @@ def nic_dropped(net: Network, host: str) -> int | None:
 def udp_rcvbuf_errors(net: Network, host: str) -> int | None:
     """The host's UDP datagrams dropped for a full socket receive buffer so far (``/proc/net/snmp``
     of its namespace, ``Udp: RcvbufErrors``), or None where that cannot be read."""
-    p = subprocess.run(["ip", "netns", "exec", net.ns(host), "cat", "/proc/net/snmp"], capture_output=True, text=True)
+    p = net.sh(net.ns(host), "cat", "/proc/net/snmp", check=False)
     rows = [line.split()[1:] for line in p.stdout.splitlines() if line.startswith("Udp:")]
     if len(rows) < 2 or "RcvbufErrors" not in rows[0]:
         return None

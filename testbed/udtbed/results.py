@@ -258,9 +258,23 @@ class StackResult:
         raise KeyError(f"no flow {name!r} in {self.stack}'s result ({', '.join(f.name for f in self.flows)})")
 
     @property
-    def timing_flags(self) -> list[str]:
+    def _hosts(self) -> list[HostReport]:
+        """The host reports of the measurement: one per short-flow or sweep point, else the part's."""
         hosts = [p.host for p in self.points or self.sweep] if self.points or self.sweep else [self.host]
-        return [fl for h in hosts if h for fl in h.get("flags", [])]
+        return [h for h in hosts if h]
+
+    @property
+    def timing_flags(self) -> list[str]:
+        return [fl for h in self._hosts for fl in h.get("flags", [])]
+
+    @property
+    def machine_flags(self) -> list[str]:
+        """Those of the timing flags the machine raised whatever the stacks did: emulators that
+        released frames late, the hypervisor's steal, busy processes outside the run
+        (udtbed.hostwatch.machine_flags). A sender pacing faster than the bottleneck is not one."""
+        from .hostwatch import machine_flags
+
+        return [fl for h in self._hosts for fl in machine_flags(h)]
 
     @property
     def passed(self) -> bool | None:

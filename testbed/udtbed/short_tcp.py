@@ -60,7 +60,7 @@ def run_part(run: Run, exp: Experiment, part: Part, net: Network, stack: BulkSta
                 pins=run.pins,
             )
             live = live_watch(run, exp, part, stack.name, net, started, t_wall0, {"bulk_flows": str(n)})
-            watch = hostwatch.HostWatch(net)
+            watch = hostwatch.HostWatch(net, run.cpus)
             watch_until(run, live, warm, t_mono0)
             py = [sys.executable, "-m", "udtbed.probe"]
             sink = ["tcp-sink", "--port", "6000", "--seconds", str(run.duration + 30)]

@@ -21,11 +21,12 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from udtharness import processes
 
 # Markers the guest prints around the command, so that a boot that never reached it and a guest
 # that died in it are told apart from a command that failed.
@@ -143,6 +144,7 @@ def _boot(
     cmd += ["--", script]
     env = dict(os.environ)
     env["PATH"] = f"{Path(cmd[0]).parent}:{env.get('PATH', '/usr/bin:/bin')}"  # vng calls virtme-run by name
+    env[processes.MARK_VAR] = processes.RUN_ID  # as every process of a run: a cleanup's sweep finds it
     t0 = time.monotonic()
     # Its own session, so that a timeout or Ctrl-C takes QEMU and every helper with it.
     p = subprocess.Popen(
@@ -188,16 +190,8 @@ def _boot(
 
 
 def _kill(p: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            p.wait(timeout=5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """QEMU and every helper of vng's session: SIGTERM, then SIGKILL (the harness's stop)."""
+    processes.stop(p, grace=5.0)
 
 
 def _exit_status(output: str) -> int | None:
