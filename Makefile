@@ -46,7 +46,7 @@ help:
 	@echo "make compare-backends  netem beside udt-linkem on each Fig. 11 path class, in that VM (table)"
 	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1 SEEDS=5)"
 	@echo "make test-simulate  the simulated figures' snapshot tests (UPDATE_SNAPSHOTS=1 rewrites them)"
-	@echo "make ns2-check    the simulator's TCP against NS-2 2.35's on 36 dumbbells (QUICK=1 SEEDS=5), results/sim/ns2-check;"
+	@echo "make ns2-check    the simulator's TCP against NS-2 2.35's on 36 dumbbells (QUICK=1 SEEDS=5 PROFILE=ns2-2.26), results/sim/ns2-check;"
 	@echo "                  exit 1 when a scenario disagrees beyond the tolerance"
 	@echo "make testbed-cleanup  remove the udtb-* namespaces (and processes) and containers of runs that are gone; ALL=1: every one"
 	@echo "make dashboards   regenerate dashboards/udtbed.json from dashboards/generate.py (Grafana's SDK)"
@@ -97,19 +97,21 @@ $(LIBUDT_PEER): stacks/libudt/udt_peer.cpp
 MYPY_PATHS := harness/udtharness conformance/udtconf testbed/udtbed harness/tests impl/bench impl/interop dashboards ci
 
 # Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, mypy.ini),
-# and the Python side's import contract (ci/import_graph.py). No root and no network: the tools
+# the Python side's import contract (ci/import_graph.py) and its tree in docs/architecture.md
+# (ci/architecture_tree.py). No root and no network: the tools
 # are those `make setup` installed (`make test` runs setup first).
 check:
 	@test -x $(PYTHON) || { echo "make check: no $(PYTHON); run 'make setup' once (it installs the tools)" >&2; exit 2; }
 	@echo "==> check: cargo fmt --check, cargo clippy -D warnings (impl/)"
 	cd impl && $(CARGO) fmt --all --check && $(CARGO) clippy --release --all-targets --quiet -- -D warnings
-	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's, conformance's and testbed's tests, interop, benches, dashboards, ci), import contract"
+	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's, conformance's and testbed's tests, interop, benches, dashboards, ci), import contract, architecture tree"
 	$(PYTHON) -m ruff format --check --quiet .
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy $(MYPY_PATHS)
 	$(PYTHON) -m mypy testbed/tests
 	$(PYTHON) -m mypy conformance/tests conformance/conftest.py
 	$(PYTHON) ci/import_graph.py
+	$(PYTHON) ci/architecture_tree.py
 
 # `make test` is the loop a change goes through (~25 min on 2 cores): every check, unit, wire,
 # interop and conformance case and the testbed's tests. `make test-long` is what takes minutes a
@@ -119,6 +121,8 @@ check:
 # make -k would), each stage's wall time is printed at the end, and the exit status is non-zero if
 # any failed. The timing-sensitive stages run alone: beside clippy and the cargo tests the VM's
 # emulated CPU starved and its timing checks failed (docs/testbed.md, "The netem backend in a VM").
+# Every pytest stage names its slowest tests, for whoever works on the stages' wall time.
+export PYTEST_ADDOPTS ?= --durations=12
 TEST_STAGES := check test-rust test-harness test-interop test-conformance test-testbed
 LONG_STAGES := test-testbed-long test-conformance-long test-vm
 define run_stages
@@ -138,8 +142,8 @@ test-long: setup build
 	$(call run_stages,$(LONG_STAGES),test-long)
 
 test-rust:
-	@echo "==> test: cargo test --release (impl/)"
-	cd impl && $(CARGO) test --release --no-fail-fast
+	@echo "==> test: cargo test --profile test-release (impl/: optimised, no LTO, no debug info)"
+	cd impl && $(CARGO) test --profile test-release --no-fail-fast
 
 test-harness:
 	@echo "==> test: the harness under the suite, the testbed, the interop tests and the benches (harness/)"
@@ -180,11 +184,14 @@ PIN           ?= auto
 CORES         ?= refuse
 # The simulated figures (experiments/sim) after the experiments, into the run's sim/: full, quick or none.
 SIMULATE    ?= full
+# A servers file (docs/cluster.md): run across those machines over SSH instead of this one.
+SERVERS     ?=
 TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' --repeat '$(REPEAT)' \
                --simulate '$(SIMULATE)' \
                --backend '$(BACKEND)' --calibration '$(CALIBRATION)' --influx '$(INFLUX)' \
                --runtime '$(RUNTIME)' $(if $(STACKS),--stacks '$(STACKS)') --pin '$(PIN)' --cores '$(CORES)' \
-               $(if $(CPUSET),--cpuset '$(CPUSET)') $(if $(filter docker,$(RUNTIME)),--image '$(TESTBED_IMAGE)')
+               $(if $(CPUSET),--cpuset '$(CPUSET)') $(if $(filter docker,$(RUNTIME)),--image '$(TESTBED_IMAGE)') \
+               $(if $(SERVERS),--servers '$(SERVERS)')
 
 # Two runs side by side (A=results/testbed/<run> B=...), or two stacks of A (STACKS=libudt,udt-rs):
 # exit 1 when a band's figure regressed beyond 5 % by more than the repeats' scatter.
@@ -225,7 +232,7 @@ test-testbed-long:
 	cd testbed && ../$(PYTHON) -m pytest tests -m long
 
 testbed-cleanup:
-	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all)
+	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all) $(if $(SERVERS),--servers '$(SERVERS)')
 
 # The netem backend for real (docs/testbed.md, "The netem backend in a VM"): our kernel has no
 # sch_netem, so Debian's stock kernel boots under QEMU (udtbed vm: KVM where it works, else TCG)
@@ -281,7 +288,7 @@ test-simulate: build-sim
 # dumbbells in both, per-flow goodput, drops and Jain's index; exit 1 when a scenario disagrees.
 ns2-check: setup build-sim
 	@echo "==> ns2-check: impl/netsim's TCP against NS-2's Sack1 (python -m udtbed ns2-check) -> results/sim/ns2-check"
-	$(PYTHON) -m udtbed ns2-check $(if $(QUICK),--quick) $(if $(SEEDS),--seeds '$(SEEDS)')
+	$(PYTHON) -m udtbed ns2-check $(if $(QUICK),--quick) $(if $(SEEDS),--seeds '$(SEEDS)') $(if $(PROFILE),--profile '$(PROFILE)')
 
 # Grafana dashboards as code (grafana-foundation-sdk, requirements-dev.txt); the JSON is committed
 # and testbed/tests/test_dashboards.py checks that it is current.

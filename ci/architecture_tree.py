@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The Python side's tree in docs/architecture.md stays true to the repository (``make check``).
+
+The tree is the first code block of the section "The Python side": a top-level line names a
+directory (``testbed/udtbed/``), the indented lines under it name its modules and subpackages
+(``hostwatch.py, hostinfo.py, cores.py``, ``udt/, sabul/, frtp/``), each followed by what it
+is. Every name must exist under its directory, and the packages listed module by module
+(:data:`COMPLETE`) must have every module named: a module added or removed without the tree
+changing fails here, with the names to add or drop.
+
+    python3 ci/architecture_tree.py [REPO]
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+# The packages whose tree lists every module (the others are summarised in a line or two).
+COMPLETE = ("harness/udtharness/", "testbed/udtbed/")
+SECTION = "## The Python side"
+# The column where the descriptions start: a line blank up to it continues a description.
+DESCRIPTION_COLUMN = 27
+
+
+def tree(doc: str) -> list[str]:
+    """The lines of the first code block after :data:`SECTION`."""
+    rest = doc[doc.index(SECTION) :]
+    start = rest.index("```\n") + 4
+    return rest[start : rest.index("```", start)].splitlines()
+
+
+def named(lines: list[str]) -> dict[str, list[str]]:
+    """Directory -> the module and subpackage names listed under it, in order."""
+    out: dict[str, list[str]] = {}
+    current = ""
+    for line in lines:
+        if not line.strip() or not line[: DESCRIPTION_COLUMN - 1].strip():
+            continue  # a blank line, or a description's continuation
+        name_field = re.split(r"\s{2,}", line.strip())[0]
+        if not line.startswith(" "):
+            current = name_field
+            out.setdefault(current, [])
+            continue
+        out.setdefault(current, []).extend(re.findall(r"[\w.-]+\.py|[\w-]+/", name_field))
+    return out
+
+
+def check(repo: Path) -> list[str]:
+    """What the tree gets wrong (empty: nothing)."""
+    doc = (repo / "docs/architecture.md").read_text()
+    problems: list[str] = []
+    listing = named(tree(doc))
+    for directory, names in listing.items():
+        if not (repo / directory).exists():
+            problems.append(f"docs/architecture.md names {directory}, which does not exist")
+            continue
+        for n in names:
+            if not (repo / directory / n).exists():
+                problems.append(f"docs/architecture.md names {directory}{n}, which does not exist")
+    for package in COMPLETE:
+        modules = {p.name for p in (repo / package).glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+        missing = sorted(modules - set(listing.get(package, [])))
+        if missing:
+            problems.append(
+                f"docs/architecture.md's tree lists {package} module by module but not: {', '.join(missing)}"
+            )
+    return problems
+
+
+def main() -> int:
+    repo = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1]
+    problems = check(repo)
+    for p in problems:
+        print(p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
