@@ -4,16 +4,19 @@ them, run here with PATH and LD_LIBRARY_PATH cleared to the bundle and a bare ba
 that a missing program or library shows up here and not on a borrowed machine. Also the
 runner's options a full-scale plan uses: ``--parts``."""
 
+import importlib.util
 import json
 import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from udtbed import cores
@@ -227,7 +230,7 @@ def test_run_sh_says_what_is_missing(tmp_path: Path, setup: str, want: str) -> N
     assert p.returncode == 2 and want in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("plan", ["plan-16.txt", "plan-16-pacing.txt", "plan-16-stamps.txt"])
+@pytest.mark.parametrize("plan", ["plan-16.txt", "plan-16-pacing.txt", "plan-16-stamps.txt", "plan-16-epochs.txt"])
 def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(plan: str) -> None:
     # One core per seat (udtbed.cores) for every part a line runs, on that line's CPUs; a line
     # that breaks the rule on purpose says --cores flag.
@@ -237,7 +240,8 @@ def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(
         args = [w for w in words if w.startswith("--") or not re.match(r"[A-Z_][A-Z0-9_]*=", w)]
         opt = dict(zip(args[::2], args[1::2], strict=True))
         have = len(cores.parse_cpus(cpus))
-        for e in select_parts(select_experiments(EXPERIMENTS_DIR, opt["--experiments"]), opt.get("--parts")):
+        where = REPO / opt["--experiments-dir"] if "--experiments-dir" in opt else EXPERIMENTS_DIR
+        for e in select_parts(select_experiments(where, opt["--experiments"]), opt.get("--parts")):
             for part in e.parts:
                 need = cores.plan(part, load(part.topology), "linkem").need
                 assert need <= have or opt.get("--cores") == "flag", (plan, cpus, part.label, need)
@@ -277,3 +281,70 @@ def test_an_unknown_part_is_a_usage_error_before_anything_runs(tmp_path: Path) -
     )
     assert p.returncode == 2 and "unknown part 'nowhere'" in p.stderr, p.stderr
     assert not list(tmp_path.iterdir())
+
+
+def _udp_frame(src: int, payload: bytes) -> bytes:
+    ip = struct.pack("!BBHHHBBHII", 0x45, 0, 28 + len(payload), 0, 0, 64, 17, 0, src, 0x0A000002)
+    return b"\0" * 12 + b"\x08\x00" + ip + struct.pack("!HHHH", 9000, 9000, 8 + len(payload), 0) + payload
+
+
+def _pcap(path: Path, frames: list[tuple[float, bytes]]) -> None:
+    out = bytearray(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 96, 1))
+    for t, frame in frames:
+        cut = frame[:96]
+        out += struct.pack("<IIII", int(t), round((t - int(t)) * 1e9), len(cut), len(frame)) + cut
+    path.write_bytes(bytes(out))
+
+
+def test_epochs_reads_losses_runs_and_naks_from_captures_at_both_ends(tmp_path: Path) -> None:
+    """testbed/fullscale/epochs.py on a pair of captures with known losses: packets 500-501 and
+    700 lost in one epoch (two runs, one NAK each), 2000 in a second one 2.4 s later; the receiver's
+    first arrival 150 ms after the send, plus the queue."""
+    epochs = _load_script(FULLSCALE / "epochs.py")
+    base, lost = 2**31 - 1000, {500, 501, 700, 2000}  # the sequence numbers wrap at 2^31
+    sent, recv = [], []
+    for i in range(3000):
+        t = 1.0 + i * 0.0012
+        data = _udp_frame(0x0A000001, struct.pack("!IIII", (base + i) % 2**31, 0, 0, 7) + b"x" * 1440)
+        sent.append((t, data))
+        if i not in lost:
+            recv.append((t + 0.150 + (0.002 if i > 400 else 0.0), data))
+    nak = struct.pack("!IIII", 0x80030000, 0, 0, 7)
+    recv += [
+        (
+            1.0 + 502 * 0.0012 + 0.152,
+            _udp_frame(0x0A000002, nak + struct.pack("!II", 0x80000000 | (base + 500) % 2**31, (base + 501) % 2**31)),
+        )
+    ]
+    recv += [(1.0 + 701 * 0.0012 + 0.152, _udp_frame(0x0A000002, nak + struct.pack("!I", (base + 700) % 2**31)))]
+    recv += [(1.0 + 2001 * 0.0012 + 0.152, _udp_frame(0x0A000002, nak + struct.pack("!I", (base + 2000) % 2**31)))]
+    run = tmp_path / "r" / "raw"
+    run.mkdir(parents=True)
+    _pcap(run / "udt-rs-bulk-chicago-data.pcap", sent)
+    _pcap(run / "udt-rs-bulk-amsterdam-data.pcap", sorted(recv))
+    out = tmp_path / "epochs.json"
+    slices = tmp_path / "slices"
+    assert epochs.main([str(tmp_path / "r"), str(out), "--slices", str(slices)]) == 0
+    (res,) = json.loads(out.read_text())["runs"]
+    assert (res["sent"], res["received"], res["lost_first_time"], res["naks_sent"]) == (3000, 2996, 4, 3)
+    assert res["base_owd_ms"] == pytest.approx(150.0, abs=0.01)
+    first, second = res["epochs"]
+    assert (first["lost"], first["runs"], first["naks_sent"], first["nak_words_sent"]) == (3, 2, 2, 3)
+    assert first["run_lengths"] == {"1": 1, "2": 1} and first["naks_per_lost"] == pytest.approx(2 / 3, abs=1e-3)
+    assert first["first_lost_sent_s"] == pytest.approx(500 * 0.0012, abs=1e-6)
+    assert (second["lost"], second["runs"]) == (1, 1)
+    assert max(q for q in second["queue_ms_before"] if q is not None) == pytest.approx(2.0, abs=0.01)
+    # Each end's slice is around its own moment of the second epoch: the packet after the lost one
+    # is in both, the receiver's a one-way delay later.
+    for end in ("send", "recv"):
+        (cut,) = slices.glob(f"*udt-rs-{end}.pcap")
+        seqs = {struct.unpack_from("!I", f[3])[0] for f in epochs.frames(cut)}
+        assert (base + 2001) % 2**31 in seqs, end
+
+
+def _load_script(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
