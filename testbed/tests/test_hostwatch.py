@@ -1,6 +1,7 @@
 """A part's CPU and emulation timing are recorded, and a part whose emulator released frames
 in bursts, or whose UDT senders paced faster than the bottleneck, is flagged."""
 
+import contextlib
 import json
 import os
 import signal
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
@@ -213,30 +215,41 @@ def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_p
     assert 0 <= host.get("steal_pct", -1) <= 100, host
 
 
+SPIN = [sys.executable, "-c", "while True: pass"]
+
+
+@contextlib.contextmanager
+def stray_spinner(pidfile: Path, cpu: int | None = None) -> Iterator[int]:
+    """A process spinning a core (on ``cpu`` alone where given) that is nobody's child here, as a
+    leftover of another run is (setsid -f: its parent exits); its PID, killed on leaving."""
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    subprocess.run(["setsid", "-f", *pin, "sh", "-c", f'echo $$ > {pidfile}; exec "$0" "$@"', *SPIN], check=True)
+    deadline = time.monotonic() + 5
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    try:
+        yield pid
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
 def test_a_busy_process_outside_the_run_is_named_and_flagged_and_the_runners_own_are_not(tmp_path: Path) -> None:
     """A process left spinning by another run takes a core from the stacks and emulators: the
     watch names it by PID; a process the runner itself started is the run's and is not flagged."""
     topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
-    spin = [sys.executable, "-c", "while True: pass"]
-    pidfile = tmp_path / "stray.pid"
-    # setsid -f: the stray's parent exits, so it is nobody's child here, as a leftover is.
-    subprocess.run(["setsid", "-f", "sh", "-c", f'echo $$ > {pidfile}; exec "$0" "$@"', *spin], check=True)
-    own = subprocess.Popen(spin)
-    stray = 0
+    own = subprocess.Popen(SPIN)
     try:
-        deadline = time.monotonic() + 5
-        while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        stray = int(pidfile.read_text())
-        with Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net:
+        with (
+            stray_spinner(tmp_path / "stray.pid") as stray,
+            Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net,
+        ):
             watch = hostwatch.HostWatch(net)
             time.sleep(2)
             host = watch.finish()
     finally:
         own.kill()
         own.wait()
-        if stray:
-            os.kill(stray, signal.SIGKILL)
     outside = {p["pid"]: p for p in host.get("outside_processes", [])}
     assert stray in outside and outside[stray]["cpu_pct"] > hostwatch.OUTSIDE_PROCESS_MAX, outside
     assert own.pid not in outside, f"the runner's own child was counted outside the run: {outside[own.pid]}"
@@ -261,24 +274,12 @@ def test_a_busy_process_confined_to_other_cpus_than_the_runs_is_not_counted(tmp_
     another lane's emulator spinning on its own CPU is not a process outside this run."""
     topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
     mine, other = sorted(os.sched_getaffinity(0))[:2]
-    pidfile = tmp_path / "lane.pid"
-    spin = [sys.executable, "-c", "while True: pass"]
-    subprocess.run(
-        ["setsid", "-f", "taskset", "-c", str(other), "sh", "-c", f'echo $$ > {pidfile}; exec "$0" "$@"', *spin],
-        check=True,
-    )
-    lane = 0
-    try:
-        deadline = time.monotonic() + 5
-        while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        lane = int(pidfile.read_text())
-        with Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net:
-            apart, shared = hostwatch.HostWatch(net, [mine]), hostwatch.HostWatch(net, [mine, other])
-            time.sleep(2)
-            host_apart, host_shared = apart.finish(), shared.finish()
-    finally:
-        if lane:
-            os.kill(lane, signal.SIGKILL)
+    with (
+        stray_spinner(tmp_path / "lane.pid", cpu=other) as lane,
+        Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net,
+    ):
+        apart, shared = hostwatch.HostWatch(net, [mine]), hostwatch.HostWatch(net, [mine, other])
+        time.sleep(2)
+        host_apart, host_shared = apart.finish(), shared.finish()
     assert lane not in {p["pid"] for p in host_apart.get("outside_processes", [])}, host_apart
     assert lane in {p["pid"] for p in host_shared.get("outside_processes", [])}, "on a CPU of the run it counts"
