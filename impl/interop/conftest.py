@@ -239,13 +239,27 @@ def check_transfer(result: TransferResult, input_path: Path, output_path: Path, 
             pytest.fail(describe(procs, f"{role} stats summary: {'; '.join(problems)}: {s}"), pytrace=False)
 
 
+# How long a listener may take to say it listens before the clients start anyway.
+LISTEN_WAIT_S = 10.0
+
+
 def start_processes(procs: list[Proc], listener: Proc | None) -> None:
-    """Starts ``procs`` in order, pausing after ``listener`` so that it can bind."""
+    """Starts ``procs`` in order, after ``listener`` waiting until it can be connected to."""
     for p in procs:
         # No memory or CPU cap: a transfer of hundreds of MiB is what these tests measure.
         p.popen = processes.start(p.argv, os.environ, p.stderr_path, processes.Limits(mem=None, cpu=None))
         if p is listener:
-            time.sleep(0.1)  # let the listener bind; the clients' handshake retries cover the rest
+            wait_listening(p)
+
+
+def wait_listening(p: Proc, within: float = LISTEN_WAIT_S) -> None:
+    """Until ``p`` says "listening on" (every stack here does once bound), exits, or ``within`` s
+    pass. A UDT client's handshake is retried, but a SABUL or FRTP client's TCP control connection
+    is refused once and the client exits: on a loaded host a fixed pause before it was too short."""
+    assert p.popen is not None
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and p.popen.poll() is None and "listening on" not in p.stderr():
+        time.sleep(0.01)
 
 
 def wait_processes(procs: list[Proc], timeout: float) -> bool:
