@@ -50,9 +50,11 @@ NAK, ACK, ACK2 = 3, 2, 6
 MAGICS = {b"\xd4\xc3\xb2\xa1": ("<", 1e-6), b"\x4d\x3c\xb2\xa1": ("<", 1e-9)}
 
 
-def frames(path: Path) -> Iterator[tuple[float, int, int, bytes, int, int]]:
-    """(time, record offset, record length, UDP payload as captured, UDP payload length, source
-    address as an int) of each IPv4 UDP frame of an Ethernet pcap."""
+def frames(path: Path) -> Iterator[tuple[float, int, int, bytes, int]]:
+    """(time, record offset, record length, UDP payload as captured, UDP payload length) of each
+    IPv4 UDP frame of an Ethernet pcap. Not the harness's reader (udtharness.pcap): a slice needs
+    each record's offset, a NAK's length the UDP length beyond the snaplen, and millions of frames
+    a run want no object per frame."""
     data = path.read_bytes()
     if data[:4] not in MAGICS:
         raise SystemExit(f"epochs: {path} is not a pcap this script reads (magic {data[:4].hex()})")
@@ -71,8 +73,7 @@ def frames(path: Path) -> Iterator[tuple[float, int, int, bytes, int, int]]:
             ihl = (frame[14] & 0x0F) * 4
             udp = 14 + ihl
             ulen = struct.unpack_from("!H", frame, udp + 4)[0] - 8
-            src = struct.unpack_from("!I", frame, 26)[0]
-            yield sec + frac * unit, off, 16 + incl, frame[udp + 8 :], ulen, src
+            yield sec + frac * unit, off, 16 + incl, frame[udp + 8 :], ulen
         off = body + incl
 
 
@@ -100,9 +101,9 @@ def read_end(path: Path) -> dict[str, Any]:
     unwrap = Unwrap()
     data_t: list[float] = []
     data_s: list[int] = []
-    naks: list[tuple[float, int, int]] = []  # time, loss-list words, source address
+    naks: list[tuple[float, int]] = []  # time, loss-list words
     acks = 0
-    for t, _off, _n, payload, ulen, src in frames(path):
+    for t, _off, _n, payload, ulen in frames(path):
         if len(payload) < 4:
             continue
         w0 = struct.unpack_from("!I", payload)[0]
@@ -112,7 +113,7 @@ def read_end(path: Path) -> dict[str, Any]:
             continue
         kind = (w0 >> 16) & 0x7FFF
         if kind == NAK:
-            naks.append((t, max(0, (ulen - 16) // 4), src))
+            naks.append((t, max(0, (ulen - 16) // 4)))
         elif kind == ACK:
             acks += 1
     return {"data_t": data_t, "data_s": data_s, "naks": naks, "acks": acks}
@@ -163,13 +164,11 @@ def analyse(send_pcap: Path, recv_pcap: Path) -> dict[str, Any]:
 
     nbins = int((max(s["data_t"][-1], r["data_t"][-1]) - t0) / BIN_S) + 1
     sent_new, sent_again, lost_first, owd_sum, owd_n = [0] * nbins, [0] * nbins, [0] * nbins, [0.0] * nbins, [0] * nbins
-    seen = bytearray(n)
     for t, q in zip(s["data_t"], s["data_s"], strict=True):
         i, b = q - base, int((t - t0) / BIN_S)
-        if seen[i]:
+        if t != first_send[i]:  # the same packet again
             sent_again[b] += 1
             continue
-        seen[i] = 1
         sent_new[b] += 1
         if i in never_first:
             lost_first[b] += 1
@@ -179,9 +178,9 @@ def analyse(send_pcap: Path, recv_pcap: Path) -> dict[str, Any]:
     arrivals, naks_sent, naks_recv = [0] * nbins, [0] * nbins, [0] * nbins
     for t in r["data_t"]:
         arrivals[min(nbins - 1, int((t - t0) / BIN_S))] += 1
-    for t, _w, _src in r["naks"]:
+    for t, _w in r["naks"]:
         naks_sent[min(nbins - 1, int((t - t0) / BIN_S))] += 1
-    for t, _w, _src in s["naks"]:
+    for t, _w in s["naks"]:
         naks_recv[min(nbins - 1, int((t - t0) / BIN_S))] += 1
     queue_ms = [round(owd_sum[b] / owd_n[b] * 1e3, 2) if owd_n[b] else None for b in range(nbins)]
 
@@ -272,18 +271,15 @@ def _hist(xs: list[int]) -> dict[str, int]:
     return h
 
 
-def write_slice(src: Path, dst: Path, t_from: float, t_to: float) -> int:
+def write_slice(src: Path, dst: Path, t_from: float, t_to: float) -> None:
     data = src.read_bytes()
     out = bytearray(data[:24])
-    count = 0
     for t, off, length, *_ in frames(src):
         if t_from <= t <= t_to:
             out += data[off : off + length]
-            count += 1
         elif t > t_to:
             break
     dst.write_bytes(bytes(out))
-    return count
 
 
 def main(argv: list[str] | None = None) -> int:
