@@ -500,6 +500,8 @@ def reduce(sc: Scenario, point: Point) -> dict[str, float | None]:
         v["min_flow_mbps"] = min(means) if means else None
         for f, m in zip(flows, means, strict=True):
             v[f"{f['name']}_mbps"] = m
+            # The loss events its sender reacted to over the whole run (UDT: NAKs received).
+            v[f"{f['name']}_loss_events"] = f["loss_events"]
             xs = _samples_after(f, 0.0)
             v[f"{f['name']}_osc_mbps"] = (
                 statistics.fmean(abs(b - a) for a, b in itertools.pairwise(xs)) if len(xs) > 1 else None

@@ -37,7 +37,7 @@ use crate::network::{FlowId, FlowSetup, LinkId, Nanos, Network, SocketLimit};
 use crate::sabul::{SabulReceiver, SabulSender};
 use crate::sabul2004;
 use crate::tcp::{self, TcpConfig, TcpReceiver, TcpSender};
-use crate::udt::{UdtReceiver, UdtSender, WithoutFlowControl, RECEIVER_ADDR};
+use crate::udt::{SendTick, UdtReceiver, UdtSender, WithoutFlowControl, RECEIVER_ADDR};
 use crate::udt2004::{self, DecRandomSource};
 
 /// The `cc` of a UDT flow that runs the 2004 NS-2 module's agents ([`udt2004`]), and of a SABUL
@@ -160,6 +160,17 @@ pub struct FlowSpec {
     /// Transmit, SYN and whole-segment reductions: [`TcpConfig::ns2_226`]). Default: `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_profile: Option<String>,
+    /// UDT (4.11 or paper controller): the sender's thread wakes only every this many µs, as
+    /// a driver whose sleeps end on a coarse timer does; data leaves only at a wake-up, and
+    /// every timer of the sender waits for the next one ([`crate::udt::SendTick`]). Packets from
+    /// the peer are still handled, and answered, as they arrive. Default: none, every
+    /// departure exactly on its schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_tick_us: Option<u64>,
+    /// UDT (4.11 or paper controller): packets a late sender may send back to back to catch
+    /// up (`ConnectionConfig::pacing_burst`). Default 1: strict pacing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_burst: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -448,6 +459,20 @@ impl RunSpec {
             if f.own_queue_pkts.is_some() && f.own_rate_mbps.is_none() {
                 return err(format!("flow {i}: own_queue_pkts needs own_rate_mbps"));
             }
+            if f.send_tick_us.is_some() || f.pacing_burst.is_some() {
+                if f.protocol != Protocol::Udt || f.cc.as_deref() == Some(NS2_2004) {
+                    return err(format!(
+                        "flow {i}: send_tick_us and pacing_burst apply to UDT flows on udt-proto's core only \
+                         (cc udt411 or paper)"
+                    ));
+                }
+                if f.send_tick_us == Some(0) || f.pacing_burst == Some(0) {
+                    return err(format!(
+                        "flow {i}: send_tick_us and pacing_burst must be at least 1 (leave send_tick_us out for \
+                         exact pacing)"
+                    ));
+                }
+            }
             if f.window_pkts.is_some_and(|w| w < 32) {
                 return err(format!("flow {i}: window_pkts must be at least 32"));
             }
@@ -623,6 +648,8 @@ fn run_short_flows(
         own_queue_pkts: None,
         count: 1,
         tcp_profile: s.tcp_profile.clone(),
+        send_tick_us: None,
+        pacing_burst: None,
     };
     let mut active: Vec<(FlowId, Nanos)> = Vec::new();
     let mut started = 0u32;
@@ -685,11 +712,12 @@ fn ends(f: &FlowSpec, seed: u64, dec_random: DecRandomSource) -> crate::network:
             Protocol::Udt => {
                 let variant =
                     if f.cc.as_deref() == Some("paper") { NativeVariant::Paper } else { NativeVariant::Udt411 };
-                // Strict 4.11 pacing (no late wake-ups to catch up on here), and an application
+                // Strict 4.11 pacing unless the flow names a coarse sender (no late wake-ups to
+                // catch up on otherwise), and an application
                 // that waits for its connection: hundreds of flows starting at once on a full
                 // link lose handshakes for longer than 4.11's 3 s (SC'04 Fig. 3's 400 flows).
                 let mut config = ConnectionConfig {
-                    pacing_burst: 1,
+                    pacing_burst: f.pacing_burst.unwrap_or(1),
                     connect_timeout: CONNECT_TIMEOUT,
                     ..ConnectionConfig::default()
                 };
@@ -701,7 +729,8 @@ fn ends(f: &FlowSpec, seed: u64, dec_random: DecRandomSource) -> crate::network:
                     config.rcv_buf_pkts = w;
                 }
                 let receiver = UdtReceiver::new(seed ^ 0xA5A5, config.clone(), f.bytes, now);
-                let sender = UdtSender::new(seed, config, RECEIVER_ADDR, f.bytes, now);
+                let tick = f.send_tick_us.map(|every_us| SendTick::new(every_us, seed));
+                let sender = UdtSender::new(seed, config, RECEIVER_ADDR, f.bytes, now).with_send_tick(tick);
                 (Box::new(sender), Box::new(receiver))
             }
             Protocol::Tcp => {

@@ -26,6 +26,42 @@ pub const UDP_IP_HEADERS: u32 = 28;
 /// The endless source both protocols' senders offer from (payload bytes are not looked at).
 pub(crate) static SOURCE: [u8; 1 << 16] = [0; 1 << 16];
 
+/// A sender's thread that wakes only on a grid, `every_us` apart (at `phase_us` + k ×
+/// `every_us`): a driver whose sleeps end on a coarse timer. UDT 4.11 built with
+/// `NO_BUSY_WAITING`, as Debian's libudt0 is, sleeps in `pthread_cond_timedwait` and then
+/// sends all the lateness it owes back to back (UDT4.md §7 step 3); on the full-scale host its
+/// bursts left every 0.44–0.51 ms (docs/results/2026-11-28-fullscale-epochs.md). The flow's
+/// `pacing_burst` bounds the catch-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendTick {
+    every_us: u64,
+    phase_us: u64,
+}
+
+impl SendTick {
+    /// A grid `every_us` apart (at least 1) whose phase is drawn from `seed`.
+    pub fn new(every_us: u64, seed: u64) -> SendTick {
+        let every_us = every_us.max(1);
+        SendTick { every_us, phase_us: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) % every_us }
+    }
+
+    /// Whether the thread is awake at `t`.
+    pub fn is_wake(&self, t: Instant) -> bool {
+        let us = t.as_micros();
+        us >= self.phase_us && (us - self.phase_us).is_multiple_of(self.every_us)
+    }
+
+    /// The first wake-up at or after `t`.
+    pub fn at_or_after(&self, t: Instant) -> Instant {
+        let us = t.as_micros();
+        if us <= self.phase_us {
+            return Instant::from_micros(self.phase_us);
+        }
+        let k = (us - self.phase_us).div_ceil(self.every_us);
+        Instant::from_micros(self.phase_us + k * self.every_us)
+    }
+}
+
 /// The sending end: connects to the receiver and keeps its send buffer full.
 pub struct UdtSender {
     endpoint: Endpoint,
@@ -34,6 +70,10 @@ pub struct UdtSender {
     remaining: Option<u64>,
     stopped: bool,
     closed: bool,
+    /// The sender's wake-up grid; `None`: every departure on time.
+    tick: Option<SendTick>,
+    /// The last time the network called in.
+    now: Instant,
 }
 
 impl UdtSender {
@@ -41,9 +81,15 @@ impl UdtSender {
     pub fn new(seed: u64, config: ConnectionConfig, peer: SocketAddr, bytes: Option<u64>, now: Instant) -> UdtSender {
         let mut endpoint = Endpoint::new(seed);
         let id = endpoint.connect(config, peer, now);
-        let mut s = UdtSender { endpoint, id, remaining: bytes, stopped: false, closed: false };
+        let mut s = UdtSender { endpoint, id, remaining: bytes, stopped: false, closed: false, tick: None, now };
         s.fill(now);
         s
+    }
+
+    /// The same sender, waking only on `tick`'s grid ([`SendTick`]).
+    pub fn with_send_tick(mut self, tick: Option<SendTick>) -> UdtSender {
+        self.tick = tick;
+        self
     }
 
     /// The application: offer data while the send buffer takes it, close when done.
@@ -68,6 +114,11 @@ impl UdtSender {
         }
     }
 
+    /// Whether the connection has a control packet queued (it leaves before any data).
+    fn control_waiting(&self) -> bool {
+        self.connection().is_some_and(|c| c.control_queued())
+    }
+
     /// The sender's UDT connection, while the endpoint has it.
     pub fn connection(&self) -> Option<&udt_proto::connection::Connection> {
         self.endpoint.connection(self.id)
@@ -76,20 +127,34 @@ impl UdtSender {
 
 impl Agent for UdtSender {
     fn handle_packet(&mut self, now: Instant, _channel: Channel, bytes: &[u8]) {
+        self.now = now;
         self.endpoint.handle_datagram(now, PEER_OF_SENDER, bytes);
         self.fill(now);
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
         self.endpoint.handle_timeout(now);
         self.fill(now);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.endpoint.poll_timeout()
+        let t = self.endpoint.poll_timeout()?;
+        match self.tick {
+            // A control packet waits (answered at once); everything else at the next wake-up
+            // (never the moment just served: data due then waited for the grid).
+            Some(tick) if !self.control_waiting() => {
+                Some(tick.at_or_after(t.max(Instant::from_micros(self.now.as_micros() + 1))))
+            }
+            _ => Some(t),
+        }
     }
 
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Emit> {
+        self.now = now;
+        if self.tick.is_some_and(|tick| !tick.is_wake(now)) && !self.control_waiting() {
+            return None;
+        }
         let t = self.endpoint.poll_transmit(now, buf)?;
         Some(Emit { size: t.size, wire_len: t.size as u32 + UDP_IP_HEADERS, channel: Channel::Datagram })
     }

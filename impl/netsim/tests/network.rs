@@ -170,6 +170,8 @@ fn flow(protocol: Protocol, rtt_ms: f64) -> FlowSpec {
         own_queue_pkts: None,
         count: 1,
         tcp_profile: None,
+        send_tick_us: None,
+        pacing_burst: None,
     }
 }
 
@@ -342,4 +344,10 @@ fn a_bad_spec_is_refused_with_what_is_wrong() {
     s6.flows[0].protocol = Protocol::Udt;
     s6.flows[0].tcp_profile = Some("ns2-2.26".into());
     assert!(run(&s6).unwrap_err().0.contains("tcp_profile applies to TCP only"));
+    let mut s7 = spec(vec![flow(Protocol::Tcp, 10.0)], 100.0, 10, 10.0);
+    s7.flows[0].send_tick_us = Some(500);
+    assert!(run(&s7).unwrap_err().0.contains("UDT flows on udt-proto's core only"));
+    s7.flows[0].protocol = Protocol::Udt;
+    s7.flows[0].pacing_burst = Some(0);
+    assert!(run(&s7).unwrap_err().0.contains("at least 1"));
 }

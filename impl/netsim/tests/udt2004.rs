@@ -325,6 +325,8 @@ fn one_flow(seed: u64, queue: u64) -> RunSpec {
             own_queue_pkts: None,
             count: 1,
             tcp_profile: None,
+            send_tick_us: None,
+            pacing_burst: None,
         }],
         short_flows: None,
     }

@@ -226,6 +226,12 @@ impl Connection {
 
     // ---------------------------------------------------------------- accessors
 
+    /// Whether a control packet waits for [`Connection::poll_transmit`] (it leaves before any
+    /// data packet).
+    pub fn control_queued(&self) -> bool {
+        !self.ctrl.is_empty()
+    }
+
     /// How the connection came to be.
     pub fn role(&self) -> Role {
         self.role

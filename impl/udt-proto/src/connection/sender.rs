@@ -113,10 +113,16 @@ impl Sender {
         self.buf.is_empty()
     }
 
-    /// Buffers one message (the caller checked that it fits).
+    /// Buffers one message (the caller checked that it fits). A sender that had nothing it
+    /// could send restarts its schedule at `now` (idle time is no credit); one with packets
+    /// waiting keeps its schedule and the catch-up it owes, as 4.11 keeps a scheduled socket's
+    /// place and `m_ullTimeDiff` on `send()` (UDT4.md §7 step 3).
     pub(super) fn push(&mut self, now: Instant, data: &[u8], in_order: bool, expiry: Option<Instant>) {
+        let idle = self.next_data_time().is_none();
         self.buf.push_message(data, in_order, expiry);
-        self.pacer.resume(now);
+        if idle {
+            self.pacer.resume(now);
+        }
     }
 
     // ---------------------------------------------------------------- input
@@ -281,4 +287,53 @@ fn write_data(buf: &mut [u8], seq: SeqNo, msg_word: u32, ts: u32, dst: u32, payl
     let n = wire::field::header::LEN + payload.len();
     buf[wire::field::header::LEN..n].copy_from_slice(payload);
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(us: u64) -> Instant {
+        Instant::from_micros(us)
+    }
+
+    /// A sender with a 10 µs period, a catch-up of 16 and room for 64 packets in flight.
+    fn sender(now: Instant) -> Sender {
+        let config = ConnectionConfig { pacing_burst: 16, ..ConnectionConfig::default() };
+        let mut s = Sender::new(&config, SeqNo::new(1), 1000, 1000, now);
+        s.pacer.set_period(10.0);
+        s.cwnd = 64.0;
+        s
+    }
+
+    /// Packets the sender lets go at `now`, back to back.
+    fn drain(s: &mut Sender, now: Instant) -> usize {
+        let mut buf = [0u8; 1100];
+        let mut n = 0;
+        while s.next_data_time().is_some_and(|due| due <= now) && s.poll_data(now, 0, 7, &mut buf).is_some() {
+            n += 1;
+        }
+        n
+    }
+
+    #[test]
+    fn a_push_while_packets_wait_keeps_the_catch_up_a_late_sender_owes() {
+        let mut s = sender(t(0));
+        s.push(t(0), &[0; 10_000], true, None);
+        assert_eq!(drain(&mut s, t(0)), 1);
+        // The driver wakes 100 µs late; the application adds data first (an ACK freed room).
+        s.push(t(100), &[0; 1000], true, None);
+        assert_eq!(drain(&mut s, t(100)), 10, "the packet due at 10 µs and the nine after it, back to back");
+    }
+
+    #[test]
+    fn a_push_after_the_sender_ran_dry_is_no_credit() {
+        let mut s = sender(t(0));
+        s.push(t(0), &[0; 1000], true, None);
+        assert_eq!(drain(&mut s, t(0)), 1);
+        assert_eq!(s.next_data_time(), None, "nothing left to send");
+        s.push(t(500), &[0; 5000], true, None);
+        assert_eq!(drain(&mut s, t(500)), 1, "idle time is no credit");
+        assert_eq!(s.next_data_time(), Some(t(510)));
+    }
 }
