@@ -15,21 +15,21 @@ from udtbed.results import ExperimentResult, FlowResult, PartResult, StackResult
 from udtharness.stacks import reference_stacks
 
 # One part, one flow, run by udt-rs and by libudt (the reference stack): a band with two sides and
-# one never measured here (the flows never reach 90 % of the link).
+# one the flows never meet (they never reach 90 % of the link in the 10 s run).
 PART = Part(
     "local",
     TOPOLOGIES_DIR / "chicago-local.toml",
     flows=(Flow("f", "chicago", "local"),),
     bands=(
         Band("mean_mbps", "50-90 %", "two sides", flow="f", min=0.5, max=0.9, of="capacity"),
-        Band("time_to_90pct_s", "7.5 s", "never measured here", flow="f", max=5),
+        Band("time_to_90pct_s", "7.5 s", "never reached here", flow="f", max=5),
     ),
 )
 SCALE, WARMUP, DURATION = 0.1, 1.0, 10.0
 
 
 def result(stack: str, mbps: float) -> StackResult:
-    """``stack`` at a steady ``mbps`` on a 100 Mb/s bottleneck (never 90 %: time to 90 % unmeasured)."""
+    """``stack`` at a steady ``mbps`` on a 100 Mb/s bottleneck (never 90 %: no time to 90 %)."""
     series = [(float(t), mbps) for t in range(1, 6)]
     return StackResult(stack, "udt", [FlowResult("f", "chicago", "local", 0.0, series, [], mbps, 0, 100.0)])
 
@@ -61,12 +61,13 @@ def test_a_verdict_reads_against_the_reference_stack_s_value_on_the_same_band(
     ours: float, libudt: float, reading: str
 ) -> None:
     stacks = judged(udt_rs=ours, libudt=libudt)
-    v, unmeasured = stacks["udt-rs"].verdicts
+    v, late = stacks["udt-rs"].verdicts
     assert (v.value, v.ok, v.reading) == (ours, reading == "PASS", reading)
     assert (v.ref_stack, v.ref_value, v.ref_ok) == ("libudt", libudt, 50.0 <= libudt <= 90.0)
     assert v.line().endswith(f"(want 50 – 90; libudt {libudt:.3g}): {reading}"), v.line()
-    # Not measured stays unread, with the reference's value all the same.
-    assert (unmeasured.ok, unmeasured.reading, unmeasured.ref_stack) == (None, None, "libudt")
+    # Neither flow reached 90 % in the 10 s run: both missed the 5 s bound, 4.11 as well.
+    assert (late.value, late.ok, late.reading, late.ref_ok) == (None, False, "4.11 deviation", False)
+    assert late.line() == "✕ time_to_90pct_s(f) <= 5: not within the 10 s run (want ≤ 5; libudt –): 4.11 deviation"
     # The reference's own verdict is PASS or, when it misses, a 4.11 deviation by definition.
     own = stacks["libudt"].verdicts[0]
     assert own.reading == ("PASS" if own.ok else "4.11 deviation") and own.ref_stack == ""
@@ -114,7 +115,7 @@ def test_the_summary_shows_each_stack_s_reading_beside_the_reference_s_value() -
     # A column per stack, in the order they ran: udt-rs, then libudt.
     assert row + "40|✕|(libudt 45) 4.11 deviation|45|✕|4.11 deviation|" in text, text
     assert "<td class=dev title=" in summary  # neither passed nor failed: its own colour
-    assert "|bands met|0 / 2|(1 4.11 deviation)|0 / 2|(1 4.11 deviation)|" in text, text
+    assert "|bands met|0 / 2|(2 4.11 deviation)|0 / 2|(2 4.11 deviation)|" in text, text
     # The part's verdicts in words say the same.
     details = page[page.index("<h2>One flow") :]
     assert "udt-rs: ✕ mean_mbps(f) &gt;= 0.5 x capacity and &lt;= 0.9 x capacity: 40 (want 50 – 90; libudt 45): " \
@@ -183,7 +184,27 @@ def test_ninety_percent_no_later_than_the_reference_and_never_is_the_later(
 ) -> None:
     v = parity(60.0, 60.0, t90)["udt-rs"].verdicts[3]
     assert v.metric == "time_to_90pct_s" and v.relative and v.ok is ok
-    assert parity(60.0, 60.0, (None, None))["udt-rs"].verdicts[3].ok is None  # neither got there: not judged
+    neither = parity(60.0, 60.0, (None, None))["udt-rs"].verdicts[3]
+    assert (neither.ok, neither.shown) == (None, "not within the 10 s run")  # neither got there: not judged
+    assert "neither this stack nor the reference reached 90 %" in neither.note
+
+
+def test_a_flow_that_never_reached_90_percent_misses_a_bound_the_run_outlasted_and_is_unjudged_otherwise() -> None:
+    s = result("udt-rs", 60.0)
+    (_, late) = judge_all(PART, s, SCALE, WARMUP, 4.0)  # a 4 s run: shorter than the 5 s bound
+    assert (late.ok, late.reading, late.shown) == (None, None, "not within the 4 s run")
+    assert "the run ended before the band's bound" in late.note
+    (_, late) = judge_all(PART, s, SCALE, WARMUP, 5.0)
+    assert (late.ok, late.reading) == (False, "FAIL")
+    s.flows[0].series_1s = []  # no goodput at all: nothing to say when it would have got there
+    (_, late) = judge_all(PART, s, SCALE, WARMUP, 10.0)
+    assert (late.ok, late.shown) == (None, "")
+    assert late.line().startswith("? time_to_90pct_s(f) <= 5: not measured")
+
+
+def test_the_summary_says_not_within_the_run_for_a_flow_that_never_reached_90_percent() -> None:
+    page = cells(render({"run_id": "r1", "status": "ok", "scale": SCALE}, [run_result()]))
+    assert "not within the 10 s run|✕" in page, page
 
 
 def test_without_the_reference_in_the_run_a_reference_relative_band_is_not_judged() -> None:

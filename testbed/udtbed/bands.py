@@ -84,10 +84,21 @@ def judge(
     low = lo * unit if lo is not None and unit is not None else None
     high = hi * unit if hi is not None and unit is not None else None
     ok: bool | None = None
-    note = ""
+    note = shown = ""
+    # A flow that ran and never got to 90 % has an outcome, not a missing value: its time is
+    # later than the run.
+    unreached = band.metric == "time_to_90pct_s" and value is None and bool(res.flow(band.flow or "").series_1s)
+    if unreached:
+        shown = f"not within the {duration_s:g} s run"
     if band.relative and band.metric == "time_to_90pct_s" and (value is None) != (unit is None):
         ok = value is not None  # one of the two never reached 90 %: the one that did is the earlier
         note = f"{'this stack' if value is None else 'the reference'} never reached 90 %"
+    elif unreached and band.relative:
+        note = "neither this stack nor the reference reached 90 % within the run" if ref is not None else ""
+    elif unreached:
+        # Judged when the run lasted at least the band's bound: the flow did not get there in time.
+        ok = False if high is not None and duration_s >= high else None
+        note = "" if ok is False else "the run ended before the band's bound"
     elif value is None or unit is None:
         note = "" if value is None else "no bottleneck rate to scale the band by"
     else:
@@ -107,6 +118,7 @@ def judge(
         high=high,
         ok=ok,
         note=note,
+        shown=shown,
         # A reference-relative band's unit is the reference's value (no reference: not judged).
         ref_stack=ref.stack if band.relative and ref is not None else "",
         ref_value=unit if band.relative else None,
@@ -129,8 +141,10 @@ def judge_all(
 
 def _side(v: Verdict) -> str | None:
     """Which side of its band ``v``'s value is on: 'below', 'above' or None (within, or not judged)."""
-    if v.ok is not False or v.value is None:
+    if v.ok is not False:
         return None
+    if v.value is None:  # a time to 90 % later than the run: above its bound
+        return "above"
     return "below" if v.low is not None and v.value < v.low else "above"
 
 

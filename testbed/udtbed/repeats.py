@@ -24,8 +24,10 @@ from .results import FlowResult, PartResult, Reading, StackResult, Verdict
 
 
 def _side(v: Verdict) -> str | None:
-    if v.judgement != Judgement.MISSED or v.value is None:
+    if v.judgement != Judgement.MISSED:
         return None
+    if v.value is None:  # a time to 90 % later than the run: above its bound
+        return "above"
     return "below" if v.low is not None and v.value < v.low else "above"
 
 
@@ -36,7 +38,12 @@ def combine(runs: list[Verdict]) -> Verdict:
     measured = [x for x in values if x is not None]
     out = replace(first, samples=values, n=len(measured), reading=None, note=first.note)
     if not measured:
+        if all(v.ok is False for v in runs):
+            # Missed in every repeat without a value: a flow that never reached 90 % in the time
+            # the band allows (udtbed.bands).
+            return replace(out, value=None, ok=False, judgement=Judgement.MISSED.value)
         return replace(out, value=None, ok=None, judgement=None)
+    out = replace(out, shown="")
     if first.relative and first.ref_value is not None:
         pairs = [(v.value, v.ref_value) for v in runs if v.value is not None and v.ref_value]
         iv = ratio_interval(pairs)

@@ -145,11 +145,12 @@ def _verdict_cell(v: Verdict | None) -> str:
         return "<td class=note>–</td>"
     # The value and its mark on one line; the interval, the reference's value and the reading
     # each on a line of their own, so that a column stays narrow with many stacks.
-    value = "not measured" if v.value is None else f"{v.value:.3g}"
+    value = v.value_text
     interval = f"<span class='small iv'>{_e(v.interval.strip())}</span>" if v.interval else ""
     ref = f"({_e(v.ref)}) " if v.ref else ""
     reading = f"<span class='small iv'>{ref}{v.reading or ''}</span>" if v.reading or ref else ""
-    cls = READING_CLASS[v.reading] if v.reading else MARK_CLASS[v.ok]
+    # A flow the run ended too early for is not a fault of the run: amber, not red.
+    cls = READING_CLASS[v.reading] if v.reading else "inc" if v.shown and v.ok is None else MARK_CLASS[v.ok]
     return f"<td class={cls} title='{_e(v.line())}'>{value} <span class=mark>{v.mark}</span>{interval}{reading}</td>"
 
 

@@ -164,6 +164,14 @@ class Verdict:
     judgement: str | None = None  # udtharness.uncertainty.Judgement's value
     repeats_to_decide: int | None = None
     samples: list[float | None] = field(default_factory=list)
+    # What stands for a value there is none of because the run ended first ("not within the 20 s
+    # run": a flow that never reached 90 %); "" reads "not measured".
+    shown: str = ""
+
+    @property
+    def value_text(self) -> str:
+        """The value as the report shows it, without its interval."""
+        return (self.shown or "not measured") if self.value is None else f"{self.value:.3g}"
 
     @property
     def mark(self) -> str:
@@ -200,7 +208,7 @@ class Verdict:
         return text
 
     def line(self) -> str:
-        value = "not measured" if self.value is None else f"{self.value:.3g}{self.interval}"
+        value = self.value_text if self.value is None else f"{self.value_text}{self.interval}"
         want = f"want {self.want}" + (f"; {self.ref}" if self.ref else "")
         reading = f": {self.reading}" if self.reading else ""
         return f"{self.mark} {self.band}: {value} ({want}){reading}{' - ' + self.note if self.note else ''}"
@@ -229,6 +237,7 @@ class Verdict:
             judgement=d.get("judgement"),
             repeats_to_decide=d.get("repeats_to_decide"),
             samples=list(d.get("samples", [])),
+            shown=d.get("shown", ""),
         )
 
 
