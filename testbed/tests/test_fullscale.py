@@ -230,7 +230,7 @@ def test_run_sh_says_what_is_missing(tmp_path: Path, setup: str, want: str) -> N
     assert p.returncode == 2 and want in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("plan", ["plan-16.txt", "plan-16-pacing.txt", "plan-16-stamps.txt", "plan-16-epochs.txt"])
+@pytest.mark.parametrize("plan", sorted(p.name for p in FULLSCALE.glob("plan-*.txt")))
 def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(plan: str) -> None:
     # One core per seat (udtbed.cores) for every part a line runs, on that line's CPUs; a line
     # that breaks the rule on purpose says --cores flag.
