@@ -36,7 +36,8 @@ help:
 	@echo "make gate         BASE=<git ref>: this checkout's udt-rs against BASE's, GATE_REPEAT=3 runs each in turns"
 	@echo "                  (GATE_EXPERIMENTS=efficiency PARTS=); exit 1 on a real regression, not on noise"
 	@echo "make fullscale-bundle  build/fullscale(.tar.gz): the runner, our stacks, libudt and Debian's network tools"
-	@echo "                  relocatable, for a many-core host without them (testbed/fullscale/bundle.sh)"
+	@echo "                  relocatable, for a many-core host without them (testbed/fullscale/bundle.sh);"
+	@echo "                  BASE=<ref> adds that commit's udt as bin/udt-base, for an A/B on the host"
 	@echo "make fullscale    the papers' rates (SCALE=1) on a 16-core host from the bundle, lines of FULLSCALE_PLAN at once"
 	@echo "                  on CPUs of their own (root; FULLSCALE_DURATION=100 DEADLINE_S=0 RESULTS=results/fullscale)"
 	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
@@ -259,7 +260,7 @@ DEADLINE_S         ?= 0
 RESULTS            ?= results/fullscale
 fullscale-bundle: build
 	@echo "==> fullscale-bundle: build/fullscale, build/fullscale.tar.gz (testbed/fullscale/bundle.sh)"
-	@testbed/fullscale/bundle.sh
+	@$(if $(BASE),BASE='$(BASE)') testbed/fullscale/bundle.sh
 
 fullscale: fullscale-bundle
 	@echo "==> fullscale: $(FULLSCALE_PLAN) at scale 1, $(FULLSCALE_DURATION) s per stack and part -> $(RESULTS)"

@@ -4,6 +4,10 @@
 # Python packages of ours, in one relocatable tree and one archive.
 #
 #   testbed/fullscale/bundle.sh [OUT]      (default build/fullscale; run `make build` first)
+#   BASE=<git ref> testbed/fullscale/bundle.sh   also bin/udt-base: that commit's udt, built in its
+#                                          own worktree as `udtbed gate` builds it (build/gate/<sha>),
+#                                          for plan lines that run it as udt-rs
+#                                          (UDT_BIN=$UDTB_BUNDLE/bin/udt-base ...: an A/B on the host)
 #
 # OUT/ holds bin/ (our stacks, udt-linkem, Debian's ip, tc, ethtool, iperf3, tcpdump, ping, ifconfig,
 # sysctl, bash, mnexec and python3.11), lib/ (every shared library they load except glibc's, and
@@ -30,12 +34,30 @@ if [ "${#missing[@]}" -gt 0 ]; then
   exit 1
 fi
 
+base_udt="" base_sha=""
+if [ -n "${BASE:-}" ]; then
+  # shellcheck disable=SC2016
+  base=$(cd testbed && ../.venv/bin/python -c '
+import sys
+from udtbed.gate import GateError, base_binary
+try:
+    sha, binary = base_binary(sys.argv[1], log=lambda m: print(m, file=sys.stderr))
+except GateError as e:
+    sys.exit(f"fullscale-bundle: BASE={sys.argv[1]}: {e}")
+print(sha, binary)' "$BASE") || exit 1
+  read -r base_sha base_udt <<< "$base"
+fi
+
 rm -rf "$out" "$out.tar.gz"
 mkdir -p "$out/bin" "$out/lib" "$out/site"
 for f in "${ours[@]}"; do
   install -m 0755 "$f" "$out/bin/"
   strip --strip-debug "$out/bin/$(basename "$f")"
 done
+if [ -n "$base_udt" ]; then
+  install -m 0755 "$base_udt" "$out/bin/udt-base"
+  strip --strip-debug "$out/bin/udt-base"
+fi
 for t in "${tools[@]}"; do install -m 0755 "$(command -v "$t")" "$out/bin/"; done
 install -m 0755 "$py" "$out/bin/python3.11"
 ln -s python3.11 "$out/bin/python3"
@@ -83,8 +105,9 @@ export LIBUDT_PEER="$UDTB_BUNDLE/bin/libudt-peer" UDT_LINKEM="$UDTB_BUNDLE/bin/u
 ENV
 commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- testbed topologies impl 2>/dev/null || echo -dirty)"
 echo "export UDTBED_COMMIT=$commit  # the checkout the bundle was built from (run.json's commit)" >> "$out/env.sh"
+[ -z "$base_sha" ] || echo "export UDTBED_BASE_COMMIT=$base_sha  # bin/udt-base's commit (BASE)" >> "$out/env.sh"
 {
-  echo "built $(date -u +%FT%TZ) from $commit"
+  echo "built $(date -u +%FT%TZ) from $commit${base_sha:+, bin/udt-base from $base_sha}"
   (cd "$out" && find . -type f -o -type l | sort)
 } > "$out/MANIFEST"
 tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | gzip -6 > "$out.tar.gz"

@@ -36,6 +36,18 @@ fi
 . "$bundle/env.sh"
 export PYTHONPATH="$UDTB_BUNDLE/site:$repo/testbed:$repo/harness"
 
+# A line's NAME=VALUE may name a file of the bundle as $UDTB_BUNDLE/... (UDT_BIN=$UDTB_BUNDLE/bin/
+# udt-base: the base build `make fullscale-bundle BASE=<ref>` adds); each must be there.
+while read -r _ _ rest; do
+  while [[ "$rest" =~ ^[A-Z_][A-Z0-9_]*=([^ ]*)\ +(.*)$ ]]; do
+    value="${BASH_REMATCH[1]}" rest="${BASH_REMATCH[2]}"
+    if [[ "$value" == '$UDTB_BUNDLE/'* ]] && [ ! -e "$UDTB_BUNDLE/${value#\$UDTB_BUNDLE/}" ]; then
+      echo "fullscale: the plan names $value, which this bundle lacks (make fullscale-bundle BASE=<ref> adds bin/udt-base)" >&2
+      exit 2
+    fi
+  done
+done < <(grep -v '^\s*#' "$plan" | grep -v '^\s*$')
+
 # Every program of the bundle starts: a library the bundle lacks is named here, not mid-run.
 for prog in "$UDTB_BUNDLE"/bin/*; do
   out=$(timeout 5 "$prog" --version 2>&1 </dev/null)
@@ -103,7 +115,7 @@ lane() {
     # Leading NAME=VALUE words are the runner's environment (UDT_PACING=spin, ...).
     envs=()
     while [[ "$args" =~ ^([A-Z_][A-Z0-9_]*=[^ ]*)\ +(.*)$ ]]; do
-      envs+=("${BASH_REMATCH[1]}")
+      envs+=("${BASH_REMATCH[1]//\$UDTB_BUNDLE/$UDTB_BUNDLE}")
       args="${BASH_REMATCH[2]}"
     done
     out="$results/$phase-$cpus"

@@ -230,6 +230,20 @@ def test_run_sh_says_what_is_missing(tmp_path: Path, setup: str, want: str) -> N
     assert p.returncode == 2 and want in p.stderr, p.stderr
 
 
+def test_run_sh_refuses_a_plan_naming_a_file_the_bundle_lacks(tmp_path: Path) -> None:
+    # A plan's UDT_BIN=$UDTB_BUNDLE/bin/udt-base (an A/B against an earlier build) needs a bundle
+    # built with BASE=<ref>: said before anything runs, not as a skipped stack on a borrowed host.
+    bundle = tmp_path / "bundle"
+    (bundle / "bin").mkdir(parents=True)
+    (bundle / "env.sh").write_text(f"UDTB_BUNDLE={bundle}\nexport UDTB_BUNDLE\n")
+    plan = tmp_path / "plan.txt"
+    plan.write_text("# a comment\n1 0-3 UDT_BIN=$UDTB_BUNDLE/bin/udt-base --experiments efficiency\n")
+    env = {**os.environ, "BUNDLE": str(bundle), "RESULTS": str(tmp_path / "r")}
+    p = subprocess.run(["bash", str(FULLSCALE / "run.sh"), str(plan)], capture_output=True, text=True, env=env)
+    assert p.returncode == 2, p.stderr
+    assert "names $UDTB_BUNDLE/bin/udt-base, which this bundle lacks" in p.stderr and "BASE=<ref>" in p.stderr
+
+
 @pytest.mark.parametrize("plan", sorted(p.name for p in FULLSCALE.glob("plan-*.txt")))
 def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(plan: str) -> None:
     # One core per seat (udtbed.cores) for every part a line runs, on that line's CPUs; a line
