@@ -141,8 +141,9 @@ impl Agent for UdtSender {
     fn poll_timeout(&self) -> Option<Instant> {
         let t = self.endpoint.poll_timeout()?;
         match self.tick {
-            // A control packet waits (answered at once); everything else at the next wake-up
-            // (never the moment just served: data due then waited for the grid).
+            // With a control packet queued, at once (it is answered as it comes); everything
+            // else at the next wake-up after the moment just served, so that data due off the
+            // grid waits for it.
             Some(tick) if !self.control_waiting() => {
                 Some(tick.at_or_after(t.max(Instant::from_micros(self.now.as_micros() + 1))))
             }
