@@ -1,0 +1,59 @@
+"""The quick profiles' second attempt (tests/profiles.py): a miss the machine caused is told apart
+from one the stack caused, also when the machine keeps the paths from calibrating at all."""
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import profiles
+import pytest
+from udtbed.experiment import load_all
+from udtbed.hostwatch import HostReport
+from udtbed.results import FlowResult, PartResult, StackResult, Verdict
+from udtbed.runner import CalibrationError
+
+EXP = load_all()["efficiency"]
+PART = next(p for p in EXP.parts if p.label == "chicago-local")
+STEAL = cast(HostReport, {"steal_pct": 25.0, "flags": ["the hypervisor took 25 % of the machine's CPU time"]})
+
+
+def missed(host: HostReport) -> SimpleNamespace:
+    """A run of the part whose one band udt-rs missed, with ``host`` its host report."""
+    flow = FlowResult("local", "chicago", "local", 0.0, [(1.0, 10.0)], [], 10.0, 0, 100.0)
+    r = StackResult("udt-rs", "udt", [flow], host=host)
+    r.verdicts = [Verdict("mean_mbps", "mean_mbps(local) >= 0.85 x capacity", "p", "w", 10.0, 85.0, None, False)]
+    part = PartResult("chicago-local", "chicago-local", "f.toml", "", {}, [], True, {}, {"udt-rs": r})
+    return SimpleNamespace(parts=[part])
+
+
+def attempts(monkeypatch: pytest.MonkeyPatch, *outcomes: Any) -> None:
+    """The runner's results (or errors) for the first and the second attempt, in turn."""
+    left = list(outcomes)
+
+    def run_experiment(*_: Any) -> Any:
+        out = left.pop(0)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    monkeypatch.setattr(profiles, "run_experiment", run_experiment)
+
+
+def test_paths_that_no_longer_calibrate_after_the_machine_flagged_a_miss_are_inconclusive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts(monkeypatch, missed(STEAL), CalibrationError("calibration of chicago-local is off beyond tolerance"))
+    with pytest.raises(pytest.skip.Exception, match="inconclusive: .* then failed to calibrate"):
+        profiles.run_profile(tmp_path, EXP, PART, "udt-rs")
+
+
+def test_paths_that_do_not_calibrate_on_the_first_attempt_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts(monkeypatch, CalibrationError("calibration of chicago-local is off beyond tolerance"))
+    with pytest.raises(CalibrationError):
+        profiles.run_profile(tmp_path, EXP, PART, "udt-rs")
+
+
+def test_a_miss_the_machine_did_not_flag_fails_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts(monkeypatch, missed(cast(HostReport, {})), CalibrationError("never reached"))
+    with pytest.raises(AssertionError, match="missed its bands"):
+        profiles.run_profile(tmp_path, EXP, PART, "udt-rs")
