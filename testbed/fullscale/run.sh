@@ -36,13 +36,23 @@ fi
 . "$bundle/env.sh"
 export PYTHONPATH="$UDTB_BUNDLE/site:$repo/testbed:$repo/harness"
 
-# A line's NAME=VALUE may name a file of the bundle as $UDTB_BUNDLE/... (UDT_BIN=$UDTB_BUNDLE/bin/
-# udt-base: the base build `make fullscale-bundle BASE=<ref>` adds); each must be there.
+# A plan line's arguments split: its leading NAME=VALUE words into envs (the runner's environment,
+# UDT_PACING=spin, ...; $UDTB_BUNDLE in a value is the bundle's directory), the rest into args.
+split_envs() {
+  envs=() args=$1
+  while [[ "$args" =~ ^([A-Z_][A-Z0-9_]*=[^ ]*)\ +(.*)$ ]]; do
+    envs+=("${BASH_REMATCH[1]//\$UDTB_BUNDLE/$UDTB_BUNDLE}")
+    args="${BASH_REMATCH[2]}"
+  done
+}
+
+# A value may name a file of the bundle (UDT_BIN=$UDTB_BUNDLE/bin/udt-base: the base build
+# `make fullscale-bundle BASE=<ref>` adds); each must be there.
 while read -r _ _ rest; do
-  while [[ "$rest" =~ ^[A-Z_][A-Z0-9_]*=([^ ]*)\ +(.*)$ ]]; do
-    value="${BASH_REMATCH[1]}" rest="${BASH_REMATCH[2]}"
-    if [[ "$value" == '$UDTB_BUNDLE/'* ]] && [ ! -e "$UDTB_BUNDLE/${value#\$UDTB_BUNDLE/}" ]; then
-      echo "fullscale: the plan names $value, which this bundle lacks (make fullscale-bundle BASE=<ref> adds bin/udt-base)" >&2
+  split_envs "$rest"
+  for e in "${envs[@]}"; do
+    if [[ "${e#*=}" == "$UDTB_BUNDLE/"* ]] && [ ! -e "${e#*=}" ]; then
+      echo "fullscale: the plan names ${e#*=}, which this bundle lacks (make fullscale-bundle BASE=<ref> adds bin/udt-base)" >&2
       exit 2
     fi
   done
@@ -112,12 +122,7 @@ trap restore EXIT
 lane() {
   local phase=$1 cpus=$2 left args st out limit envs pid stopped=""
   while read -r args; do
-    # Leading NAME=VALUE words are the runner's environment (UDT_PACING=spin, ...).
-    envs=()
-    while [[ "$args" =~ ^([A-Z_][A-Z0-9_]*=[^ ]*)\ +(.*)$ ]]; do
-      envs+=("${BASH_REMATCH[1]//\$UDTB_BUNDLE/$UDTB_BUNDLE}")
-      args="${BASH_REMATCH[2]}"
-    done
+    split_envs "$args"
     out="$results/$phase-$cpus"
     mkdir -p "$out"
     say "phase $phase cpus $cpus: ${envs[*]}${envs[*]:+ }udtbed run $args (scale $scale, ${duration} s) at +$(( $(date +%s) - start )) s"

@@ -241,7 +241,7 @@ def test_run_sh_refuses_a_plan_naming_a_file_the_bundle_lacks(tmp_path: Path) ->
     env = {**os.environ, "BUNDLE": str(bundle), "RESULTS": str(tmp_path / "r")}
     p = subprocess.run(["bash", str(FULLSCALE / "run.sh"), str(plan)], capture_output=True, text=True, env=env)
     assert p.returncode == 2, p.stderr
-    assert "names $UDTB_BUNDLE/bin/udt-base, which this bundle lacks" in p.stderr and "BASE=<ref>" in p.stderr
+    assert f"names {bundle}/bin/udt-base, which this bundle lacks" in p.stderr and "BASE=<ref>" in p.stderr
 
 
 @pytest.mark.parametrize("plan", sorted(p.name for p in FULLSCALE.glob("plan-*.txt")))
