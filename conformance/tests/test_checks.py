@@ -6,6 +6,7 @@ import crafted
 import pytest
 from crafted import CID, ISN, SID, conn_of
 from udtconf.checks import Inconclusive
+from udtconf.udt.cases import CASES
 from udtconf.udt.checks import Context, rule_by_id, transfer_completed
 from udtconf.udt.trace import Connection
 from udtconf.udt.wire import Ack, Ack2, DataPacket, Handshake, KeepAlive, Nak, Shutdown, peer_ip_field
@@ -120,8 +121,18 @@ def ack(no: int, t: float) -> tuple[str, float, bytes]:
     return ("server", t, Ack(dst_id=CID, ack_seq_no=1, ack_no=no, rtt=1, rtt_var=1, avail_buffer=100).encode())
 
 
+def whole_input(case: str, t: float = 0.01) -> list[tuple[str, float, bytes]]:
+    """The case's whole input in 1000-byte data packets from ISN, then the ACK of all of them."""
+    size = CASES[case].bytes
+    pk = [
+        ("client", t, DataPacket(seq=ISN + i, msg_no=1, dst_id=SID, payload=b"x" * min(1000, size - off)).encode())
+        for i, off in enumerate(range(0, size, 1000))
+    ]
+    return [*pk, ack(ISN + len(pk), t + 0.005)]
+
+
 def test_shutdown_rule() -> None:
-    done = conn_of(*handshake(), data(ISN, 0.01), ack(ISN + 1, 0.015))
+    done = conn_of(*handshake(), *whole_input("close"))
     assert run("udt4/5.6/shutdown-on-close", done, case="close")
     ok = conn_of(*handshake(), data(ISN, 0.01), ("client", 0.02, Shutdown(dst_id=SID).encode()))
     assert run("udt4/5.6/shutdown-on-close", ok, case="close") == []
@@ -135,8 +146,19 @@ def test_missing_shutdown_is_inconclusive_when_the_transfer_never_completed() ->
         run("udt4/5.6/shutdown-on-close", unacked, case="handshake")
     with pytest.raises(Inconclusive):
         run("udt4/5.6/shutdown-on-close", conn_of(*handshake()), case="handshake")  # no data at all
-    assert transfer_completed(conn_of(*handshake(), data(ISN, 0.01), data(ISN + 1, 0.02), ack(ISN + 2, 0.03)))
-    assert not transfer_completed(unacked)
+    assert transfer_completed(conn_of(*handshake(), data(ISN, 0.01), data(ISN + 1, 0.02), ack(ISN + 2, 0.03)), 200)
+    assert not transfer_completed(unacked, 200)
+
+
+def test_missing_shutdown_is_inconclusive_when_what_was_acknowledged_is_short_of_the_input() -> None:
+    # Issue 41: one data packet sent and acknowledged, then the run was stopped (close() never
+    # called): every packet that reached the server was acknowledged, but not the case's input.
+    for case in ("close", "transfer", "mss"):
+        one = conn_of(*handshake(), data(ISN, 0.01), ack(ISN + 1, 0.015))
+        with pytest.raises(Inconclusive, match=f"short of the case's {CASES[case].bytes} bytes"):
+            run("udt4/5.6/shutdown-on-close", one, case=case)
+        assert not transfer_completed(one, CASES[case].bytes)
+    assert transfer_completed(conn_of(*handshake(), *whole_input("transfer")), CASES["transfer"].bytes)
 
 
 def test_cookie_reply_may_echo_the_clients_control_time_stamp() -> None:

@@ -19,7 +19,7 @@ from itertools import pairwise
 
 from ..checks import Inconclusive, Rule, Rules, Violation
 from ..seq import MAX, incseq, seqcmp, seqoff
-from .cases import ALL_CASES, LISTENER_CASES
+from .cases import ALL_CASES, CASES, LISTENER_CASES
 from .trace import Connection, Record
 from .wire import (
     Ack,
@@ -57,6 +57,11 @@ class Context:
     def sock_type(self) -> int:
         return SocketType.DGRAM if self.testcase == "dgram" else SocketType.STREAM
 
+    @property
+    def input_bytes(self) -> int:
+        """The bytes the case's client sends (its ``INPUT``)."""
+        return CASES[self.testcase].bytes
+
 
 RuleFn = Callable[[Connection, Context], Iterable[Violation]]
 RULES: Rules[Rule[Connection, Context]] = Rules()
@@ -81,16 +86,22 @@ def _peer(side: str) -> str:
     return "server" if side == "client" else "client"
 
 
-def transfer_completed(conn: Connection) -> bool:
-    """Whether the client's transfer completed: it sent data, and the server's last ACK number
-    lies past every data sequence number that reached the server (§8.3). A rule that judges what
-    follows a transfer (its close) is inconclusive on a run where this is False."""
+def transfer_completed(conn: Connection, input_bytes: int) -> bool:
+    """Whether the client's transfer completed: the server's last ACK number lies past every data
+    sequence number that reached the server (§8.3), and the payloads it acknowledged add up to the
+    client's ``input_bytes`` (a run stopped after its first packets may have all of *those*
+    acknowledged). A rule that judges what follows a transfer (its close) is inconclusive on a run
+    where this is False."""
     top: int | None = None
+    payloads: dict[int, int] = {}
     for _, d in conn.data("client"):
+        payloads[d.seq] = len(d.payload)
         if top is None or seqcmp(d.seq, top) > 0:
             top = d.seq
     acks = conn.acks("server")
-    return top is not None and bool(acks) and seqcmp(acks[-1][1].ack_no, top) > 0
+    if top is None or not acks or seqcmp(acks[-1][1].ack_no, top) <= 0:
+        return False
+    return sum(payloads.values()) >= input_bytes
 
 
 def _negotiated_mss(conn: Connection) -> int | None:
@@ -792,8 +803,11 @@ def _shutdown(conn: Connection, ctx: Context) -> Iterable[Violation]:
     if not shuts:
         # A close() lingers while data is unacknowledged (§6.3, UDT_LINGER 180 s): a run stopped
         # before the last ACK never made a Shutdown due, and its absence is nobody's fault here.
-        if not transfer_completed(conn):
-            raise Inconclusive("the transfer did not complete (client data unacknowledged): close was never due")
+        if not transfer_completed(conn, ctx.input_bytes):
+            raise Inconclusive(
+                f"the transfer did not complete (client data unacknowledged, or short of the case's "
+                f"{ctx.input_bytes} bytes): close was never due"
+            )
         # the client (data source) closes first; the server's close() comes after the peer's Shutdown
         yield Violation("client", None, "no Shutdown packet from either side after the transfer (client closed first)")
         return
