@@ -161,6 +161,12 @@ def test_absurd_handshakes_report_each_value_and_the_crash(tmp_path: Path) -> No
     assert [n.split(":")[0] for n in res.notes] == [label for label, _, _ in ABSURD_HANDSHAKES]
     assert "MSS 0: crashed" in res.details
     assert "index out of bounds" in res.notes[0]  # each value's own stack log
+    # issue 41: each value's stack ran in a subdirectory of its own, and probe.log tails each log
+    assert res.log is not None
+    text = res.log.read_text()
+    assert "last 0 lines" not in text
+    assert "crashy server log (mss-0/server.log), last 2 lines:" in text
+    assert text.count("index out of bounds") > len(ABSURD_HANDSHAKES)  # the notes', then each log's
 
 
 def test_the_error_signal_probe_asks_for_three_connections(tmp_path: Path) -> None:

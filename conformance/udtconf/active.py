@@ -138,17 +138,29 @@ def run_probe(
             for proc in mine:
                 stop(proc)  # a probe that forgot one: ended here, and no crash of ours to judge
     _judge_crashes(res, stack.name, mine)
-    stack_log = workdir / f"{side}.log"
     res.pcap, res.log = pcap, workdir / "probe.log"
-    tail = log_tail(stack_log)
     res.log.write_text(
         f"{p.id} ({spec} §{p.section}) against {stack.name} as {plays}, TESTCASE={p.testcase}\n"
         f"{p.summary}\n\n{res.verdict}\n"
         + "".join(f"  {n}\n" for n in res.notes)
-        + f"\n{stack.name} {side} log ({stack_log.name}), last {len(tail)} lines:\n"
-        + "".join(f"  {line}\n" for line in tail)
+        + "".join(_tail_text(stack.name, side, log, workdir) for log in _stack_logs(workdir, side))
     )
     return res
+
+
+def _stack_logs(workdir: Path, side: str) -> list[Path]:
+    """The stack's logs of one probe: ``<side>.log`` in ``workdir``, and where the probe started a
+    process per value or connection in subdirectories of its own, each of theirs."""
+    top = workdir / f"{side}.log"
+    subs = sorted(workdir.glob(f"*/{side}.log"))
+    return ([top] if top.exists() or not subs else []) + subs
+
+
+def _tail_text(name: str, side: str, log: Path, workdir: Path) -> str:
+    tail = log_tail(log)
+    return f"\n{name} {side} log ({log.relative_to(workdir)}), last {len(tail)} lines:\n" + "".join(
+        f"  {line}\n" for line in tail
+    )
 
 
 def crash_of(name: str, proc: processes.StackProcess) -> str | None:
