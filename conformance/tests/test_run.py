@@ -202,7 +202,31 @@ def test_probes_and_limits_become_the_suites_environment(tmp_path: Path, capsys:
     rc, out = _run(capsys, "--stack", str(tp), "--mem-limit", "lots", "--list")
     assert rc == 2 and "--mem-limit: memory limit 'lots': write a size such as 2G" in out
     rc, out = _run(capsys, "--stack", str(tp), "--probes", "server/nothing-like-it", "--list")
-    assert rc == 2 and "no probe matches ['server/nothing-like-it']" in out
+    assert rc == 2 and "no probe of udt matches ['server/nothing-like-it']" in out
+
+
+def test_a_probe_of_another_protocol_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 41: an FRTP probe given for a UDT stack was accepted, and nothing ran (exit 0)
+    tp = _stack(tmp_path)
+    rc, out = _run(capsys, "--stack", str(tp), "--against", "none", "--probes", "sender/zero-rate", "--list")
+    assert rc == 2 and "sender/zero-rate is a probe of frtp, not of udt" in out
+    listed = out.split("(probes: ")[1]
+    assert "server/malformed-then-serve" in listed and "sender/" not in listed and "receiver/" not in listed
+
+
+def test_list_names_the_probes_and_only_the_cells_both_stacks_claim(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 41: --list printed no probe, and counted the cases (rendezvous, ...) tp does not claim
+    tp = _stack(tmp_path)
+    (tp / "meta.toml").write_text('name = "tp"\nversion = "0"\ntestcases = ["handshake", "transfer"]\n')
+    rc, out = _run(capsys, "--stack", str(tp), "--against", "libudt", "--probes", "server/*", "--list")
+    assert rc == 0
+    assert "6 interop cells:" in out and "rendezvous" not in out
+    assert "not run: 21 cells of a case one of their stacks does not claim" in out
+    assert "    server/malformed-then-serve (TESTCASE=transfer)" in out
+    assert "server/many-connections-one-port: skipped, tp does not claim multiconnect" in out
+    assert "client/early-nak" not in out  # not selected by --probes
 
 
 def test_a_failed_handshake_hints_at_running_without_it() -> None:

@@ -174,5 +174,7 @@ def test_probes_none_or_a_list_of_ids_and_globs_narrow_the_probes(tmp_path: Path
     some = from_env({"UDTC_STACK": str(tp), "UDTC_PROBES": "server/*,client/nak-duplicates"})
     assert some.probe_selected("server/malformed-then-serve") and some.probe_selected("client/nak-duplicates")
     assert not some.probe_selected("client/early-nak")
-    with pytest.raises(SelectionError, match=r"no probe matches \['server/malformed'\]"):
+    with pytest.raises(SelectionError, match=r"no probe of udt matches \['server/malformed'\]"):
         from_env({"UDTC_STACK": str(tp), "UDTC_PROBES": "server/malformed"})
+    with pytest.raises(SelectionError, match="sender/zero-rate is a probe of frtp, not of udt"):
+        from_env({"UDTC_STACK": str(tp), "UDTC_PROBES": "sender/zero-rate"})  # an FRTP probe for a UDT stack

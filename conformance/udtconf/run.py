@@ -42,7 +42,7 @@ from udtharness.stacks import PARTNERS, REPO_ROOT, StackError, build
 
 from . import CONFORMANCE_DIR, expectations, flakiness, gate
 from .report import SKIPPED_AFTER_HANDSHAKE, SYMBOL, Status
-from .selection import Selection, SelectionError, from_env
+from .selection import Selection, SelectionError, from_env, protocol_probes
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE = 0, 1, 2
 DEFAULT_OUT = REPO_ROOT / "results" / "conformance"
@@ -205,13 +205,28 @@ def selection(env: Mapping[str, str]) -> Selection:
 
 
 def describe(sel: Selection) -> list[str]:
-    cells = sel.cells()
     shard = f" (shard {sel.shard})" if sel.shard else ""
+    cells = [(s, c, k) for s, c, k in sel.cells() if s.supports(k) and c.supports(k)]
+    unclaimed = len(sel.cells()) - len(cells)
     lines = [f"{len(cells)} interop cells{shard}:"]
     lines += [f"  server {s.name} × client {c.name}: {case}" for s, c, case in cells]
+    if unclaimed:
+        lines.append(
+            f"  not run: {unclaimed} cells of a case one of their stacks does not claim in its meta.toml (shown ?)"
+        )
     probes = sel.probe_stacks()
     which = "" if sel.probes is None else f" (probes: {', '.join(sel.probes) or 'none'})"
     lines.append(f"active probes and adapter checks{shard}{which}: {', '.join(s.name for s in probes) or 'none'}")
+    for stack in probes:
+        mine = [p for p in protocol_probes(stack.protocol) if sel.probe_selected(p.id)]
+        runs = [p for p in mine if stack.supports(p.testcase)]
+        lines.append(f"  {stack.name}: adapter checks (meta.toml, an unknown TESTCASE exits 127), {len(runs)} probes")
+        lines += [f"    {p.id} (TESTCASE={p.testcase})" for p in runs]
+        lines += [
+            f"    {p.id}: skipped, {stack.name} does not claim {p.testcase}, the TESTCASE it starts the stack with"
+            for p in mine
+            if p not in runs
+        ]
     return lines
 
 

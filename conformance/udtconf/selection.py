@@ -21,11 +21,13 @@ for UDT pairs and the SABUL case for SABUL pairs.
 
 ``CASES`` narrows the test cases (default: those of the selected stacks' protocols).
 ``UDTC_PROBES`` narrows the active probes: ``none``, or comma-separated probe ids or globs
-(``server/*``); the adapter checks always run. ``UDTC_SHARD=i/N`` keeps this runner's share: the units of
-work — one per cell (server, client, case), so that a cell's interop run and its wire-rule and
-codec tests (which share the memoised run) land together, and one per stack for its probes
-and adapter checks — sorted and dealt out round-robin; shard i of N owns every N-th unit from
-the i-th. All N shards together run exactly the selection.
+(``server/*``), each matching a probe of the protocol of a stack whose probes run (a SABUL or
+FRTP probe id names nothing a UDT stack runs: an error); the adapter checks always run.
+``UDTC_SHARD=i/N`` keeps this runner's share: the units of work — one per cell (server, client,
+case), so that a cell's interop run and its wire-rule and codec tests (which share the memoised
+run) land together, and one per stack for its probes and adapter checks — sorted and dealt out
+round-robin; shard i of N owns every N-th unit from the i-th. All N shards together run exactly
+the selection.
 """
 
 from __future__ import annotations
@@ -33,12 +35,16 @@ from __future__ import annotations
 import fnmatch
 import os
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from udtharness.stacks import PARTNERS, TESTCASES, Stack, registry, search_path, select
+
+if TYPE_CHECKING:
+    from .active import Probe
 
 
 class SelectionError(ValueError):
@@ -158,31 +164,42 @@ def parse_cases(text: str | None) -> tuple[str, ...]:
     return tuple(cases)
 
 
-def parse_probes(text: str | None) -> tuple[str, ...] | None:
+def parse_probes(text: str | None, protocols: Iterable[str]) -> tuple[str, ...] | None:
     """``UDTC_PROBES``: None (every probe), () for ``none``, else the ids and globs, each of which
-    must match some probe of the suite."""
+    must match some probe of ``protocols`` (those of the stacks whose probes run)."""
     if text is None or not text.strip():
         return None
     if text.strip() == "none":
         return ()
     wanted = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    known = probe_ids()
+    protocols = list(dict.fromkeys(protocols))
+    known = [p.id for protocol in protocols for p in protocol_probes(protocol)]
     unknown = [w for w in wanted if not fnmatch.filter(known, w)]
     if unknown:
+        whose = ""
+        for w in unknown:
+            theirs = [o for o in PROBING_PROTOCOLS if fnmatch.filter([p.id for p in protocol_probes(o)], w)]
+            if theirs:
+                whose += f"; {w} is a probe of {'/'.join(theirs)}, not of {'/'.join(protocols)}"
         raise SelectionError(
-            f"no probe matches {unknown}; write 'none', or probe ids or globs such as 'server/*' "
-            f"(probes: {', '.join(sorted(set(known)))})"
+            f"no probe of {'/'.join(protocols) or 'the stacks under test'} matches {unknown}{whose}; write 'none', "
+            f"or probe ids or globs such as 'server/*' (probes: {', '.join(sorted(set(known))) or 'none'})"
         )
     return wanted
 
 
-def probe_ids() -> list[str]:
-    """The ids of every protocol's active probes."""
+# The protocols with an active tester (udtconf.<protocol>.tester).
+PROBING_PROTOCOLS = ("udt", "sabul", "frtp")
+
+
+def protocol_probes(protocol: str) -> list[Probe[Any]]:
+    """The active probes of ``protocol``, in the order its tester declares them ([] for tcp)."""
     from .frtp.tester import PROBES as FRTP  # the testers are heavy: only when probes are named
     from .sabul.tester import PROBES as SABUL
     from .udt.tester import PROBES as UDT
 
-    return [p.id for probes in (UDT, SABUL, FRTP) for p in probes]
+    probes: dict[str, Sequence[Probe[Any]]] = {"udt": UDT, "sabul": SABUL, "frtp": FRTP}
+    return list(probes.get(protocol, ()))
 
 
 def _narrow(cases: tuple[str, ...], stacks: Sequence[Stack], explicit: bool) -> tuple[str, ...]:
@@ -199,7 +216,6 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
     paths = [Path(p) for p in environ.get("UDTC_STACK", "").split(os.pathsep) if p.strip()]
     cases = parse_cases(environ.get("CASES"))
     explicit = bool(environ.get("CASES"))
-    probes = parse_probes(environ.get("UDTC_PROBES"))
     shard = Shard.parse(environ["UDTC_SHARD"]) if environ.get("UDTC_SHARD") else None
     reg = registry(search_path(environ), stacks=paths)
     if not paths:
@@ -208,6 +224,7 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
                 "UDTC_AGAINST pairs the stacks under test (UDTC_STACK=PATH) with others; set UDTC_STACK"
             )
         chosen = tuple(select(reg, environ.get("STACKS") or None))
+        probes = parse_probes(environ.get("UDTC_PROBES"), (s.protocol for s in chosen))
         return Selection(chosen, _narrow(cases, chosen, explicit), shard=shard, registry=reg, probes=probes)
     if environ.get("STACKS"):
         raise SelectionError(
@@ -222,6 +239,7 @@ def from_env(environ: Mapping[str, str] = os.environ) -> Selection:
     against_text = environ.get("UDTC_AGAINST") or default_partners(tested, reg)
     against = [] if against_text.strip() == "none" else select(reg, against_text)
     stacks = list({s.name: s for s in [*tested, *against]}.values())
+    probes = parse_probes(environ.get("UDTC_PROBES"), (s.protocol for s in tested))
     return Selection(tuple(stacks), _narrow(cases, stacks, explicit), tuple(s.name for s in tested), shard, reg, probes)
 
 
