@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -227,6 +228,15 @@ def test_list_names_the_probes_and_only_the_cells_both_stacks_claim(
     assert "    server/malformed-then-serve (TESTCASE=transfer)" in out
     assert "server/many-connections-one-port: skipped, tp does not claim multiconnect" in out
     assert "client/early-nak" not in out  # not selected by --probes
+
+
+def test_every_option_of_run_is_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 41: --repeat and --flaky were in --help and nowhere in docs/conformance
+    rc, out = _run(capsys, "--help")
+    options = set(re.findall(r"--[a-z][a-z-]+", out)) - {"--help"}
+    assert rc == 0 and {"--stack", "--repeat", "--flaky", "--list"} <= options
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "conformance" / "README.md").read_text()
+    assert sorted(o for o in options if f"`{o}" not in docs and f"[{o}" not in docs) == []
 
 
 def test_a_failed_handshake_hints_at_running_without_it() -> None:
