@@ -75,6 +75,13 @@ def test_the_contract_names_javas_uncaught_exception_as_a_crash_line(tmp_path: P
     assert "Java `Exception in thread`" in CONTRACT.read_text()
 
 
+def test_the_contract_names_both_readiness_tables_and_the_deadline() -> None:
+    # issue 41: it named /proc/net/udp alone and no deadline; udtharness.ports reads udp6 too
+    # (a stack bound to [::]) and the runner waits 5 s
+    text = " ".join(CONTRACT.read_text().split())
+    assert "It reads `/proc/net/udp` and `/proc/net/udp6`" in text and "It waits at most **5 s**" in text
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not UDT.exists(), reason="udt not built (make build)")
 def test_a_copy_wired_to_a_real_stack_passes_from_outside_the_tree(tmp_path: Path) -> None:
