@@ -12,6 +12,7 @@ import pytest
 from udtconf.runner import RunResult, RunStatus
 from udtconf.selection import Selection
 from udtconf.seq import MAX
+from udtconf.udt.interop import UdtRunResult
 from udtconf.udt.recovery import (
     RECOVERY_SLACK_S,
     REXMIT_AT,
@@ -140,6 +141,23 @@ def test_measure_needs_the_packet() -> None:
         measure(*_legs(5, []))
 
 
+def test_a_run_with_nothing_to_measure_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 41: every reason (no handshake on the client leg, N never sent, no connection) was
+    # reported as "the relay's record shows no copy of N"
+    runner = RecoveryRunner(tmp_path)
+    stack = Stack("s", tmp_path, "0", "", ("loss",))
+    res = UdtRunResult("s", "s", "loss", RunStatus.PASS, "", tmp_path)
+    monkeypatch.setattr(runner, "run", lambda server, client, case: res)
+    assert runner.recovery(stack, stack)[1] == "the relay recorded nothing from the client"
+    client_leg, server_leg = _legs(5, [])
+    res.client_leg = client_leg
+    assert runner.recovery(stack, stack)[1] == "the relay recorded no connection to the server"
+    res.conns = [server_leg]
+    assert runner.recovery(stack, stack)[1] == f"the client never sent N={5 + REXMIT_AT:#010x} (offset {REXMIT_AT})"
+    res.client_leg = Connection(("127.0.0.1", 9000), ("127.0.0.1", 5000))
+    assert runner.recovery(stack, stack)[1] == "the client leg has no handshake from the client"
+
+
 # ------------------------------------------------------------------------------ against stacks
 
 
@@ -149,7 +167,7 @@ def recovery_runner(results_dir: Path) -> RecoveryRunner:
 
 
 @pytest.fixture(scope="session")
-def reference_recovery(recovery_runner: RecoveryRunner, selection: Selection) -> tuple[RunResult, Recovery | None]:
+def reference_recovery(recovery_runner: RecoveryRunner, selection: Selection) -> tuple[RunResult, Recovery | str]:
     """The reference stack (libudt) × itself through the same fault, once per session (whether or not the
     selection's cells include that pair: a third party's session is judged against it too)."""
     name = reference_stack("udt", selection.registry)
@@ -177,7 +195,7 @@ def _write(res: RunResult, rec: Recovery | None, ref: Recovery | None, problems:
 def test_lost_retransmission_is_recovered_as_promptly_as_the_reference(
     recovery_pair: tuple[Stack, Stack],
     recovery_runner: RecoveryRunner,
-    reference_recovery: tuple[RunResult, Recovery | None],
+    reference_recovery: tuple[RunResult, Recovery | str],
     record_property: RecordProperty,
 ) -> None:
     server, client = recovery_pair
@@ -190,10 +208,11 @@ def test_lost_retransmission_is_recovered_as_promptly_as_the_reference(
     where = f"server {server.name} × client {client.name} (logs: {res.logdir})"
     if res.status != RunStatus.PASS:
         pytest.fail(f"{where}: {res.reason}", pytrace=False)
-    if rec is None:
-        pytest.fail(f"{where}: the relay's record shows no copy of N (ISN + {REXMIT_AT})", pytrace=False)
-    if ref is None or ref_res.status != RunStatus.PASS:
-        pytest.skip(f"the reference {ref_res.server} × itself did not complete: {ref_res.reason} ({ref_res.logdir})")
+    if isinstance(rec, str):
+        pytest.fail(f"{where}: no recovery of N (ISN + {REXMIT_AT}) to measure: {rec}", pytrace=False)
+    if isinstance(ref, str) or ref_res.status != RunStatus.PASS:
+        why = ref_res.reason if ref_res.status != RunStatus.PASS else ref
+        pytest.skip(f"the reference {ref_res.server} × itself did not complete: {why} ({ref_res.logdir})")
     problems = judge(rec, ref)
     _write(res, rec, ref, problems)
     verdict = f"{rec.describe()}; reference {ref_res.server} × itself: {ref.describe()}"

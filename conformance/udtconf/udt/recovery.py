@@ -240,16 +240,21 @@ class RecoveryRunner(InteropRunner):
         run = UdtRun(cases, relay=_relay)
         super().__init__({"udt": run}, results_dir, capture=False)
 
-    def recovery(self, server: Stack, client: Stack) -> tuple[RunResult, Recovery | None]:
-        """The run of ``server`` × ``client`` (once per session) and its recovery of N, None
-        where the run left no record of N (skipped, unsupported, no connection)."""
+    def recovery(self, server: Stack, client: Stack) -> tuple[RunResult, Recovery | str]:
+        """The run of ``server`` × ``client`` (once per session) and its recovery of N, or why
+        the run leaves none to measure (skipped, unsupported, no connection through the relay,
+        N never sent)."""
         res = self.run(server, client, ADAPTER_CASE)
-        if not isinstance(res, UdtRunResult) or res.client_leg is None or not res.conns:
-            return res, None
+        if not isinstance(res, UdtRunResult):
+            return res, f"the run left no UDT record ({res.status}: {res.reason})"
+        if res.client_leg is None:
+            return res, "the relay recorded nothing from the client"
+        if not res.conns:
+            return res, "the relay recorded no connection to the server"
         try:
             return res, replace(measure(res.client_leg, res.conns[0]), relay_drops=len(res.dropped))
-        except ValueError:
-            return res, None
+        except ValueError as e:
+            return res, str(e)
 
 
 def _relay(case: str, server: tuple[str, int], capture: Path | None) -> LossRelay:
