@@ -18,6 +18,15 @@
 
 use crate::time::{micros, Duration};
 
+/// The longest round trip a sample may report: longer ones count as this (UDT4.md §13.5).
+/// A peer controls the RTT field of its ACKs, and RTT and RTTVar set the EXP period (§9.4):
+/// one ACK claiming 2³¹ − 1 µs put a sender's EXP ~40 minutes out, past the peer's
+/// dead-peer rule (~46 s), so that a retransmission lost just after it was never sent again.
+/// With samples held to 10 s one forged ACK moves the EXP period to at most ~12 s. No path the
+/// papers or the testbed know comes near it (the longest is 1 s); a genuine RTT beyond it is
+/// under-estimated, which costs spurious EXP retransmissions, not the connection.
+pub const MAX_SAMPLE: Duration = Duration::from_secs(10);
+
 /// Smoothed RTT and RTT variation, µs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RttEstimator {
@@ -32,10 +41,11 @@ impl RttEstimator {
         RttEstimator { rtt: us(rtt), var: us(var) }
     }
 
-    /// Folds in one sample with 4.11's integer EWMAs: `RTTVar ← ¾·RTTVar + ¼·|RTT − sample|`,
-    /// then `RTT ← ⅞·RTT + ⅛·sample`.
+    /// Folds in one sample, held to [`MAX_SAMPLE`], with 4.11's integer EWMAs:
+    /// `RTTVar ← ¾·RTTVar + ¼·|RTT − sample|`, then `RTT ← ⅞·RTT + ⅛·sample`.
     pub fn update(&mut self, sample: Duration) {
-        let (rtt, var, sample) = (i64::from(self.rtt), i64::from(self.var), micros(sample).min(i32::MAX as u64) as i64);
+        let sample = micros(sample.min(MAX_SAMPLE)) as i64;
+        let (rtt, var) = (i64::from(self.rtt), i64::from(self.var));
         self.var = ((3 * var + (sample - rtt).abs()) >> 2) as u32;
         self.rtt = ((7 * rtt + sample) >> 3) as u32;
     }
@@ -72,13 +82,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn samples_beyond_i32_are_clamped_and_nothing_overflows() {
+    fn samples_beyond_the_longest_round_trip_count_as_it_and_nothing_overflows() {
         let mut r = RttEstimator::new(Duration::MAX, Duration::ZERO);
         assert_eq!(r.rtt_us(), u32::MAX);
         r = RttEstimator::new(Duration::from_micros(8), Duration::ZERO);
         r.update(Duration::MAX);
-        assert_eq!(r.rtt_us(), ((7 * 8 + i32::MAX as i64) >> 3) as u32);
+        assert_eq!(r.rtt_us(), ((7 * 8 + micros(MAX_SAMPLE)) >> 3) as u32);
         r.update(Duration::ZERO);
         assert!(r.rto() > r.rtt());
+    }
+
+    #[test]
+    fn one_absurd_sample_moves_the_timeout_unit_by_at_most_the_longest_round_trip() {
+        // 4.11's defaults, then an ACK claiming 2^31 - 1 µs.
+        let mut r = RttEstimator::new(Duration::from_millis(100), Duration::from_millis(50));
+        r.update(Duration::from_micros(i32::MAX as u64));
+        assert!(r.rto() < Duration::from_secs(12), "RTT + 4·RTTVar = {:?}", r.rto());
     }
 }

@@ -451,7 +451,14 @@ impl Connection {
             }
             _ => {
                 self.awaiting_peer = false;
-                self.exp.reset(now);
+                // §9.4, §13.5: a keep-alive says the peer lives, not that our packets arrived;
+                // while some are in flight unacknowledged it leaves the EXP timer running, so
+                // that a lost retransmission is sent again however long the peer's keep-alives
+                // hold it alive (4.11 restarts the timer on every packet, §14 row 13).
+                let keep_alive = matches!(repr, Repr::Control { control: Control::KeepAlive, .. });
+                if !(keep_alive && self.snd.as_ref().is_some_and(Sender::in_flight)) {
+                    self.exp.reset(now);
+                }
                 match *repr {
                     Repr::Data { header, payload } => {
                         let full = wire::payload_size(self.mss);

@@ -16,6 +16,10 @@ use transfer::pacing::Pacer;
 use transfer::seq::{SeqNo, SEQ_TH};
 use transfer::time::Instant;
 
+/// The smallest flow window a peer's ACK may set (§5.3: 4.11's receivers advertise at least 2
+/// "to break potential deadlock").
+const MIN_FLOW_WINDOW: u32 = 2;
+
 /// A report from the peer that breaks a protocol rule (counted in `Stats::malformed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Malformed;
@@ -113,6 +117,11 @@ impl Sender {
         self.buf.is_empty()
     }
 
+    /// Whether packets were sent that the peer has not acknowledged.
+    pub(super) fn in_flight(&self) -> bool {
+        self.curr_seq.next() != self.last_ack
+    }
+
     /// Buffers one message (the caller checked that it fits). A sender that had nothing it
     /// could send restarts its schedule at `now` (idle time is no credit); one with packets
     /// waiting keeps its schedule and the catch-up it owes, as 4.11 keeps a scheduled socket's
@@ -138,6 +147,12 @@ impl Sender {
 
     /// A full or medium ACK (§8.6 steps 3–9). `Ok(true)` when it released buffered packets:
     /// then the connection folds the ACK's RTT in and tells the controller.
+    ///
+    /// Every field of the peer's ACK enters the sender here, held to what a real receiver can
+    /// send (UDT4.md §13.5): an ACK number past what was sent is refused; the available buffer
+    /// is held to `[2, SEQ_TH]` (4.11's receivers never send less than 2, which keeps a zero
+    /// window from holding the sender forever); a rate or capacity that is not positive is
+    /// ignored. The RTT field is held to `transfer::rtt::MAX_SAMPLE` where it is folded in.
     pub(super) fn on_ack(&mut self, ack: &Ack) -> Result<bool, Malformed> {
         let a = ack.ack();
         if a.is_after(self.curr_seq.next()) {
@@ -145,7 +160,7 @@ impl Sender {
             return Err(Malformed);
         }
         let avail = match *ack {
-            Ack::Medium { avail, .. } | Ack::Full { avail, .. } => avail,
+            Ack::Medium { avail, .. } | Ack::Full { avail, .. } => avail.clamp(MIN_FLOW_WINDOW, SEQ_TH),
             Ack::Light { .. } => return Ok(false),
         };
         if !a.is_before(self.last_ack) {
