@@ -8,6 +8,7 @@ from pathlib import Path
 
 import crafted
 import pytest
+from script_stack import script_stack
 from udtconf.diagnosis import Role, crash_line, exit_text, last_stats, log_tail, stats_text
 from udtconf.family import RUNS
 from udtconf.runner import InteropRunner, RunStatus
@@ -16,6 +17,7 @@ from udtconf.udt.checks import Context
 from udtconf.udt.diagnosis import DEAF_AFTER, STARTUP, WireWatch, deaf_findings, diagnose, wire_findings, wrap_note
 from udtconf.udt.trace import Connection
 from udtconf.udt.wire import Ack, DataPacket, Handshake, KeepAlive, Nak, peer_ip_field
+from udtharness.capture import can_capture
 from udtharness.pcap import PcapWriter
 from udtharness.stacks import REPO_ROOT, load
 
@@ -288,6 +290,23 @@ def test_diagnose_puts_the_crash_first_and_keeps_tails_and_stats(tmp_path: Path)
 def test_diagnose_without_a_capture_says_so(tmp_path: Path) -> None:
     d = diagnose([Role("server", "s", 1, tmp_path / "none.log", T0)], [], T0)
     assert any("no capture" in f for f in d.findings)
+
+
+@pytest.mark.slow
+def test_a_run_ended_before_its_capture_was_read_says_so_not_that_capturing_needs_root(tmp_path: Path) -> None:
+    # issue 41: a server that never bound its port ended the run before a client started, and
+    # the line said "capturing needs root" on a run that captured as root
+    stack = script_stack(
+        tmp_path, "nobind", 'print("cannot bind: no such address")\nraise SystemExit(1)\n', ["handshake"]
+    )
+    res = InteropRunner(RUNS, tmp_path / "results").run(stack, stack, "handshake")
+    assert res.status == RunStatus.FAIL and "did not bind UDP port" in res.reason
+    assert res.diagnosis is not None
+    if can_capture():
+        assert any("ended before a client started, so its capture was not read" in f for f in res.diagnosis.findings)
+        assert not any("needs root" in f for f in res.diagnosis.findings)
+    else:
+        assert any("capturing needs root" in f for f in res.diagnosis.findings)
 
 
 # ---------------------------------------------------------------------------------------------

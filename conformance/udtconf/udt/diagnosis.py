@@ -40,6 +40,8 @@ from .checks import Context, Spoiled, spoiled_packets
 from .trace import Connection, Endpoint
 from .wire import DataPacket, Handshake, Nak, WireError
 
+# Why a failed run's diagnosis has no connection to read, where nothing more precise is known.
+NO_CAPTURE = "no capture of the server's port (capturing needs root)"
 DEAF_AFTER = 5.0  # s without a packet from a running, engaged role: deaf (keep-alives every ~0.3 s, §9.4)
 STALL_AFTER = 10.0  # s without the ACK number moving while data beyond it reached the receiver
 STARTUP = 10.0  # s a client may take from its start to its first packet (an adapter may start slowly)
@@ -291,11 +293,13 @@ def diagnose(
     client_leg: Connection | None = None,
     stopped: str | None = None,
     ctx: Context | None = None,
+    uncaptured: str = NO_CAPTURE,
 ) -> Diagnosis:
     """A failed run's :class:`Diagnosis` from its roles and its capture (``conns``: the server's
     side, one per client; ``client_leg``: the client's own side behind a relay; ``stopped``: why
     the suite stopped the run early, which then already names a deaf role; ``ctx``: the case's
-    context for the wire rules, which the culprit of a stall is read from)."""
+    context for the wire rules, which the culprit of a stall is read from; ``uncaptured``: why
+    there is no connection, where ``conns`` is empty)."""
     diag = Diagnosis()
     for role in roles:
         tail = log_tail(role.log)
@@ -332,7 +336,7 @@ def diagnose(
         deaf = deaf_findings(roles, last_sent, first_sent, t0)
         diag.findings += [f"then {f}" if spoiler and not f.startswith(spoiler) else f for f in deaf]
     if not conns:
-        diag.findings.append("no capture of the server's port (capturing needs root): no wire symptoms")
+        diag.findings.append(f"{uncaptured}: no wire symptoms")
     diag.findings += wire
     return diag
 

@@ -41,7 +41,7 @@ from ..runner import (
 )
 from .cases import CASES
 from .checks import Context
-from .diagnosis import WireWatch, diagnose
+from .diagnosis import NO_CAPTURE, WireWatch, diagnose
 from .relay import LossRelay, wrap_target
 from .trace import Connection, connections
 
@@ -131,7 +131,9 @@ class UdtRun:
                     res.status = RunStatus.FAIL
                     res.reason = f"server {server.name} did not bind UDP port {sport} within 5 s ({exit_text(srv.rc)})"
                     srv.kill()
-                    res.diagnosis = diagnose([srv.role()], [], t0_wall)
+                    # the client never started: the capture, if any, was not read
+                    not_read = "the run ended before a client started, so its capture was not read"
+                    res.diagnosis = diagnose([srv.role()], [], t0_wall, uncaptured=not_read if cap else NO_CAPTURE)
                     res.reason += f"; {res.diagnosis.headline(2)}"
                 return res
             if relay:
@@ -166,11 +168,18 @@ class UdtRun:
                 legs = [c for c in connections(datagrams, relay.address) if c.records]
                 res.client_leg = legs[0] if legs else None
             problems.extend(_mss_problems(res.conns, mss, server.name, client.name))
+        uncaptured = NO_CAPTURE
+        if capfile and capfile.exists():
+            uncaptured = f"{capfile.name} holds no packet of the server's port"
+        elif res.pcap:
+            uncaptured = f"no capture: {res.pcap.name} was not written"
         res.status = RunStatus.FAIL if problems else RunStatus.PASS
         res.reason = "; ".join(problems) or f"{sum(p.stat().st_size for p in inputs)} bytes delivered intact"
         if problems:
             ctx = Context(case, set(res.dropped), res.client_leg)  # the wire rules name who spoiled the exchange
-            res.diagnosis = diagnose([p.role() for p in procs], res.conns, t0_wall, res.client_leg, res.stopped, ctx)
+            res.diagnosis = diagnose(
+                [p.role() for p in procs], res.conns, t0_wall, res.client_leg, res.stopped, ctx, uncaptured
+            )
             # a crash line (or the cap it hit) replaces the bare exit status it explains
             findings = res.diagnosis.findings
             problems = [next((f for f in findings if f.startswith((f"{p}: ", f"{p} ("))), p) for p in problems]
