@@ -1,4 +1,5 @@
-"""The loss relay with plain UDP sockets standing in for the two stacks."""
+"""The loss relay with plain UDP sockets standing in for the two stacks; and the wrap case through
+it with a pair whose handshake the relay cannot read."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import socket
 from pathlib import Path
 
 from crafted import decode_as
+from script_stack import script_stack
+from udtconf.family import RUNS
+from udtconf.runner import InteropRunner, RunStatus
 from udtconf.seq import MAX, incseq
 from udtconf.udt.relay import LossRelay, wrap_target
 from udtconf.udt.wire import Ack, DataPacket, Handshake, Nak, encode_loss_list
@@ -117,3 +121,79 @@ def test_drop_rexmit_drops_the_original_and_its_first_retransmission() -> None:
         got = [decode_as(DataPacket, server.recv(2048)).seq - isn for _ in range(5)]
     assert got == [0, 2, 4, 3, 1]  # only the second retransmission of 3 gets through
     assert relay.dropped == [isn + 1, isn + 3, isn + 3]
+
+
+def test_the_relay_says_whether_the_server_saw_the_wrap() -> None:
+    server, client = _sock(), _sock()
+    isn = 1000
+    with LossRelay(server.getsockname(), isn_target=wrap_target(2)) as relay:
+        client.sendto(Handshake(isn=isn, socket_id=7).encode(), relay.address)
+        server.recv(2048)
+        for off in range(2):  # MAX - 1, MAX: not yet across
+            client.sendto(DataPacket(seq=isn + off, msg_no=1, dst_id=9).encode(), relay.address)
+            server.recv(2048)
+    assert relay.wrap_missed() == "no data packet numbered past the 2^31 wrap reached the server (2 passed on)"
+    with LossRelay(server.getsockname(), isn_target=wrap_target(2)) as relay:
+        client.sendto(Handshake(isn=isn, socket_id=7).encode(), relay.address)
+        server.recv(2048)
+        for off in range(3):  # MAX - 1, MAX, 0
+            client.sendto(DataPacket(seq=isn + off, msg_no=1, dst_id=9).encode(), relay.address)
+            server.recv(2048)
+    assert relay.wrap_missed() is None
+
+
+def test_a_handshake_too_short_for_an_isn_moves_nothing_and_the_relay_says_so() -> None:
+    # issue 41: a stack whose handshake body is 28 bytes, not 4.x's 48, went through the wrap
+    # relay untouched, and its wrap cell passed although nothing had wrapped
+    server, client = _sock(), _sock()
+    with LossRelay(server.getsockname(), isn_target=wrap_target(100)) as relay:
+        client.sendto(Handshake(isn=1000, socket_id=7).encode()[:44], relay.address)
+        assert len(server.recv(2048)) == 44
+        for off in range(150):
+            client.sendto(DataPacket(seq=1000 + off, msg_no=1, dst_id=9).encode(), relay.address)
+            assert decode_as(DataPacket, server.recv(2048)).seq == 1000 + off  # not moved
+    assert relay.wrap_missed() == (
+        "the relay saw only handshakes of 44 bytes from the client, not UDT4's 64 (§5.1): with no ISN to "
+        "read it moved no sequence number, so the server never saw the 2^31 wrap"
+    )
+
+
+# Both roles of a stack whose handshake has a 28-byte body (44-byte datagrams): the client sends
+# INPUT's packets twice (the wrap relay drops three of them once each), then a Shutdown; the
+# server writes them in order once it has that Shutdown.
+SHORT_HANDSHAKE_PAIR = r"""
+import os, socket, struct, time
+if os.environ["TESTCASE"] != "wrap":
+    raise SystemExit(127)
+HDR = struct.Struct("!IIII")
+SHUTDOWN = 0x80050000
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+if os.environ["ROLE"] == "server":
+    s.bind((os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"])))
+    s.settimeout(20)
+    got = {}
+    while (pkt := s.recvfrom(65535)[0]) and HDR.unpack_from(pkt)[0] != SHUTDOWN:
+        if not HDR.unpack_from(pkt)[0] & 0x80000000:
+            got.setdefault(HDR.unpack_from(pkt)[0], pkt[16:])
+    with open(os.environ["OUTPUT"], "wb") as out:
+        out.write(b"".join(got[k] for k in sorted(got)))
+else:
+    to = (os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"]))
+    s.sendto(HDR.pack(0x80000000, 0, 0, 0) + bytes(28), to)
+    data = open(os.environ["INPUT"], "rb").read()
+    chunks = [data[i : i + 1456] for i in range(0, len(data), 1456)]
+    for _ in range(2):
+        for k, chunk in enumerate(chunks):
+            s.sendto(HDR.pack(1000 + k, 0, 0, 0) + chunk, to)
+            time.sleep(0.0002)
+    time.sleep(0.2)
+    s.sendto(HDR.pack(SHUTDOWN, 0, 0, 0), to)
+"""
+
+
+def test_a_wrap_case_that_never_wrapped_is_inconclusive(tmp_path: Path) -> None:
+    stack = script_stack(tmp_path, "shorths", SHORT_HANDSHAKE_PAIR, ["wrap"])
+    res = InteropRunner(RUNS, tmp_path / "results", capture=False).run(stack, stack, "wrap")
+    assert res.status == RunStatus.INCONCLUSIVE, res.reason
+    assert res.reason.startswith("inconclusive: the relay saw only handshakes of 44 bytes"), res.reason
+    assert res.reason.endswith("bytes delivered intact"), res.reason

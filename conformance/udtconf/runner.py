@@ -71,6 +71,9 @@ class RunStatus(StrEnum):
     FAIL = "fail"
     UNSUPPORTED = "unsupported"  # a stack does not claim the case, or a role exited 127
     SKIPPED = "skipped"  # not run: a stack not built, the pair's handshake failed
+    # it ran and nothing failed, but it did not exercise what the case is named for (a wrap case
+    # whose relay could not move the numbers): not a pass, and nothing the stacks are failed for
+    INCONCLUSIVE = "inconclusive"
 
 
 @dataclass

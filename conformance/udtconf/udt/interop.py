@@ -189,6 +189,12 @@ class UdtRun:
                 problems[0] = f"then {problems[0]}"
             more = [f for f in findings if f not in problems + lead][:3]
             res.reason = "; ".join(lead + problems + more)
+        if relay and (missed := relay.wrap_missed()):
+            # a case that did not exercise what it is named for is inconclusive, never a pass
+            if res.status == RunStatus.PASS:
+                res.status, res.reason = RunStatus.INCONCLUSIVE, f"inconclusive: {missed}; {res.reason}"
+            else:
+                res.reason += f"; the {case} case was not exercised: {missed}"
         (logdir / "result.json").write_text(json.dumps(res.to_json(), indent=2, ensure_ascii=False))
         return res
 

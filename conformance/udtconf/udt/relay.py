@@ -14,7 +14,10 @@ socket, so several connections through one relay stay apart.
 * ``isn_target`` — if set, the relay rewrites sequence numbers so that the client's ISN appears
   to the server as ``isn_target``: handshake ISNs and data sequence numbers on the way in; ACK
   numbers, NAK words and the response ISN on the way out (the client gets its own ISN word
-  back, all 32 bits). Both stacks see a consistent connection.
+  back, all 32 bits). Both stacks see a consistent connection. The relay moves numbers only once
+  it has read the ISN from a UDT4 handshake (64 bytes); :meth:`LossRelay.wrap_missed` says
+  afterwards whether the server saw a number past the 2^31 wrap, and if not, why — a case that
+  never crossed it has not tested it.
 
 Without ``isn_target`` the relay is transparent: it changes no byte of what it passes on, so a
 client whose handshake carries an ISN or socket ID outside the 31-bit range (UDT4.md §3.3, §4)
@@ -68,6 +71,9 @@ class _Flow:
     delta: int = 0  # the shift; 0: numbers pass untouched
     isn_sent: int | None = None  # that ISN as the relay passed it on (shifted)
     seen: dict[int, int] = field(default_factory=dict)
+    short_handshakes: list[int] = field(default_factory=list)  # sizes of those too short for an ISN word
+    data_passed: int = 0  # data packets passed on to the server
+    wrapped: bool = False  # one of them was numbered past the wrap of the shifted ISN
 
 
 class LossRelay(Relay):
@@ -158,7 +164,12 @@ class LossRelay(Relay):
                         self.dropped.append(new_seq)
                     return
                 _W.pack_into(pkt, 0, new_seq)
-            elif (w0 >> 16) & 0x7FFF == 0 and len(pkt) >= 64:  # handshake: word 2 of the body = ISN
+                flow.data_passed += 1
+                if flow.isn_sent is not None and new_seq < flow.isn_sent:
+                    flow.wrapped = True  # past 0x7fffffff, as the server numbers them
+            elif (w0 >> 16) & 0x7FFF == 0 and len(pkt) < 64:  # not UDT4's 48-byte body: no ISN to read
+                flow.short_handshakes.append(len(pkt))
+            elif (w0 >> 16) & 0x7FFF == 0:  # handshake: word 2 of the body = ISN
                 isn = _W.unpack_from(pkt, 24)[0]
                 if flow.isn is None:
                     flow.isn = isn
@@ -179,6 +190,25 @@ class LossRelay(Relay):
             self._queue.append((self._next_release, flow, bytes(pkt)))
             return
         self._forward(flow, bytes(pkt))
+
+    def wrap_missed(self) -> str | None:
+        """Why no data packet numbered past the 2^31 wrap reached the server, in words; None when
+        one did (or when no shift was asked for). Read once the relay is closed."""
+        flows = list(self._flows.values())
+        if self.isn_target is None or any(f.wrapped for f in flows):
+            return None
+        if not any(f.isn_sent is not None for f in flows):
+            short = sorted({n for f in flows for n in f.short_handshakes})
+            if short:
+                sizes = ", ".join(str(n) for n in short)
+                return (
+                    f"the relay saw only handshakes of {sizes} bytes from the client, not UDT4's 64 "
+                    "(§5.1): with no ISN to read it moved no sequence number, so the server never saw "
+                    "the 2^31 wrap"
+                )
+            return "the relay saw no handshake from the client: it moved no sequence number"
+        passed = sum(f.data_passed for f in flows)
+        return f"no data packet numbered past the 2^31 wrap reached the server ({passed} passed on)"
 
     def _drops(self, off: int) -> int:
         """How many copies of the packet at offset ``off`` are dropped."""
