@@ -13,12 +13,13 @@ and leaves ``probe.log`` and ``probe.pcap`` in its directory, which the report l
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 from script_stack import script_stack
 from udtconf.udt.peer import ClientSession, Wire
-from udtconf.udt.tester import ABSURD_HANDSHAKES, PROBES, Probe, _whole_messages, run_probe
+from udtconf.udt.tester import ABSURD_HANDSHAKES, DEADLINES, PROBES, Probe, _whole_messages, run_probe
 from udtconf.udt.wire import Ack, Handshake
 from udtharness.pcap import read_udp
 from udtharness.stacks import Stack
@@ -195,3 +196,37 @@ def test_the_tester_ignores_an_ack_beyond_what_it_sent() -> None:
         assert sess.last_ack == 105
     finally:
         w.close()
+
+
+# A listener that never stops sending: every address it hears from gets a keep-alive every 10 ms.
+NEVER_QUIET = r"""
+import os, select, socket, struct
+if os.environ["TESTCASE"] != "transfer":
+    raise SystemExit(127)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"])))
+heard = set()
+while True:
+    if select.select([s], [], [], 0.01)[0]:
+        heard.add(s.recvfrom(65535)[1])
+    for a in heard:
+        s.sendto(struct.pack("!IIII", 0x80010000, 0, 0, 0), a)
+"""
+
+
+def test_a_probe_ends_at_its_deadline_however_the_stack_behaves(tmp_path: Path) -> None:
+    # issue 41: server/malformed-then-serve waited 20 minutes for such a listener to go quiet
+    probe = next(p for p in PROBES if p.id == "server/malformed-then-serve")
+    t0 = time.monotonic()
+    res = run_probe(
+        script_stack(tmp_path, "chatty", NEVER_QUIET, ["transfer"]), probe, tmp_path / "probe", deadline=3.0
+    )
+    wall = time.monotonic() - t0
+    assert res.failed
+    assert res.details.startswith("ran into its 3 s deadline, still waiting on the stack in _serve_transfer()")
+    assert res.details.endswith("the stack was stopped there")
+    assert wall < 3.0 + 5.0, f"{wall:.1f} s: the deadline did not hold"  # a bound on a hang, not a speed
+
+
+def test_every_deadline_is_a_probe_s() -> None:
+    assert set(DEADLINES) <= {p.id for p in PROBES}

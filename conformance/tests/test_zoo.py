@@ -20,19 +20,22 @@ the whole table (defect × reference × role: verdict, culprit, reason) is print
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from udtconf import expectations
-from udtconf.active import Outcome
+from udtconf.active import Outcome, ProbeResult
 from udtconf.checks import Inconclusive
 from udtconf.family import RUNS
 from udtconf.runner import InteropRunner, RunStatus
 from udtconf.udt.checks import Context, rules_for
 from udtconf.udt.interop import UdtRunResult
-from udtconf.udt.tester import PROBES, run_probe
+from udtconf.udt.tester import PROBES, Probe, deadline_of, run_probe
+from udtharness import processes
 from udtharness.capture import can_capture
 from udtharness.stacks import Stack, registry
 from zoo import DEFECTS, Defect, make_stack
@@ -212,3 +215,62 @@ def test_no_probe_passes_a_stack_that_crashed(defect: Defect, probe_id: str, tmp
     assert re.search(r" log: |exit \d|killed|crash", res.details), (
         f"the failure does not say how it crashed: {res.details}"
     )
+
+
+# What a probe may take past its deadline to unwind: stop the stack's processes (2 s of grace
+# each), write probe.log. A bound on a hang, not a measure of speed.
+DEADLINE_MARGIN = 10.0
+
+
+def _in_a_thread(stack: Stack, probe: Probe, workdir: Path) -> tuple[threading.Thread, list[ProbeResult]]:
+    """``probe`` run against ``stack`` in a thread of its own (started), and where its result will be."""
+    done: list[ProbeResult] = []
+    worker = threading.Thread(target=lambda: done.append(run_probe(stack, probe, workdir)), daemon=True)
+    worker.start()
+    return worker, done
+
+
+def test_no_probe_runs_past_its_deadline_against_a_stack_that_never_stops_sending(tmp_path: Path) -> None:
+    """Issue 41: two probes waited for a stack to go quiet, one for 20 minutes. Against a listener
+    that never stops sending, every probe its test cases allow ends within its deadline plus
+    :data:`DEADLINE_MARGIN`; each runs in a thread of its own, so that one that hangs fails the
+    test instead of holding it."""
+    defect = next(d for d in DEFECTS if d.name == "always-sending")
+    zoo = make_stack(tmp_path / "stacks", defect)
+    walls: list[tuple[float, str]] = []
+    late = []
+    for probe in PROBES:
+        if not zoo.supports(probe.testcase):
+            print(f"{probe.id:40} skipped: TESTCASE={probe.testcase} not listed")
+            continue
+        deadline = deadline_of(probe)
+        before = len(processes.started())
+        t0 = time.monotonic()
+        worker, done = _in_a_thread(zoo, probe, tmp_path / "probes" / probe.id.replace("/", "_"))
+        worker.join(deadline + DEADLINE_MARGIN)
+        wall = time.monotonic() - t0
+        if worker.is_alive():  # stop the stack, so that the stuck probe ends before the next starts
+            late.append(f"{probe.id}: still running {wall:.0f} s in, past its {deadline:.0f} s deadline")
+            for proc in processes.started()[before:]:
+                processes.stop(proc)
+            worker.join(30)
+        walls.append((wall, probe.id))
+        print(f"{probe.id:40} {wall:6.1f} s of {deadline:3.0f} s  {done[0].verdict if done else '(no result)'}")
+    wall, longest = max(walls)
+    print(f"longest: {longest}, {wall:.1f} s")
+    assert not late, "\n".join(late)
+
+
+def test_the_absurd_handshake_probe_fails_a_stack_that_accepts_mss_0(tmp_path: Path) -> None:
+    """Issue 41: a listener that took MSS 0, answered with a response the suite could not decode
+    and streamed ACKs passed server/handshake-absurd-mss-ffs, its answer counted as none."""
+    defect = next(d for d in DEFECTS if d.name == "accepts-mss-0")
+    zoo = make_stack(tmp_path / "stacks", defect)
+    probe = next(p for p in PROBES if p.id == "server/handshake-absurd-mss-ffs")
+    workdir = tmp_path / "probe"
+    res = run_probe(zoo, probe, workdir)
+    print(f"\n{probe.id}: {res.verdict}\n  " + "\n  ".join(res.notes))
+    logs = "".join(p.read_text(errors="replace") for p in workdir.glob("*/server.log"))
+    assert "zoo: accepted MSS 0" in logs, "the zoo stack never took MSS 0: the probe shows nothing"
+    assert res.outcome == Outcome.FAIL, f"{probe.id} {res.outcome} with {zoo.name}, which accepted MSS 0"
+    assert "MSS 0: accepted (MSS below 76)" in res.details, res.details

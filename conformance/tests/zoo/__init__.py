@@ -42,6 +42,19 @@ memory-growth      at the same moment, a loop that maps 32      hs        both  
                    sets RLIMIT_DATA 2 GiB itself where the
                    suite set no cap: it never takes the host)
 buffered-output    the receiver writes OUTPUT only at its exit  hs        server  pass      –
+always-sending     never stops sending: from the first packet   hs        server  fail      "still running"
+                   an address sends it (decodable or not), a
+                   keep-alive to that address every 20 ms,
+                   forever, also after its connection closed;
+                   it ends only when killed
+accepts-mss-0      takes a request's MSS as is, even 0 (no      hs        server  pass      probe server/
+                   floor of 76, §6.1 TC): its response to an                                handshake-absurd-
+                   MSS below 76 is cut to 44 bytes, then it                                 mss-ffs fails,
+                   ACKs that address every 10 ms; the                                       naming MSS 0
+                   references' MSS 1500 meets no defect
+bound-v6-only      its listener is an AF_INET6 socket on        hs        server  pass      – (judged, not
+                   ``::`` (Java's default): the port shows in                               failed at
+                   /proc/net/udp6 only                                                      readiness)
 =================  ===========================================  ========  ======  ========  ===================
 
 (hs: ``handshake``, 1 KiB; tr: ``transfer``, 2 MiB; ``loss``: 1 MiB through the suite's
@@ -53,6 +66,11 @@ contract's "write OUTPUT as data arrives" matters only when the suite has to sto
 this stack alone gives it no reason to; the zoo keeps it to show that the suite neither fails
 nor blames anyone for it. The crashing stacks print :data:`~zoo.peer.CRASH_MARK` when their
 defect strikes, so that the test knows, independently of the suite, that the stack crashed.
+
+Three stacks of issue 41 meet the active tester as well: ``always-sending`` meets every probe
+its test cases allow, and each must end within its deadline (two probes once waited minutes for
+such a stack to go quiet); ``accepts-mss-0`` meets ``server/handshake-absurd-mss-ffs``, which
+must fail it naming MSS 0; ``bound-v6-only``'s cells must be judged, not failed at readiness.
 """
 
 from __future__ import annotations
@@ -97,6 +115,9 @@ DEFECTS = [
     Defect("hang-on-close", BOTH, HS, "fail", says="still running"),
     Defect("memory-growth", BOTH, HS, "fail", says="MemoryError|memory", crashes=True),
     Defect("buffered-output", ("server",), HS, "pass"),
+    Defect("always-sending", ("server",), HS, "fail", says="still running"),
+    Defect("accepts-mss-0", ("server",), HS, "pass"),
+    Defect("bound-v6-only", ("server",), HS, "pass"),
 ]
 
 

@@ -16,7 +16,9 @@ import mmap
 import os
 import resource
 import signal
+import socket
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +35,7 @@ from udtconf.udt.wire import (  # noqa: E402
     Handshake,
     KeepAlive,
     Nak,
+    Packet,
     Shutdown,
     WireError,
     encode_loss_list,
@@ -46,6 +49,8 @@ IDLE_EXIT = 20.0  # s without a packet: a role gives up
 NO_PROGRESS = 8.0  # s without an ACK moving: the client gives up
 MEMORY_BACKSTOP = 2 << 30  # RLIMIT_DATA when the suite set no cap: the zoo never takes the host's memory
 CRASH_MARK = "zoo: the defect strikes now"
+MIN_MSS = 76  # the smallest MSS a listener may accept (§6.1 TC, §13)
+ACCEPTS_MSS_0_RESPONSE = 16 + 28  # accepts-mss-0's response to an MSS below MIN_MSS: cut to 44 bytes
 
 
 def fatal_dump() -> None:
@@ -69,6 +74,7 @@ class Defect:
     def __init__(self, name: str) -> None:
         self.name = name
         self.hoard: list[mmap.mmap] = []
+        self.server_wire: DefectWire | None = None
 
     def strike(self) -> None:
         """The crashing defects' moment: the first data packet (server) or the first ACK (client)."""
@@ -94,6 +100,19 @@ class Defect:
                     chunk[page] = 0xA5
                 self.hoard.append(chunk)
 
+    def wire(self, bind: tuple[str, int]) -> Wire:
+        """The server's socket: where the defects of the listener's socket live (:class:`DefectWire`)."""
+        if self.name in ("bound-v6-only", "always-sending", "accepts-mss-0"):
+            self.server_wire = DefectWire(bind, self.name)
+            return self.server_wire
+        return Wire(bind)
+
+    def go_on(self) -> None:
+        """always-sending: whatever ended the role, its socket goes on sending, until killed."""
+        if self.name == "always-sending" and self.server_wire is not None:
+            while True:
+                time.sleep(1)
+
     def hang(self) -> None:
         """hang-on-close: close() never returns, and SIGTERM does not help."""
         if self.name == "hang-on-close":
@@ -101,6 +120,82 @@ class Defect:
             print("zoo: closing …", file=sys.stderr, flush=True)
             while True:
                 time.sleep(1)
+
+
+class DefectWire(Wire):
+    """The listener's socket with the defect of issue 41 that lives there:
+
+    * ``bound-v6-only``: an AF_INET6 socket on ``::`` (dual-stack, as Java binds by default),
+      so the port shows in ``/proc/net/udp6`` only and IPv4 peers arrive as ``::ffff:a.b.c.d``;
+    * ``always-sending`` (never stops sending): every address it ever heard from (a packet decodable or not)
+      gets a keep-alive every 20 ms, from then on, forever — addressed to the socket ID the
+      address last named in a handshake, 0 if none;
+    * ``accepts-mss-0``: takes a request's MSS as is, even below 76 (no floor, §6.1 TC); its
+      final response to one comes out cut to 44 bytes (its datagram buffer is sized from the
+      MSS), and from then on it ACKs that address every 10 ms, data or not.
+    """
+
+    def __init__(self, bind: tuple[str, int], name: str) -> None:
+        self.name = name
+        if name == "bound-v6-only":
+            super().__init__(("127.0.0.1", 0))
+            self.sock.close()
+            self.sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+            self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            self.sock.bind(("::", bind[1]))
+            self.addr = self.sock.getsockname()[:2]
+        else:
+            super().__init__(bind)
+        self.lock = threading.Lock()
+        self.acking: set[tuple[str, int]] = set()
+        if name == "always-sending":
+            threading.Thread(target=self.babble, daemon=True).start()
+
+    def send(self, pkt: Packet | bytes, to: tuple[str, int]) -> None:
+        if self.name == "accepts-mss-0" and isinstance(pkt, Handshake) and pkt.req_type == -1 and pkt.mss < MIN_MSS:
+            with self.lock:
+                super().send(pkt.encode()[:ACCEPTS_MSS_0_RESPONSE], to)
+            print(f"zoo: accepted MSS {pkt.mss}", file=sys.stderr, flush=True)
+            if to not in self.acking:  # the response again, to a repeated request: the ACKs run already
+                self.acking.add(to)
+                threading.Thread(target=self.ack_forever, args=(pkt, to), daemon=True).start()
+            return
+        with self.lock:
+            super().send(pkt, to)
+
+    def babble(self) -> None:
+        heard: dict[tuple[str, int], int] = {}
+        seen = 0
+        while True:
+            for _, src, p in self.log[seen:]:
+                heard[src] = p.socket_id if isinstance(p, Handshake) else heard.get(src, 0)
+                seen += 1
+            for addr, dst in list(heard.items()):
+                try:
+                    with self.lock:
+                        super().send(KeepAlive(dst_id=dst), addr)
+                except OSError:
+                    pass
+            time.sleep(0.02)
+
+    def ack_forever(self, resp: Handshake, to: tuple[str, int]) -> None:
+        for k in range(1, 1 << 30):
+            try:
+                with self.lock:
+                    ack = Ack(
+                        dst_id=resp.dst_id,
+                        ack_seq_no=k,
+                        ack_no=resp.isn,
+                        rtt=10_000,
+                        rtt_var=5_000,
+                        avail_buffer=8192,
+                        arrival_speed=0,
+                        link_capacity=0,
+                    )
+                    super().send(ack, to)
+            except OSError:
+                return
+            time.sleep(0.01)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,7 +320,7 @@ class Receiver:
 
 
 def server(defect: Defect) -> int:
-    wire = Wire((os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"])))
+    wire = defect.wire((os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"])))
     rcv = Receiver(wire, defect, Path(os.environ["OUTPUT"]))
     rcv.accept()
     rcv.serve()
@@ -300,7 +395,10 @@ def main() -> int:
     defect = Defect(sys.argv[1])
     if os.environ.get("TESTCASE") not in CASES:
         return 127
-    return server(defect) if os.environ["ROLE"] == "server" else client(defect)
+    try:
+        return server(defect) if os.environ["ROLE"] == "server" else client(defect)
+    finally:
+        defect.go_on()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 window, ACKs every 10 ms.
 
 * :class:`Wire` — a UDP socket that sends and receives UDT packets, logging what it saw and
-  writing every datagram to a pcap when given a recorder;
+  writing every datagram to a pcap when given a recorder; given a ``deadline`` it waits for
+  nothing past it (:class:`DeadlinePassed`), so no loop of the tester's on it can outlive a probe;
 * :func:`connect` and :class:`ClientSession` — the peer as a client: the cookie round, then a
   STREAM transfer with retransmission on NAK;
 * :class:`ListenerSession` — the peer as a listener and receiver: it accepts one connection,
@@ -45,17 +46,28 @@ Addr = tuple[str, int]
 PAYLOAD = 1456
 
 
+class DeadlinePassed(Exception):
+    """A wait asked for past its deadline (a receive on a :class:`Wire`): raised instead of
+    waiting, so that whatever loop waited ends there, however the peer behaves. Not a
+    TimeoutError: code that takes a timeout as the peer's answer must not swallow it."""
+
+
 class Wire:
     """A UDP socket that sends and receives UDT packets, keeping a log of what it saw and, with
-    a ``recorder``, writing every datagram it sends and receives to a pcap."""
+    a ``recorder``, writing every datagram it sends and receives to a pcap. ``deadline``
+    (``time.monotonic()``): no receive waits past it, and one asked for after it raises
+    :class:`DeadlinePassed`."""
 
-    def __init__(self, bind: Addr = ("127.0.0.1", 0), recorder: PcapWriter | None = None) -> None:
+    def __init__(
+        self, bind: Addr = ("127.0.0.1", 0), recorder: PcapWriter | None = None, deadline: float | None = None
+    ) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.sock.bind(bind)
         self.addr: Addr = self.sock.getsockname()
         self.log: list[tuple[float, Addr, Packet | WireError]] = []
         self.recorder = recorder
+        self.deadline = deadline
 
     def send(self, pkt: Packet | bytes, to: Addr) -> None:
         raw = bytes(pkt) if isinstance(pkt, (bytes, bytearray)) else pkt.encode()
@@ -66,6 +78,10 @@ class Wire:
     def recv(self, timeout: float) -> tuple[Packet, Addr] | None:
         """Next decodable packet within ``timeout`` (undecodable ones are logged and skipped)."""
         deadline = time.monotonic() + timeout
+        if self.deadline is not None:
+            if time.monotonic() >= self.deadline:
+                raise DeadlinePassed(f"a receive on {self.addr[0]}:{self.addr[1]} past the wire's deadline")
+            deadline = min(deadline, self.deadline)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:

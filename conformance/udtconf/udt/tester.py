@@ -17,18 +17,29 @@ probe's directory as ``LOGDIR`` (a subdirectory each for the probes that start s
 probe's directory also gets ``probe.pcap`` (every datagram the tester sent and received,
 written by the tester itself, so no root is needed) and ``probe.log`` (the verdict, the notes,
 and the end of the stack's own log with any crash line, :mod:`udtconf.diagnosis`).
+
+Every probe runs under a deadline of its own (:data:`PROBE_DEADLINE`, longer for the probes in
+:data:`DEADLINES`), above the sum of the waits it may legitimately sit out, and enforced outside
+the probe's code: its tester sockets wait for nothing past it (:class:`~udtconf.udt.peer.Wire`
+raises :class:`~udtconf.udt.peer.DeadlinePassed`), no stack process is started after it, and a
+watchdog stops the stack's processes when it passes. A probe that reaches its deadline fails
+with a line that says so and where it was waiting: a stack that never stops sending, or never
+answers, cannot hold up a run.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 
+from udtharness import processes
 from udtharness.ports import free_udp_port, udp_port_bound
 from udtharness.stacks import Stack, stop
 from udtharness.testdata import random_file
@@ -38,7 +49,7 @@ from ..active import Outcome, ProbeResult
 from ..diagnosis import exit_text, log_crash, log_tail
 from ..seq import MAX, incseq, seqoff
 from .cases import CASES
-from .peer import PAYLOAD, Addr, ClientSession, ListenerSession, Wire, connect, new_socket_id
+from .peer import PAYLOAD, Addr, ClientSession, DeadlinePassed, ListenerSession, Wire, connect, new_socket_id
 from .wire import (
     Ack,
     Ack2,
@@ -49,6 +60,7 @@ from .wire import (
     KeepAlive,
     MsgDropRequest,
     Shutdown,
+    WireError,
     encode_loss_list,
     encode_raw_control,
     peer_ip_field,
@@ -57,9 +69,19 @@ from .wire import (
 
 @dataclass
 class ProbeEnv(active.ProbeEnv):
+    deadline: float = float("inf")  # time.monotonic() at which the probe's time is up (run_probe)
+
     def wire(self, bind: Addr = ("127.0.0.1", 0)) -> Wire:
-        """A tester socket whose datagrams go to the probe's pcap."""
-        return Wire(bind, self.recorder)
+        """A tester socket whose datagrams go to the probe's pcap, and which waits for nothing
+        past the probe's deadline."""
+        return Wire(bind, self.recorder, deadline=self.deadline)
+
+    def left(self) -> float:
+        """Seconds to the probe's deadline; DeadlinePassed once it has passed."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlinePassed("the probe's deadline passed")
+        return left
 
 
 Probe = active.Probe[ProbeEnv]
@@ -74,6 +96,7 @@ class _StackServer:
     connections, OUTPUT a directory)."""
 
     def __init__(self, env: ProbeEnv, workdir: Path | None = None) -> None:
+        env.left()  # no new stack process past the probe's deadline
         self.port = free_udp_port()
         self.addr: Addr = ("127.0.0.1", self.port)
         case = env.probe.testcase
@@ -89,7 +112,7 @@ class _StackServer:
         self.proc = env.stack.start(
             "server", case, self.workdir, SERVER_ADDR="127.0.0.1", SERVER_PORT=self.port, OUTPUT=self.output, **extra
         )
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + min(5.0, env.left())
         while not udp_port_bound(self.port) and time.monotonic() < deadline and self.proc.poll() is None:
             time.sleep(0.02)
         time.sleep(0.05)
@@ -142,6 +165,9 @@ def _serve_transfer(
             wire.close()
 
 
+ANSWERS_WINDOW = 2.0  # s: how long the tester collects answers to packets that deserve none
+
+
 @probe(
     "server/malformed-then-serve",
     "2, 6.1",
@@ -172,8 +198,11 @@ def _malformed(env: ProbeEnv) -> ProbeResult:
         for j in junk:
             w.send(j, srv.addr)
         answers = []
-        while (got := w.recv(0.3)) is not None:
+        until = time.monotonic() + ANSWERS_WINDOW
+        while (left := until - time.monotonic()) > 0 and (got := w.recv(min(0.3, left))) is not None:
             answers.append(got[0])
+        if left <= 0:
+            notes.append(f"the listener was still sending {ANSWERS_WINDOW:.0f} s after the malformed packets")
         if answers:
             notes.append(f"listener answered {len(answers)} malformed packet(s): {[type(a).__name__ for a in answers]}")
         w.close()
@@ -217,8 +246,10 @@ def _flood(env: ProbeEnv) -> ProbeResult:
                 w.send(req, srv.addr)
             time.sleep(0.005)  # a burst per round, not one 200-packet spike into a 4.11 socket
         deadline = time.monotonic() + 1.0
-        for w in wires:
-            while (got := w.recv(max(0.0, deadline - time.monotonic()) or 0.01)) is not None:
+        for w in wires:  # after the second, only what is queued: a stack that never stops sending is cut off
+            while time.monotonic() < deadline + 1.0 and (
+                (got := w.recv(max(0.0, deadline - time.monotonic()) or 0.01)) is not None
+            ):
                 h = got[0]
                 if isinstance(h, Handshake) and h.req_type == 1 and h.dst_id == h.socket_id:
                     replies += 1
@@ -443,6 +474,7 @@ class _StackClient:
     def __init__(
         self, env: ProbeEnv, size: int = 400 * PAYLOAD, workdir: Path | None = None, lst: ListenerSession | None = None
     ) -> None:
+        env.left()  # no new stack process past the probe's deadline
         self.wire = lst.wire if lst else env.wire()
         self.workdir = workdir or env.workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -922,7 +954,8 @@ def _completed_flood(env: ProbeEnv) -> ProbeResult:
                         srv.addr,
                     )
             for i, w in enumerate(wires):
-                while i not in cookies and (got := w.recv(0.2)) is not None:
+                until = time.monotonic() + 0.5  # the reply, not whatever else the stack keeps sending
+                while i not in cookies and time.monotonic() < until and (got := w.recv(0.2)) is not None:
                     if isinstance(got[0], Handshake) and got[0].req_type == 1:
                         cookies[i] = got[0].cookie
         if len(cookies) < len(wires):
@@ -933,7 +966,10 @@ def _completed_flood(env: ProbeEnv) -> ProbeResult:
         owner = {sid: w for w, cs in zip(wires, clients, strict=True) for sid, _ in cs}
 
         def drain(w: Wire, wait: float) -> None:
-            while (got := w.recv(wait)) is not None:
+            """The answers queued on ``w``, for at most 10 × ``wait`` (a stack that never stops
+            sending is cut off; what is left is read by the next drain)."""
+            until = time.monotonic() + 10 * wait
+            while time.monotonic() < until and (got := w.recv(wait)) is not None:
                 h = got[0]
                 if isinstance(h, Handshake) and h.req_type in (-1, 1002) and h.dst_id not in answers:
                     answers[h.dst_id] = h
@@ -1000,6 +1036,21 @@ def _slug(label: str) -> str:
     return label.lower().replace(" ", "-").replace("^", "")
 
 
+def _answers_past_the_cookie(w: Wire) -> str:
+    """What the stack sent ``w`` beyond cookie replies and rejections, in words ("" if nothing):
+    undecodable packets (with the first one's fault) and decodable ones by type."""
+    undecodable = [p for _, _, p in w.log if isinstance(p, WireError)]
+    kinds: dict[str, int] = {}
+    for _, _, p in w.log:
+        if isinstance(p, Handshake) and p.req_type in (1, 1002):
+            continue
+        if not isinstance(p, WireError):
+            kinds[type(p).__name__] = kinds.get(type(p).__name__, 0) + 1
+    parts = [f"{len(undecodable)} undecodable packet(s) ({undecodable[0]})"] if undecodable else []
+    parts += [f"{n} × {kind}" for kind, n in kinds.items()]
+    return ", ".join(parts)
+
+
 def _stack_crash(rc: int | None, log: Path) -> str:
     line = log_crash(log)
     return f"{_exit_desc(rc)}" + (f" ({line})" if line else "")
@@ -1010,8 +1061,9 @@ def _stack_crash(rc: int | None, log: Path) -> str:
     "6.1, 13",
     "server",
     "handshake requests with MSS 0, 1, 0xFFFFFFFF and flight flag size 0, 2^31, 0xFFFFFFFF at the "
-    "listener: no crash; an MSS below 76 is rejected (1002, §6.1 TC); one that is accepted answers "
-    "MSS ≤ 1500 and transfers 16 KiB intact",
+    "listener: no crash; an MSS below 76 is rejected (1002, §6.1 TC) or goes unanswered (an answer the "
+    "tester cannot decode, or ACKs without a response, take it); one that is accepted answers MSS ≤ 1500 "
+    "and transfers 16 KiB intact",
 )
 def _absurd_server(env: ProbeEnv) -> ProbeResult:
     srv: _StackServer | None = None
@@ -1024,15 +1076,25 @@ def _absurd_server(env: ProbeEnv) -> ProbeResult:
             try:
                 sess = connect(w, srv.addr, timeout=1.5, mss=mss, ffs=ffs, alive=srv.alive)
             except (ConnectionError, TimeoutError) as e:
+                until = time.monotonic() + (0.3 if isinstance(e, TimeoutError) else 0.0)
+                while (left := until - time.monotonic()) > 0:
+                    w.recv(left)  # what it goes on sending, if anything: ACKs of a connection it took
+                answered = _answers_past_the_cookie(w)
                 w.close()
                 time.sleep(0.1)
                 if not srv.alive():
                     outcomes.append(f"{label}: stack {_stack_crash(srv.proc.returncode, srv.workdir / 'server.log')}")
                     failures.append(f"{label}: crashed")
+                elif isinstance(e, ConnectionError):
+                    outcomes.append(f"{label}: rejected (1002)")
+                elif answered:
+                    # an answer the tester cannot take is still an answer: the stack took the request
+                    took = f"accepted (MSS below {MIN_MSS}): " if mss < MIN_MSS else ""
+                    outcomes.append(f"{label}: answered with {answered}, no response the tester could decode")
+                    failures.append(f"{label}: {took}answered with {answered}, no decodable response (§5.1, §6.1)")
+                    srv.close()  # the next value meets a fresh listener, not this connection
                 else:
-                    outcomes.append(
-                        f"{label}: " + ("rejected (1002)" if isinstance(e, ConnectionError) else "no answer")
-                    )
+                    outcomes.append(f"{label}: no answer")
                 continue
             if mss < MIN_MSS:
                 failures.append(f"{label}: accepted (MSS below {MIN_MSS})")
@@ -1146,8 +1208,69 @@ def _error_among_three(env: ProbeEnv) -> ProbeResult:
         srv.close()
 
 
-def run_probe(stack: Stack, p: Probe, workdir: Path) -> ProbeResult:
-    """Run one probe against a fresh process of ``stack`` in ``workdir`` (emptied first), and
-    write its ``probe.log`` and ``probe.pcap`` there."""
+# A probe's deadline: above the sum of the waits it may sit out against a stack that hangs or
+# stays silent (a 20 s transfer, 10 s for the stack to exit, 15 s for a sender to finish, 5 s to
+# bind, 2 s to stop each process), so that only a tester stuck on the stack meets it.
+PROBE_DEADLINE = 60.0
+DEADLINES = {  # the probes that start a fresh process for each of six handshakes
+    "server/handshake-absurd-mss-ffs": 150.0,  # each: bind 5 s, handshake 1.5 s, 16 KiB 5 s, exit 5 s, stop
+    "client/handshake-absurd-mss-ffs": 90.0,  # each: accept 3 s, finish 3 s, exit 1 s, stop
+}
+
+
+def deadline_of(p: Probe) -> float:
+    """The probe's deadline, in seconds from its start."""
+    return DEADLINES.get(p.id, PROBE_DEADLINE)
+
+
+def _waiting_in(exc: BaseException) -> str:
+    """Where the tester was waiting when its deadline passed: the innermost frame of ours."""
+    ours = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == __file__]
+    return f"in {ours[-1].name}(), tester.py:{ours[-1].lineno}" if ours else "at its end"
+
+
+def _with_deadline(p: Probe, seconds: float) -> Probe:
+    """``p`` under its deadline: its wires wait for nothing past it, no stack process starts after
+    it, a watchdog stops the processes it started when it passes, and a probe that met it fails
+    with a line that says so."""
+
+    def bounded(env: ProbeEnv) -> ProbeResult:
+        env.deadline = time.monotonic() + seconds
+        before = len(processes.started())
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            for proc in processes.started()[before:]:
+                if proc.poll() is None:
+                    stop(proc)
+
+        watchdog = threading.Timer(seconds, expire)
+        watchdog.daemon = True
+        watchdog.start()
+        waiting: str | None = None
+        try:
+            res = p.fn(env)
+        except DeadlinePassed as e:
+            waiting = _waiting_in(e)
+            res = env.result(Outcome.FAIL, "")
+        finally:
+            watchdog.cancel()
+        if waiting is None and not expired.is_set():
+            return res
+        said = [f"the probe alone said: {res.verdict}"] if waiting is None else []
+        where = f", still waiting on the stack {waiting}" if waiting else ""
+        return env.result(
+            Outcome.FAIL, f"ran into its {seconds:.0f} s deadline{where}: the stack was stopped there", said + res.notes
+        )
+
+    return replace(p, fn=bounded)
+
+
+def run_probe(stack: Stack, p: Probe, workdir: Path, deadline: float | None = None) -> ProbeResult:
+    """Run one probe against a fresh process of ``stack`` in ``workdir`` (emptied first), under its
+    deadline (:func:`deadline_of`, or ``deadline`` seconds), and write its ``probe.log`` and
+    ``probe.pcap`` there."""
     errors = (TimeoutError, ConnectionError)
-    return active.run_probe(stack, p, workdir, ProbeEnv, spec="UDT4.md", side=p.role, plays=p.role, errors=errors)
+    bounded = _with_deadline(p, deadline_of(p) if deadline is None else deadline)
+    return active.run_probe(stack, bounded, workdir, ProbeEnv, spec="UDT4.md", side=p.role, plays=p.role, errors=errors)
