@@ -235,6 +235,106 @@ def test_an_invalid_request_left_unanswered_names_the_client() -> None:
     assert "the server srvstack did not answer its 1 handshake(s)" in first
 
 
+# Another handshake version (issue 41: a pure-Java UDT): a 28-byte body, 44-byte datagrams, no
+# cookie round. The codec rejects them (udt4/2/decodable), which makes them the sender's fault.
+def short(h: Handshake) -> bytes:
+    return h.encode()[:44]
+
+
+SHORT_REQ = short(Handshake(isn=1, socket_id=CID, req_type=1, peer_ip=IP))
+SHORT_RESP = short(Handshake(isn=1, socket_id=SID, req_type=-1, dst_id=CID, peer_ip=IP))
+
+
+def test_requests_the_server_could_not_decode_name_the_client_not_a_deaf_server() -> None:
+    c = conn_of(*(("client", 0.5 * i, SHORT_REQ) for i in range(11)))
+    first, silent = wire_findings(c, NAMES, T0, ctx=HS_CTX)
+    assert first.startswith(
+        "the client clistack sent 11 handshake(s) the server srvstack could not decode (udt4/2/decodable: "
+        "handshake control information is 28 bytes, not 48"
+    )
+    assert "(frame 1, t=0.00 s, 44 bytes)" in first and "sent no handshake" not in first
+    assert silent == "the server srvstack sent nothing"
+
+
+def test_a_response_the_client_could_not_decode_is_an_answer_not_silence() -> None:
+    req = Handshake(isn=1, socket_id=CID, req_type=1, peer_ip=IP).encode()
+    c = conn_of(*(p for i in range(12) for p in (("client", 0.25 * i, req), ("server", 0.25 * i + 0.001, SHORT_RESP))))
+    (first, *_) = wire_findings(c, NAMES, T0, ctx=HS_CTX)
+    assert first.startswith(
+        "the server srvstack answered the client clistack's request with 12 handshake(s) the client could not "
+        "decode (udt4/2/decodable: handshake control information is 28 bytes, not 48"
+    )
+    assert "never answered" not in first
+
+
+def test_a_short_final_response_after_a_valid_cookie_round_names_the_listener() -> None:
+    request, reply, second, _ = handshake(100)
+    c = conn_of(request, reply, second, ("server", 0.003, SHORT_RESP), ("client", 0.25, second[2]))
+    (first, *_) = wire_findings(c, NAMES, T0, ctx=HS_CTX)
+    assert first.startswith(
+        "the server srvstack answered the client clistack's second-round request with 1 handshake(s) the client "
+        "could not decode"
+    )
+
+
+def test_a_crash_that_followed_the_peers_malformed_response_does_not_lead(tmp_path: Path) -> None:
+    # libudt 4.11 aborts on a 44-byte response (UDT4.md §5.1): the packet is the cause
+    (tmp_path / "c.log").write_text("terminate called after throwing an instance of 'CUDTException'\n")
+    req = Handshake(isn=1, socket_id=CID, req_type=1, peer_ip=IP).encode()
+    c = conn_of(("client", 0.0, req), ("server", 0.001, SHORT_RESP))
+    server = Role("server", "srvstack", None, tmp_path / "s.log", ended=T0 + 10.0)
+    after = diagnose([server, Role("client", "clistack", -6, tmp_path / "c.log", ended=T0 + 0.01)], [c], T0, ctx=HS_CTX)
+    assert after.culprit is not None and after.culprit.startswith("the server srvstack answered the client")
+    assert after.findings[0] == (
+        "client clistack killed by SIGABRT: terminate called after throwing an instance of 'CUDTException'"
+    )
+    # a crash before the packet (or at a time unknown) is not its consequence: it leads, as before
+    before = diagnose([server, Role("client", "clistack", -6, tmp_path / "c.log", ended=T0 - 1.0)], [c], T0, ctx=HS_CTX)
+    assert before.culprit is None
+    # nor does the sender's own crash give way to its packet
+    (tmp_path / "s.log").write_text("thread 'main' panicked at src/hs.rs:1:1:\nboom\n")
+    own = diagnose(
+        [
+            Role("server", "srvstack", 101, tmp_path / "s.log", ended=T0 + 1.0),
+            Role("client", "clistack", 1, tmp_path / "x"),
+        ],
+        [c],
+        T0,
+        ctx=HS_CTX,
+    )
+    assert own.culprit is None and own.findings[0].startswith("server srvstack exit 101")
+
+
+def test_a_listener_that_ignores_undecodable_requests_is_not_deaf(tmp_path: Path) -> None:
+    roles = [
+        Role("server", "srvstack", None, tmp_path / "s.log", ended=T0 + 12.0),
+        Role("client", "clistack", None, tmp_path / "c.log", ended=T0 + 12.0),
+    ]
+    c = conn_of(*(("client", 0.5 * i, SHORT_REQ) for i in range(20)))
+    d = diagnose(roles, [c], T0, ctx=HS_CTX)
+    assert d.culprit is not None and d.culprit.startswith("the client clistack sent 20 handshake(s)")
+    assert not [f for f in d.findings if "deaf" in f and "server" in f.split(":")[0]]
+
+
+def test_watch_names_a_client_whose_packets_the_server_cannot_decode(tmp_path: Path) -> None:
+    path = tmp_path / "cap.pcap"
+    with PcapWriter(path) as w:
+        for i in range(12):
+            w.write(T0 + 0.5 * i, CLI, SRV, SHORT_REQ)
+    watch = WireWatch(path, SRV, names={"server": "srvstack", "client": "clistack"})
+    watch.poll()
+    why = watch.verdict({"server": T0 - 0.5, "client": T0 - 0.1}, T0 + DEAF_AFTER + 0.1)
+    assert why is not None and "deaf" not in why
+    assert why.startswith("the client clistack sent 12 packet(s) in 5.1 s, none of which the server could decode")
+    # one packet it could decode, and a silent server is deaf again
+    with PcapWriter(path) as w:
+        w.write(T0, CLI, SRV, Handshake(isn=1, socket_id=CID, req_type=1).encode())
+    watch = WireWatch(path, SRV)
+    watch.poll()
+    again = watch.verdict({"server": T0 - 0.5, "client": T0 - 0.1}, T0 + DEAF_AFTER + 0.1)
+    assert again is not None and again.startswith("server alive but deaf")
+
+
 def test_diagnose_leads_with_the_spoiler_and_marks_the_peers_silence_as_what_followed(tmp_path: Path) -> None:
     # the server, stopped by the suite, went quiet 10 s before the end: after the client's bad
     # first packet, which is the culprit the one-line reason leads with (udtconf.udt.interop)

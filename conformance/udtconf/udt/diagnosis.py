@@ -10,7 +10,11 @@ processes' part (exits, crash lines, log tails, stats) is the family's :mod:`udt
   (:func:`udtconf.udt.checks.spoiled_packets`: a first data packet that is not the ISN, a payload
   over MSS − 44, a cookie reply that is not the request), and a reply is missed only where the
   request that asks for it was sent — else the side that sent the bad packet, or never sent the
-  request, is named;
+  request, is named. A handshake the codec rejects (another handshake version, a body short of
+  48 bytes, §5.1) is such a packet, never an absent one: a listener that ignores it is not deaf,
+  and a client that gets only such answers was answered, malformed. The spoiling packet also
+  outranks a crash of its receiver that followed it (libudt 4.11 aborts on a short response):
+  the crash is what it caused;
 * *alive but deaf*: a role still running that sent nothing for :data:`DEAF_AFTER` seconds. A
   healthy UDT endpoint is never that quiet: its EXP timer sends a keep-alive or a
   retransmission at least every few hundred milliseconds (§9.4).
@@ -37,8 +41,8 @@ from udtharness.pcap import parse_frame
 from ..diagnosis import Diagnosis, Role, crashed, exit_text, last_stats, log_crash, log_tail, stats_text
 from ..seq import MAX, seqcmp, seqoff
 from .checks import Context, Spoiled, spoiled_packets
-from .trace import Connection, Endpoint
-from .wire import DataPacket, Handshake, Nak, WireError
+from .trace import Connection, Endpoint, Record
+from .wire import ControlType, DataPacket, Handshake, Nak, WireError, decode
 
 # Why a failed run's diagnosis has no connection to read, where nothing more precise is known.
 NO_CAPTURE = "no capture of the server's port (capturing needs root)"
@@ -89,9 +93,9 @@ def wire_findings(
 
 def _wire(
     conn: Connection, names: Mapping[str, str], t0: float, client_leg: Connection | None, ctx: Context | None
-) -> tuple[list[str], tuple[str, str] | None]:
+) -> tuple[list[str], tuple[str, Record] | None]:
     """:func:`wire_findings`, and where their verdict rests on a spoiling packet, that verdict
-    and the side that sent the packet."""
+    and the packet."""
     srv, cli = f"server {names.get('server', '?')}", f"client {names.get('client', '?')}"
     own = client_leg or conn  # where the client's own sending shows
     out: list[str] = []
@@ -102,12 +106,15 @@ def _wire(
     if not own.records:
         return [f"nothing on the wire from the {cli}"], None
     spoiled = spoiled_packets(conn, ctx) if ctx is not None else []
+    culprit: tuple[str, Record] | None = None
     if not conn.data("client"):
-        out.append(_handshake_stall(conn, spoiled, srv, cli, at))
+        stall, spoiler = _handshake_stall(conn, spoiled, srv, cli, at)
+        out.append(stall)
+        culprit = (stall, spoiler) if spoiler else None
     else:
         out += _progress(conn, own, spoiled, srv, cli, at)
+        culprit = next(((f, s.record) for f in out[:1] for s in spoiled if _spoil_text(s, at) in f), None)
     out.append(_silence(own, srv, cli, at))
-    culprit = next(((f, s.record.sender) for f in out[:1] for s in spoiled if _spoil_text(s, at) in f), None)
     return out, culprit
 
 
@@ -115,35 +122,67 @@ def _spoil_text(s: Spoiled, at: Callable[[float], str]) -> str:
     return f"{s.rule}: {s.message} (frame {s.record.frame}, {at(s.record.time)})"
 
 
-def _handshake_stall(conn: Connection, spoiled: list[Spoiled], srv: str, cli: str, at: Callable[[float], str]) -> str:
+def _is_handshake(raw: bytes) -> bool:
+    """Whether a datagram's header says handshake (control bit, type 0), whatever its body (§3.2)."""
+    return len(raw) >= 2 and bool(raw[0] & 0x80) and (raw[0] << 8 | raw[1]) & 0x7FFF == ControlType.HANDSHAKE
+
+
+def _undecodable_handshakes(conn: Connection, side: str) -> list[Record]:
+    """The handshakes ``side`` sent that the codec rejects (udt4/2/decodable): another handshake
+    version, a body that is not 48 bytes (§5.1). Their receiver cannot read them: they are the
+    sender's fault, not absent."""
+    return [r for r in conn.by(side) if r.error is not None and _is_handshake(r.raw)]
+
+
+def _undecodable_text(records: list[Record], at: Callable[[float], str]) -> str:
+    first = records[0]
+    return f"udt4/2/decodable: {first.error} (frame {first.frame}, {at(first.time)}, {len(first.raw)} bytes)"
+
+
+def _handshake_stall(
+    conn: Connection, spoiled: list[Spoiled], srv: str, cli: str, at: Callable[[float], str]
+) -> tuple[str, Record | None]:
     """Where a connection without data stopped, and whose move it was: a reply is missed only
-    where the request that asks for it was sent and was valid."""
+    where the request that asks for it was sent and was valid. With it, the invalid or
+    undecodable handshake the verdict rests on, or None."""
     hs_c, hs_s = conn.handshakes("client"), conn.handshakes("server")
     bad = {
         side: next((s for s in spoiled if s.record.sender == side and isinstance(s.record.packet, Handshake)), None)
         for side in ("client", "server")
     }
     bad_c, bad_s = bad["client"], bad["server"]
+    junk_c, junk_s = _undecodable_handshakes(conn, "client"), _undecodable_handshakes(conn, "server")
     if not hs_c:
-        return f"the {cli} sent no handshake that reached the server"
+        if junk_c:
+            return (
+                f"the {cli} sent {len(junk_c)} handshake(s) the {srv} could not decode "
+                f"({_undecodable_text(junk_c, at)}) and none it could: nothing a UDT4 peer answers (§5.1, §6)"
+            ), junk_c[0]
+        return f"the {cli} sent no handshake that reached the server", None
+    if junk_s and not any(h.req_type in (-1, -2) for _, h in hs_s):
+        asked = "second-round request" if any(h.req_type == -1 for _, h in hs_c) else "request"
+        return (
+            f"the {srv} answered the {cli}'s {asked} with {len(junk_s)} handshake(s) the client could not decode "
+            f"({_undecodable_text(junk_s, at)}): no response it could read (§5.1, §6.1)"
+        ), junk_s[0]
     if not hs_s:
         if bad_c:
             return (
                 f"the {cli} sent an invalid handshake request ({_spoil_text(bad_c, at)}): the {srv} did not "
                 f"answer its {len(hs_c)} handshake(s) (§6.1)"
-            )
-        return f"the {srv} never answered the {len(hs_c)} handshake(s) of the {cli} (§6.1)"
+            ), bad_c.record
+        return f"the {srv} never answered the {len(hs_c)} handshake(s) of the {cli} (§6.1)", None
     if any(h.req_type in (-1, -2) for _, h in hs_s):
         if bad_s:
             return (
                 f"the {srv} sent an invalid handshake ({_spoil_text(bad_s, at)}): the {cli} sent no data after it (§6)"
-            )
-        return f"the handshake completed but the {cli} sent no data (§6)"
+            ), bad_s.record
+        return f"the handshake completed but the {cli} sent no data (§6)", None
     reply = hs_s[0][0]
     if not any(h.req_type == 1 for _, h in hs_c):  # rendezvous (§6.2): each side answers the other's HS
         if bad_c:
-            return f"the {cli} sent an invalid rendezvous handshake ({_spoil_text(bad_c, at)}) (§6.2)"
-        return f"the {srv} answered the {cli}'s rendezvous handshakes but never with HS(−1) (§6.2)"
+            return f"the {cli} sent an invalid rendezvous handshake ({_spoil_text(bad_c, at)}) (§6.2)", bad_c.record
+        return f"the {srv} answered the {cli}'s rendezvous handshakes but never with HS(−1) (§6.2)", None
     # listener (§6.1): the final response answers the client's second-round request
     second = [(r, h) for r, h in hs_c if r.time >= reply.time and h.req_type != 1]
     if not second:
@@ -151,25 +190,25 @@ def _handshake_stall(conn: Connection, spoiled: list[Spoiled], srv: str, cli: st
             return (
                 f"the {srv}'s cookie reply was invalid ({_spoil_text(bad_s, at)}): the {cli} never sent the "
                 "second-round request (§6.1)"
-            )
+            ), bad_s.record
         return (
             f"the {cli} never sent the second-round request after the {srv}'s cookie reply at {at(reply.time)} (§6.1)"
-        )
+        ), None
     if bad_c:
         return (
             f"the {cli} sent an invalid handshake request ({_spoil_text(bad_c, at)}): the {srv} sent no final "
             "response to it (§6.1)"
-        )
+        ), bad_c.record
     cookies = {h.cookie for _, h in hs_s if h.req_type == 1}
     if not any(h.cookie in cookies for _, h in second):
         return (
             f"the {cli}'s second-round request did not echo the {srv}'s cookie: no final response (a listener drops "
             "it, §6.1 listener rule 4)"
-        )
+        ), None
     return (
         f"the handshake stopped after the {srv}'s first-round reply (§6.1): no final response to the second-round "
         f"request the {cli} sent at {at(second[0][0].time)}"
-    )
+    ), None
 
 
 def _progress(
@@ -301,6 +340,7 @@ def diagnose(
     context for the wire rules, which the culprit of a stall is read from; ``uncaptured``: why
     there is no connection, where ``conns`` is empty)."""
     diag = Diagnosis()
+    fallen: dict[str, float | None] = {}  # side → when a role of it that crashed or hit a cap ended
     for role in roles:
         tail = log_tail(role.log)
         if tail:
@@ -311,17 +351,19 @@ def diagnose(
             diag.findings.append(f"{role.label} {exit_text(role.rc)}: {crash}{limit}")
         elif crashed(role.rc, crash) or role.limit:
             diag.findings.append(f"{role.label} {exit_text(role.rc)}{limit}")
+        if crash or crashed(role.rc, crash) or role.limit:
+            fallen[role.side] = role.ended
         if role.stats and (s := last_stats(role.stats)):
             diag.stats[role.label] = stats_text(s)
     names = {r.side: r.stack for r in roles}
     legs = [client_leg] if client_leg is not None else conns
     last_sent: dict[str, float] = {}
-    first_sent: dict[str, float] = {}
+    first_sent: dict[str, float] = {}  # a peer speaks to a role with its first packet the role can decode
     for leg in legs:
         for r in leg.records:
             last_sent[r.sender] = max(last_sent.get(r.sender, r.time), r.time)
-            first_sent[r.sender] = min(first_sent.get(r.sender, r.time), r.time)
-    crashed_any = bool(diag.findings)  # so far only crashes and caps: a crash leads, not a bad packet
+            if r.packet is not None:
+                first_sent[r.sender] = min(first_sent.get(r.sender, r.time), r.time)
     wire: list[str] = []
     spoiler: str | None = None
     for i, conn in enumerate(conns):
@@ -329,8 +371,8 @@ def diagnose(
         own = client_leg if len(conns) == 1 else None
         found, culprit = _wire(conn, names, t0, own, ctx)
         wire += [prefix + f for f in found]
-        if culprit and diag.culprit is None and not crashed_any:
-            diag.culprit, spoiler = prefix + culprit[0], culprit[1]
+        if culprit and diag.culprit is None and _outranks(culprit[1], fallen):
+            diag.culprit, spoiler = prefix + culprit[0], culprit[1].sender
     if not stopped:
         # a peer gone quiet after the spoiling packet is its consequence, not a second fault
         deaf = deaf_findings(roles, last_sent, first_sent, t0)
@@ -339,6 +381,17 @@ def diagnose(
         diag.findings.append(f"{uncaptured}: no wire symptoms")
     diag.findings += wire
     return diag
+
+
+def _outranks(spoiling: Record, fallen: Mapping[str, float | None]) -> bool:
+    """Whether the ``spoiling`` packet leads the reason over the roles that crashed or hit a cap
+    (``fallen``: side → when it ended): only where each of them is the packet's receiver and ended
+    after it came (libudt 4.11 aborts on a short handshake response, UDT4.md §5.1: the crash is
+    the consequence, the packet the cause). A crash of the sender, or one before the packet or at
+    an unknown time, leads as before."""
+    return all(
+        side != spoiling.sender and ended is not None and ended >= spoiling.time for side, ended in fallen.items()
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,6 +417,8 @@ class WireWatch:
         self.entry = entry or server
         self.last: dict[str, float] = {}  # side -> time of its last packet
         self.first_contact: float | None = None  # a client's first packet
+        self.client_valid = False  # whether a client sent a packet the codec decodes
+        self.client_junk: list[str] = []  # until then: why each packet a client sent was rejected
         self.ack: int | None = None  # the server's last ACK number
         self.top: int | None = None  # the largest data sequence number that reached the server
         self.first_data: float | None = None
@@ -410,6 +465,12 @@ class WireWatch:
             self.last["client"] = t
             if self.first_contact is None:
                 self.first_contact = t
+            if not self.client_valid:
+                try:
+                    decode(payload)
+                    self.client_valid = True
+                except WireError as e:
+                    self.client_junk.append(str(e))
         if dst[1] == self.server[1] and len(payload) >= 16 and not payload[0] & 0x80:
             seq = struct.unpack_from("!I", payload, 0)[0]
             if self.first_data is None:
@@ -442,6 +503,12 @@ class WireWatch:
             who, other = self.names[side], "client" if side == "server" else "server"
             if side not in self.last and side == "client":
                 return f"{who} alive but deaf: running for {now - started['client']:.1f} s without sending a packet"
+            if side not in self.last and self.client_junk and not self.client_valid:
+                # a listener rightly ignores what it cannot decode (§5.1): the client is at fault
+                return (
+                    f"the {self.names['client']} sent {len(self.client_junk)} packet(s) in {now - ref:.1f} s, none "
+                    f"of which the server could decode ({self.client_junk[0]}), and the server rightly answered none"
+                )
             if side not in self.last:
                 return f"{who} alive but deaf: running, yet it never answered the client ({now - ref:.1f} s)"
             talking = self.last.get(other, ref) > ref

@@ -183,11 +183,12 @@ class UdtRun:
             # a crash line (or the cap it hit) replaces the bare exit status it explains
             findings = res.diagnosis.findings
             problems = [next((f for f in findings if f.startswith((f"{p}: ", f"{p} ("))), p) for p in problems]
-            # the side whose invalid packet the failure follows from leads; a stop came after it
+            # the side whose invalid packet the failure follows from leads; a stop, or the crash of
+            # its receiver (a finding that replaced the bare exit), came after it
             lead = [res.diagnosis.culprit] if res.diagnosis.culprit else []
-            if lead and res.stopped:
-                problems[0] = f"then {problems[0]}"
             more = [f for f in findings if f not in problems + lead][:3]
+            if lead and (res.stopped or problems[0] in findings):
+                problems[0] = f"then {problems[0]}"
             res.reason = "; ".join(lead + problems + more)
         if relay and (missed := relay.wrap_missed()):
             # a case that did not exercise what it is named for is inconclusive, never a pass
