@@ -42,6 +42,14 @@ memory-growth      at the same moment, a loop that maps 32      hs        both  
                    sets RLIMIT_DATA 2 GiB itself where the
                    suite set no cap: it never takes the host)
 buffered-output    the receiver writes OUTPUT only at its exit  hs        server  pass      –
+other-handshake    another handshake version (a pure-Java UDT   hs        both    fail      rule 2 decodable,
+                   of issue 41): a 28-byte body, no cookie                                  "could not decode"
+                   round; the client's requests and the
+                   server's response are 44-byte datagrams
+                   (§5.1 asks for 48 bytes of body)
+short-response     a 4.x cookie round, then a final response    hs        server  fail      rule 2 decodable,
+                   cut after the socket ID: 44 bytes, no                                    "could not decode"
+                   cookie or peer IP (§5.1, §6.1)
 always-sending     never stops sending: from the first packet   hs        server  fail      "still running"
                    an address sends it (decodable or not), a
                    keep-alive to that address every 20 ms,
@@ -115,6 +123,8 @@ DEFECTS = [
     Defect("hang-on-close", BOTH, HS, "fail", says="still running"),
     Defect("memory-growth", BOTH, HS, "fail", says="MemoryError|memory", crashes=True),
     Defect("buffered-output", ("server",), HS, "pass"),
+    Defect("other-handshake", BOTH, HS, "fail", rule="udt4/2/decodable", says="could not decode"),
+    Defect("short-response", ("server",), HS, "fail", rule="udt4/2/decodable", says="could not decode"),
     Defect("always-sending", ("server",), HS, "fail", says="still running"),
     Defect("accepts-mss-0", ("server",), HS, "pass"),
     Defect("bound-v6-only", ("server",), HS, "pass"),

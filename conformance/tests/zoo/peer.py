@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import random
 import resource
 import signal
 import socket
@@ -25,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # conformance/: udtconf
 
+from udtconf.seq import MAX as MAX_SEQ  # noqa: E402
 from udtconf.seq import incseq, seqcmp, seqoff  # noqa: E402
 from udtconf.udt.peer import Wire, connect  # noqa: E402
 from udtconf.udt.wire import (  # noqa: E402
@@ -51,6 +53,7 @@ MEMORY_BACKSTOP = 2 << 30  # RLIMIT_DATA when the suite set no cap: the zoo neve
 CRASH_MARK = "zoo: the defect strikes now"
 MIN_MSS = 76  # the smallest MSS a listener may accept (§6.1 TC, §13)
 ACCEPTS_MSS_0_RESPONSE = 16 + 28  # accepts-mss-0's response to an MSS below MIN_MSS: cut to 44 bytes
+SHORT_HANDSHAKE = 16 + 28  # another handshake's datagram: the header and 7 words, no cookie or peer IP (§5.1 has 12)
 
 
 def fatal_dump() -> None:
@@ -211,7 +214,7 @@ class Receiver:
         self.cookie = 0x5EED0000 | (os.getpid() & 0xFFFF)
         self.peer: tuple[str, int] | None = None
         self.peer_id = 0
-        self.response: Handshake | None = None
+        self.response: Handshake | bytes | None = None
         self.next = 0  # the next sequence number in order (the ACK number)
         self.ahead: dict[int, bytes] = {}
         self.buffer: list[bytes] = []
@@ -223,7 +226,7 @@ class Receiver:
         self.struck = False
         self.out = open(output, "wb")
 
-    def send(self, pkt: Handshake | Ack | Nak | KeepAlive) -> None:
+    def send(self, pkt: Handshake | Ack | Nak | KeepAlive | bytes) -> None:
         assert self.peer
         self.wire.send(pkt, self.peer)
         self.last_sent = time.monotonic()
@@ -244,17 +247,34 @@ class Receiver:
             h, src = got
             if not isinstance(h, Handshake):
                 continue
+            if self.defect.name == "other-handshake" and h.req_type in (1, -1):  # no cookie round
+                self.peer, self.peer_id, self.next = src, h.socket_id, h.isn
+                self.response = self.final_response(h, src)
+                self.send(self.response)
+                return
             if h.req_type == 1:
                 self.wire.send(self.cookie_reply(h), src)
             elif h.req_type == -1 and h.cookie == self.cookie:
                 self.peer, self.peer_id, self.next = src, h.socket_id, h.isn
-                resp = replace(
-                    h, socket_id=self.my_id, dst_id=h.socket_id, mss=min(h.mss, 1500), peer_ip=peer_ip_field(src[0])
-                )
-                self.response = resp
-                self.send(resp)
+                self.response = self.final_response(h, src)
+                self.send(self.response)
                 return
         raise SystemExit("zoo: nobody connected")
+
+    def final_response(self, req: Handshake, src: tuple[str, int]) -> Handshake | bytes:
+        """The listener's response to ``req`` (§6.1); the first 44 bytes of it where the defect
+        is a short one: another handshake's 28-byte body, or 4.x's cut after the socket ID."""
+        resp = replace(
+            req,
+            req_type=-1,
+            socket_id=self.my_id,
+            dst_id=req.socket_id,
+            mss=min(req.mss, 1500),
+            peer_ip=peer_ip_field(src[0]),
+        )
+        if self.defect.name in ("other-handshake", "short-response"):
+            return resp.encode()[:SHORT_HANDSHAKE]
+        return resp
 
     def deliver(self, seq: int, payload: bytes) -> None:
         if seqcmp(seq, self.next) < 0 or seq in self.ahead:
@@ -291,6 +311,8 @@ class Receiver:
                     self.acked = self.acks.get(p.addl, self.acked)
                 elif isinstance(p, Handshake) and p.req_type == -1 and self.response:
                     self.send(self.response)  # our response was lost: the client asks again
+                elif isinstance(p, Handshake) and self.defect.name == "other-handshake" and self.response:
+                    self.send(self.response)  # no cookie round: every request gets the response
                 elif isinstance(p, Shutdown):
                     return
             if self.defect.name != "no-ack" and self.next != self.acked and now - self.last_ack >= 0.01 and self.struck:
@@ -334,9 +356,32 @@ def server(defect: Defect) -> int:
 # Client: the sender
 
 
+def other_handshake_client(wire: Wire, server_addr: tuple[str, int]) -> int:
+    """Another handshake version: requests with a 28-byte body and no cookie round, every 0.5 s
+    for 10 s. A UDT4 listener cannot decode them (§5.1) and rightly stays silent."""
+    req = Handshake(
+        isn=random.randint(0, MAX_SEQ),
+        socket_id=0x2000 + os.getpid(),
+        req_type=1,
+        peer_ip=peer_ip_field(server_addr[0]),
+    )
+    raw = req.encode()[:SHORT_HANDSHAKE]
+    n = 20
+    for _ in range(n):
+        wire.send(raw, server_addr)
+        got = wire.recv(0.5)
+        if got is not None and isinstance(got[0], Handshake):
+            print(f"zoo: an answer in a handshake we do not speak: {got[0]}", file=sys.stderr)
+            return 1
+    print(f"zoo: no answer to {n} handshakes, giving up", file=sys.stderr)
+    return 1
+
+
 def client(defect: Defect) -> int:
     server_addr = (os.environ["SERVER_ADDR"], int(os.environ["SERVER_PORT"]))
     wire = Wire()
+    if defect.name == "other-handshake":
+        return other_handshake_client(wire, server_addr)
     sess = connect(wire, server_addr, timeout=10.0)
     size = 1500 if defect.name == "oversize-payload" else PAYLOAD
     data = Path(os.environ["INPUT"]).read_bytes()
