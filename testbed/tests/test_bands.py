@@ -6,10 +6,14 @@ memory: no network, no processes."""
 import html
 import json
 import re
+from pathlib import Path
+from typing import cast
 
 import pytest
+from udtbed import hostwatch, runs_index
 from udtbed.bands import against_reference, judge_all
 from udtbed.experiment import TOPOLOGIES_DIR, Band, Flow, Part
+from udtbed.hostwatch import HostReport
 from udtbed.report import render
 from udtbed.results import ExperimentResult, FlowResult, PartResult, StackResult, Verdict
 from udtharness.stacks import reference_stacks
@@ -231,3 +235,32 @@ def test_a_short_run_leaves_out_the_papers_start_up_and_a_long_one_is_read_over_
     assert Run.warmup_of(40) == 8.0
     assert Run.warmup_of(60) == 8.0  # the fairness profile: its band was measured over 52 s
     assert Run.warmup_of(100) == 50.0  # DURATION=100: the papers' 100 s traces, second half
+
+
+def test_a_part_the_host_watch_flagged_counts_inconclusive_in_the_headline_and_keeps_its_figures(
+    tmp_path: Path,
+) -> None:
+    # udt-rs misses both bands (40 against libudt's 70; neither reaches 90 %), but another process
+    # took a core meanwhile: the machine was measured too, so neither met nor missed.
+    stacks = judged(udt_rs=40.0, libudt=70.0)
+    busy = {"pid": 4242, "comm": "cc1plus", "cpu_pct": 80.0}
+    host = cast(HostReport, {"emulators": {}, "outside_processes": [busy]})
+    host["flags"] = hostwatch.flags(host)
+    stacks["udt-rs"].host = host
+    part_result = PartResult("local", "chicago-local", "chicago-local.toml", "", {}, [], True, {}, stacks)
+    res = ExperimentResult("ref", "One flow against the reference", "test", "", SCALE, DURATION, WARMUP, "linkem",
+                           [part_result])  # fmt: skip
+    res = ExperimentResult.from_dict(json.loads(res.to_json()))
+    page = render({"run_id": "r1", "status": "ok", "scale": SCALE}, [res])
+    text = cells(page)
+    assert "|udt-rs|: 0 met, 0 missed, 2 inconclusive (2 on timing the host watch flagged)|" in text, text
+    assert "|libudt|: 1 met, 0 missed, 1 where 4.11 misses too|" in text, text
+    row = "|mean_mbps(f) >= 0.5 x capacity and <= 0.9 x capacity|50-90 %|50 – 90|"
+    assert row + "40|~|(libudt 70) inconclusive|70|✓|PASS|" in text, text
+    # The part's own section keeps the figures as measured, with the flag beside them.
+    details = page[page.index("<h2>One flow") :]
+    assert "Timing off" in details and "cc1plus (pid 4242) 80 %" in details
+    assert "udt-rs: ✕ mean_mbps(f) &gt;= 0.5 x capacity and &lt;= 0.9 x capacity: 40" in details
+    # The run's summary.json (the index of runs) counts them so too.
+    counts = runs_index.summarise(tmp_path, {"run_id": "r1"}, [res])["counts"]
+    assert counts["udt-rs"] == {"met": 0, "missed": 0, "inconclusive": 2, "deviation": 0}, counts

@@ -10,6 +10,11 @@ judged on the ratio taken per repeat pair, so that its interval is the ratio's o
 The reading against the reference stack follows udtbed.bands: a missed band is ``4.11
 deviation`` when the reference missed it on the same side over the same repeats, else FAIL; an
 inconclusive one reads ``inconclusive``. One repeat gives back the run's own verdicts.
+
+A stack whose runs of a part the host watch flagged (another process on the run's CPUs, steal,
+late releases: udtbed.hostwatch.machine_flags) measured the machine as well as the protocol:
+its bands there are inconclusive, whatever the figures, and so the headline counts them; a
+band relative to the reference is so too where the reference's runs were flagged.
 """
 
 from __future__ import annotations
@@ -111,7 +116,41 @@ def by_band(part: PartResult) -> dict[str, dict[str, list[Verdict]]]:
 
 
 def judged(part: PartResult) -> dict[str, list[Verdict]]:
-    """Per stack, its verdicts over the part's repeats (the run's own when it ran once)."""
+    """Per stack, its verdicts over the part's repeats (the run's own when it ran once); those
+    of a stack whose runs the host watch flagged (:func:`machine_flags`) inconclusive."""
+    out = _over_repeats(part)
+    flags = {stack: machine_flags(part, stack) for stack in out}
+    return {
+        stack: [_unsettled(v, flags[stack] + (flags.get(v.ref_stack, []) if v.relative else [])) for v in vs]
+        for stack, vs in out.items()
+    }
+
+
+def machine_flags(part: PartResult, stack: str) -> list[str]:
+    """What the host watch flagged on ``stack``'s runs of ``part`` in any repeat: another process
+    on the run's CPUs, the hypervisor's steal, emulators' late releases over the limit
+    (udtbed.hostwatch.machine_flags); not a sender's own pacing."""
+    return list(dict.fromkeys(f for r in runs(part, stack) for f in r.machine_flags))
+
+
+def _unsettled(v: Verdict, flags: list[str]) -> Verdict:
+    """``v`` inconclusive where the machine was flagged: its figure measured the machine as well
+    as the stacks, so it neither meets nor misses a band (the figure itself is kept and shown)."""
+    if not flags or (v.ok is None and v.judgement is None):
+        return v
+    why = "inconclusive: the host watch flagged the run's timing (the part's flags say how)"
+    return replace(
+        v,
+        ok=None,
+        judgement=Judgement.INCONCLUSIVE.value,
+        reading="inconclusive",
+        repeats_to_decide=None,
+        machine_flags=flags,
+        note="; ".join(n for n in (v.note, why) if n),
+    )
+
+
+def _over_repeats(part: PartResult) -> dict[str, list[Verdict]]:
     repeats = part.repeats()
     if len(repeats) == 1:
         return {s: r.verdicts for s, r in part.stacks.items()}
@@ -160,4 +199,4 @@ def series_across(results: list[StackResult], flow: str) -> list[tuple[float, In
     return [(t, mean_interval(xs)) for t, xs in sorted(by_t.items()) if len(xs) == len(with_flow)]
 
 
-__all__ = ["across", "by_band", "combine", "flow_of", "judged", "runs", "series_across"]
+__all__ = ["across", "by_band", "combine", "flow_of", "judged", "machine_flags", "runs", "series_across"]

@@ -161,7 +161,9 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
     )
     rows: list[str] = []
     met = {s: [0, 0, 0] for s in stacks}  # bands met, bands judged, 4.11 deviations
-    counts = {s: dict.fromkeys(("met", "missed", "inconclusive", "deviation", "unmeasured"), 0) for s in stacks}
+    counts = {
+        s: dict.fromkeys(("met", "missed", "inconclusive", "deviation", "unmeasured", "flagged"), 0) for s in stacks
+    }
     most = 1
     for exp in results:
         for part in exp.parts:
@@ -184,6 +186,7 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
                         met[s][0] += bool(vv.ok)
                         met[s][2] += vv.reading == "4.11 deviation"
                         counts[s][_tally(vv)] += 1
+                        counts[s]["flagged"] += bool(vv.machine_flags)
                     cells.append(_verdict_cell(vv))
                 part_rows.append(
                     f"<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
@@ -227,14 +230,16 @@ def _tally(v: Verdict) -> str:
 
 
 def _headlines(counts: dict[str, dict[str, int]], most: int) -> str:
-    """One line per judged stack above the table: its bands met, missed, inconclusive and 4.11
-    deviations, and over how many repeats."""
+    """One line per judged stack above the table: its bands met, missed, inconclusive (of them
+    those on runs the host watch flagged: udtbed.repeats.judged) and 4.11 deviations, and over
+    how many repeats."""
     lines = []
     for s, c in counts.items():
         if not any(c.values()):
             continue
         words = [f"{c['met']} met", f"{c['missed']} missed"]
-        words += [f"{c['inconclusive']} inconclusive"] if most > 1 or c["inconclusive"] else []
+        flagged = f" ({c['flagged']} on timing the host watch flagged)" if c["flagged"] else ""
+        words += [f"{c['inconclusive']} inconclusive{flagged}"] if most > 1 or c["inconclusive"] else []
         words += [f"{c['deviation']} where 4.11 misses too"] if c["deviation"] else []
         words += [f"{c['unmeasured']} not measured"] if c["unmeasured"] else []
         cls = "bad" if c["missed"] else "inc" if c["inconclusive"] or c["unmeasured"] else "ok"
@@ -616,20 +621,25 @@ def _part_short_tcp(part: PartResult) -> str:
 
 
 def _timing_flags(part: PartResult) -> str:
-    """The stacks whose emulation or own timing was off (``host.flags``, udtbed.hostwatch)."""
+    """The stacks whose emulation or own timing was off (``host.flags``, udtbed.hostwatch), in
+    every repeat; the summary counts the machine's flags among them inconclusive."""
     rows = []
-    for name, s in part.stacks.items():
-        hosts: list[tuple[int | None, HostReport | None]] = (
-            [(p.bulk_flows, p.host) for p in s.points] if s.points else [(None, s.host)]
-        )
-        for n, h in hosts:
-            if h and h.get("flags"):
-                rows.append(f"{name}{f' ({n} bulk)' if n is not None else ''}: " + "; ".join(h["flags"]))
+    reps = part.repeats()
+    for k, rep in enumerate(reps):
+        for name, s in rep.items():
+            hosts: list[tuple[int | None, HostReport | None]] = (
+                [(p.bulk_flows, p.host) for p in s.points] if s.points else [(None, s.host)]
+            )
+            of = f" (repeat {k + 1})" if len(reps) > 1 else ""
+            for n, h in hosts:
+                if h and h.get("flags"):
+                    rows.append(f"{name}{of}{f' ({n} bulk)' if n is not None else ''}: " + "; ".join(h["flags"]))
     if not rows:
         return ""
     return (
         "<p class='bad'>Timing off, so these results are not the protocols' alone "
-        "(docs/testbed.md, CPU and emulation timing):<br>" + "<br>".join(_e(r) for r in rows) + "</p>"
+        "(docs/testbed.md, CPU and emulation timing; the summary counts the bands of a stack the machine "
+        "was flagged on inconclusive):<br>" + "<br>".join(_e(r) for r in rows) + "</p>"
     )
 
 

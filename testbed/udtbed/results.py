@@ -167,6 +167,10 @@ class Verdict:
     # What stands for a value there is none of because the run ended first ("not within the 20 s
     # run": a flow that never reached 90 %); "" reads "not measured".
     shown: str = ""
+    # What the host watch flagged on the runs behind the verdict (udtbed.hostwatch.machine_flags:
+    # another process on the run's CPUs, steal, late releases): such a verdict measured the
+    # machine as well as the stacks, so it is inconclusive whatever its value (udtbed.repeats).
+    machine_flags: list[str] = field(default_factory=list)
 
     @property
     def value_text(self) -> str:
@@ -202,7 +206,7 @@ class Verdict:
             return ""
         of = f" ratio {self.ratio:.3g}" if self.ratio is not None else ""
         text = f"{of} [{self.ci_low:.3g}, {self.ci_high:.3g}] n = {self.n}"
-        if self.judgement == "inconclusive":
+        if self.judgement == "inconclusive" and not self.machine_flags:
             more = self.repeats_to_decide
             text += f"; about {more} repeats would decide it" if more else "; no number of repeats would decide it"
         return text
@@ -238,6 +242,7 @@ class Verdict:
             repeats_to_decide=d.get("repeats_to_decide"),
             samples=list(d.get("samples", [])),
             shown=d.get("shown", ""),
+            machine_flags=list(d.get("machine_flags", [])),
         )
 
 
