@@ -30,7 +30,8 @@ help:
 	@echo "make check        cargo fmt --check, cargo clippy -D warnings, ruff format --check, ruff check, mypy --strict"
 	@echo "make test         setup + build + check + cargo tests + harness + interop + conformance + testbed tests (~25 min)"
 	@echo "make test-long    the tests of minutes: quick profiles, the zoo, the images, the netem VM (CI runs test and test-long)"
-	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= REPEAT= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
+	@echo "make testbed      the papers' WAN experiments on emulated links, report (root; EXPERIMENTS= SCALE= DURATION= REPEAT= REPEAT_ONLY= STACKS= RUNTIME=netns|docker CPUSET= PIN= CORES=)"
+	@echo "                  by default udt-rs and libudt 3 times where a band compares them, the rest once (~41 min)"
 	@echo "make compare      two testbed runs side by side (A=results/testbed/<run> B=...; or STACKS=libudt,udt-rs in A):"
 	@echo "                  change, 95 % intervals, Welch + Holm; exit 1 on a significant regression beyond 5 %"
 	@echo "make gate         BASE=<git ref>: this checkout's udt-rs against BASE's, GATE_REPEAT=3 runs each in turns"
@@ -169,7 +170,18 @@ EXPERIMENTS ?= default
 SCALE       ?= 0.1
 DURATION    ?= 20
 # Each part's stacks this many times, interleaved; the report judges bands on the 95 % interval.
+# Left unset, make testbed runs TESTBED_REPEAT times the runs that a band against libudt compares
+# (udt-rs and libudt on the SC'04 paths: every "ours against 4.11" row with an interval) and every
+# other run once, about 41 minutes on 2 cores (docs/testbed.md, "Repeats and intervals");
+# REPEAT=N runs every stack N times (REPEAT=1: each once, about 35 minutes), and REPEAT_ONLY
+# (stack names, or `reference`) repeats only those runs. (`make conformance` reads REPEAT too.)
 REPEAT      ?= 1
+REPEAT_ONLY ?=
+TESTBED_REPEAT      ?= 3
+TESTBED_REPEAT_ONLY ?= reference
+TESTBED_REPEATS = $(if $(filter file,$(origin REPEAT)),--repeat '$(TESTBED_REPEAT)' \
+                    --repeat-only '$(or $(REPEAT_ONLY),$(TESTBED_REPEAT_ONLY))',--repeat '$(REPEAT)' \
+                    $(if $(REPEAT_ONLY),--repeat-only '$(REPEAT_ONLY)'))
 BACKEND     ?= auto
 CALIBRATION ?= refuse
 INFLUX      ?= local
@@ -187,7 +199,7 @@ CORES         ?= refuse
 SIMULATE    ?= full
 # A servers file (docs/cluster.md): run across those machines over SSH instead of this one.
 SERVERS     ?=
-TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' --repeat '$(REPEAT)' \
+TESTBED_ARGS = --experiments '$(EXPERIMENTS)' --scale '$(SCALE)' --duration '$(DURATION)' $(TESTBED_REPEATS) \
                --simulate '$(SIMULATE)' \
                --backend '$(BACKEND)' --calibration '$(CALIBRATION)' --influx '$(INFLUX)' \
                --runtime '$(RUNTIME)' $(if $(STACKS),--stacks '$(STACKS)') --pin '$(PIN)' --cores '$(CORES)' \

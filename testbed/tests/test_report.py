@@ -371,6 +371,34 @@ def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_inte
     assert width and int(width.group(1)) <= 1280, width
 
 
+@pytest.mark.needs_root
+def test_a_stack_left_out_of_the_repeats_runs_once_and_its_cells_say_no_interval(tmp_path: Path) -> None:
+    p, run_dir, meta = udtbed_run(
+        tmp_path,
+        "--experiments",
+        "efficiency",
+        "--parts",
+        "chicago-local",
+        "--stacks",
+        "udt-rs,libudt",
+        "--duration",
+        "3",
+        "--repeat",
+        "2",
+        "--repeat-only",
+        "udt-rs",
+    )
+    assert meta["repeat_only"] == ["udt-rs"], meta
+    order = re.findall(r"-- (udt-rs|libudt)( \(repeat (\d) of 2\))?:", p.stdout)
+    assert [(s, k) for s, _, k in order] == [("udt-rs", "1"), ("libudt", ""), ("udt-rs", "2")], p.stdout
+    part = ExperimentResult.read(run_dir / meta["results"]["efficiency"]).parts[0]
+    (second,) = part.more_repeats
+    assert list(part.stacks) == ["udt-rs", "libudt"] and list(second) == ["udt-rs"]
+    text = page_text(run_dir)
+    assert "over up to 2 repeats where the run repeated a stack (udt-rs;" in text, text[:3000]
+    assert "one run: no interval" in text, "libudt's cells, judged on one run"
+
+
 def _bulk_part(goodputs: list[float], exact: Sequence[bool] = (True, True, True)) -> PartResult:
     """A one-flow part of udt-rs run once per entry of ``goodputs`` (its steady Mb/s)."""
     from udtbed.results import FlowResult

@@ -48,8 +48,8 @@ from .experiment import EXPERIMENTS_DIR, TOPOLOGIES_DIR, Experiment, ExperimentE
 from .experiment import load as load_experiment
 from .influx import InfluxWriter, LocalInfluxd
 from .network import Network, choose_backend
-from .run import UDT_BUFFERS, Run
-from .runner import CalibrationError, part_runs, planned_seconds, run_experiment
+from .run import UDT_BUFFERS, Repeats, Run
+from .runner import CalibrationError, Step, part_runs, plan, run_experiment
 from .stacks import all_stacks
 from .topology import TopologyError, load
 
@@ -72,6 +72,7 @@ RESULT_META = (
     "pin",
     "udt_buffers",
     "repeat",
+    "repeat_only",
 )
 
 
@@ -184,6 +185,14 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not stacks:
         print("udtbed: no stack available", file=sys.stderr)
         return 1
+    try:
+        repeats = Repeats.parse(a.repeat, a.repeat_only, stacks_all)
+    except ValueError as e:
+        print(f"udtbed: {e}", file=sys.stderr)
+        return 2
+    if a.dry_run:
+        print_plan(plan(exps, stacks, a.duration, repeats), repeats)
+        return 0
     try:
         cpus = cores.run_cpus(a.cpuset)
         scale_asked = None if a.scale == "auto" else float(a.scale)
@@ -298,6 +307,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             else ""
         ),
         "repeat": a.repeat,
+        "repeat_only": sorted(repeats.only),
+        "repeats": repeats.describe(),
         "influx": url or None,
         "host_runtime": "docker" if image else runtime.NamespaceRuntime.name,
         "host_image": {"name": image.name, "id": image.id} if image else None,
@@ -336,12 +347,14 @@ def cmd_run(a: argparse.Namespace) -> int:
             repeat=a.repeat,
             cluster=cluster,
             cluster_cpus=cluster_cpus,
+            repeats=repeats,
         )
-        total = planned_seconds(run, exps, stacks)
+        print(f"repeats: {repeats.describe()}")
         # A calibration, then each run of the part (each stack under test it takes, or once), repeated.
-        steps = sum(1 + n * a.repeat for e in exps for p in e.parts if (n := part_runs(p, stacks)))
+        steps = plan(exps, stacks, a.duration, repeats)
+        total = sum(x.seconds for x in steps)
         title = f"udtbed run {run_id}: {', '.join(names)}"
-        with Progress(title, total, steps=steps, seconds_per_unit=1.0) as progress:
+        with Progress(title, total, steps=len(steps), seconds_per_unit=1.0) as progress:
             run.progress = progress
             for exp in exps:
                 res = run_experiment(run, exp, stacks)
@@ -402,6 +415,24 @@ def cmd_run(a: argparse.Namespace) -> int:
     except OSError:
         pass
     return rc
+
+
+def print_plan(steps: list[Step], repeats: Repeats) -> None:
+    """A run's plan as ``--dry-run`` prints it: per part, its runs and how many times each."""
+    print(f"repeats: {repeats.describe()}")
+    parts: dict[tuple[str, str], dict[str, int]] = {}
+    for x in steps:
+        runs = parts.setdefault((x.experiment, x.part), {})
+        if x.lineup is not None:
+            runs[x.lineup] = runs.get(x.lineup, 0) + 1
+    for (exp, part), runs in parts.items():
+        each = ", ".join(f"{name} x{n}" for name, n in runs.items())
+        print(f"  {exp} / {part}: build, calibrate; {each}")
+    seconds = sum(x.seconds for x in steps)
+    print(
+        f"plan: {len(parts)} parts, {len(steps)} steps, {seconds / 60:.1f} min planned "
+        "(the progress's estimate; the simulated figures come after)"
+    )
 
 
 def _cluster_preflight(
@@ -890,6 +921,18 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="run each part's stacks this many times, interleaved (A B A B ...); the report judges every "
         "band on the 95 %% interval over the repeats (default 1)",
+    )
+    r.add_argument(
+        "--repeat-only",
+        metavar="WHAT",
+        help="repeat only these runs, the others once: comma-separated stack names, and/or 'reference' (in a "
+        "part with a band against the reference stack, the runs that band compares: udt-rs and libudt on the "
+        "SC'04 paths); default: every run",
+    )
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (each part's runs and how many times each, the planned time) and exit",
     )
     r.add_argument("--stacks", default="udt-rs,libudt,sabul,frtp,tcp-cubic,tcp-bbr,tcp-reno", help="names from stacks/")
     r.add_argument("--backend", default="auto", choices=["auto", "linkem", "netem"])

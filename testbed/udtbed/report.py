@@ -140,13 +140,17 @@ def anchor(exp: ExperimentResult, part: PartResult) -> str:
 # --- the summary --------------------------------------------------------------------------------
 
 
-def _verdict_cell(v: Verdict | None) -> str:
+def _verdict_cell(v: Verdict | None, lone: bool = False) -> str:
+    """A stack's cell of a band's row; ``lone``: the run repeated other runs, so a value judged
+    on one run says that it has no interval."""
     if v is None:
         return "<td class=note>–</td>"
     # The value and its mark on one line; the interval, the reference's value and the reading
     # each on a line of their own, so that a column stays narrow with many stacks.
     value = v.value_text
     interval = f"<span class='small iv'>{_e(v.interval.strip())}</span>" if v.interval else ""
+    if not interval and lone and v.value is not None:
+        interval = "<span class='small iv'>one run: no interval</span>"
     ref = f"({_e(v.ref)}) " if v.ref else ""
     reading = f"<span class='small iv'>{ref}{v.reading or ''}</span>" if v.reading or ref else ""
     # A flow the run ended too early for is not a fault of the run: amber, not red.
@@ -162,15 +166,18 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
     rows: list[str] = []
     met = {s: [0, 0, 0] for s in stacks}  # bands met, bands judged, 4.11 deviations
     counts = {
-        s: dict.fromkeys(("met", "missed", "inconclusive", "deviation", "unmeasured", "flagged"), 0) for s in stacks
+        s: dict.fromkeys(("met", "missed", "inconclusive", "deviation", "unmeasured", "flagged", "lone"), 0)
+        for s in stacks
     }
-    most = 1
+    # The most repeats any stack ran a part, and per stack the most it ran one (--repeat-only
+    # repeats some runs and not others).
+    ran = {s: max((len(repeats.runs(p, s)) for e in results for p in e.parts), default=1) for s in stacks}
+    most = max(ran.values(), default=1)
     for exp in results:
         for part in exp.parts:
             part_rows: list[str] = []
             # Each stack's verdicts, over the part's repeats when it ran more than once.
             judged = {s: vs for s, vs in repeats.judged(part).items() if vs}
-            most = max(most, len(part.repeats()))
             # One row per band, in the order the stacks list them; a stack may lack some (a
             # reference-relative band judges only the stacks beside the reference).
             bands: dict[str, Verdict] = {}
@@ -187,7 +194,8 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
                         met[s][2] += vv.reading == "4.11 deviation"
                         counts[s][_tally(vv)] += 1
                         counts[s]["flagged"] += bool(vv.machine_flags)
-                    cells.append(_verdict_cell(vv))
+                        counts[s]["lone"] += vv.n <= 1 and vv.value is not None
+                    cells.append(_verdict_cell(vv, lone=most > 1))
                 part_rows.append(
                     f"<td class=l title='{_e(v.why)}'>{_e(v.band)}</td><td class=l>{_e(v.paper)}</td>"
                     f"<td>{v.want}</td>{''.join(cells)}"
@@ -210,7 +218,7 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
     rows.append(f"<tr><td class=l colspan=5><b>bands met</b></td>{total}</tr>")
     return (
         "<h2>Did it reproduce?</h2>"
-        + _headlines(counts, most)
+        + _headlines(counts, ran)
         + "<p class=note>Every band stands for a paper figure (hover a row for why it "
         "is where it is; docs/testbed.md). ✓ met, ✕ missed, ? not measured; – the band does not judge "
         "that stack (TCP is the papers' comparison, not held to UDT's bands). Mb/s are at the run's scale. "
@@ -229,11 +237,12 @@ def _tally(v: Verdict) -> str:
     return "unmeasured" if v.ok is None else "met" if v.ok else "missed"
 
 
-def _headlines(counts: dict[str, dict[str, int]], most: int) -> str:
+def _headlines(counts: dict[str, dict[str, int]], ran: dict[str, int]) -> str:
     """One line per judged stack above the table: its bands met, missed, inconclusive (of them
     those on runs the host watch flagged: udtbed.repeats.judged) and 4.11 deviations, and over
     how many repeats."""
     lines = []
+    most = max(ran.values(), default=1)
     for s, c in counts.items():
         if not any(c.values()):
             continue
@@ -246,7 +255,17 @@ def _headlines(counts: dict[str, dict[str, int]], most: int) -> str:
         lines.append(f"<li class={cls}><b>{_e(s)}</b>: {', '.join(words)}</li>")
     if not lines:
         return ""
-    over = f"over {most} repeats each (95 % intervals, Student's t)" if most > 1 else "one run each: no intervals"
+    judged = [s for s, c in counts.items() if any(c.values())]
+    repeated = [s for s in judged if ran.get(s, 1) > 1]
+    if most == 1:
+        over = "one run each: no intervals"
+    elif not any(counts[s]["lone"] for s in judged) and all(ran[s] == most for s in judged):
+        over = f"over {most} repeats each (95 % intervals, Student's t)"
+    else:
+        over = (
+            f"over up to {most} repeats where the run repeated a stack ({', '.join(repeated)}; 95 % intervals, "
+            "Student's t), else on one run: no interval (the cell says so)"
+        )
     return f"<ul class=headline>{''.join(lines)}</ul><p class=small>Bands judged {over}.</p>"
 
 

@@ -1,10 +1,11 @@
 """A testbed run: the state every part shares, and who runs a part once.
 
 :class:`Run` holds where the results go, the scale and duration, the InfluxDB writer, the
-progress, the run's CPUs and the current part's pins (:mod:`udtbed.cores`) and the repeats; it
-plans a part's wall time for the progress's ETA and says how much of a run the summaries leave
-out (:meth:`Run.warmup_of`). A :class:`Lineup` is who runs a part once: the stack under test, or
-a baseline's stacks, and the stack of each bulk flow (:func:`udtbed.runner.lineups` makes them).
+progress, the run's CPUs and the current part's pins (:mod:`udtbed.cores`) and the repeats
+(:class:`Repeats`: how many times each run of a part runs); it says how much of a run the
+summaries leave out (:meth:`Run.warmup_of`), and :func:`stack_seconds` a run's planned wall
+time. A :class:`Lineup` is who runs a part once: the stack under test, or a baseline's stacks,
+and the stack of each bulk flow (:func:`udtbed.runner.lineups` makes them).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -34,6 +35,59 @@ CALIBRATION_S = 8.0
 # The most a repeat after the first waits before its flows start (Run.start_jitter).
 START_JITTER_S = 0.5
 LONG_RUN_S = 60.0  # a run longer than this is summarised over its second half (Run.warmup_of)
+# ``--repeat-only reference``: the runs that a band against the reference stack compares.
+AGAINST_REFERENCE = "reference"
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """How many times each run of a part runs (``udtbed run --repeat N --repeat-only WHAT``): ``n``
+    times for the runs ``only`` names, once for the others (every run ``n`` times when ``only``
+    is empty). ``only`` holds stack names (a baseline's run repeats when it names every stack of
+    it) and may hold :data:`AGAINST_REFERENCE`: in a part with a band relative to the reference
+    stack (``of = "reference"``), the runs of that band's protocol, the reference's among them
+    (udt-rs and libudt on the SC'04 paths): the runs whose rows need an interval most."""
+
+    n: int = 1
+    only: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"repeat must be at least 1, not {self.n}")
+
+    @classmethod
+    def parse(cls, n: int, only: str | None, known: Iterable[str]) -> Repeats:
+        """``--repeat-only``'s comma-separated names; a ValueError names one that is neither a
+        stack of ``known`` nor :data:`AGAINST_REFERENCE`."""
+        names = frozenset(x.strip() for x in (only or "").split(",") if x.strip())
+        if unknown := sorted(names - set(known) - {AGAINST_REFERENCE}):
+            raise ValueError(
+                f"--repeat-only: unknown {', '.join(map(repr, unknown))} (stack names, or "
+                f"{AGAINST_REFERENCE!r}: the runs a band against the reference stack compares)"
+            )
+        return cls(n, names)
+
+    def of(self, part: Part, lineup: Lineup) -> int:
+        """How many times ``lineup`` runs ``part``."""
+        if not self.only:
+            return self.n
+        if all(name in self.only for name in lineup.name.split("+")):
+            return self.n
+        compared = {b.protocol for b in part.bands if b.relative}
+        if AGAINST_REFERENCE in self.only and lineup.protocol in compared:
+            return self.n
+        return 1
+
+    def describe(self) -> str:
+        """The run's repeats in words, for its metadata and log."""
+        if self.n == 1:
+            return "every run once"
+        if not self.only:
+            return f"every run {self.n} times"
+        what = ", ".join(
+            "the runs a band against the reference compares" if x == AGAINST_REFERENCE else x for x in sorted(self.only)
+        )
+        return f"{what}: {self.n} times; every other run once"
 
 
 class Reporter(Protocol):
@@ -83,6 +137,7 @@ class Run:
         repeat: int = 1,
         cluster: Cluster | None = None,
         cluster_cpus: dict[str, list[int]] | None = None,
+        repeats: Repeats | None = None,
     ):
         self.outdir, self.scale, self.duration, self.backend = outdir, scale, duration, backend
         self.influx, self.run_id, self.on_cal_fail = influx, run_id, on_calibration_fail
@@ -99,11 +154,11 @@ class Run:
         if udt_buffers not in UDT_BUFFERS:
             raise ValueError(f"udt_buffers must be one of {', '.join(UDT_BUFFERS)}, not {udt_buffers!r}")
         self.udt_buffers = udt_buffers
-        if repeat < 1:
-            raise ValueError(f"repeat must be at least 1, not {repeat}")
-        # Each part's stacks run this many times, interleaved (A B A B ...: drift on a shared
-        # host hits every stack alike); ``current_repeat`` is the one running (0: the first).
-        self.repeat, self.current_repeat = repeat, 0
+        # Each part's stacks (those ``repeats.only`` names, where it names some) run this many
+        # times, interleaved (A B A B ...: drift on a shared host hits every stack alike);
+        # ``current_repeat`` is the one running (0: the first).
+        self.repeats = repeats if repeats is not None else Repeats(repeat)
+        self.repeat, self.current_repeat = self.repeats.n, 0
         # A cluster run (udtbed.cluster): its servers, and the CPUs the run may use on each.
         self.cluster, self.cluster_cpus = cluster, cluster_cpus or {}
 
@@ -164,16 +219,22 @@ class Run:
 
     def short_warmup(self) -> float:
         """Seconds the bulk flows of a short-TCP point run before the short flows start."""
-        return min(5.0, self.duration / 3)
+        return short_warmup(self.duration)
 
-    def planned_seconds(self, part: Part, n_stacks: int) -> float:
-        """The part's planned wall time (calibration and every stack), for the progress's ETA."""
-        per_stack = self.duration + STACK_OVERHEAD_S
-        if part.sweep:
-            per_stack = len(part.sweep.values) * ((part.sweep.seconds or self.duration) + STACK_OVERHEAD_S)
-        if part.short_tcp:
-            per_stack = len(part.short_tcp.bulk_flows) * (self.duration + self.short_warmup() + STACK_OVERHEAD_S)
-        return CALIBRATION_S + n_stacks * (self.repeat * per_stack + (self.repeat - 1) * START_JITTER_S / 2)
+
+def stack_seconds(part: Part, duration: float) -> float:
+    """The planned wall time of one stack's run of ``part`` in one repeat (start, stop and parse
+    included), for the progress's ETA and the plan (udtbed.runner.plan)."""
+    if part.sweep:
+        return len(part.sweep.values) * ((part.sweep.seconds or duration) + STACK_OVERHEAD_S)
+    if part.short_tcp:
+        return len(part.short_tcp.bulk_flows) * (duration + short_warmup(duration) + STACK_OVERHEAD_S)
+    return duration + STACK_OVERHEAD_S
+
+
+def short_warmup(duration: float) -> float:
+    """Seconds the bulk flows of a short-TCP point run before the short flows start."""
+    return min(5.0, duration / 3)
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,15 @@ takes; a baseline part runs once) the part runs as its kind says: bulk flows
 beside each count of bulk flows (:mod:`udtbed.short_tcp`), all on the run's shared state
 (:mod:`udtbed.run`) and the flows' lifecycle (:mod:`udtbed.flows`). Every stack's result gets
 the verdict of every band (:mod:`udtbed.bands`). Paper numbers are Mb/s at the papers' rates;
-the results show them × scale.
+the results show them × scale. :func:`plan` lists a run's steps before anything is built (its
+parts, their runs and repeats: ``udtbed run --dry-run``); the run follows the same order.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from udtharness.stacks import reference_stacks
 
@@ -25,7 +26,7 @@ from .experiment import Experiment, FlowOptions, Part
 from .live import write_calibration
 from .network import Network
 from .results import ExperimentResult, PartResult, StackResult
-from .run import CALIBRATION_S, Lineup, Run
+from .run import CALIBRATION_S, START_JITTER_S, Lineup, Repeats, Run, stack_seconds
 from .stacks import BulkStack, all_stacks
 from .topology import load as load_topology
 
@@ -101,8 +102,44 @@ def part_runs(part: Part, stacks: list[BulkStack]) -> int:
         return 0
 
 
+@dataclass(frozen=True)
+class Step:
+    """One step of a run's plan: a part's build and calibration (``lineup`` None), or one run of
+    the part by a lineup in one repeat (0: the first), with its planned wall time."""
+
+    experiment: str
+    part: str
+    lineup: str | None
+    repeat: int
+    seconds: float
+
+
+def due(part: Part, runs: list[Lineup], repeats: Repeats) -> list[tuple[int, list[Lineup]]]:
+    """Per repeat, the runs of ``part`` in it, in turns (A B A B ...): every run in the first, in
+    the later ones those that ``repeats`` repeats (none: the repeat is left out)."""
+    return [(k, now) for k in range(repeats.n) if (now := [x for x in runs if k < repeats.of(part, x)])]
+
+
+def plan(experiments: list[Experiment], stacks: list[BulkStack], duration: float, repeats: Repeats) -> list[Step]:
+    """The steps a run of ``experiments`` with ``stacks`` takes, in order (a part that none of
+    them runs is left out): what ``udtbed run --dry-run`` prints and the progress counts."""
+    out: list[Step] = []
+    for e in experiments:
+        for p in e.parts:
+            try:
+                runs = lineups(p, stacks)
+            except PartSkipped:
+                continue
+            out.append(Step(e.name, p.label, None, 0, CALIBRATION_S))
+            for k, now in due(p, runs, repeats):
+                # A repeat after the first waits up to START_JITTER_S before its flows start.
+                seconds = stack_seconds(p, duration) + (START_JITTER_S / 2 if k else 0.0)
+                out.extend(Step(e.name, p.label, x.name, k, seconds) for x in now)
+    return out
+
+
 def planned_seconds(run: Run, experiments: list[Experiment], stacks: list[BulkStack]) -> float:
-    return sum(run.planned_seconds(p, n) for e in experiments for p in e.parts if (n := part_runs(p, stacks)))
+    return sum(s.seconds for s in plan(experiments, stacks, run.duration, run.repeats))
 
 
 def run_experiment(run: Run, exp: Experiment, stacks: list[BulkStack]) -> ExperimentResult:
@@ -176,15 +213,17 @@ def _run_part(run: Run, exp: Experiment, part: Part, runs: list[Lineup]) -> Part
                 raise CalibrationError(msg + "; lower SCALE or pass CALIBRATION=flag to run anyway")
             run.log(f"  WARNING: {msg}; flagged, running anyway")
         # Repeats interleave the stacks (A B A B ...); each repeat writes its raw files apart.
-        for repeat in range(run.repeat):
+        # A run that ``run.repeats`` does not repeat (--repeat-only) is in the first repeat only.
+        for repeat, now in due(part, runs, run.repeats):
             run.current_repeat = repeat
             raw = work if repeat == 0 else work / f"repeat-{repeat + 1}"
             raw.mkdir(exist_ok=True)
             stacks: dict[str, StackResult] = {}
-            for lineup in runs:
-                of = f" (repeat {repeat + 1} of {run.repeat})" if run.repeat > 1 else ""
+            for lineup in now:
+                n = run.repeats.of(part, lineup)
+                of = f" (repeat {repeat + 1} of {n})" if n > 1 else ""
                 label = f"{exp.name} / {part.label} / {lineup.name}{of}"
-                run.progress.step(label, (run.planned_seconds(part, 1) - CALIBRATION_S) / run.repeat)
+                run.progress.step(label, stack_seconds(part, run.duration) + (START_JITTER_S / 2 if repeat else 0.0))
                 beside = sorted({s.name for s in lineup.flow_stacks.values()} - {lineup.name})
                 jitter = run.start_jitter(exp, part, lineup.name, repeat)
                 run.log(
