@@ -49,6 +49,18 @@ pub const RX_POLL: Duration = Duration::from_micros(10);
 pub const STREAM_POLL: Duration = Duration::from_micros(100);
 /// Datagrams drained from `poll_transmit` per batch.
 const TX_BATCH: usize = 128;
+/// While the engine sends a datagram at least every [`COARSE_GAP_MAX`] on average, its
+/// [`Pacing::Sleep`] threshold grows to this many of those gaps: a sleep then lets out about
+/// this many datagrams at once, as a sleep of the 50 µs default does at 1 Gb/s. At 100 Mb/s it
+/// is one wake-up, one `ppoll` and one GSO `sendmmsg` per 4 packets instead of per packet,
+/// and no spinning (issue 40, part 4; docs/results/2026-11-28-cpu-per-gb.md). The pacer's
+/// catch-up (`pacing_burst`, 16 in UDT's default configuration) holds the average rate.
+pub const SLEEP_QUANTUM_PKTS: u32 = 4;
+/// The longest mean gap between departures at which the threshold grows
+/// ([`SLEEP_QUANTUM_PKTS`]): 250 µs, about 48 Mb/s of 1500-byte packets, so the threshold
+/// never exceeds 1 ms. A slower sender, or a receiver whose only departures are its ACKs,
+/// keeps the configured threshold and its timers' precision.
+pub const COARSE_GAP_MAX: Duration = Duration::from_micros(250);
 /// Control-stream bytes read per pass at most.
 const STREAM_CHUNK: usize = 64 << 10;
 /// How long control bytes may stay unacknowledged before the stream counts as broken
@@ -105,6 +117,17 @@ impl Wakeup {
     pub fn take(&self) {
         self.kick.store(false, Ordering::SeqCst);
     }
+}
+
+/// Folds a batch of `n` datagrams at `now` into the mean gap between datagrams `gap` (a moving
+/// average over about 8 batches since the batch at `last`), which a gap longer than
+/// [`COARSE_GAP_MAX`] per datagram resets to `None`.
+fn mean_gap(gap: &mut Option<Duration>, last: &mut Option<Instant>, now: Instant, n: usize) {
+    if let Some(prev) = *last {
+        let sample = (now - prev) / n.max(1) as u32;
+        *gap = if sample > COARSE_GAP_MAX { None } else { Some(gap.map_or(sample, |g| (g * 7 + sample) / 8)) };
+    }
+    *last = Some(now);
 }
 
 /// The control stream: a non-blocking TCP connection with what is still to be written.
@@ -224,6 +247,19 @@ pub struct Io {
     /// Whether the next pass must look at the sockets; otherwise they are read at most every
     /// [`RX_POLL`] while busy sending (most of those calls would find nothing).
     poll_rx: bool,
+    /// The last read filled the receive batch or the stream's buffer: more may be waiting.
+    rx_full: bool,
+    /// When the last batch of datagrams was drained, and the mean gap between departures
+    /// (a moving average over about 8 batches; `None` after a pause longer than
+    /// [`COARSE_GAP_MAX`] per datagram): what [`Pacing::Sleep`]'s threshold grows with.
+    last_departure: Option<Instant>,
+    departure_gap: Option<Duration>,
+    /// The same for arrivals: when the last read that found datagrams was made, and the mean
+    /// gap between arrivals (`None` after a pause longer than [`COARSE_GAP_MAX`] per
+    /// datagram). While arrivals are that dense, a wait holds off reading the socket until
+    /// [`SLEEP_QUANTUM_PKTS`] gaps after that read ([`Io::idle`]).
+    last_arrival_read: Option<Instant>,
+    arrival_gap: Option<Duration>,
     last_rx_poll: Instant,
     last_stream_poll: Instant,
     /// Arrival time given to the last datagram handed to the core.
@@ -271,6 +307,11 @@ impl Io {
             pacing,
             woke_late: SLEEP_EARLY,
             poll_rx: true,
+            rx_full: false,
+            last_departure: None,
+            departure_gap: None,
+            last_arrival_read: None,
+            arrival_gap: None,
             last_rx_poll: Instant::ZERO,
             last_stream_poll: Instant::ZERO,
             rx_last: Instant::ZERO,
@@ -283,6 +324,35 @@ impl Io {
     /// Waits for departures as `pacing` says from now on.
     pub fn set_pacing(&mut self, pacing: Pacing) {
         self.pacing = pacing;
+    }
+
+    /// Waits up to this long are too short to sleep to the microsecond: [`Pacing::Spin`] spins
+    /// them, [`Pacing::Sleep`] sleeps this long. For `Sleep` it is the configured threshold, or
+    /// [`SLEEP_QUANTUM_PKTS`] mean gaps between departures while those are at most
+    /// [`COARSE_GAP_MAX`], whichever is longer.
+    pub fn sleep_threshold(&self) -> Duration {
+        match (self.pacing, self.departure_gap) {
+            (Pacing::Sleep, Some(gap)) => self.spin.max(gap * SLEEP_QUANTUM_PKTS),
+            _ => self.spin,
+        }
+    }
+
+    /// A batch of `n` datagrams was drained at `now`: updates the mean gap between departures.
+    fn note_departures(&mut self, now: Instant, n: usize) {
+        mean_gap(&mut self.departure_gap, &mut self.last_departure, now, n);
+    }
+
+    /// How long after a read that found datagrams the socket is left unread: while arrivals
+    /// come at least every [`COARSE_GAP_MAX`] on average, [`SLEEP_QUANTUM_PKTS`] mean gaps, so
+    /// that one wake-up and one `recvmmsg` take about that many datagrams instead of one each.
+    /// The kernel stamps each datagram on arrival, so the receiver's measurements (UDT4.md
+    /// §10) do not move; what waits is the reaction to them (a NAK, a light ACK), by at most
+    /// that hold (1 ms). `None` while arrivals are sparse, and with [`Pacing::Spin`].
+    pub fn read_hold(&self) -> Option<Duration> {
+        match (self.pacing, self.arrival_gap) {
+            (Pacing::Sleep, Some(gap)) => Some(gap * SLEEP_QUANTUM_PKTS),
+            _ => None,
+        }
     }
 
     /// How much of a timed sleep is cut off and spun.
@@ -313,6 +383,11 @@ impl Io {
         let woken = self.poll_rx;
         self.last_rx_poll = t;
         self.received = self.udp.recv_batch(&mut self.rx)?;
+        self.rx_full = self.received == self.rx.capacity();
+        if self.received > 0 {
+            let n = self.rx.datagram_count();
+            mean_gap(&mut self.arrival_gap, &mut self.last_arrival_read, t, n);
+        }
         if let Some(s) = self.stream.as_mut().filter(|_| woken || t - self.last_stream_poll >= STREAM_POLL) {
             self.last_stream_poll = t;
             if s.closed.is_none() {
@@ -326,6 +401,7 @@ impl Io {
                 if s.input_len > 0 || s.closed.is_some() {
                     self.received += 1;
                 }
+                self.rx_full |= s.input_len == s.input.len();
             }
         }
         Ok(self.received)
@@ -394,6 +470,9 @@ impl Io {
                     }
                 }
             }
+        }
+        if !self.tx.is_empty() {
+            self.note_departures(now, self.tx.len());
         }
         self.has_output()
     }
@@ -467,11 +546,13 @@ impl Io {
         }
     }
 
-    /// After a pass that received something or filled its batch, the next pass comes at once.
-    /// Returns whether it does.
+    /// After a pass that filled a batch (datagrams read, control bytes read, or datagrams to
+    /// send), the next pass comes at once. Returns whether it does. A read that did not fill
+    /// its batch found the socket empty: what arrives after it wakes the next `ppoll` at once,
+    /// so reading again now would mostly cost a system call that finds nothing.
     pub fn busy(&mut self) -> bool {
-        if self.received > 0 || self.tx.is_full() {
-            self.poll_rx = self.received > 0;
+        if self.rx_full || self.tx.is_full() {
+            self.poll_rx = self.rx_full;
             return true;
         }
         false
@@ -481,28 +562,49 @@ impl Io {
     /// `wakeup` is kicked.
     pub fn idle(&mut self, clock: &Clock, next: Option<Instant>, wakeup: &Wakeup) -> io::Result<()> {
         let now = clock.now();
+        // A pass that has just sent while departures are dense (a grown threshold) sleeps
+        // even when the next departure fell due during its own system calls: the pacer lets
+        // it out with the next batch, one `sendmmsg` instead of a second one for it alone.
+        let coarse = self.pacing == Pacing::Sleep && self.departure_gap.is_some() && !self.tx.is_empty();
         let wait = match next {
-            Some(t) if t <= now => {
+            Some(t) if t <= now && !coarse => {
                 self.poll_rx = false;
                 return Ok(());
             }
             Some(t) => Some(t - now),
             None => None,
         };
+        if let (Some(hold), Some(read)) = (self.read_hold(), self.last_arrival_read) {
+            // Arrivals are dense: sleep without watching the socket until the hold after the
+            // last read is over (or the next due time, or a kick), then read what came.
+            let until = next.map_or(read + hold, |t| t.min(read + hold));
+            if until > now {
+                wakeup.sleeping.store(true, Ordering::SeqCst);
+                if !wakeup.kick.load(Ordering::SeqCst) {
+                    let stream = self.stream.as_ref().filter(|s| s.closed.is_none());
+                    let other = stream.map(|s| (s.tcp.as_fd(), !s.out.is_empty()));
+                    self.udp.wait_for(&wakeup.waker, other, Some(until - now), false)?;
+                }
+                wakeup.sleeping.store(false, Ordering::SeqCst);
+                self.poll_rx = true;
+                return Ok(());
+            }
+        }
         let spin_until = |deadline: Instant| {
             while clock.now() < deadline && !wakeup.kick.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
             }
         };
         // How long to sleep, and until when to spin after it.
+        let threshold = self.sleep_threshold();
         let (timeout, then_spin) = match wait {
-            Some(w) if w <= self.spin && self.pacing == Pacing::Spin => {
+            Some(w) if w <= threshold && self.pacing == Pacing::Spin => {
                 spin_until(now + w);
                 self.poll_rx = false;
                 return Ok(());
             }
             // Too short to sleep to the microsecond: sleep the threshold; the pacer catches up.
-            Some(w) if w <= self.spin => (Some(self.spin), None),
+            Some(w) if w <= threshold => (Some(threshold), None),
             Some(w) => {
                 let early = self.sleep_early();
                 (Some(w - early), Some((now + w, early)))
@@ -510,17 +612,21 @@ impl Io {
             None => (None, None),
         };
         wakeup.sleeping.store(true, Ordering::SeqCst);
+        // Whether the sockets must be read: not after a `ppoll` that timed out with nothing
+        // ready (on a paced sender, nearly every wake-up).
+        let mut ready = true;
         if !wakeup.kick.load(Ordering::SeqCst) {
             let stream = self.stream.as_ref().filter(|s| s.closed.is_none());
             let other = stream.map(|s| (s.tcp.as_fd(), !s.out.is_empty()));
-            self.udp.wait(&wakeup.waker, other, timeout)?;
+            ready = self.udp.wait_for(&wakeup.waker, other, timeout, true)?;
         }
         wakeup.sleeping.store(false, Ordering::SeqCst);
+        let woke = clock.now();
         if let Some((deadline, early)) = then_spin {
             // Woken in the last stretch: the timer (or something as late); spin the rest. The
             // wake-up's lateness feeds the next stretch (a wake-up for a datagram in it counts
             // as late too, which errs towards spinning).
-            let t = clock.now();
+            let t = woke;
             let target = deadline - early;
             if t >= target {
                 let late = (t - target).min(SLEEP_EARLY);
@@ -530,7 +636,12 @@ impl Io {
                 }
             }
         }
-        self.poll_rx = true;
+        self.poll_rx = ready;
+        if !ready {
+            // The socket was found empty just now: the next pass reads it only if the spin
+            // above took longer than RX_POLL.
+            self.last_rx_poll = woke;
+        }
         Ok(())
     }
 

@@ -265,19 +265,31 @@ impl UdpSocket {
     }
 
     /// Waits until the socket is readable, `waker` was signalled, `timeout` passed, or `other`
-    /// (a control stream) is readable or, when its flag is set, writable.
+    /// (a control stream) is readable or, when its flag is set, writable. Returns whether
+    /// anything is ready (false: the timeout passed with the socket and stream idle).
     pub fn wait(
         &self,
         waker: &Waker,
         other: Option<(BorrowedFd<'_>, bool)>,
         timeout: Option<Duration>,
-    ) -> io::Result<()> {
+    ) -> io::Result<bool> {
+        self.wait_for(waker, other, timeout, true)
+    }
+
+    /// [`wait`](Self::wait), watching the socket itself only when `socket` is set.
+    pub fn wait_for(
+        &self,
+        waker: &Waker,
+        other: Option<(BorrowedFd<'_>, bool)>,
+        timeout: Option<Duration>,
+        socket: bool,
+    ) -> io::Result<bool> {
         let (other_fd, other_events) = match other {
             Some((fd, write)) => (fd.as_raw_fd(), libc::POLLIN | if write { libc::POLLOUT } else { 0 }),
             None => (-1, 0),
         };
         let mut fds = [
-            libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: if socket { self.fd.as_raw_fd() } else { -1 }, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: waker.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: other_fd, events: other_events, revents: 0 },
         ];
@@ -293,11 +305,13 @@ impl UdpSocket {
             if err.raw_os_error() != Some(libc::EINTR) {
                 return Err(err);
             }
+            // Interrupted: say ready, so that the caller looks at everything.
+            return Ok(true);
         }
         if fds[1].revents & libc::POLLIN != 0 {
             waker.drain();
         }
-        Ok(())
+        Ok(r > 0)
     }
 }
 
@@ -384,6 +398,11 @@ impl TxBatch {
 
     pub fn is_full(&self) -> bool {
         self.pkts.len() >= self.max_pkts
+    }
+
+    /// Datagrams in the batch.
+    pub fn len(&self) -> usize {
+        self.pkts.len()
     }
 
     /// Space for the next datagram.
@@ -494,6 +513,11 @@ impl RxBatch {
             names: vec![MaybeUninit::zeroed(); msgs],
             cmsgs: vec![[0; CMSG_LEN / 8]; msgs],
         }
+    }
+
+    /// Messages one call can receive.
+    pub fn capacity(&self) -> usize {
+        self.hdrs.len()
     }
 
     fn prepare(&mut self) {

@@ -12,7 +12,11 @@ use transfer::transmit::{Source, Transmit};
 use udt::driver::{ArrivalStamp, BufferSizes, Clock, Io, Pacing, Protocol, UdpSocket, Wakeup};
 
 const COUNT: u32 = 500;
-const PERIOD: Duration = Duration::from_micros(200);
+/// Longer than `driver::COARSE_GAP_MAX`: a sparse sender, each departure slept to and spun on.
+const PERIOD: Duration = Duration::from_micros(400);
+/// Dense (at most `driver::COARSE_GAP_MAX`) but longer than [`SPIN`]: about 120 Mb/s of
+/// 1500-byte packets, where the threshold grows to `driver::SLEEP_QUANTUM_PKTS` periods.
+const DENSE_PERIOD: Duration = Duration::from_micros(100);
 /// Shorter than [`SPIN`]: too short a wait to sleep to the microsecond.
 const SHORT_PERIOD: Duration = Duration::from_micros(10);
 /// From the last datagram to `DONE`.
@@ -72,6 +76,9 @@ struct Receiver {
     heard_done: bool,
     replied: bool,
     control_peer: Option<SocketAddr>,
+    /// `recvmmsg` calls the receiver's engine made, and how many of them found datagrams.
+    recv_calls: u64,
+    recv_msgs: u64,
 }
 
 impl Protocol for Receiver {
@@ -113,7 +120,11 @@ fn paced_run(period: Duration, pacing: Pacing) -> (Sender, Receiver, Duration) {
         let (tcp, peer) = listener.accept().unwrap();
         let mut p = Receiver { control_peer: Some(peer), ..Receiver::default() };
         let mut io = Io::new(rx_udp, Some(tcp), SPIN).unwrap();
-        io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p, _| p.replied).unwrap();
+        io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p, io| {
+            (p.recv_calls, p.recv_msgs) = (io.udp().counters.recv_calls, io.udp().counters.recv_msgs);
+            p.replied
+        })
+        .unwrap();
         p
     });
     let tcp = TcpStream::connect(ctrl_addr).unwrap();
@@ -163,6 +174,41 @@ fn paced_datagrams_over_udp_and_a_conversation_over_tcp() {
         assert!(median >= PERIOD * 3 / 4 && median <= PERIOD * 5 / 4, "{pacing:?}: median gap {median:?}");
         assert!(elapsed >= PERIOD * (COUNT - 1), "{pacing:?}: {elapsed:?} for {COUNT} packets {PERIOD:?} apart");
     }
+}
+
+#[test]
+fn a_dense_sender_sleeps_several_periods_and_lets_out_what_fell_due_on_average_on_schedule() {
+    // Issue 40, part 4: at 100 Mb/s a wake-up and a `sendmmsg` per packet cost 3x 4.11's CPU.
+    // Departures 100 µs apart are dense: the engine sleeps about four periods and the pacer
+    // lets out what fell due together; the average rate holds.
+    let (p, r, elapsed) = paced_run(DENSE_PERIOD, Pacing::Sleep);
+    assert_delivered(&p, &r);
+    let schedule = DENSE_PERIOD * (COUNT - 1);
+    assert!(elapsed >= schedule, "{elapsed:?} for {COUNT} packets {DENSE_PERIOD:?} apart");
+    let gaps = sorted_gaps(&r);
+    let short = gaps.iter().filter(|g| **g < DENSE_PERIOD / 2).count();
+    assert!(
+        short * 2 >= gaps.len(),
+        "bursts of several datagrams, not one a period: {short} of {} gaps under {:?}",
+        gaps.len(),
+        DENSE_PERIOD / 2
+    );
+}
+
+#[test]
+fn a_receiver_of_dense_arrivals_reads_several_per_call() {
+    // Each datagram on its own period (the sender spins), 100 µs apart: the receiver holds off
+    // reading for about four gaps after a read, so a `recvmmsg` takes several. (The datagrams
+    // keep their kernel arrival stamps however late they are read:
+    // `kernel_stamps_keep_the_arrival_spacing_of_a_batch_read_late`.)
+    let (p, r, _) = paced_run(DENSE_PERIOD, Pacing::Spin);
+    assert_delivered(&p, &r);
+    assert!(
+        r.recv_calls * 2 <= u64::from(COUNT),
+        "{} reads ({} messages) for {COUNT} datagrams: not one (or two) per datagram",
+        r.recv_calls,
+        r.recv_msgs
+    );
 }
 
 #[test]
