@@ -2,10 +2,11 @@
 """Goodput and CPU cost of our `udt` against libudt 4.11, and of our `sabul` beside our `udt`,
 measured back to back in one run.
 
-For each network (loopback; two namespaces joined by a veth pair) and each stack,
-one bulk transfer of --size-mib MiB, the stack talking to itself (udt-rs -> udt-rs,
-libudt -> libudt, sabul -> sabul). Stacks are names from the stack registry
-(stacks/, any with a `udt-cli` or `sabul-cli` [bulk] table). Goodput comes from
+For each network (loopback; two namespaces joined by a veth pair; ``paced``: two namespaces
+joined by ``udt-linkem`` at 100 Mb/s, chicago-local at scale 0.1, where the link sets the
+rate) and each stack, one bulk transfer of --size-mib MiB (--paced-size-mib on ``paced``),
+the stack talking to itself (udt-rs -> udt-rs, libudt -> libudt, sabul -> sabul). Stacks are
+names from the stack registry (stacks/, any with a `udt-cli` or `sabul-cli` [bulk] table). Goodput comes from
 the receiver's stats summary (docs/cli.md), CPU time (user + sys) from wait4() on each process.
 Each network runs the stacks --repeat times in turns (udt-rs, libudt, sabul, udt-rs, ...), so
 that drift on a shared host hits all alike. Prints the ratios ours/libudt (udt-rs against the
@@ -13,9 +14,15 @@ registry's reference stack) and sabul/udt-rs, each taken per repeat (the two ran
 other) with its 95 % interval over the repeats (Student's t, udtharness.uncertainty), then runs
 `cargo bench -p transfer --bench loss_list` and prints its output.
 
+Beside the ratios, each stack's own CPU per delivered Gb (sender and receiver), its share of a
+core, and on ``paced`` its sender's pacing fidelity: data packets sent per stats interval over
+the ``1e6 / period_us`` its pacer asked for (the middle half of the transfer), each a mean with
+its 95 % interval over the repeats (issue 40, part 4; docs/results/2026-11-28-cpu-per-gb.md).
+
 Targets (stated, not asserted): goodput >= 2.5x libudt's and CPU per Gb <= 0.5x
-libudt's, on the loopback, judged on the intervals: met when every interval lies on the target's
-side, not met when one lies wholly on the other, inconclusive otherwise; SABUL (whose 2003 code
+libudt's, on the loopback; CPU per Gb <= 1x libudt's on ``paced``, both sides; judged on the
+intervals: met when every interval lies on the target's side, not met when one lies wholly on
+the other, inconclusive otherwise; SABUL (whose 2003 code
 busy-waited between packets) needs less than a full core for either side below 1 Gb/s.
 
     make bench                    # or: .venv/bin/python impl/bench/compare.py --help
@@ -24,6 +31,7 @@ busy-waited between packets) needs less than a full core for either side below 1
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import subprocess
 import sys
@@ -38,7 +46,7 @@ REPO = Path(__file__).resolve().parents[2]
 # This tree's registry and interop helpers, whichever udtconf the interpreter has installed.
 sys.path[:0] = [str(REPO / "harness")]
 from udtharness.cli import read_stats, recv_argv, sabul_recv_argv, sabul_send_argv, send_argv  # noqa: E402
-from udtharness.netns import LOOPBACK, Net, veth_namespaces  # noqa: E402
+from udtharness.netns import LOOPBACK, Net, linkem_namespaces, veth_namespaces  # noqa: E402
 from udtharness.stacks import Stack, StackError, reference_stack, registry  # noqa: E402
 from udtharness.uncertainty import Interval, Judgement, judge, mean_interval, ratio_interval  # noqa: E402
 
@@ -46,8 +54,13 @@ OURS = "udt-rs"
 SABUL = "sabul"
 CONTRACTS = ("udt-cli", "sabul-cli")
 VETH_ADDRS = ("10.233.0.1", "10.233.0.2")
+PACED_ADDRS = ("10.233.1.1", "10.233.1.2")
+# chicago-local (topologies/chicago-local.toml) at scale 0.1: the rate a tenth, delay and queue
+# as they are.
+PACED_LINK = "delay=20us,rate=100mbit,queue=1000p"
 GOODPUT_TARGET = 2.5
 CPU_TARGET = 0.5
+PACED_CPU_TARGET = 1.0
 
 
 @dataclass
@@ -63,6 +76,8 @@ class Run:
     hung: bool = False  # a side was still running at the timeout (and was killed)
     exited_ok: bool = False  # both sides exited 0 (ok also needs the receiver's stats summary)
     repeat: int = 0
+    size: int = 0  # bytes transferred
+    fidelity: float | None = None  # sent per interval / (1e6 / period_us), middle half
 
     def cpu_per_gbit(self, cpu: float, size_bytes: int) -> float:
         return cpu / (size_bytes * 8 / 1e9)
@@ -149,6 +164,23 @@ def transfer(
     return Run(net.name, name, True, summary["mbps"], summary["seconds"], cpu_send, cpu_recv, exited_ok=True)
 
 
+def pacing_fidelity(send_stats: Path) -> float | None:
+    """The sender's data packets per stats interval over what its pacing period allows
+    (``1e6 / period_us`` per second), averaged over the middle half of its periodic lines;
+    None with fewer than 4 lines."""
+    try:
+        lines = [x for x in read_stats(send_stats) if not x.get("summary")]
+    except (OSError, ValueError):
+        return None
+    ratios = []
+    for a, b in itertools.pairwise(lines):
+        dt, period = float(b["t"]) - float(a["t"]), float(b["period_us"])
+        if dt > 0 and period > 0:
+            ratios.append((int(b["pkts_sent"]) - int(a["pkts_sent"])) / dt / (1e6 / period))
+    middle = ratios[len(ratios) // 4 : len(ratios) - len(ratios) // 4]
+    return sum(middle) / len(middle) if len(lines) >= 4 and middle else None
+
+
 def interval_text(iv: Interval | None, unit: str = "x") -> str:
     """'2.31x [2.10, 2.52]' over repeats, '2.31x' from one, '-' from none."""
     if iv is None:
@@ -186,7 +218,8 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
             continue
         print(
             f"{r.net:<6}{r.stack:<8}{r.repeat + 1:>4}{r.mbps:>14.1f}{r.seconds:>9.2f}{r.cpu_send:>12.2f}"
-            f"{r.cpu_recv:>12.2f}{r.cpu_per_gbit(r.cpu_send, size):>11.3f}{r.cpu_per_gbit(r.cpu_recv, size):>11.3f}"
+            f"{r.cpu_recv:>12.2f}{r.cpu_per_gbit(r.cpu_send, r.size or size):>11.3f}"
+            f"{r.cpu_per_gbit(r.cpu_recv, r.size or size):>11.3f}"
         )
     nets = list(dict.fromkeys(r.net for r in runs))
 
@@ -194,10 +227,10 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
         return [r for r in runs if r.net == net and r.stack == stack]
 
     def send(r: Run) -> float:
-        return r.cpu_per_gbit(r.cpu_send, size)
+        return r.cpu_per_gbit(r.cpu_send, r.size or size)
 
     def recv(r: Run) -> float:
-        return r.cpu_per_gbit(r.cpu_recv, size)
+        return r.cpu_per_gbit(r.cpu_recv, r.size or size)
 
     def mbps(r: Run) -> float:
         return r.mbps
@@ -215,8 +248,43 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
         if g is None or cs is None or cr is None:
             print(f"{net:<6}{'-':>3}  {'-':<{w}}{'-':<{w}}{'-':<{w}}incomplete")
             continue
-        verdict = targets(g, cs, cr) if net == "lo" else "-"
+        if net == "lo":
+            verdict = targets(g, cs, cr)
+        elif net == "paced":
+            verdict = paced_target(cs, cr, reference)
+        else:
+            verdict = "-"
         print(f"{net:<6}{g.n:>3}  {interval_text(g):<{w}}{interval_text(cs):<{w}}{interval_text(cr):<{w}}{verdict}")
+    print()
+    print(
+        "CPU per delivered Gb (s) and share of a core, each stack on its own, mean [95 % interval] over the "
+        "repeats; fidelity: the sender's packets per interval over 1e6/period_us (paced only)"
+    )
+    print(
+        f"{'net':<6}{'stack':<8}{'n':>3}  {'send s/Gb':<{w}}{'recv s/Gb':<{w}}{'send % core':<{w}}"
+        f"{'recv % core':<{w}}fidelity"
+    )
+    for net in nets:
+        for stack in dict.fromkeys(r.stack for r in runs if r.net == net):
+            ok = [r for r in of(net, stack) if r.ok]
+            if not ok:
+                print(f"{net:<6}{stack:<8}{0:>3}  no successful run")
+                continue
+            ivs = [
+                mean_interval([f(r) for r in ok])
+                for f in (
+                    send,
+                    recv,
+                    lambda r: 100 * r.cpu_send / max(r.seconds, 1e-9),
+                    lambda r: 100 * r.cpu_recv / max(r.seconds, 1e-9),
+                )
+            ]
+            fid = [r.fidelity for r in ok if r.fidelity is not None]
+            texts = [interval_text(iv, "") for iv in ivs]
+            print(
+                f"{net:<6}{stack:<8}{len(ok):>3}  {texts[0]:<{w}}{texts[1]:<{w}}{texts[2]:<{w}}{texts[3]:<{w}}"
+                f"{interval_text(mean_interval(fid), '') if fid else '-'}"
+            )
     if any(r.stack == SABUL for r in runs):
         print()
         print(f"ratios {SABUL}/{OURS} per repeat pair, and the cores SABUL keeps busy (target: under one per side)")
@@ -240,6 +308,16 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
     return all(r.ok for r in runs)
 
 
+def paced_target(cs: Interval, cr: Interval, reference: str) -> str:
+    """CPU per Gb no more than the reference's on the paced link, both sides (issue 40)."""
+    marks = [judge(cs, None, PACED_CPU_TARGET), judge(cr, None, PACED_CPU_TARGET)]
+    if all(m is Judgement.MET for m in marks):
+        return f"cpu/Gb <= {reference}'s: met"
+    if Judgement.MISSED in marks:
+        return f"cpu/Gb <= {reference}'s: not met"
+    return f"cpu/Gb <= {reference}'s: inconclusive (more --repeat)"
+
+
 def cargo_bench() -> bool:
     cmd = ["cargo", "bench", "-p", "transfer", "--bench", "loss_list"]
     print(f"\n==> {' '.join(cmd)} (in impl/)", flush=True)
@@ -249,7 +327,14 @@ def cargo_bench() -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mib", type=int, default=2048, help="bytes per transfer, MiB (default 2048)")
-    ap.add_argument("--nets", default="lo,veth", help="comma-separated subset of lo,veth (default both)")
+    ap.add_argument(
+        "--nets",
+        default="lo,veth,paced",
+        help="comma-separated subset of lo,veth,paced (default all; paced: udt-linkem at 100 Mb/s)",
+    )
+    ap.add_argument(
+        "--paced-size-mib", type=int, default=120, help="bytes per transfer on paced, MiB (default 120, ~10 s)"
+    )
     stacks = registry()
     runnable = [n for n, s in stacks.items() if s.bulk and s.bulk.contract in CONTRACTS]
     reference = reference_stack("udt", stacks)
@@ -273,8 +358,12 @@ def main() -> int:
     if args.repeat < 1:
         print(f"compare: --repeat must be at least 1, not {args.repeat}", file=sys.stderr)
         return 2
-    if "veth" in nets and os.geteuid() != 0:
-        print("compare: veth needs root (network namespaces); use --nets lo", file=sys.stderr)
+    unknown = [n for n in nets if n not in ("lo", "veth", "paced")]
+    if unknown:
+        print(f"compare: unknown nets {unknown}: want lo, veth or paced", file=sys.stderr)
+        return 2
+    if ("veth" in nets or "paced" in nets) and os.geteuid() != 0:
+        print("compare: veth and paced need root (network namespaces); use --nets lo", file=sys.stderr)
         return 2
 
     size = args.size_mib << 20
@@ -287,19 +376,33 @@ def main() -> int:
         with open(data, "wb") as f:
             f.truncate(size)
         print(
-            f"compare: {args.size_mib} MiB per transfer, stacks {', '.join(names)} in turns, {args.repeat} "
-            f"times each, nets {', '.join(nets)}"
+            f"compare: {args.size_mib} MiB per transfer ({args.paced_size_mib} MiB on paced: {PACED_LINK}), "
+            f"stacks {', '.join(names)} in turns, {args.repeat} times each, nets {', '.join(nets)}"
         )
+        paced_size = args.paced_size_mib << 20
+        paced_data = work / "input-paced"
+        with open(paced_data, "wb") as f:
+            f.truncate(paced_size)
         port = 24000 + os.getpid() % 1000
         for net_name in nets:
             with ExitStack() as scope:
-                net = LOOPBACK if net_name == "lo" else scope.enter_context(veth_namespaces("udtcmp-", *VETH_ADDRS))
+                if net_name == "lo":
+                    net = LOOPBACK
+                elif net_name == "veth":
+                    net = scope.enter_context(veth_namespaces("udtcmp-", *VETH_ADDRS))
+                else:
+                    net = scope.enter_context(linkem_namespaces("udtcmpp-", *PACED_ADDRS, PACED_LINK, PACED_LINK))
+                paced = net_name == "paced"
                 for k in range(args.repeat):
                     for name in names:
+                        if paced and (b := stacks[name].bulk) is not None and b.contract != "udt-cli":
+                            continue  # the paced comparison is UDT's (issue 40)
                         port += 1
-                        print(f"  {net.name}: {name} -> {name} ({k + 1} of {args.repeat}) ...", end="", flush=True)
-                        r = transfer(stacks[name], net, data, work, port, args.timeout)
-                        r.repeat = k
+                        print(f"  {net_name}: {name} -> {name} ({k + 1} of {args.repeat}) ...", end="", flush=True)
+                        r = transfer(stacks[name], net, paced_data if paced else data, work, port, args.timeout)
+                        r.net, r.repeat, r.size = net_name, k, paced_size if paced else size
+                        if paced and r.ok:
+                            r.fidelity = pacing_fidelity(work / f"{net.name}-{name}-send.jsonl")
                         print(f" {r.mbps:.0f} Mb/s" if r.ok else f" FAILED ({r.error[:200]})", flush=True)
                         runs.append(r)
     ok = report(runs, size, reference)
