@@ -347,10 +347,12 @@ impl Io {
     /// that one wake-up and one `recvmmsg` take about that many datagrams instead of one each.
     /// The kernel stamps each datagram on arrival, so the receiver's measurements (UDT4.md
     /// §10) do not move; what waits is the reaction to them (a NAK, a light ACK), by at most
-    /// that hold (1 ms). `None` while arrivals are sparse, and with [`Pacing::Spin`].
+    /// that hold (1 ms). `None` while arrivals are sparse, with [`Pacing::Spin`], and while
+    /// the hold would be no longer than the spin threshold (above about 1 Gb/s, where a pass
+    /// takes longer than a few gaps anyway and a sleep that short would only slow it).
     pub fn read_hold(&self) -> Option<Duration> {
         match (self.pacing, self.arrival_gap) {
-            (Pacing::Sleep, Some(gap)) => Some(gap * SLEEP_QUANTUM_PKTS),
+            (Pacing::Sleep, Some(gap)) => Some(gap * SLEEP_QUANTUM_PKTS).filter(|h| *h > self.spin),
             _ => None,
         }
     }
@@ -562,10 +564,12 @@ impl Io {
     /// `wakeup` is kicked.
     pub fn idle(&mut self, clock: &Clock, next: Option<Instant>, wakeup: &Wakeup) -> io::Result<()> {
         let now = clock.now();
-        // A pass that has just sent while departures are dense (a grown threshold) sleeps
-        // even when the next departure fell due during its own system calls: the pacer lets
-        // it out with the next batch, one `sendmmsg` instead of a second one for it alone.
-        let coarse = self.pacing == Pacing::Sleep && self.departure_gap.is_some() && !self.tx.is_empty();
+        // A pass that has just sent while the threshold has grown (departures dense, but
+        // further apart than a quarter of the spin threshold) sleeps even when the next
+        // departure fell due during its own system calls: the pacer lets it out with the next
+        // batch, one `sendmmsg` instead of a second one for it alone. Faster, a pass that is
+        // behind goes on at once, as it always did.
+        let coarse = self.sleep_threshold() > self.spin && !self.tx.is_empty();
         let wait = match next {
             Some(t) if t <= now && !coarse => {
                 self.poll_rx = false;
