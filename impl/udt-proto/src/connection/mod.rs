@@ -538,11 +538,11 @@ impl Connection {
         }
         let Some(snd) = self.snd.as_mut() else { return };
         let (ack_no, rtt) = match *ack {
-            Ack::Light { ack } => return snd.on_light_ack(ack),
+            Ack::Light { ack } => return snd.on_light_ack(now, ack),
             Ack::Medium { ack_no, rtt, .. } | Ack::Full { ack_no, rtt, .. } => (ack_no, rtt),
         };
         self.ctrl.push_back(CtrlOut::Ack2(ack_no));
-        match snd.on_ack(ack) {
+        match snd.on_ack(now, ack) {
             Err(sender::Malformed) => self.stats.malformed += 1,
             Ok(false) => {}
             Ok(true) => {

@@ -137,11 +137,26 @@ impl Sender {
     // ---------------------------------------------------------------- input
 
     /// A light ACK (§8.6 step 1): only moves the ACK point and shrinks the flow window.
-    pub(super) fn on_light_ack(&mut self, a: SeqNo) {
+    pub(super) fn on_light_ack(&mut self, now: Instant, a: SeqNo) {
+        let stalled = self.next_data_time().is_none();
         if !a.is_before(self.last_ack) && !a.is_after(self.curr_seq.next()) {
             let adv = self.last_ack.offset_to(a).max(0) as u32;
             self.flow_window = self.flow_window.saturating_sub(adv);
             self.last_ack = a;
+        }
+        self.unstall(now, stalled);
+    }
+
+    /// A sender that had nothing it could send (window closed, nothing new and nothing to
+    /// retransmit) takes up its schedule at `now` when an ACK lets it send again: the time it
+    /// waited is no credit. 4.11's `packData` resets `m_ullTimeDiff` whenever a pass finds
+    /// nothing to send, so after a window stall it sends one packet at once and the next a
+    /// period later (UDT4.md §7 step 2); kept across a stall, the catch-up let a sender at the
+    /// edge of its window send faster than the ACKs came back and fill the queue it was
+    /// meant to find (issue 40).
+    fn unstall(&mut self, now: Instant, stalled: bool) {
+        if stalled {
+            self.pacer.resume(now);
         }
     }
 
@@ -153,7 +168,7 @@ impl Sender {
     /// is held to `[2, SEQ_TH]` (4.11's receivers never send less than 2, which keeps a zero
     /// window from holding the sender forever); a rate or capacity that is not positive is
     /// ignored. The RTT field is held to `transfer::rtt::MAX_SAMPLE` where it is folded in.
-    pub(super) fn on_ack(&mut self, ack: &Ack) -> Result<bool, Malformed> {
+    pub(super) fn on_ack(&mut self, now: Instant, ack: &Ack) -> Result<bool, Malformed> {
         let a = ack.ack();
         if a.is_after(self.curr_seq.next()) {
             // 4.11 breaks the connection here; a forged or corrupt ACK must not kill ours.
@@ -163,10 +178,12 @@ impl Sender {
             Ack::Medium { avail, .. } | Ack::Full { avail, .. } => avail.clamp(MIN_FLOW_WINDOW, SEQ_TH),
             Ack::Light { .. } => return Ok(false),
         };
+        let stalled = self.next_data_time().is_none();
         if !a.is_before(self.last_ack) {
             self.flow_window = avail;
             self.last_ack = a;
         }
+        self.unstall(now, stalled);
         let released = self.last_data_ack.offset_to(a);
         if released <= 0 {
             return Ok(false);
@@ -339,6 +356,47 @@ mod tests {
         // The driver wakes 100 µs late; the application adds data first (an ACK freed room).
         s.push(t(100), &[0; 1000], true, None);
         assert_eq!(drain(&mut s, t(100)), 10, "the packet due at 10 µs and the nine after it, back to back");
+    }
+
+    fn full_ack(a: SeqNo) -> Ack {
+        Ack::Full {
+            ack_no: crate::seq::AckNo::new(1),
+            ack: a,
+            rtt: 1000,
+            rtt_var: 0,
+            avail: 1000,
+            rate: 0,
+            capacity: 0,
+        }
+    }
+
+    #[test]
+    fn time_spent_waiting_for_the_window_is_no_credit() {
+        let mut s = sender(t(0));
+        s.cwnd = 4.0;
+        s.push(t(0), &[0; 20_000], true, None);
+        // Four packets fill the window (0, 10, 20, 30 µs); the fifth was due at 40 µs.
+        for at in [0, 10, 20, 30] {
+            assert_eq!(drain(&mut s, t(at)), 1);
+        }
+        assert_eq!(s.next_data_time(), None, "the window is full");
+        // The ACK for all four comes 100 µs late: one packet leaves at once, the next a period
+        // later, as 4.11 resumes a sender that left its schedule (no catch-up of 6 periods).
+        assert_eq!(s.on_ack(t(140), &full_ack(SeqNo::new(5))), Ok(true));
+        assert_eq!(drain(&mut s, t(140)), 1);
+        assert_eq!(s.next_data_time(), Some(t(150)));
+    }
+
+    #[test]
+    fn an_ack_to_a_sender_still_on_schedule_keeps_its_schedule() {
+        let mut s = sender(t(0));
+        s.cwnd = 4.0;
+        s.push(t(0), &[0; 20_000], true, None);
+        assert_eq!(drain(&mut s, t(0)), 1);
+        assert_eq!(drain(&mut s, t(10)), 1);
+        // Not stalled (room for two more): a late driver still catches up what it owes.
+        assert_eq!(s.on_ack(t(35), &full_ack(SeqNo::new(3))), Ok(true));
+        assert_eq!(drain(&mut s, t(35)), 2, "the packets due at 20 and 30 µs");
     }
 
     #[test]
