@@ -386,3 +386,45 @@ def test_ack_timer_after_a_100ms_pause_may_have_been_restarted_by_an_idle_check(
         full_ack_from("server", t + 0.0501, n + 2, 99),
     ]
     assert parties("udt4/9.2/full-ack-every-syn", conn_of(*handshake(), *flow, *tail)) == []
+
+
+# The defects a pure-Java stack showed that the rules missed (issue 41): each is a rule now.
+
+
+def test_a_payload_past_the_clients_own_mss_is_too_long_without_a_response() -> None:
+    ip = peer_ip_field("127.0.0.1")
+    request = ("client", 0.0, Handshake(isn=ISN, socket_id=CID, req_type=1, mss=1400, peer_ip=ip).encode())
+    long = ("client", 0.01, DataPacket(seq=ISN, msg_no=1, dst_id=SID, payload=b"x" * 1376).encode())
+    fits = ("client", 0.01, DataPacket(seq=ISN, msg_no=1, dst_id=SID, payload=b"x" * 1356).encode())
+    (v,) = run("udt4/3.1/payload-size", conn_of(request, long))
+    assert "1376 > the client's requested MSS − 44" in v and "= 1356" in v, v
+    assert run("udt4/3.1/payload-size", conn_of(request, fits)) == []
+
+
+def test_a_repeated_request_keeps_its_isn() -> None:
+    ip = peer_ip_field("127.0.0.1")
+    again = [
+        ("client", 0.25 * i, Handshake(isn=ISN + i, socket_id=CID, req_type=1, peer_ip=ip).encode()) for i in range(3)
+    ]
+    assert parties("udt4/6.1/request-repeated-unchanged", conn_of(*again)) == ["client", "client"]
+    assert run("udt4/6.1/request-repeated-unchanged", conn_of(*handshake(), *handshake())) == []
+    # A new socket (a new connect) may choose a new ISN.
+    retry = crafted.handshake(isn=ISN + 7, cid=CID + 1)
+    assert run("udt4/6.1/request-repeated-unchanged", conn_of(*handshake(), *retry)) == []
+
+
+def test_a_repeated_request_is_answered_from_the_same_session() -> None:
+    ip = peer_ip_field("127.0.0.1")
+    second = Handshake(isn=ISN, socket_id=SID + 1, req_type=-1, cookie=77, dst_id=CID, peer_ip=ip).encode()
+    assert parties("udt4/6.1/one-session-per-request", conn_of(*handshake(), ("server", 0.3, second))) == ["server"]
+    # The same response again (listener rule 6) is one session.
+    assert run("udt4/6.1/one-session-per-request", conn_of(*handshake(), *handshake()[3:])) == []
+
+
+def test_an_ack_before_any_data_or_with_rtt_0_is_reported() -> None:
+    early = full_ack_from("server", 0.005, ISN)
+    assert parties("udt4/8.3/ack-after-data", conn_of(*handshake(), early, data(ISN, 0.01))) == ["server"]
+    zero = Ack(dst_id=CID, ack_seq_no=1, ack_no=ISN + 1, rtt=0, rtt_var=0, avail_buffer=10).encode()
+    (v,) = run("udt4/8.3/ack-after-data", conn_of(*handshake(), data(ISN, 0.01), ("server", 0.02, zero)))
+    assert "RTT 0" in v, v
+    assert run("udt4/8.3/ack-after-data", conn_of(*handshake(), data(ISN, 0.01), ack(ISN + 1, 0.02))) == []

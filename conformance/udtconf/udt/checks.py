@@ -345,6 +345,48 @@ def _rdv(conn: Connection, ctx: Context) -> Iterable[Violation]:
             yield _v(hs[0][0], "first rendezvous request is not HS(0)")
 
 
+@rule(
+    "udt4/6.1/request-repeated-unchanged",
+    "6.1",
+    "MUST",
+    "The client chooses its ISN once, before its first request, and re-sends its current request "
+    "every 250 ms: every request of one connection attempt (one client socket ID) carries the same "
+    "ISN, which the listener's response must echo.",
+    cases=LISTENER_CASES,
+)
+def _request_repeated(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    first: dict[int, int] = {}  # client socket ID -> the ISN of its first request
+    for r, h in conn.handshakes("client"):
+        if h.req_type not in (1, -1):
+            continue
+        isn = first.setdefault(h.socket_id, h.isn)
+        if h.isn != isn:
+            yield _v(r, f"request of socket {h.socket_id:#x} with ISN {h.isn:#x}, its first request had {isn:#x}")
+
+
+@rule(
+    "udt4/6.1/one-session-per-request",
+    "6.1",
+    "MUST",
+    "A repeated request of a connection that exists (same peer address, socket ID and ISN) is answered "
+    "from that connection: the same server socket ID, never a second session.",
+    cases=LISTENER_CASES,
+)
+def _one_session(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    session: dict[tuple[int, int], int] = {}  # (client socket ID, ISN) -> the server's socket ID
+    for r, h in conn.handshakes("server"):
+        if h.req_type != -1:
+            continue
+        key = (h.dst_id, h.isn)
+        sid = session.setdefault(key, h.socket_id)
+        if h.socket_id != sid:
+            yield _v(
+                r,
+                f"a second session {h.socket_id:#x} for client socket {h.dst_id:#x} and ISN {h.isn:#x}, "
+                f"already answered as {sid:#x}",
+            )
+
+
 # ---------------------------------------------------------------------------------------------
 # §3.1 / §4 data
 
@@ -402,11 +444,18 @@ def _contig(conn: Connection, ctx: Context) -> Iterable[Violation]:
 )
 def _payload(conn: Connection, ctx: Context) -> Iterable[Violation]:
     mss = _negotiated_mss(conn)
+    bound = "MSS − 44"
     if mss is None:
-        raise Inconclusive("no handshake response")
+        # No response seen: the negotiated MSS is at most what the client asked for (§6.1
+        # listener rule 8), so a payload past the client's own request's MSS − 44 is too long
+        # whatever the listener would have answered.
+        mss = min((h.mss for _, h in conn.handshakes("client") if h.req_type in (1, -1) and h.mss), default=None)
+        bound = "the client's requested MSS − 44 (no response seen; the negotiated MSS is at most that)"
+    if mss is None:
+        raise Inconclusive("no handshake carried an MSS")
     for r, d in conn.data("client"):
         if len(d.payload) > mss - 44:
-            yield _v(r, f"payload {len(d.payload)} > MSS − 44 = {mss - 44}")
+            yield _v(r, f"payload {len(d.payload)} > {bound} = {mss - 44}")
 
 
 @rule(
@@ -492,6 +541,27 @@ def _ack_forms(conn: Connection, ctx: Context) -> Iterable[Violation]:
                 yield _v(r, "full/medium ACK with sub-sequence number 0")
             if a.avail_buffer is not None and a.avail_buffer < 2:
                 yield _v(r, f"advertised window {a.avail_buffer} < 2")
+
+
+@rule(
+    "udt4/8.3/ack-after-data",
+    "8.3",
+    "SHOULD",
+    "An ACK acknowledges data: none before the first data packet from the peer arrived (the ACK number "
+    "would be the peer's ISN, which 4.11 never acknowledges); the RTT of a full or medium ACK is the "
+    "receiver's estimate, which starts at 100 ms and is never 0.",
+)
+def _ack_after_data(conn: Connection, ctx: Context) -> Iterable[Violation]:
+    got_data = {"client": False, "server": False}
+    for r in conn.records:
+        p = r.packet
+        if isinstance(p, DataPacket):
+            got_data[_peer(r.sender)] = True
+        elif isinstance(p, Ack):
+            if not got_data[r.sender]:
+                yield _v(r, "ACK before any data from the peer")
+            elif p.kind is not AckKind.LIGHT and p.rtt == 0:
+                yield _v(r, "ACK with RTT 0")
 
 
 @rule(
