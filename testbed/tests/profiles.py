@@ -11,7 +11,7 @@ import pytest
 from udtbed.bands import against_reference
 from udtbed.experiment import Experiment, Part, load_all
 from udtbed.influx import InfluxWriter
-from udtbed.results import StackResult
+from udtbed.results import StackResult, Verdict
 from udtbed.run import Run
 from udtbed.runner import CalibrationError, run_experiment
 from udtbed.stacks import all_stacks
@@ -59,6 +59,14 @@ def profile_cases() -> list[tuple[str, str, str]]:
     return out
 
 
+def _one_epoch_window(v: Verdict) -> bool:
+    """Whether ``v`` judges a mean over the last seconds of a quick run (``..., after N s)``): at
+    the quick profiles' 20-25 s one loss epoch more or less in those seconds decides the band
+    (docs/results/2026-11-28-window-stall.md: udt-rs's first epoch on Amsterdam came anywhere
+    from 14 to 23 s), so a miss there runs once more, and fails when the second run misses too."""
+    return v.metric == "mean_mbps" and ", after " in v.band
+
+
 def run_profile(
     tmp_path: Path, exp: Experiment, part: Part, stack: str, influx: InfluxWriter | None = None
 ) -> StackResult:
@@ -69,7 +77,9 @@ def run_profile(
     "CPU and emulation timing"). The bands are lower bounds, and those distortions push a UDT
     sender into loss, below them: a flagged part that meets the bands passes, its flags
     printed. A flagged part that misses them runs once more, since the miss may be the
-    machine's. A miss without a flag fails at once. A second miss is *inconclusive* (the test
+    machine's. A miss without a flag fails at once, unless every band it missed is a mean over
+    a quick run's last seconds, which one loss epoch decides: then it runs once more and fails
+    when the second run misses too. A second miss is *inconclusive* (the test
     skips, saying why) where the machine itself flagged it (hostwatch.machine_flags: frames
     released late, the hypervisor's steal, another busy process): that run measured the
     machine, not the stack, and so is a second attempt whose paths no longer calibrate after the
@@ -129,12 +139,15 @@ def run_profile(
                 print(f"     attempt {attempt}: met the bands with emulation timing off ({'; '.join(timing)})")
             return r
         why = "\n".join(v.line() + f"\n       paper: {v.paper}" for v in missing)
-        if all(v.relative for v in missing) and attempt == 1:
-            missed.append(f"attempt 1: {why} (beside the reference's run: once more)")
+        if all(v.relative or _one_epoch_window(v) for v in missing) and attempt == 1:
+            missed.append(
+                f"attempt 1: {why} (beside the reference's run, or a window one loss epoch decides: once more)"
+            )
             print(f"     {missed[-1]}")
             continue
         if not timing:
-            raise AssertionError(f"{exp.name}/{part.label} on {stack} missed its bands:\n{why}\n{r.flows}")
+            before = "".join(f"{m}\n" for m in missed)
+            raise AssertionError(f"{exp.name}/{part.label} on {stack} missed its bands:\n{before}{why}\n{r.flows}")
         missed.append(f"attempt {attempt}: {why} -- with emulation timing off: {'; '.join(timing)}")
         print(f"     {missed[-1]}")
     machine = r.machine_flags

@@ -57,3 +57,27 @@ def test_a_miss_the_machine_did_not_flag_fails_at_once(tmp_path: Path, monkeypat
     attempts(monkeypatch, missed(cast(HostReport, {})), CalibrationError("never reached"))
     with pytest.raises(AssertionError, match="missed its bands"):
         profiles.run_profile(tmp_path, EXP, PART, "udt-rs")
+
+
+def missed_window(host: HostReport, value: float) -> SimpleNamespace:
+    """A run whose one missed band is a mean over the run's last seconds."""
+    run = missed(host)
+    r = run.parts[0].stacks["udt-rs"]
+    band = "mean_mbps(local, after 15 s) >= 0.85 x capacity"
+    r.verdicts = [Verdict("mean_mbps", band, "p", "w", value, 85.0, None, False)]
+    return run
+
+
+def test_a_miss_of_a_window_one_loss_epoch_decides_runs_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    met = missed_window(cast(HostReport, {}), 90.0)
+    met.parts[0].stacks["udt-rs"].verdicts[0].ok = True
+    attempts(monkeypatch, missed_window(cast(HostReport, {}), 84.8), met)
+    assert profiles.run_profile(tmp_path, EXP, PART, "udt-rs").verdicts[0].value == 90.0
+
+
+def test_a_window_missed_in_both_runs_fails_naming_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts(monkeypatch, missed_window(cast(HostReport, {}), 84.8), missed_window(cast(HostReport, {}), 83.0))
+    with pytest.raises(AssertionError, match=r"(?s)attempt 1: .*84\.8.*83"):
+        profiles.run_profile(tmp_path, EXP, PART, "udt-rs")
