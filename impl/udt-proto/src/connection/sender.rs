@@ -127,11 +127,9 @@ impl Sender {
     /// waiting keeps its schedule and the catch-up it owes, as 4.11 keeps a scheduled socket's
     /// place and `m_ullTimeDiff` on `send()` (UDT4.md §7 step 3).
     pub(super) fn push(&mut self, now: Instant, data: &[u8], in_order: bool, expiry: Option<Instant>) {
-        let idle = self.next_data_time().is_none();
+        let stalled = self.next_data_time().is_none();
         self.buf.push_message(data, in_order, expiry);
-        if idle {
-            self.pacer.resume(now);
-        }
+        self.unstall(now, stalled);
     }
 
     // ---------------------------------------------------------------- input
@@ -148,12 +146,11 @@ impl Sender {
     }
 
     /// A sender that had nothing it could send (window closed, nothing new and nothing to
-    /// retransmit) takes up its schedule at `now` when an ACK lets it send again: the time it
-    /// waited is no credit. 4.11's `packData` resets `m_ullTimeDiff` whenever a pass finds
-    /// nothing to send, so after a window stall it sends one packet at once and the next a
-    /// period later (UDT4.md §7 step 2); kept across a stall, the catch-up let a sender at the
-    /// edge of its window send faster than the ACKs came back and fill the queue it was
-    /// meant to find (issue 40).
+    /// retransmit) takes up its schedule at `now` when an ACK or new data lets it send again:
+    /// the time it waited is no credit. 4.11's `packData` resets `m_ullTimeDiff` whenever a
+    /// pass finds nothing to send, so after a stall it sends one packet at once and the next a
+    /// period later (UDT4.md §7 steps 2–3); kept across a window stall, the catch-up let a
+    /// sender at the edge of its window send faster than the ACKs came back (issue 40).
     fn unstall(&mut self, now: Instant, stalled: bool) {
         if stalled {
             self.pacer.resume(now);
