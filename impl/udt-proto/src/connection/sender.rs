@@ -49,6 +49,10 @@ pub(super) struct Sender {
     cwnd: f64,
     delivery_rate: u32,
     bandwidth: u32,
+    /// The sender has left the send schedule (UDT4.md §7 step 2): its slot came while it had
+    /// nothing it could send. Only a data-releasing ACK, a NAK, new data or EXP puts it back;
+    /// a light ACK that opens the window does not.
+    left_schedule: bool,
 }
 
 impl Sender {
@@ -70,6 +74,7 @@ impl Sender {
             cwnd: 16.0,
             delivery_rate: 16,
             bandwidth: 1,
+            left_schedule: false,
         }
     }
 
@@ -122,37 +127,56 @@ impl Sender {
         self.curr_seq.next() != self.last_ack
     }
 
-    /// Buffers one message (the caller checked that it fits). A sender that had nothing it
-    /// could send restarts its schedule at `now` (idle time is no credit); one with packets
-    /// waiting keeps its schedule and the catch-up it owes, as 4.11 keeps a scheduled socket's
-    /// place and `m_ullTimeDiff` on `send()` (UDT4.md §7 step 3).
+    /// Buffers one message (the caller checked that it fits). A sender that had left its
+    /// schedule (nothing it could send when its slot came) takes it up again at `now`: idle
+    /// time is no credit. One with packets waiting keeps its schedule and the catch-up it owes,
+    /// as 4.11 keeps a scheduled socket's place and `m_ullTimeDiff` on `send()` (UDT4.md §7
+    /// step 3).
     pub(super) fn push(&mut self, now: Instant, data: &[u8], in_order: bool, expiry: Option<Instant>) {
-        let stalled = self.next_data_time().is_none();
+        self.note_stall(now);
         self.buf.push_message(data, in_order, expiry);
-        self.unstall(now, stalled);
+        self.rejoin(now);
     }
 
     // ---------------------------------------------------------------- input
 
-    /// A light ACK (§8.6 step 1): only moves the ACK point and shrinks the flow window.
+    /// A light ACK (§8.6 step 1): only moves the ACK point and shrinks the flow window. It
+    /// does not bring back a sender that left its schedule, as 4.11's does not: such a
+    /// sender waits, its window open, for the next full ACK (§7 step 2).
     pub(super) fn on_light_ack(&mut self, now: Instant, a: SeqNo) {
-        let stalled = self.next_data_time().is_none();
+        self.note_stall(now);
         if !a.is_before(self.last_ack) && !a.is_after(self.curr_seq.next()) {
             let adv = self.last_ack.offset_to(a).max(0) as u32;
             self.flow_window = self.flow_window.saturating_sub(adv);
             self.last_ack = a;
         }
-        self.unstall(now, stalled);
     }
 
-    /// A sender that had nothing it could send (window closed, nothing new and nothing to
-    /// retransmit) takes up its schedule at `now` when an ACK or new data lets it send again:
-    /// the time it waited is no credit. 4.11's `packData` resets `m_ullTimeDiff` whenever a
-    /// pass finds nothing to send, so after a stall it sends one packet at once and the next a
-    /// period later (UDT4.md §7 steps 2–3); kept across a window stall, the catch-up let a
-    /// sender at the edge of its window send faster than the ACKs came back (issue 40).
-    fn unstall(&mut self, now: Instant, stalled: bool) {
-        if stalled {
+    /// Whether the sender has something it may send now, pacing aside (§7 steps 1–2).
+    fn has_sendable(&self) -> bool {
+        let unsent = self.last_data_ack.offset_to(self.curr_seq.next()) < self.buf.len() as i32;
+        let window_open = self.window() >= self.last_ack.len_to(self.curr_seq.next());
+        !self.loss.is_empty() || (unsent && window_open)
+    }
+
+    /// Called before an event changes what the sender may send: a sender with nothing it
+    /// could send whose slot has come has left the schedule, as 4.11's `packData` takes the
+    /// socket off its send list when a pass at its scheduled time finds nothing (§7 step 2).
+    fn note_stall(&mut self, now: Instant) {
+        if !self.has_sendable() && self.pacer.next_time() <= now {
+            self.left_schedule = true;
+        }
+    }
+
+    /// A data-releasing ACK, a NAK, new data or EXP puts a sender that left its schedule
+    /// back on it at `now`: 4.11 inserts the socket to send at once with `m_ullTimeDiff`
+    /// zeroed, so it sends one packet at once and the next a period later, whatever time it
+    /// spent off the schedule (UDT4.md §7 steps 2–3). Kept across a window stall, the
+    /// catch-up let a sender at the edge of its window send faster than the ACKs came back;
+    /// brought back by light ACKs, it sent at the link's pace where 4.11 waits for the next
+    /// full ACK (issue 40).
+    fn rejoin(&mut self, now: Instant) {
+        if std::mem::take(&mut self.left_schedule) {
             self.pacer.resume(now);
         }
     }
@@ -175,16 +199,17 @@ impl Sender {
             Ack::Medium { avail, .. } | Ack::Full { avail, .. } => avail.clamp(MIN_FLOW_WINDOW, SEQ_TH),
             Ack::Light { .. } => return Ok(false),
         };
-        let stalled = self.next_data_time().is_none();
+        self.note_stall(now);
         if !a.is_before(self.last_ack) {
             self.flow_window = avail;
             self.last_ack = a;
         }
-        self.unstall(now, stalled);
         let released = self.last_data_ack.offset_to(a);
         if released <= 0 {
+            // A duplicate: 4.11 stops before it reschedules the socket (§8.6 step 4).
             return Ok(false);
         }
+        self.rejoin(now);
         self.buf.release(released as usize);
         self.last_data_ack = a;
         self.loss.remove_up_to(a.prev());
@@ -221,6 +246,7 @@ impl Sender {
     /// After a NAK (§8.7 step 3): the retransmissions go out in the next slot of the schedule
     /// at the period the controller just set (see [`Pacer::hurry`]).
     pub(super) fn hurry(&mut self, now: Instant) {
+        self.left_schedule = false;
         self.pacer.hurry(now);
     }
 
@@ -235,6 +261,7 @@ impl Sender {
         if self.curr_seq.next() != self.last_ack && self.loss.is_empty() {
             lost = self.loss.insert(self.last_ack, self.curr_seq);
         }
+        self.left_schedule = false;
         self.pacer.restart(now);
         Some(lost)
     }
@@ -252,9 +279,7 @@ impl Sender {
 
     /// When the next data packet may leave, if one is ready to go (§7).
     pub(super) fn next_data_time(&self) -> Option<Instant> {
-        let unsent = self.last_data_ack.offset_to(self.curr_seq.next()) < self.buf.len() as i32;
-        let window_open = self.window() >= self.last_ack.len_to(self.curr_seq.next());
-        if self.loss.is_empty() && !(unsent && window_open) {
+        if self.left_schedule || !self.has_sendable() {
             return None;
         }
         Some(self.pacer.next_time())
@@ -405,5 +430,56 @@ mod tests {
         s.push(t(500), &[0; 5000], true, None);
         assert_eq!(drain(&mut s, t(500)), 1, "idle time is no credit");
         assert_eq!(s.next_data_time(), Some(t(510)));
+    }
+
+    #[test]
+    fn a_light_ack_does_not_bring_back_a_sender_that_left_its_schedule() {
+        let mut s = sender(t(0));
+        s.cwnd = 4.0;
+        s.push(t(0), &[0; 20_000], true, None);
+        for at in [0, 10, 20, 30] {
+            assert_eq!(drain(&mut s, t(at)), 1);
+        }
+        // The fifth packet's slot (40 µs) comes with the window full: off the schedule. A light
+        // ACK at 60 µs opens the window, but 4.11 sends nothing until the next full ACK.
+        s.on_light_ack(t(60), SeqNo::new(3));
+        assert_eq!(s.next_data_time(), None, "the window is open, the sender waits for a full ACK");
+        // A full ACK repeating what the light ACK said releases buffer: back at once, one
+        // packet, the next a period later.
+        assert_eq!(s.on_ack(t(95), &full_ack(SeqNo::new(3))), Ok(true));
+        assert_eq!(drain(&mut s, t(95)), 1);
+        assert_eq!(s.next_data_time(), Some(t(105)));
+    }
+
+    #[test]
+    fn a_light_ack_before_the_slot_keeps_the_sender_on_its_schedule() {
+        let mut s = sender(t(0));
+        s.cwnd = 4.0;
+        s.push(t(0), &[0; 20_000], true, None);
+        for at in [0, 10, 20, 30] {
+            assert_eq!(drain(&mut s, t(at)), 1);
+        }
+        // The window reopens at 35 µs, before the fifth packet's slot: it leaves on time.
+        s.on_light_ack(t(35), SeqNo::new(3));
+        assert_eq!(s.next_data_time(), Some(t(40)));
+    }
+
+    #[test]
+    fn a_duplicate_ack_does_not_bring_back_a_sender_that_left_its_schedule() {
+        let mut s = sender(t(0));
+        s.cwnd = 4.0;
+        s.push(t(0), &[0; 20_000], true, None);
+        for at in [0, 10, 20, 30] {
+            assert_eq!(drain(&mut s, t(at)), 1);
+        }
+        assert_eq!(s.on_ack(t(45), &full_ack(SeqNo::new(3))), Ok(true));
+        assert_eq!(drain(&mut s, t(45)), 1, "back on the schedule: one at once");
+        assert_eq!(drain(&mut s, t(55)), 1, "and one a period later, which fills the window");
+        // Full again; the slot passes; a light ACK and then a full ACK releasing nothing new.
+        s.on_light_ack(t(80), SeqNo::new(5));
+        assert_eq!(s.on_ack(t(90), &full_ack(SeqNo::new(3))), Ok(false));
+        assert_eq!(s.next_data_time(), None, "a duplicate stops before the reschedule (§8.6 step 4)");
+        assert_eq!(s.on_ack(t(99), &full_ack(SeqNo::new(5))), Ok(true));
+        assert_eq!(s.next_data_time(), Some(t(99)));
     }
 }
