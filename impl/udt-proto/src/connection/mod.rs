@@ -619,6 +619,9 @@ impl Connection {
     /// If `buf` is shorter than the datagram due (at most `mss − 28` bytes).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let size = if let Some(c) = self.ctrl.pop_front() {
+            if let (CtrlOut::Ack(Ack::Full { .. } | Ack::Medium { .. }), Some(rcv)) = (&c, self.rcv.as_mut()) {
+                rcv.ack_left(now, self.cc.get().ack_period());
+            }
             self.emit_control(c, buf)
         } else {
             match self.state {

@@ -200,6 +200,16 @@ impl Receiver {
         self.next_ack_time.max(self.last_check + IDLE_CHECK)
     }
 
+    /// A timer ACK left at `now`: the next is due a period after it left, not only after the
+    /// arrival that triggered it. 4.11 reads the clock in `checkTimers` right before
+    /// `sendCtrl` (§9.2); a driver stamps each datagram with its kernel arrival time and sends
+    /// the ACK after the batch, so the two differ by a varying latency, and ACKs a period
+    /// apart by arrival left as little as 9.9 ms apart: the sender's rate control, which runs
+    /// at most once per SYN (§12.3), skipped the ticks those brought (issue 40).
+    pub(super) fn ack_left(&mut self, now: Instant, ack_period: Duration) {
+        self.next_ack_time = self.next_ack_time.max(now + ack_period);
+    }
+
     /// §9.2–§9.3: the ACK timer, looked at now (right after a packet from the peer, or at the
     /// idle check). Returns the ACK to send, if any; `ack_period` is the controller's.
     pub(super) fn check_ack_timer(
@@ -296,5 +306,46 @@ impl Receiver {
         let (losses, speed) = (self.loss.len(), self.arrival.speed());
         let drain = Duration::from_micros(losses as u64 * 1_000_000 / speed.max(1) as u64);
         (rtt.rto() + drain).max(MIN_NAK_INTERVAL)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(us: u64) -> Instant {
+        Instant::from_micros(us)
+    }
+
+    /// Full-sized packets every 100 µs from `from` to `to` (µs); the first full ACK the timer
+    /// gives, with its arrival time.
+    fn first_timer_ack(r: &mut Receiver, seq: &mut SeqNo, from: u64, to: u64) -> Option<u64> {
+        let rtt = RttEstimator::new(Duration::from_millis(100), Duration::from_millis(50));
+        let mut stats = Stats::default();
+        let payload = [0u8; 1456];
+        for at in (from..to).step_by(100) {
+            let h = DataHeader::from_msg_word(*seq, 0xE000_0001, 0, 0);
+            r.on_data(t(at), &h, &payload, payload.len(), &rtt, &mut stats);
+            *seq = seq.next();
+            if let Some(Ack::Full { .. }) = r.check_ack_timer(t(at), true, SYN, &rtt) {
+                return Some(at);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn the_next_timer_ack_is_due_a_period_after_the_last_one_left() {
+        let isn = SeqNo::new(1);
+        let mut r = Receiver::new(&ConnectionConfig::default(), isn, 1456, t(0));
+        let mut seq = isn;
+        assert_eq!(first_timer_ack(&mut r, &mut seq, 100, 12_000), Some(10_000));
+        // The driver sent it 300 µs after the arrival that triggered it (the rest of its batch).
+        r.ack_left(t(10_300), SYN);
+        assert_eq!(
+            first_timer_ack(&mut r, &mut seq, 10_100, 22_000),
+            Some(20_300),
+            "one SYN after the ACK left, not after the arrival that triggered it"
+        );
     }
 }
