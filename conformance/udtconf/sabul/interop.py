@@ -116,7 +116,8 @@ def run(
     by_end = sorted(procs, key=lambda p: p.ended or 0.0)  # the first to end is the likeliest cause
     problems = [why for p in by_end if (why := _exit_problem(p, procs, timeout))]
     problems += compare(case, [source], output)
-    if res.pcap and not res.pcap.exists():
+    unwritten = res.pcap.name if res.pcap and not res.pcap.exists() else None
+    if unwritten:
         res.pcap = None
     if res.pcap:
         frames = read_frames(res.pcap)
@@ -132,7 +133,9 @@ def run(
         for s in res.sessions:
             leg = "" if s.judges == trace.BOTH else f"{'/'.join(sorted(s.judges))} leg: "
             res.diagnosis.findings.append(f"capture, {leg}{s.summary()}")
-        if res.pcap is None:
+        if unwritten:  # capturing was on, and the run ended before the capture was written
+            res.diagnosis.findings.append(f"no capture: {unwritten} was not written: no wire symptoms")
+        elif res.pcap is None:
             res.diagnosis.findings.append("no capture (capturing needs root): no wire symptoms")
         crashes = [f for f in res.diagnosis.findings if f not in problems]
         res.reason = "; ".join(problems + crashes[:2])
