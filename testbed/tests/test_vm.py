@@ -106,3 +106,17 @@ def test_a_vm_past_its_timeout_is_stopped_with_qemu(tmp_path: Path) -> None:
     while qemu_with(memory) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not qemu_with(memory)
+
+
+CPUINFO_NO_VT = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep sse sse2 avx\n"
+CPUINFO_VMX = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr vmx sse sse2 avx\n"
+
+
+def test_kvm_on_a_cpu_without_hardware_virtualisation_is_not_probed() -> None:
+    # Our machines: a Firecracker guest whose /dev/kvm is kvm_pvm; probing it cost 60 s of a
+    # hung boot every run (docs/results/2026-11-28-kvm-pvm.md).
+    why = vm.kvm_without_hardware(CPUINFO_NO_VT, {"kvm", "kvm_pvm", "veth"})
+    assert why is not None and "kvm_pvm" in why and "software" in why
+    assert "no vmx/svm" in (vm.kvm_without_hardware(CPUINFO_NO_VT, {"kvm"}) or "")
+    assert vm.kvm_without_hardware(CPUINFO_VMX, {"kvm", "kvm_intel"}) is None
+    assert vm.kvm_without_hardware(CPUINFO_VMX.replace("vmx", "svm"), {"kvm", "kvm_amd"}) is None

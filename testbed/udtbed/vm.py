@@ -8,9 +8,10 @@ directories given as ``rw`` are shared writable, so that results come back. Noth
 host's kernel, modules or network is touched: the guest's namespaces, qdiscs and sysctls live
 and die with the guest.
 
-Acceleration: KVM where it works, else QEMU's TCG emulation. ``accel="auto"`` first boots KVM
-with a trivial command (a few seconds where it fails at once, as with QEMU's "failed to set MSR"
-abort under nested virtualisation) and falls back to TCG, recording why. TCG is slow and its
+Acceleration: KVM where it works, else QEMU's TCG emulation. ``accel="auto"`` uses TCG at once
+where the CPU has no hardware virtualisation (no ``vmx``/``svm``: a ``/dev/kvm`` there, such as
+our machines' ``kvm_pvm``, would emulate the guest); elsewhere it first boots KVM with a trivial
+command and falls back to TCG, recording why. TCG is slow and its
 timers jitter: good for proving the netem path works at low rates, not for judging fidelity at
 the papers' rates (docs/testbed.md, "The netem backend in a VM").
 """
@@ -199,10 +200,51 @@ def _exit_status(output: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+def kvm_without_hardware(cpuinfo: str, modules: set[str]) -> str | None:
+    """Why KVM here cannot run a stock kernel on the CPU, from ``/proc/cpuinfo``'s text and the
+    loaded modules' names; None where it may.
+
+    A CPU without ``vmx`` or ``svm`` has no hardware virtualisation, so a ``/dev/kvm`` on it
+    is a software hypervisor. Our machines' is ``kvm_pvm`` (a Firecracker guest loaded with
+    ``nested_pvm=1``): it runs only a guest kernel built for PVM directly and emulates an
+    ordinary one instruction by instruction, ~1 M instructions/s, until KVM's emulator meets
+    ``cmpxchg16b``, ``xrstor`` or ``int3`` (docs/results/2026-11-28-kvm-pvm.md)."""
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    if flags & {"vmx", "svm"}:
+        return None
+    if "kvm_pvm" in modules:
+        return (
+            "/dev/kvm is kvm_pvm, a software hypervisor (the CPU has no vmx/svm): a stock kernel "
+            "would run emulated, slower than TCG"
+        )
+    return "the CPU has no vmx/svm (no hardware virtualisation)"
+
+
+def _loaded_modules() -> set[str]:
+    """The kernel's modules, loaded or built in (``/sys/module``; our machines have no
+    ``/proc/modules``)."""
+    try:
+        return {p.name for p in Path("/sys/module").iterdir()}
+    except OSError:
+        return set()
+
+
 def kvm_usable(kernel: Path, cpus: int, memory: str) -> tuple[bool, str]:
-    """Whether this kernel boots under KVM here: one trivial command, at most KVM_PROBE_S."""
+    """Whether this kernel boots under KVM here: none where the CPU lacks hardware
+    virtualisation (:func:`kvm_without_hardware`), else one trivial command, at most
+    KVM_PROBE_S."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return False, "no usable /dev/kvm"
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    why = kvm_without_hardware(cpuinfo, _loaded_modules()) if cpuinfo else None
+    if why:
+        return False, why
     try:
         rc, out, wall, booted = _boot(
             kernel,
