@@ -370,6 +370,18 @@ mod tests {
         n
     }
 
+    /// A sender with room for four packets in flight that sent them at 0, 10, 20 and 30 µs;
+    /// the fifth is due at 40 µs.
+    fn window_full_at_30_us() -> Sender {
+        let mut s = sender(t(0));
+        s.cwnd = 4.0;
+        s.push(t(0), &[0; 20_000], true, None);
+        for at in [0, 10, 20, 30] {
+            assert_eq!(drain(&mut s, t(at)), 1);
+        }
+        s
+    }
+
     #[test]
     fn a_push_while_packets_wait_keeps_the_catch_up_a_late_sender_owes() {
         let mut s = sender(t(0));
@@ -394,13 +406,8 @@ mod tests {
 
     #[test]
     fn time_spent_waiting_for_the_window_is_no_credit() {
-        let mut s = sender(t(0));
-        s.cwnd = 4.0;
-        s.push(t(0), &[0; 20_000], true, None);
         // Four packets fill the window (0, 10, 20, 30 µs); the fifth was due at 40 µs.
-        for at in [0, 10, 20, 30] {
-            assert_eq!(drain(&mut s, t(at)), 1);
-        }
+        let mut s = window_full_at_30_us();
         assert_eq!(s.next_data_time(), None, "the window is full");
         // The ACK for all four comes 100 µs late: one packet leaves at once, the next a period
         // later, as 4.11 resumes a sender that left its schedule (no catch-up of 6 periods).
@@ -434,12 +441,7 @@ mod tests {
 
     #[test]
     fn a_light_ack_does_not_bring_back_a_sender_that_left_its_schedule() {
-        let mut s = sender(t(0));
-        s.cwnd = 4.0;
-        s.push(t(0), &[0; 20_000], true, None);
-        for at in [0, 10, 20, 30] {
-            assert_eq!(drain(&mut s, t(at)), 1);
-        }
+        let mut s = window_full_at_30_us();
         // The fifth packet's slot (40 µs) comes with the window full: off the schedule. A light
         // ACK at 60 µs opens the window, but 4.11 sends nothing until the next full ACK.
         s.on_light_ack(t(60), SeqNo::new(3));
@@ -453,12 +455,7 @@ mod tests {
 
     #[test]
     fn a_light_ack_before_the_slot_keeps_the_sender_on_its_schedule() {
-        let mut s = sender(t(0));
-        s.cwnd = 4.0;
-        s.push(t(0), &[0; 20_000], true, None);
-        for at in [0, 10, 20, 30] {
-            assert_eq!(drain(&mut s, t(at)), 1);
-        }
+        let mut s = window_full_at_30_us();
         // The window reopens at 35 µs, before the fifth packet's slot: it leaves on time.
         s.on_light_ack(t(35), SeqNo::new(3));
         assert_eq!(s.next_data_time(), Some(t(40)));
@@ -466,12 +463,7 @@ mod tests {
 
     #[test]
     fn a_duplicate_ack_does_not_bring_back_a_sender_that_left_its_schedule() {
-        let mut s = sender(t(0));
-        s.cwnd = 4.0;
-        s.push(t(0), &[0; 20_000], true, None);
-        for at in [0, 10, 20, 30] {
-            assert_eq!(drain(&mut s, t(at)), 1);
-        }
+        let mut s = window_full_at_30_us();
         assert_eq!(s.on_ack(t(45), &full_ack(SeqNo::new(3))), Ok(true));
         assert_eq!(drain(&mut s, t(45)), 1, "back on the schedule: one at once");
         assert_eq!(drain(&mut s, t(55)), 1, "and one a period later, which fills the window");
