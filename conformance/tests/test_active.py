@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from script_stack import script_stack
 from udtconf.udt.peer import ClientSession, Wire
-from udtconf.udt.tester import ABSURD_HANDSHAKES, DEADLINES, PROBES, Probe, _whole_messages, run_probe
+from udtconf.udt.tester import ABSURD_HANDSHAKES, DEADLINES, PROBES, Probe, run_probe
+from udtconf.udt.tester.msg_drop import _whole_messages
 from udtconf.udt.wire import Ack, Handshake
 from udtharness.pcap import read_udp
 from udtharness.stacks import Stack

@@ -18,7 +18,8 @@ from udtconf.active import Outcome, ProbeResult
 from udtconf.diagnosis import crashed, log_crash
 from udtconf.family import RUNS
 from udtconf.runner import InteropRunner, RunStatus
-from udtconf.udt.tester import Probe, ProbeEnv, _StackServer, run_probe
+from udtconf.udt.tester import Probe, ProbeEnv, run_probe
+from udtconf.udt.tester.probe import _StackServer
 from udtharness import processes
 from udtharness.processes import LimitError, Limits, parse_seconds, parse_size
 

@@ -1,8 +1,9 @@
 """Declaration by decorator: the wire rules (:mod:`udtconf.udt.checks`,
 :mod:`udtconf.sabul.checks`, :mod:`udtconf.frtp.checks`) and the probes of the active testers
-(:mod:`udtconf.udt.tester`, :mod:`udtconf.sabul.tester`, :mod:`udtconf.frtp.tester`) are
-functions whose decorator puts them, in the order they are written, into a module-level
-:class:`Registry` — a list, so the catalogue and the tests read it as one.
+(the modules of :mod:`udtconf.udt.tester`, :mod:`udtconf.sabul.tester`,
+:mod:`udtconf.frtp.tester`) are functions whose decorator puts them, in the order they are
+written, into a module-level :class:`Registry` — a list, so the catalogue and the tests read it
+as one.
 """
 
 from __future__ import annotations

@@ -13,5 +13,6 @@ so that the suite and the implementation check each other.
 * :mod:`.recovery` — recovery from a lost retransmission (§8.4, §9.4), judged against the
   reference stack;
 * :mod:`.peer` — the suite's Python UDT4 peer, deliberately simple;
-* :mod:`.tester` — the active tester's probes: the peer misbehaving on purpose against a stack.
+* :mod:`.tester` — the active tester's probes, a module per kind: the peer misbehaving on purpose
+  against a stack.
 """
