@@ -100,14 +100,14 @@ $(LIBUDT_PEER): stacks/libudt/udt_peer.cpp
 MYPY_PATHS := harness/udtharness conformance/udtconf testbed/udtbed harness/tests impl/bench impl/interop dashboards ci
 
 # Static checks: formatting, lints and types of every package (rustfmt.toml, ruff.toml, mypy.ini),
-# the Python side's import contract (ci/import_graph.py) and its tree in docs/architecture.md
-# (ci/architecture_tree.py). No root and no network: the tools
-# are those `make setup` installed (`make test` runs setup first).
+# the Python side's import contract (ci/import_graph.py), its tree in docs/architecture.md
+# (ci/architecture_tree.py) and the Markdown's relative links (ci/doc_links.py). No root and no
+# network: the tools are those `make setup` installed (`make test` runs setup first).
 check:
 	@test -x $(PYTHON) || { echo "make check: no $(PYTHON); run 'make setup' once (it installs the tools)" >&2; exit 2; }
 	@echo "==> check: cargo fmt --check, cargo clippy -D warnings (impl/)"
 	cd impl && $(CARGO) fmt --all --check && $(CARGO) clippy --release --all-targets --quiet -- -D warnings
-	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's, conformance's and testbed's tests, interop, benches, dashboards, ci), import contract, architecture tree"
+	@echo "==> check: ruff format --check, ruff check, mypy --strict (the packages, the harness's, conformance's and testbed's tests, interop, benches, dashboards, ci), import contract, architecture tree, docs' links"
 	$(PYTHON) -m ruff format --check --quiet .
 	$(PYTHON) -m ruff check --quiet .
 	$(PYTHON) -m mypy $(MYPY_PATHS)
@@ -115,6 +115,7 @@ check:
 	$(PYTHON) -m mypy conformance/tests conformance/conftest.py
 	$(PYTHON) ci/import_graph.py
 	$(PYTHON) ci/architecture_tree.py
+	$(PYTHON) ci/doc_links.py
 
 # `make test` is the loop a change goes through (~25 min on 2 cores): every check, unit, wire,
 # interop and conformance case and the testbed's tests. `make test-long` is what takes minutes a
@@ -123,7 +124,7 @@ check:
 # kernel under QEMU (test-vm). CI (.ci/run) runs both. Every stage runs even after one fails (as
 # make -k would), each stage's wall time is printed at the end, and the exit status is non-zero if
 # any failed. The timing-sensitive stages run alone: beside clippy and the cargo tests the VM's
-# emulated CPU starved and its timing checks failed (docs/testbed.md, "The netem backend in a VM").
+# emulated CPU starved and its timing checks failed (docs/testbed/backends.md, "The netem backend in a VM").
 # Every pytest stage names its slowest tests, for whoever works on the stages' wall time.
 export PYTEST_ADDOPTS ?= --durations=12
 TEST_STAGES := check test-rust test-harness test-interop test-conformance test-testbed
@@ -173,7 +174,7 @@ DURATION    ?= 20
 # Each part's stacks this many times, interleaved; the report judges bands on the 95 % interval.
 # Left unset, make testbed runs TESTBED_REPEAT times the runs that a band against libudt compares
 # (udt-rs and libudt on the SC'04 paths: every "ours against 4.11" row with an interval) and every
-# other run once, about 41 minutes on 2 cores (docs/testbed.md, "Repeats and intervals");
+# other run once, about 41 minutes on 2 cores (docs/testbed/repeats.md, "Repeats and intervals");
 # REPEAT=N runs every stack N times (REPEAT=1: each once, about 35 minutes), and REPEAT_ONLY
 # (stack names, or `reference`) repeats only those runs. (`make conformance` reads REPEAT too.)
 REPEAT      ?= 1
@@ -190,9 +191,10 @@ INFLUX      ?= local
 # docker (a container each, image TESTBED_IMAGE).
 RUNTIME       ?= netns
 TESTBED_IMAGE ?= udtbed-stacks
-# Cores (docs/testbed.md, "Cores at full scale"): the CPUs the run may use (CPUSET=2-15; default
-# all), whether the emulator, senders and receivers get CPUs of their own (PIN=auto: from scale
-# 0.5), and what a part too big for them gets at scale >= 0.5 (CORES=refuse, or flag).
+# Cores (docs/testbed/scale-and-calibration.md, "Cores at full scale"): the CPUs the run may use
+# (CPUSET=2-15; default all), whether the emulator, senders and receivers get CPUs of their own
+# (PIN=auto: from scale 0.5), and what a part too big for them gets at scale >= 0.5 (CORES=refuse,
+# or flag).
 CPUSET        ?=
 PIN           ?= auto
 CORES         ?= refuse
@@ -213,7 +215,7 @@ compare: setup
 	$(PYTHON) -m udtbed compare '$(A)' $(if $(B),'$(B)') $(if $(STACKS),--stacks '$(STACKS)')
 
 # The performance gate: this checkout's udt-rs against BASE's (a git ref, built in build/gate/),
-# GATE_REPEAT runs a build in turns, compared; exit 1 on a real regression (docs/testbed.md).
+# GATE_REPEAT runs a build in turns, compared; exit 1 on a real regression (docs/testbed/repeats.md).
 GATE_REPEAT      ?= 3
 GATE_EXPERIMENTS ?= efficiency
 gate: setup build
@@ -240,7 +242,7 @@ test-testbed:
 	cd testbed && ../$(PYTHON) -m pytest tests -m "not long"
 
 # The quick profiles (-m profile) hold each topology to the papers' bands, as UDT 4.11 can meet
-# them (docs/testbed.md); with the stacks' image and the container runtime (-m long).
+# them (docs/testbed/quick-profiles.md); with the stacks' image and the container runtime (-m long).
 test-testbed-long:
 	@echo "==> test: testbed, the long tests (quick profiles, the container runtime)"
 	cd testbed && ../$(PYTHON) -m pytest tests -m long
@@ -248,7 +250,7 @@ test-testbed-long:
 testbed-cleanup:
 	$(PYTHON) -m udtbed cleanup $(if $(ALL),--all) $(if $(SERVERS),--servers '$(SERVERS)')
 
-# The netem backend for real (docs/testbed.md, "The netem backend in a VM"): our kernel has no
+# The netem backend for real (docs/testbed/backends.md, "The netem backend in a VM"): our kernel has no
 # sch_netem, so Debian's stock kernel boots under QEMU (udtbed vm: KVM where it works, else TCG)
 # with this filesystem shared read-only, and runs the netem tests there; build/vm gets the results.
 VM_ACCEL ?= auto
@@ -264,7 +266,7 @@ compare-backends: setup build
 	cd testbed && ../$(PYTHON) -m udtbed vm --accel '$(VM_ACCEL)' --rw ../build/vm -- \
 	  ../$(PYTHON) -m udtbed compare-backends --out ../build/vm/compare-backends.json
 
-# Full scale (docs/testbed.md, "Full scale on a borrowed host"): the bundle is all a bare Linux
+# Full scale (docs/testbed/fullscale.md, "Full scale on a borrowed host"): the bundle is all a bare Linux
 # host with many cores needs beside the working tree; run.sh unpacks it there and runs the plan.
 # Here, where matplotlib is, the runs' reports are drawn after.
 FULLSCALE_PLAN     ?= testbed/fullscale/plan-16.txt

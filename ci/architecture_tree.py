@@ -6,7 +6,8 @@ directory (``testbed/udtbed/``), the indented lines under it name its modules an
 (``hostwatch.py, hostinfo.py, cores.py``, ``udt/, sabul/, frtp/``), each followed by what it
 is. Every name must exist under its directory, and the packages listed module by module
 (:data:`COMPLETE`) must have every module named: a module added or removed without the tree
-changing fails here, with the names to add or drop.
+changing fails here, with the names to add or drop. The module table of the testbed's runner
+(:data:`RUNNER_TABLE`) has a row for each of its modules and none for a module that is gone.
 
     python3 ci/architecture_tree.py [REPO]
 """
@@ -20,6 +21,8 @@ from pathlib import Path
 # The packages whose tree lists every module (the others are summarised in a line or two).
 COMPLETE = ("harness/udtharness/", "testbed/udtbed/")
 SECTION = "## The Python side"
+# The table of the runner's modules, one row per module of testbed/udtbed/.
+RUNNER_TABLE = "docs/testbed/runner.md"
 # The column where the descriptions start: a line blank up to it continues a description.
 DESCRIPTION_COLUMN = 27
 
@@ -66,6 +69,15 @@ def check(repo: Path) -> list[str]:
             problems.append(
                 f"docs/architecture.md's tree lists {package} module by module but not: {', '.join(missing)}"
             )
+    table = (repo / RUNNER_TABLE).read_text()
+    rows = re.findall(r"(?m)^\| `([\w]+)` \|", table)
+    modules = {p.stem for p in (repo / "testbed/udtbed").glob("*.py") if p.name != "__init__.py"}
+    for name in sorted(modules - set(rows)):
+        problems.append(f"{RUNNER_TABLE} has no row for the module {name}")
+    for name in sorted(set(rows) - modules):
+        problems.append(f"{RUNNER_TABLE} has a row for {name}, which is not a module of testbed/udtbed/")
+    for name in sorted({r for r in rows if rows.count(r) > 1}):
+        problems.append(f"{RUNNER_TABLE} has more than one row for {name}")
     return problems
 
 

@@ -108,7 +108,7 @@ def linkem_namespaces(
 ) -> Iterator[Net]:
     """Namespaces ``<ns_prefix><pid>-a`` and ``-b``, each with a veth to ``-m``, where
     ``udt-linkem`` forwards frames between the two with the link specs ``a_to_b`` and
-    ``b_to_a`` (docs/testbed.md, the link spec). Offloads are off on every interface: linkem
+    ``b_to_a`` (docs/testbed/backends.md, the link spec). Offloads are off on every interface: linkem
     forwards frames up to the MTU, and copies checksums as they are (a veth's checksum offload
     would leave them for a NIC that is not there). With ``control`` (two addresses), a and b
     also share a direct veth pair ``ctl0``, FRTP's control path beside the emulated circuit.

@@ -15,7 +15,7 @@ printed as such; the bench exits non-zero only when a run of udt-rs is not ok.
 
 A stack named `NAME@VARIANT` is NAME run with a variant's environment: `udt-rs@read` is ours
 with `UDT_RX_STAMP=read`, arrivals stamped when they are read, as 4.11 stamps them (docs/cli.md;
-docs/testbed.md, "CPU and emulation timing": the check with 4.11's stamps). It runs by default
+docs/testbed/timing.md, "CPU and emulation timing": the check with 4.11's stamps). It runs by default
 beside the two, so that the table shows how much of a gap to libudt is that measurement.
 
     make bench                    # or: .venv/bin/python impl/bench/impairments.py --help
@@ -110,7 +110,7 @@ def ratio_text(by: Mapping[tuple[str, int], Outcome], ours: str, ref: str, seeds
 
 
 # The conditions where the reference's lead is 4.11's arrival stamps, not the protocol: with
-# read-time stamps ours overtakes it (docs/testbed.md, "CPU and emulation timing": the check
+# read-time stamps ours overtakes it (docs/testbed/timing.md, "CPU and emulation timing": the check
 # with 4.11's stamps). Their verdicts print as that artefact with both figures, not as a miss.
 STAMP_ARTEFACT = {"loss_1pct_unrated"}
 

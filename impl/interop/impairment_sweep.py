@@ -67,7 +67,7 @@ CONDITIONS = (
     Condition("clean", "", 32, 80),
     Condition("loss_1pct", "loss=1%", 8, 10),
     # No rate: the path the relay-based measurements of issue 14 had, where the receivers'
-    # arrival stamps set the pace (docs/testbed.md, "Why udt-rs recovers ... more slowly").
+    # arrival stamps set the pace (docs/testbed/timing.md, "Why udt-rs recovers ... more slowly").
     Condition("loss_1pct_unrated", "loss=1%", 32, 60, path="delay=10ms"),
     Condition("loss_5pct", "loss=5%", 2, 2.5),
     Condition("loss_10pct", "loss=10%", 1, 1.1),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the full-scale bundle (docs/testbed.md, "Full scale on a borrowed host"): everything the
+# Builds the full-scale bundle (docs/testbed/fullscale.md, "Full scale on a borrowed host"): everything the
 # testbed's runner needs on a bare many-core Linux host that has no iproute2, Mininet, Rust or
 # Python packages of ours, in one relocatable tree and one archive.
 #

@@ -84,7 +84,7 @@ mkdir -p "$results"
     tc -n "$ns" qdisc add dev vpa root tbf rate 1gbit burst 64kb latency 10ms >/dev/null 2>&1 \
       && echo "tbf: yes" || echo "tbf: NO"
     tc -n "$ns" qdisc replace dev vpa root netem delay 1ms >/dev/null 2>&1 && echo "netem: yes" || echo "netem: no"
-    # Whether a stock kernel with netem could run here under KVM (udtbed vm; docs/testbed.md).
+    # Whether a stock kernel with netem could run here under KVM (udtbed vm; docs/testbed/backends.md).
     [ -r /dev/kvm ] && [ -w /dev/kvm ] && echo "kvm: /dev/kvm usable" || echo "kvm: no usable /dev/kvm"
     ip netns del "$ns"
     echo "netns: yes"

@@ -73,7 +73,7 @@ def run_profile(
     """One part at its profile's duration, judged by the part's bands (udtbed.bands).
 
     A part whose emulation timing was flagged (hostwatch: bunched releases, a UDT sender pacing
-    faster than the bottleneck) measured the machine as well as the stack (docs/testbed.md,
+    faster than the bottleneck) measured the machine as well as the stack (docs/testbed/timing.md,
     "CPU and emulation timing"). The bands are lower bounds, and those distortions push a UDT
     sender into loss, below them: a flagged part that meets the bands passes, its flags
     printed. A flagged part that misses them runs once more, since the miss may be the
@@ -115,7 +115,7 @@ def run_profile(
                 pytest.skip(
                     f"inconclusive: {exp.name}/{part.label} on {stack} missed its bands with the machine's timing "
                     f"off ({'; '.join(flagged)}), and its paths then failed to calibrate ({e}): that "
-                    'measured the machine, not the stack; rerun on a quieter machine (docs/testbed.md, "CPU and '
+                    'measured the machine, not the stack; rerun on a quieter machine (docs/testbed/timing.md, "CPU and '
                     'emulation timing")\n' + "\n".join(missed)
                 )
             raise
@@ -155,7 +155,7 @@ def run_profile(
         pytest.skip(
             f"inconclusive: {exp.name}/{part.label} on {stack} missed its bands in both attempts, the last with "
             f"the machine's timing off ({'; '.join(machine)}): that measured the machine, not the stack; "
-            'rerun on a quieter machine (docs/testbed.md, "CPU and emulation timing")\n' + "\n".join(missed)
+            'rerun on a quieter machine (docs/testbed/timing.md, "CPU and emulation timing")\n' + "\n".join(missed)
         )
     raise AssertionError(
         "missed the bands in both attempts (beside the reference's run, or with a UDT sender pacing faster "

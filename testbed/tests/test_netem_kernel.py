@@ -1,5 +1,5 @@
 """The netem backend on a kernel that has sch_netem: the path ``BACKEND=auto`` takes on nearly
-every user's machine, run end to end (docs/testbed.md, "The netem backend in a VM").
+every user's machine, run end to end (docs/testbed/backends.md, "The netem backend in a VM").
 
 Our machines' kernel has no netem, so ``make test-vm`` runs this module inside Debian's stock
 kernel under QEMU (``udtbed vm``); on a host that has netem it runs here too. Rates are low (a

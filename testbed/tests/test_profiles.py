@@ -1,7 +1,7 @@
 """Quick profiles: every experiment part with a ``profile`` table (experiments/*.toml), short
 and scaled (×0.1), held to the part's bands — what a correct UDT 4.11 stack must reach there.
 Each band sits in the experiment file next to the paper figure it stands for, with why it is
-where it is (docs/testbed.md, "Quick profiles").
+where it is (docs/testbed/quick-profiles.md, "Quick profiles").
 
 Rates are L2 rates; a UDT data packet is 1456 payload bytes in a 1514-byte frame, so the best
 goodput is 96.2 % of the emulated rate.

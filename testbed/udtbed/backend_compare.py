@@ -15,7 +15,7 @@ meet it:
   the second half) over the link's frames per second, its retransmissions per packet sent, and the frames
   the link's queue dropped meanwhile (``Network.link_counters``).
 
-Where both backends exist, this is what decides ``BACKEND=auto`` (docs/testbed.md).
+Where both backends exist, this is what decides ``BACKEND=auto`` (docs/testbed.md, "Which backend ``auto`` picks").
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ a faster link than the path's. So the runner counts one core for each of these *
 The plan is checked at scale :data:`CHECKED_FROM` and above: a part that needs more cores than
 the run has is refused before any namespace is built (``--cores flag`` runs it anyway, flagged
 in its result). Below it the busy threads sleep most of the time (at scale 0.1 the emulator used
-~40 % of a core and a UDT sender ~25 %, docs/testbed.md "Cores at full scale"), and 2 shared
+~40 % of a core and a UDT sender ~25 %, docs/testbed/scale-and-calibration.md "Cores at full scale"), and 2 shared
 cores were measured to emulate faithfully, so the plan is shown but not enforced. With pinning
 on (``--pin``; by default from :data:`CHECKED_FROM`), each seat's process is given its own
 CPUs (``sched_setaffinity`` before it execs, or ``docker --cpuset-cpus``) in the order above,

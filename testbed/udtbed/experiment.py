@@ -1,5 +1,5 @@
 """Experiments as data: ``experiments/*.toml``, read by the runner, the quick profiles and the
-report alike (docs/testbed.md, "Experiments as data").
+report alike (docs/testbed/experiments.md, "Experiments as data").
 
 An experiment has parts; a part runs on one topology file with either bulk flows (one per
 ``flows`` entry, each stack in turn) or, for TCP friendliness, ``short_tcp``: short 1 MB TCP

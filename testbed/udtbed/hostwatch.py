@@ -7,7 +7,7 @@ frames that left less than half their scheduled spacing after the previous one),
 receiver that timestamps arrivals in user space (libudt 4.11) reads packets in bursts. UDT
 4.11 sets its sending rate from the receiver's packet arrival speed (spec §10.1, §12.4), so
 either one makes each sender pace faster than the bottleneck can carry; with several flows
-that ends in congestion collapse (docs/testbed.md, "CPU and emulation timing").
+that ends in congestion collapse (docs/testbed/timing.md, "CPU and emulation timing").
 
 :class:`HostWatch` takes one snapshot when a measurement starts and one before its processes
 stop: CPU time of every process in the topology's namespaces (stacks, probes, emulators), the

@@ -269,7 +269,7 @@ def netem_args(d: Direction, packets: int | None, nbytes: int | None) -> list[li
     loss, with a child that is the link's rate and its DropTail queue. netem takes no seed here
     (bookworm's iproute2 has none): recorded as such.
 
-    The child (docs/testbed.md, "The netem backend: the traps"): where the queue is counted in
+    The child (docs/testbed/backends.md, "The netem backend: the traps"): where the queue is counted in
     packets, a second netem with ``rate`` and ``limit``. It is a virtual clock: each frame leaves
     one serialization time after the previous one, computed when it is queued, so a dequeue woken
     late (a loaded host, a VM) releases the frames that are due together but loses no capacity.
@@ -544,7 +544,7 @@ ip -n {node} link set dev {ifn} up
             spec_f, spec_r = linkem_spec(fwd, *qf), linkem_spec(rev, *qr)
             stats = self.workdir / f"linkem-{self.topo.name}-l{link.index}.jsonl"
             log = self.workdir / f"linkem-{self.topo.name}-l{link.index}.log"
-            # How the emulator threads are scheduled (docs/testbed.md, "CPU and emulation timing").
+            # How the emulator threads are scheduled (docs/testbed/timing.md, "CPU and emulation timing").
             extra = os.environ.get("UDT_LINKEM_ARGS", LINKEM_ARGS).split()
             server = self.ns_server.get(r)
             if server is not None and self.cluster is not None:
@@ -751,7 +751,7 @@ def _offloads_off(ns: str, ifname: str) -> None:
     """Frames, not super-packets, on every interface the topology builds: netem's loss and rate
     and udt-linkem's frame-by-frame forwarding must each see one wire frame. ``gso off`` leaves
     UDP's own segmentation (``tx-udp-segmentation``, what our UDT runtime's GSO sends use) on
-    a veth, so it is turned off by name as well (docs/testbed.md, "The netem backend: the traps")."""
+    a veth, so it is turned off by name as well (docs/testbed/backends.md, "The netem backend: the traps")."""
     if shutil.which("ethtool"):
         sh("ethtool", "-K", ifname, "tx", "off", "tso", "off", "gso", "off", "gro", "off", ns=ns, check=False)
         sh("ethtool", "-K", ifname, "tx-udp-segmentation", "off", ns=ns, check=False)

@@ -220,7 +220,7 @@ def _summary(results: list[ExperimentResult], stacks: list[str]) -> str:
         "<h2>Did it reproduce?</h2>"
         + _headlines(counts, ran)
         + "<p class=note>Every band stands for a paper figure (hover a row for why it "
-        "is where it is; docs/testbed.md). ✓ met, ✕ missed, ? not measured; – the band does not judge "
+        "is where it is; docs/testbed/experiments.md). ✓ met, ✕ missed, ? not measured; – the band does not judge "
         "that stack (TCP is the papers' comparison, not held to UDT's bands). Mb/s are at the run's scale. "
         "Each figure reads PASS (met), FAIL (missed while the reference stack in the same run, in brackets, met "
         "it, or none ran) or 4.11 deviation (missed on the same side by the reference stack too: UDT 4.11 "
@@ -657,7 +657,7 @@ def _timing_flags(part: PartResult) -> str:
         return ""
     return (
         "<p class='bad'>Timing off, so these results are not the protocols' alone "
-        "(docs/testbed.md, CPU and emulation timing; the summary counts the bands of a stack the machine "
+        "(docs/testbed/timing.md, CPU and emulation timing; the summary counts the bands of a stack the machine "
         "was flagged on inconclusive):<br>" + "<br>".join(_e(r) for r in rows) + "</p>"
     )
 

@@ -195,7 +195,7 @@ class UdtCli(CliStack):
             return "--flow-window" in self._help("recv") and "--flow-window" in self._help("send")
         # The data socket's buffer is the sender's kernel send buffer (`--udp-sndbuf`): where
         # the sending host's NIC is the bottleneck, it decides whether the sender blocks or the
-        # NIC's queue drops (docs/testbed.md, "A host's NIC as the bottleneck").
+        # NIC's queue drops (docs/testbed/topologies.md, "A host's NIC as the bottleneck").
         if setting == "udp_buffer":
             return "--udp-sndbuf" in self._help("send")
         return super().takes(setting)

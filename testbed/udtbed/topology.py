@@ -4,7 +4,7 @@ A topology is data (``topologies/*.toml``); :mod:`udtbed.network` builds it. Eve
 the file, the line and what is wrong — syntax errors from ``tomllib`` carry their position, and
 for semantic errors :class:`_Locator` finds the line of the offending key.
 
-Format (see docs/testbed.md for the full reference)::
+Format (see docs/testbed/topologies.md for the full reference)::
 
     name = "chicago-amsterdam"
     paper = "SC'04 Fig. 11: StarLight–SARA, 1 Gb/s, 110 ms RTT"

@@ -13,7 +13,7 @@ where the CPU has no hardware virtualisation (no ``vmx``/``svm``: a ``/dev/kvm``
 our machines' ``kvm_pvm``, would emulate the guest); elsewhere it first boots KVM with a trivial
 command and falls back to TCG, recording why. TCG is slow and its
 timers jitter: good for proving the netem path works at low rates, not for judging fidelity at
-the papers' rates (docs/testbed.md, "The netem backend in a VM").
+the papers' rates (docs/testbed/backends.md, "The netem backend in a VM").
 """
 
 from __future__ import annotations

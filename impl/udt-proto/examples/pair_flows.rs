@@ -5,7 +5,7 @@
 //! The deterministic counterpart of the testbed's multi-flow parts (SC'04 Fig. 13's bulk
 //! flows on chicago-amsterdam): no CPU contention, so what it shows is the protocol's doing.
 //! `LATE_US` > 0 delivers the data like a link emulator that gets the CPU only that often
-//! (`Pair::set_late_release`): the testbed's collapse on a busy machine (docs/testbed.md,
+//! (`Pair::set_late_release`): the testbed's collapse on a busy machine (docs/testbed/timing.md,
 //! "CPU and emulation timing"), e.g. `-- 10 100 110 908 30 1000`.
 
 use transfer::time::Duration;

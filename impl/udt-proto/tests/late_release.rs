@@ -1,4 +1,4 @@
-//! What a late link emulator does to UDT 4.11's rate control (docs/testbed.md, "CPU and
+//! What a late link emulator does to UDT 4.11's rate control (docs/testbed/timing.md, "CPU and
 //! emulation timing"): on a busy machine `udt-linkem` releases what fell due while it was off
 //! the CPU in one burst. Slow start ends with `P = 1e6 / DeliveryRate` (UDT4.md §12.4), and
 //! the delivery rate is the receiver's packet arrival speed (§10.1): bunched arrivals make the

@@ -183,7 +183,7 @@ pub enum ArrivalStamp {
     /// call and stamps it then): the datagrams of one read batch are stamped 1 µs apart,
     /// ending at the time of the read. On a busy host reads come in batches, so this reports
     /// the host's batching as the link's speed; it is for comparisons with 4.11
-    /// (docs/testbed.md, "CPU and emulation timing": the check with 4.11's stamps).
+    /// (docs/testbed/timing.md, "CPU and emulation timing": the check with 4.11's stamps).
     Read,
 }
 

@@ -127,7 +127,7 @@ pub struct UdpSocket {
     /// Largest GSO super-datagram this socket sends, payload bytes: at most a quarter of its
     /// granted send buffer. The kernel admits a super-datagram whole whenever the buffer has
     /// any room, so a larger one would let the socket overfill a host's transmit queue that a
-    /// small buffer is meant to back-pressure (docs/testbed.md, "A host's NIC as the bottleneck").
+    /// small buffer is meant to back-pressure (docs/testbed/topologies.md, "A host's NIC as the bottleneck").
     gso_bytes: usize,
     gro: bool,
     /// System calls and datagrams so far.
