@@ -349,10 +349,16 @@ impl Io {
     /// §10) do not move; what waits is the reaction to them (a NAK, a light ACK), by at most
     /// that hold (1 ms). `None` while arrivals are sparse, with [`Pacing::Spin`], and while
     /// the hold would be no longer than the spin threshold (above about 1 Gb/s, where a pass
-    /// takes longer than a few gaps anyway and a sleep that short would only slow it).
+    /// takes longer than a few gaps anyway and a sleep that short would only slow it). `None`
+    /// too with [`ArrivalStamp::Read`]: a datagram is then stamped when it is read, so a hold
+    /// would stamp several of them 1 µs apart, packet pairs included, and the receiver would
+    /// read a capacity many times the link's; 4.11, which that mode stands in for, reads each
+    /// datagram as it comes.
     pub fn read_hold(&self) -> Option<Duration> {
-        match (self.pacing, self.arrival_gap) {
-            (Pacing::Sleep, Some(gap)) => Some(gap * SLEEP_QUANTUM_PKTS).filter(|h| *h > self.spin),
+        match (self.pacing, self.arrival_gap, self.stamp) {
+            (Pacing::Sleep, Some(gap), ArrivalStamp::Kernel) => {
+                Some(gap * SLEEP_QUANTUM_PKTS).filter(|h| *h > self.spin)
+            }
             _ => None,
         }
     }
