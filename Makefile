@@ -44,7 +44,7 @@ help:
 	@echo "make testbed-image  the stacks' container image for RUNTIME=docker (docker/Dockerfile.stacks; base image via debootstrap if missing)"
 	@echo "make test-testbed  topology-file, cleanup, dashboard and simulated-figure tests (root)"
 	@echo "make test-testbed-long  the quick profiles (the papers' bands at scale 0.1) and the container runtime (root)"
-	@echo "make test-vm      the netem backend end to end in Debian's stock kernel under QEMU (VM_ACCEL=auto|kvm|tcg)"
+	@echo "make test-vm      the netem backend end to end in Debian's stock kernel under QEMU (VM_ACCEL=auto|kvm|tcg), or UML (VM_ACCEL=uml)"
 	@echo "make compare-backends  netem beside udt-linkem on each Fig. 11 path class, in that VM (table)"
 	@echo "make simulate     the papers' NS-2 figures in the deterministic simulator, results/sim (ONLY=sc04-fig2,... QUICK=1 SEEDS=5)"
 	@echo "make test-simulate  the simulated figures' snapshot tests (UPDATE_SNAPSHOTS=1 rewrites them)"
@@ -253,6 +253,7 @@ testbed-cleanup:
 # The netem backend for real (docs/testbed/backends.md, "The netem backend in a VM"): our kernel has no
 # sch_netem, so Debian's stock kernel boots under QEMU (udtbed vm: KVM where it works, else TCG)
 # with this filesystem shared read-only, and runs the netem tests there; build/vm gets the results.
+# VM_ACCEL=uml: Debian's user-mode Linux instead, on the real CPU (one CPU, slow system calls).
 VM_ACCEL ?= auto
 test-vm: setup build
 	@echo "==> test: the netem backend in a stock kernel under QEMU (testbed/tests/test_netem_kernel.py, udtbed vm)"

@@ -25,6 +25,7 @@ APT_PACKAGES=(
   ns2                                     # make ns2-check: NS-2 2.35's TCP beside the simulator's (udtbed.ns2check)
   chromium fonts-dejavu-core              # screenshots of the report and progress display (udtbed.screenshot)
   linux-image-amd64 qemu-system-x86 busybox-static   # make test-vm: a stock kernel with netem, booted by virtme-ng
+  user-mode-linux                         # make test-vm VM_ACCEL=uml: a 6.1 kernel with netem on the real CPU
   openssh-server openssh-client sudo     # make test: the cluster lab's servers (udtbed.lab, udtbed.cluster)
   python3-venv
 )

@@ -120,3 +120,119 @@ def test_kvm_on_a_cpu_without_hardware_virtualisation_is_not_probed() -> None:
     assert "no vmx/svm" in (vm.kvm_without_hardware(CPUINFO_NO_VT, {"kvm"}) or "")
     assert vm.kvm_without_hardware(CPUINFO_VMX, {"kvm", "kvm_intel"}) is None
     assert vm.kvm_without_hardware(CPUINFO_VMX.replace("vmx", "svm"), {"kvm", "kvm_amd"}) is None
+
+
+# User-mode Linux (--accel uml): Debian's 6.1um kernel as a host program, on the real CPU.
+
+
+def have_uml() -> str | None:
+    """Why UML cannot start here, or None."""
+    try:
+        vm.find_uml()
+    except vm.VmUnavailable as err:
+        return str(err)
+    return None
+
+
+needs_uml = pytest.mark.skipif(have_uml() is not None, reason=f"no UML here: {have_uml()}")
+
+
+def test_uml_missing_says_which_package_to_install(tmp_path: Path) -> None:
+    p = udtbed_vm("--accel", "uml", "--kernel", str(tmp_path / "linux.uml"), "--", "true", timeout=60)
+    assert p.returncode == 3, p.stderr
+    assert "apt-get install user-mode-linux" in p.stderr and "linux.uml does not exist" in p.stderr
+
+
+def test_a_uml_kernel_without_netem_modules_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "linux.uml"
+    fake.write_text("#!/bin/sh\necho 0.0.0-none\n")
+    fake.chmod(0o755)
+    with pytest.raises(vm.VmUnavailable, match=r"release 0\.0\.0-none\) has no sch_netem module.*apt-get install"):
+        vm.find_uml(str(fake))
+
+
+def test_the_uml_guest_boots_read_only_from_the_hosts_root() -> None:
+    cmd = vm.uml_command(Path("/usr/bin/linux.uml"), Path("/tmp/x/init"), "4G", Path("/tmp/x"), "udtbed-1")
+    assert cmd[0] == "/usr/bin/linux.uml"
+    assert {"rootfstype=hostfs", "rootflags=/", "ro", "init=/tmp/x/init", "mem=4096M", "uml_dir=/tmp/x"} <= set(cmd)
+    assert "rw" not in cmd and "con0=null,fd:1" in cmd  # no input; the console is our stdout
+
+
+def test_memory_sizes_are_given_to_uml_in_its_units() -> None:
+    assert [vm.uml_mem(m) for m in ("4G", "512M", "1024", "64k")] == ["4096M", "512M", "1024M", "64K"]
+    with pytest.raises(ValueError):
+        vm.uml_mem("4 gigs")
+
+
+def test_the_uml_init_writes_only_to_tmpfs_and_the_rw_directories() -> None:
+    """Everything a run writes outside its rw directories (/run/netns, pytest's /tmp) lands in
+    the guest's tmpfs; the rw directories are hostfs mounts; all of it before the command."""
+    rw = [Path("/work/main/build/vm"), Path("/tmp/pytest-of-root/x")]
+    env = {"UDT_X": "a b"}
+    text = vm.uml_init_script(["pytest", "-q"], Path("/work/main/testbed"), env, rw, "6.1.176")
+    lines = text.splitlines()
+    assert lines[0] == "#!/bin/sh"
+    command = next(i for i, ln in enumerate(lines) if vm.BOOTED in ln)
+    setup = "\n".join(lines[:command])
+    for t in ("/run", "/tmp", "/var/tmp", "/dev/shm"):
+        assert f" tmpfs {t}\n" in setup + "\n", t
+    for d in rw:
+        assert f"mkdir -p {d} && mount -t hostfs -o {d} hostfs {d}" in setup
+    # /tmp's tmpfs first, so that an rw directory under /tmp is the host's, not the tmpfs's.
+    assert setup.index(" tmpfs /tmp") < setup.index("hostfs /tmp/pytest-of-root/x")
+    assert "ln -s /usr/lib/uml/modules/6.1.176 /lib/modules/6.1.176" in setup
+    assert "remount" not in text  # the root stays read-only (uml_command mounts it so)
+    run = lines[command]
+    assert "modprobe -a sch_netem sch_tbf veth bridge ipv6" in run
+    assert run.index(vm.BOOTED) < run.index("modprobe") < run.index("pytest -q") < run.index(vm.EXIT)
+    assert "UDT_X='a b'" in run and "cd /work/main/testbed" in run
+    assert lines[command + 1 :] == ["echo o > /proc/sysrq-trigger", "sleep 60"]
+
+
+@needs_uml
+def test_a_command_runs_in_uml_with_its_exit_status_and_nothing_written_to_the_host(tmp_path: Path) -> None:
+    """One UML boot (~3 s): netem and namespaces there, the rw directory written, the root
+    read-only, and the guest's /run its own (its namespace never appears in the host's)."""
+    record = tmp_path / "vm.json"
+    name = f"udtbed-uml-test-{tmp_path.name}"
+    script = (
+        "uname -r; modprobe sch_netem && echo netem-loaded; ip netns add $1 && ls /run/netns;"
+        " touch /etc/udtbed-uml-test || echo root-read-only; echo out > $0/written; exit 3"
+    )
+    p = udtbed_vm(
+        "--accel", "uml", "--rw", str(tmp_path), "--record", str(record), "--", "sh", "-c", script, str(tmp_path), name
+    )
+    assert p.returncode == 3, p.stdout + p.stderr
+    _, release = vm.find_uml()
+    assert p.stdout.split()[:2] == [release, "netem-loaded"], p.stdout
+    assert name in p.stdout and "root-read-only" in p.stdout and "Power" not in p.stdout, p.stdout
+    assert (tmp_path / "written").read_text() == "out\n"
+    assert not Path("/etc/udtbed-uml-test").exists() and not (Path("/run/netns") / name).exists()
+    r = json.loads(record.read_text())
+    assert r["rc"] == 3 and r["accel"] == "uml" and r["kernel"] == release and r["cpus"] == 1
+    assert "under UML" in p.stderr
+
+
+def uml_with(marker: str) -> list[int]:
+    """PIDs of linux.uml processes whose command line carries ``marker`` (nothing is killed)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"linux.uml") and marker.encode() in cmd:
+                out.append(int(d.name))
+    return out
+
+
+@needs_uml
+def test_a_uml_guest_past_its_timeout_is_stopped_with_all_its_processes() -> None:
+    memory = "3001M"  # mem=3001M marks this test's UML among any others
+    p = udtbed_vm("--accel", "uml", "--memory", memory, "--timeout", "6", "--", "sleep", "600", timeout=120)
+    assert p.returncode == 124, p.stderr
+    deadline = time.monotonic() + 10
+    while uml_with(f"mem={memory}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not uml_with(f"mem={memory}")

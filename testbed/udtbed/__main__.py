@@ -15,7 +15,7 @@ udtbed cleanup [--prefix udtb-PID-] [--all] [--servers FILE]   remove the udtb-*
                of runs that are gone (here, and on the servers of FILE)
 udtbed simulate [--only sc04-fig2,...] [--quick] [--results results/sim]   the papers' NS-2 figures, simulated
 udtbed compare-backends [--scale 0.02] [--seconds 20] [--out FILE]   netem beside udt-linkem on each path class
-udtbed vm [--accel auto|kvm|tcg] [--rw DIR] [--record FILE] -- CMD...   CMD in a stock kernel with netem (QEMU)
+udtbed vm [--accel auto|kvm|tcg|uml] [--rw DIR] [--record FILE] -- CMD...   CMD in a kernel with netem (QEMU, UML)
 """
 
 from __future__ import annotations
@@ -887,7 +887,8 @@ def cmd_vm(a: argparse.Namespace) -> int:
         print("\nudtbed vm: interrupted; the VM was stopped", file=sys.stderr)
         return 130
     print(
-        f"udtbed vm: exit {r.rc} in {r.wall_s:.0f} s ({r.kernel} under {r.accel.upper()}, {r.cpus} vCPUs, "
+        f"udtbed vm: exit {r.rc} in {r.wall_s:.0f} s ({r.kernel} under {r.accel.upper()}, "
+        f"{r.cpus} vCPU{'' if r.cpus == 1 else 's'}, "
         f"booted in {r.boot_s:.0f} s; {r.kvm_note})",
         file=sys.stderr,
     )
@@ -1083,12 +1084,19 @@ def main(argv: list[str] | None = None) -> int:
     cb.add_argument("--seconds", type=float, default=20.0, help="the UDT flow on each path (default 20)")
     cb.add_argument("--backends", help="comma-separated (default: netem where the kernel has it, and linkem)")
     cb.add_argument("--out", help="write the rows as JSON here")
-    v = sub.add_parser("vm", help="run a command in a stock kernel that has netem, under QEMU (virtme-ng)")
-    v.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"], help="auto: KVM where it boots, else TCG")
-    v.add_argument("--cpus", type=int, default=2)
+    v = sub.add_parser("vm", help="run a command in a stock kernel that has netem, under QEMU (virtme-ng) or UML")
+    v.add_argument(
+        "--accel",
+        default="auto",
+        choices=["auto", "kvm", "tcg", "uml"],
+        help="auto: KVM where it boots, else TCG; uml: Debian's user-mode Linux (real CPU, one CPU, slow syscalls)",
+    )
+    v.add_argument("--cpus", type=int, default=2, help="QEMU's vCPUs (default 2; UML has one)")
     v.add_argument("--memory", default="4G")
     v.add_argument("--rw", action="append", default=[], help="a directory the guest may write (repeatable)")
-    v.add_argument("--kernel", help="the vmlinuz to boot (default: the newest /boot one with sch_netem)")
+    v.add_argument(
+        "--kernel", help="the vmlinuz to boot (default: the newest /boot one with sch_netem); UML: its linux.uml"
+    )
     v.add_argument("--timeout", type=float, default=1800.0, help="seconds before the VM is stopped (default 1800)")
     v.add_argument("--record", help="write how it ran (accel, kernel, times, exit) as JSON here")
     v.add_argument("command", nargs=argparse.REMAINDER)

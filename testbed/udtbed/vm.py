@@ -14,6 +14,15 @@ our machines' ``kvm_pvm``, would emulate the guest); elsewhere it first boots KV
 command and falls back to TCG, recording why. TCG is slow and its
 timers jitter: good for proving the netem path works at low rates, not for judging fidelity at
 the papers' rates (docs/testbed/backends.md, "The netem backend in a VM").
+
+A third way, ``accel="uml"``: Debian's user-mode Linux (``user-mode-linux``, a 6.1 kernel built
+as a host program, ``/usr/bin/linux.uml``, its modules under ``/usr/lib/uml/modules``). Its code
+runs on the real CPU, not emulated, where our machines can run no KVM guest; but it has one CPU,
+and every system call of a guest process is trapped with ``ptrace`` (tens of microseconds). No
+virtme-ng here: the guest's root is the host's ``/`` through ``hostfs``, mounted read-only, and
+its PID 1 is a script of ours (:func:`uml_init_script`) that mounts tmpfs over the directories a
+run writes (``/run``, ``/tmp``, ...), each ``rw`` directory writable through a hostfs mount of its
+own, links the UML module tree in and loads what the netem backend builds with.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +46,20 @@ EXIT = "UDTBED-VM-EXIT="
 # The environment the command inherits from the caller (the guest starts with init's own).
 PASS_ENV = re.compile(r"^(PATH|HOME|LANG|LC_ALL|TERM|UDT_.*|UDTBED_.*|UDTC_.*|STACKS|CASES|PYTHONPATH)$")
 KVM_PROBE_S = 60.0
+ACCELS = ("auto", "kvm", "tcg", "uml")
+
+# User-mode Linux: Debian's package puts the kernel here, and its modules beside it.
+UML_BINARY = Path("/usr/bin/linux.uml")
+UML_MODULES = Path("/usr/lib/uml/modules")
+# What the netem backend builds with (udtbed.network) that the UML kernel has as modules, where the
+# stock kernel has some built in: ipv6 too, since every node's ``sysctl net.ipv6...`` must succeed.
+UML_GUEST_MODULES = ("sch_netem", "sch_tbf", "veth", "bridge", "ipv6")
+# The guest's own tmpfs over the host's directories that a run writes: the root is the host's,
+# read-only, and ``ip netns add`` (/run/netns), pytest (/tmp) and the rest must not write there.
+UML_TMPFS = ("/run", "/tmp", "/var/tmp", "/var/log", "/var/cache", "/dev/shm")
+UML_NOTE = (
+    "user-mode Linux requested: the kernel runs on the real CPU as host processes (one CPU, system calls trapped)"
+)
 
 
 class VmUnavailable(RuntimeError):
@@ -51,13 +75,13 @@ class VmRun:
     """One command in the VM: its exit status, how the guest was accelerated, and its output."""
 
     rc: int
-    accel: str  # "kvm" or "tcg"
+    accel: str  # "kvm", "tcg" or "uml"
     kernel: str
     cpus: int
     memory: str
     wall_s: float
     boot_s: float | None  # until the guest printed BOOTED
-    kvm_note: str  # why KVM was or was not used
+    kvm_note: str  # why KVM was or was not used (UML: that it was asked for)
     output: str = field(repr=False)
 
     def record(self) -> dict[str, object]:
@@ -120,9 +144,94 @@ def check_tools() -> None:
         )
 
 
-def _guest_script(command: list[str], cwd: Path, env: dict[str, str]) -> str:
+def find_uml(explicit: str | None = None) -> tuple[Path, str]:
+    """(linux.uml, release) of Debian's user-mode Linux whose module tree has sch_netem:
+    ``explicit`` (or $UDTBED_UML) if given, else /usr/bin/linux.uml."""
+    binary = Path(explicit or os.environ.get("UDTBED_UML") or UML_BINARY)
+    install = "`apt-get install user-mode-linux` (Debian's 6.1um kernel, its modules under /usr/lib/uml/modules)"
+    if not binary.is_file():
+        raise VmUnavailable(f"user-mode Linux is not installed ({binary} does not exist): {install}")
+    try:
+        p = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise VmUnavailable(f"{binary} does not run ({err}): {install}") from err
+    release = p.stdout.strip().split()[-1] if p.stdout.strip() else ""
+    mods = UML_MODULES / release
+    if not release or not any((mods / "kernel/net/sched").glob("sch_netem.ko*")):
+        raise VmUnavailable(f"{binary} (release {release or '?'}) has no sch_netem module under {mods}: {install}")
+    return binary, release
+
+
+def _guest_script(command: list[str], cwd: Path, env: dict[str, str], prelude: str = "") -> str:
+    """The shell line the guest runs: BOOTED, ``prelude`` (its output is the command's), the
+    command in ``cwd`` with ``env``, EXIT and its status."""
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
-    return f"echo {BOOTED}; cd {shlex.quote(str(cwd))} && env {exports} {shlex.join(command)}; echo {EXIT}$?"
+    prelude = f"{prelude}; " if prelude else ""
+    return f"echo {BOOTED}; {prelude}cd {shlex.quote(str(cwd))} && env {exports} {shlex.join(command)}; echo {EXIT}$?"
+
+
+def uml_init_script(
+    command: list[str], cwd: Path, env: dict[str, str], rw: list[Path], release: str, modules: Path = UML_MODULES
+) -> str:
+    """PID 1 of a UML guest whose root is the host's ``/``, read-only: the kernel's filesystems,
+    tmpfs over :data:`UML_TMPFS`, each ``rw`` directory writable (a hostfs mount of the host's
+    directory over the guest's view of it), the UML module tree as ``/lib/modules``, the netem
+    backend's modules loaded; then the command (:func:`_guest_script`) and power-off."""
+    q = shlex.quote
+    lines = [
+        "#!/bin/sh",
+        "# PID 1 of a `udtbed vm --accel uml` guest (testbed/udtbed/vm.py). Its root is the host's /,",
+        "# read-only: only the tmpfs and the rw mounts below can be written.",
+        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root",
+        "mount -t proc -o nosuid,nodev,noexec proc /proc",
+        "mount -t sysfs -o nosuid,nodev,noexec sysfs /sys",
+        "grep -q ' /dev ' /proc/mounts || mount -t devtmpfs -o mode=0755 devtmpfs /dev",
+        "mkdir -p /dev/pts /dev/shm && mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts",
+    ]
+    for t in UML_TMPFS:
+        mode = "1777" if t in ("/tmp", "/var/tmp", "/dev/shm") else "0755"
+        lines.append(f"[ -d {t} ] && ! [ -L {t} ] && mount -t tmpfs -o mode={mode},nosuid,nodev tmpfs {t}")
+    tree = q(str(modules / release))
+    lines.append(f"mount -t tmpfs -o mode=0755 modules /lib/modules && ln -s {tree} /lib/modules/{q(release)}")
+    for d in rw:
+        # hostfs takes the host's path as its mount data: a comma would end it (refused in run()).
+        host = q(str(d))
+        lines.append(f"mkdir -p {host} && mount -t hostfs -o {host} hostfs {host}")
+    load = f"modprobe -a {' '.join(UML_GUEST_MODULES)} || echo 'udtbed vm: modprobe could not load every module' >&2"
+    lines.append(_guest_script(command, cwd, env, prelude=load))
+    # Power-off through sysrq: needs no tool, and init never returns (its exit would panic the kernel).
+    lines += ["echo o > /proc/sysrq-trigger", "sleep 60"]
+    return "\n".join(lines) + "\n"
+
+
+def uml_mem(memory: str) -> str:
+    """QEMU's memory size (``4G``, ``512M``, MiB when bare) as UML's ``mem=`` takes it (k/K/m/M)."""
+    m = re.fullmatch(r"(\d+)([KMGkmg]?)", memory.strip())
+    if not m:
+        raise ValueError(f"memory {memory!r}: want a size such as 4G or 512M")
+    n, unit = int(m[1]), m[2].upper() or "M"
+    return f"{n * 1024}M" if unit == "G" else f"{n}{unit}"
+
+
+def uml_command(binary: Path, init: Path, memory: str, uml_dir: Path, umid: str) -> list[str]:
+    """The host's command line of a UML guest that runs ``init`` as PID 1 on a read-only hostfs
+    root, its console on stdout (no input), its pid file and console socket in ``uml_dir``."""
+    return [
+        str(binary),
+        f"mem={uml_mem(memory)}",
+        "root=/dev/root",
+        "rootfstype=hostfs",
+        "rootflags=/",
+        "ro",
+        f"init={init}",
+        f"uml_dir={uml_dir}",
+        f"umid={umid}",
+        "con=null",
+        "con0=null,fd:1",
+        "ssl=null",
+        "noreboot",
+        "quiet",
+    ]
 
 
 def _boot(
@@ -145,7 +254,13 @@ def _boot(
     cmd += ["--", script]
     env = dict(os.environ)
     env["PATH"] = f"{Path(cmd[0]).parent}:{env.get('PATH', '/usr/bin:/bin')}"  # vng calls virtme-run by name
-    env[processes.MARK_VAR] = processes.RUN_ID  # as every process of a run: a cleanup's sweep finds it
+    return _watch(cmd, env, timeout_s, echo)
+
+
+def _watch(cmd: list[str], env: dict[str, str], timeout_s: float, echo: bool) -> tuple[int, str, float, float | None]:
+    """Runs the guest's host command: (its exit status, output, wall seconds, seconds until BOOTED
+    or None); echoes the command's output as it comes."""
+    env = env | {processes.MARK_VAR: processes.RUN_ID}  # as every process of a run: a cleanup's sweep finds it
     t0 = time.monotonic()
     # Its own session, so that a timeout or Ctrl-C takes QEMU and every helper with it.
     p = subprocess.Popen(
@@ -159,6 +274,7 @@ def _boot(
     )
     out: list[str] = []
     booted: float | None = None
+    finished = False  # past EXIT: the guest's shutdown (UML prints its power-off), not the command's
     try:
         assert p.stdout is not None
         deadline = t0 + timeout_s
@@ -174,7 +290,8 @@ def _boot(
                     out.append(line)
                     if booted is None and BOOTED in line:
                         booted = time.monotonic() - t0
-                    if echo and booted is not None and BOOTED not in line and not line.startswith(EXIT):
+                    finished = finished or EXIT in line
+                    if echo and booted is not None and BOOTED not in line and not finished:
                         print(line, flush=True)
             elif p.poll() is not None:
                 break
@@ -191,7 +308,8 @@ def _boot(
 
 
 def _kill(p: subprocess.Popen[bytes]) -> None:
-    """QEMU and every helper of vng's session: SIGTERM, then SIGKILL (the harness's stop)."""
+    """QEMU and every helper of vng's session (or UML and its processes): SIGTERM, then SIGKILL
+    (the harness's stop)."""
     processes.stop(p, grace=5.0)
 
 
@@ -279,12 +397,16 @@ def run(
 ) -> VmRun:
     """``command`` in the stock kernel, as root, in ``cwd`` (default: here), with the caller's
     PATH and UDT*/UDTBED* settings plus ``env``; ``rw`` directories are writable there.
+    ``accel="uml"``: in Debian's user-mode Linux instead (``kernel``: its binary), on one CPU.
 
     Raises VmUnavailable (missing tools or kernel), VmBootFailed (the guest never reached the
     command or died in it: the message names the acceleration and QEMU's last words) and
     TimeoutExpired (the VM is stopped first)."""
-    if accel not in ("auto", "kvm", "tcg"):
-        raise ValueError(f"accel {accel!r}: want auto, kvm or tcg")
+    if accel not in ACCELS:
+        raise ValueError(f"accel {accel!r}: want auto, kvm, tcg or uml")
+    guest_env = {k: v for k, v in os.environ.items() if PASS_ENV.match(k)} | (env or {})
+    if accel == "uml":
+        return _run_uml(command, memory, list(rw or []), cwd or Path.cwd(), guest_env, timeout_s, kernel, echo)
     check_tools()
     vmlinuz, release = find_kernel(kernel)
     vng_path()
@@ -294,19 +416,60 @@ def run(
         use_kvm, note = kvm_usable(vmlinuz, cpus, memory)
         if not use_kvm and accel == "kvm":
             raise VmBootFailed(f"KVM requested but {note}; use accel tcg (--accel tcg)")
-    guest_env = {k: v for k, v in os.environ.items() if PASS_ENV.match(k)} | (env or {})
     script = _guest_script(command, cwd or Path.cwd(), guest_env)
     rc, out, wall, booted = _boot(
         vmlinuz, script, kvm=use_kvm, cpus=cpus, memory=memory, rw=list(rw or []), timeout_s=timeout_s, echo=echo
     )
     name = "kvm" if use_kvm else "tcg"
+    return _result(out, rc, booted, wall, name, release, cpus, memory, note, "vng")
+
+
+def _run_uml(
+    command: list[str],
+    memory: str,
+    rw: list[Path],
+    cwd: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    binary: str | None,
+    echo: bool,
+) -> VmRun:
+    uml, release = find_uml(binary)
+    for d in rw:
+        if "," in str(d) or not d.is_absolute():
+            raise VmUnavailable(f"--rw {d}: UML's hostfs mounts only an absolute path without a comma")
+    # The init script and UML's pid file and console socket: on the host, gone with the run. The
+    # guest's tmpfs over /tmp hides them from it; the kernel has opened its init by then.
+    with tempfile.TemporaryDirectory(prefix="udtbed-uml-") as tmp:
+        init = Path(tmp) / "init"
+        init.write_text(uml_init_script(command, cwd, env, rw, release))
+        init.chmod(0o755)
+        cmd = uml_command(uml, init, memory, Path(tmp), f"udtbed-{os.getpid()}")
+        rc, out, wall, booted = _watch(cmd, dict(os.environ), timeout_s, echo)
+    return _result(out, rc, booted, wall, "uml", release, 1, memory, UML_NOTE, "linux.uml")
+
+
+def _result(
+    out: str,
+    rc: int,
+    booted: float | None,
+    wall: float,
+    name: str,
+    release: str,
+    cpus: int,
+    memory: str,
+    note: str,
+    tool: str,
+) -> VmRun:
+    """The run's record from the guest's output, or VmBootFailed where it never reached the
+    command or died in it."""
     status = _exit_status(out)
     if booted is None or status is None:
         tail = "\n".join([ln for ln in out.splitlines() if ln.strip()][-15:])
         where = "never reached the command" if booted is None else "died before the command finished"
         raise VmBootFailed(
-            f"the {release} guest under {name.upper()} {where} (vng exit {rc}); its last output:\n{tail}"
+            f"the {release} guest under {name.upper()} {where} ({tool} exit {rc}); its last output:\n{tail}"
         )
     body = out.split(BOOTED, 1)[1].split("\n", 1)[-1]
-    body = re.sub(rf"(?m)^.*{EXIT}\d+.*$\n?", "", body)
+    body = body[: body.rfind(EXIT)]  # what follows is the guest's shutdown
     return VmRun(status, name, release, cpus, memory, wall, booted, note, body)
