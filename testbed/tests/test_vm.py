@@ -189,6 +189,21 @@ def test_the_uml_init_writes_only_to_tmpfs_and_the_rw_directories() -> None:
     assert lines[command + 1 :] == ["echo o > /proc/sysrq-trigger", "sleep 60"]
 
 
+def test_a_checkout_under_tmp_is_seen_by_the_uml_guest_read_only() -> None:
+    """A command run from a clone in /tmp (as CI's is): the guest's tmpfs over /tmp would hide
+    it, so the clone's directory is mounted from the host, read-only, after the tmpfs and before
+    the rw directories in it; a checkout elsewhere needs no mount."""
+    rw = [Path("/tmp/clone/build/vm")]
+    text = vm.uml_init_script(["sh"], Path("/tmp/clone/testbed"), {}, rw, "6.1.176")
+    mount = "mkdir -p /tmp/clone && mount -r -t hostfs -o /tmp/clone hostfs /tmp/clone"
+    assert mount in text
+    assert text.index(" tmpfs /tmp") < text.index(mount) < text.index("hostfs /tmp/clone/build/vm")
+    assert vm.uml_hidden_by_tmpfs(Path("/work/main/testbed")) == []
+    assert vm.uml_hidden_by_tmpfs(Path("/var/tmp/x/y")) == [Path("/var/tmp/x")]
+    assert vm.uml_hidden_by_tmpfs(Path("/tmp")) == []
+    assert "mount -r" not in vm.uml_init_script(["sh"], Path("/work/main/testbed"), {}, rw, "6.1.176")
+
+
 @needs_uml
 def test_a_command_runs_in_uml_with_its_exit_status_and_nothing_written_to_the_host(tmp_path: Path) -> None:
     """One UML boot (~3 s): netem and namespaces there, the rw directory written, the root

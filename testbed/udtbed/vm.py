@@ -193,6 +193,11 @@ def uml_init_script(
         lines.append(f"[ -d {t} ] && ! [ -L {t} ] && mount -t tmpfs -o mode={mode},nosuid,nodev tmpfs {t}")
     tree = q(str(modules / release))
     lines.append(f"mount -t tmpfs -o mode=0755 modules /lib/modules && ln -s {tree} /lib/modules/{q(release)}")
+    for d in uml_hidden_by_tmpfs(cwd):
+        # The command's directory under one of those tmpfs (a checkout in /tmp): the host's tree
+        # there, read-only as the rest of the root.
+        host = q(str(d))
+        lines.append(f"mkdir -p {host} && mount -r -t hostfs -o {host} hostfs {host}")
     for d in rw:
         # hostfs takes the host's path as its mount data: a comma would end it (refused in run()).
         host = q(str(d))
@@ -202,6 +207,16 @@ def uml_init_script(
     # Power-off through sysrq: needs no tool, and init never returns (its exit would panic the kernel).
     lines += ["echo o > /proc/sysrq-trigger", "sleep 60"]
     return "\n".join(lines) + "\n"
+
+
+def uml_hidden_by_tmpfs(path: Path) -> list[Path]:
+    """The directory a UML guest must mount from the host for ``path`` to be seen there: where
+    ``path`` lies under one of :data:`UML_TMPFS`, that tmpfs's entry that holds it
+    (``/tmp/clone/testbed`` -> ``/tmp/clone``, so that ``../.venv`` is there too); else none."""
+    for t in map(Path, UML_TMPFS):
+        if path != t and path.is_relative_to(t):
+            return [t / path.relative_to(t).parts[0]]
+    return []
 
 
 def uml_mem(memory: str) -> str:
@@ -438,6 +453,9 @@ def _run_uml(
     for d in rw:
         if "," in str(d) or not d.is_absolute():
             raise VmUnavailable(f"--rw {d}: UML's hostfs mounts only an absolute path without a comma")
+    for d in uml_hidden_by_tmpfs(cwd):
+        if "," in str(d):
+            raise VmUnavailable(f"{d}: UML's hostfs mounts only a path without a comma; run from elsewhere")
     # The init script and UML's pid file and console socket: on the host, gone with the run. The
     # guest's tmpfs over /tmp hides them from it; the kernel has opened its init by then.
     with tempfile.TemporaryDirectory(prefix="udtbed-uml-") as tmp:
