@@ -40,8 +40,9 @@ def udtbed_vm(*args: str, timeout: float = 300, env: dict[str, str] | None = Non
     )
 
 
-def qemu_with(marker: str) -> list[int]:
-    """PIDs of QEMU processes whose command line carries ``marker`` (read from /proc; nothing is killed)."""
+def guests_with(program: str, marker: str) -> list[int]:
+    """PIDs of the processes of ``program`` (QEMU's ``qemu-system``, UML's ``linux.uml``) whose
+    command line carries ``marker`` (read from /proc; nothing is killed)."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -49,7 +50,7 @@ def qemu_with(marker: str) -> list[int]:
                 cmd = (d / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if cmd and b"qemu-system" in cmd[0] and marker.encode() in b" ".join(cmd):
+            if cmd and program.encode() in cmd[0] and marker.encode() in b" ".join(cmd):
                 out.append(int(d.name))
     return out
 
@@ -103,9 +104,9 @@ def test_a_vm_past_its_timeout_is_stopped_with_qemu(tmp_path: Path) -> None:
     assert p.returncode == 124, p.stderr
     assert "past --timeout" in p.stderr
     deadline = time.monotonic() + 10
-    while qemu_with(memory) and time.monotonic() < deadline:
+    while guests_with("qemu-system", memory) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not qemu_with(memory)
+    assert not guests_with("qemu-system", memory)
 
 
 CPUINFO_NO_VT = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep sse sse2 avx\n"
@@ -228,26 +229,12 @@ def test_a_command_runs_in_uml_with_its_exit_status_and_nothing_written_to_the_h
     assert "under UML" in p.stderr
 
 
-def uml_with(marker: str) -> list[int]:
-    """PIDs of linux.uml processes whose command line carries ``marker`` (nothing is killed)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if cmd and cmd[0].endswith(b"linux.uml") and marker.encode() in cmd:
-                out.append(int(d.name))
-    return out
-
-
 @needs_uml
 def test_a_uml_guest_past_its_timeout_is_stopped_with_all_its_processes() -> None:
     memory = "3001M"  # mem=3001M marks this test's UML among any others
     p = udtbed_vm("--accel", "uml", "--memory", memory, "--timeout", "6", "--", "sleep", "600", timeout=120)
     assert p.returncode == 124, p.stderr
     deadline = time.monotonic() + 10
-    while uml_with(f"mem={memory}") and time.monotonic() < deadline:
+    while guests_with("linux.uml", f"mem={memory}") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not uml_with(f"mem={memory}")
+    assert not guests_with("linux.uml", f"mem={memory}")
