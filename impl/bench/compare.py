@@ -4,7 +4,9 @@ measured back to back in one run.
 
 For each network (loopback; two namespaces joined by a veth pair; ``paced``: two namespaces
 joined by ``udt-linkem`` at 100 Mb/s, chicago-local at scale 0.1, where the link sets the
-rate) and each stack, one bulk transfer of --size-mib MiB (--paced-size-mib on ``paced``),
+rate; ``paced20``: the same at 20 Mb/s, a three-site flow's share at scale 0.1, where a
+packet leaves every 600 µs) and each stack, one bulk transfer of --size-mib MiB
+(--paced-size-mib on ``paced``, a fifth of it on ``paced20``),
 the stack talking to itself (udt-rs -> udt-rs, libudt -> libudt, sabul -> sabul). Stacks are
 names from the stack registry (stacks/, any with a `udt-cli` or `sabul-cli` [bulk] table). Goodput comes from
 the receiver's stats summary (docs/cli.md), CPU time (user + sys) from wait4() on each process.
@@ -20,7 +22,7 @@ the ``1e6 / period_us`` its pacer asked for (the middle half of the transfer), e
 its 95 % interval over the repeats (issue 40, part 4; docs/results/2026-11-28-cpu-per-gb.md).
 
 Targets (stated, not asserted): goodput >= 2.5x libudt's and CPU per Gb <= 0.5x
-libudt's, on the loopback; CPU per Gb <= 1x libudt's on ``paced``, both sides; judged on the
+libudt's, on the loopback; CPU per Gb <= 1x libudt's on ``paced`` and ``paced20``, both sides; judged on the
 intervals: met when every interval lies on the target's side, not met when one lies wholly on
 the other, inconclusive otherwise; SABUL (whose 2003 code
 busy-waited between packets) needs less than a full core for either side below 1 Gb/s.
@@ -56,8 +58,15 @@ CONTRACTS = ("udt-cli", "sabul-cli")
 VETH_ADDRS = ("10.233.0.1", "10.233.0.2")
 PACED_ADDRS = ("10.233.1.1", "10.233.1.2")
 # chicago-local (topologies/chicago-local.toml) at scale 0.1: the rate a tenth, delay and queue
-# as they are.
-PACED_LINK = "delay=20us,rate=100mbit,queue=1000p"
+# as they are; and the same link at a fifth of that, a three-site flow's share at scale 0.1
+# (issue 40: below ~50 Mb/s udt-rs's sender took twice 4.11's CPU). Each: the link, and the
+# share of --paced-size-mib a transfer carries (about 10 s either way).
+PACED_NETS = {
+    "paced": ("delay=20us,rate=100mbit,queue=1000p", 1.0),
+    "paced20": ("delay=20us,rate=20mbit,queue=1000p", 0.2),
+}
+PACED_LINK = PACED_NETS["paced"][0]
+NETS = ("lo", "veth", *PACED_NETS)
 GOODPUT_TARGET = 2.5
 CPU_TARGET = 0.5
 PACED_CPU_TARGET = 1.0
@@ -209,15 +218,15 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
     """Prints the table; True when every run succeeded."""
     print()
     print(
-        f"{'net':<6}{'stack':<8}{'rep':>4}{'goodput Mb/s':>14}{'seconds':>9}{'cpu send s':>12}{'cpu recv s':>12}"
+        f"{'net':<8}{'stack':<8}{'rep':>4}{'goodput Mb/s':>14}{'seconds':>9}{'cpu send s':>12}{'cpu recv s':>12}"
         f"{'send s/Gb':>11}{'recv s/Gb':>11}"
     )
     for r in runs:
         if not r.ok:
-            print(f"{r.net:<6}{r.stack:<8}{r.repeat + 1:>4}  FAILED: {r.error}")
+            print(f"{r.net:<8}{r.stack:<8}{r.repeat + 1:>4}  FAILED: {r.error}")
             continue
         print(
-            f"{r.net:<6}{r.stack:<8}{r.repeat + 1:>4}{r.mbps:>14.1f}{r.seconds:>9.2f}{r.cpu_send:>12.2f}"
+            f"{r.net:<8}{r.stack:<8}{r.repeat + 1:>4}{r.mbps:>14.1f}{r.seconds:>9.2f}{r.cpu_send:>12.2f}"
             f"{r.cpu_recv:>12.2f}{r.cpu_per_gbit(r.cpu_send, r.size or size):>11.3f}"
             f"{r.cpu_per_gbit(r.cpu_recv, r.size or size):>11.3f}"
         )
@@ -241,34 +250,34 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
         f"ratios {OURS}/{reference}, per repeat pair with the 95 % interval over the repeats "
         f"(targets on lo: goodput >= {GOODPUT_TARGET}x, CPU per Gb <= {CPU_TARGET}x)"
     )
-    print(f"{'net':<6}{'n':>3}  {'goodput':<{w}}{'cpu/Gb send':<{w}}{'cpu/Gb recv':<{w}}verdict")
+    print(f"{'net':<8}{'n':>3}  {'goodput':<{w}}{'cpu/Gb send':<{w}}{'cpu/Gb recv':<{w}}verdict")
     for net in nets:
         ours, ref = of(net, OURS), of(net, reference)
         g, cs, cr = paired(ours, ref, mbps), paired(ours, ref, send), paired(ours, ref, recv)
         if g is None or cs is None or cr is None:
-            print(f"{net:<6}{'-':>3}  {'-':<{w}}{'-':<{w}}{'-':<{w}}incomplete")
+            print(f"{net:<8}{'-':>3}  {'-':<{w}}{'-':<{w}}{'-':<{w}}incomplete")
             continue
         if net == "lo":
             verdict = targets(g, cs, cr)
-        elif net == "paced":
+        elif net in PACED_NETS:
             verdict = paced_target(cs, cr, reference)
         else:
             verdict = "-"
-        print(f"{net:<6}{g.n:>3}  {interval_text(g):<{w}}{interval_text(cs):<{w}}{interval_text(cr):<{w}}{verdict}")
+        print(f"{net:<8}{g.n:>3}  {interval_text(g):<{w}}{interval_text(cs):<{w}}{interval_text(cr):<{w}}{verdict}")
     print()
     print(
         "CPU per delivered Gb (s) and share of a core, each stack on its own, mean [95 % interval] over the "
-        "repeats; fidelity: the sender's packets per interval over 1e6/period_us (paced only)"
+        "repeats; fidelity: the sender's packets per interval over 1e6/period_us (paced nets only)"
     )
     print(
-        f"{'net':<6}{'stack':<8}{'n':>3}  {'send s/Gb':<{w}}{'recv s/Gb':<{w}}{'send % core':<{w}}"
+        f"{'net':<8}{'stack':<8}{'n':>3}  {'send s/Gb':<{w}}{'recv s/Gb':<{w}}{'send % core':<{w}}"
         f"{'recv % core':<{w}}fidelity"
     )
     for net in nets:
         for stack in dict.fromkeys(r.stack for r in runs if r.net == net):
             ok = [r for r in of(net, stack) if r.ok]
             if not ok:
-                print(f"{net:<6}{stack:<8}{0:>3}  no successful run")
+                print(f"{net:<8}{stack:<8}{0:>3}  no successful run")
                 continue
             ivs = [
                 mean_interval([f(r) for r in ok])
@@ -282,34 +291,34 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
             fid = [r.fidelity for r in ok if r.fidelity is not None]
             texts = [interval_text(iv, "") for iv in ivs]
             print(
-                f"{net:<6}{stack:<8}{len(ok):>3}  {texts[0]:<{w}}{texts[1]:<{w}}{texts[2]:<{w}}{texts[3]:<{w}}"
+                f"{net:<8}{stack:<8}{len(ok):>3}  {texts[0]:<{w}}{texts[1]:<{w}}{texts[2]:<{w}}{texts[3]:<{w}}"
                 f"{interval_text(mean_interval(fid), '') if fid else '-'}"
             )
     if any(r.stack == SABUL for r in runs):
         print()
         print(f"ratios {SABUL}/{OURS} per repeat pair, and the cores SABUL keeps busy (target: under one per side)")
         print(
-            f"{'net':<6}{'n':>3}  {'goodput':<{w}}{'cpu/Gb send':<{w}}{'cpu/Gb recv':<{w}}{'cores send':<{w}}cores recv"
+            f"{'net':<8}{'n':>3}  {'goodput':<{w}}{'cpu/Gb send':<{w}}{'cpu/Gb recv':<{w}}{'cores send':<{w}}cores recv"
         )
         for net in nets:
             sab, ours = of(net, SABUL), of(net, OURS)
             g, cs, cr = paired(sab, ours, mbps), paired(sab, ours, send), paired(sab, ours, recv)
             ok = [r for r in sab if r.ok]
             if g is None or cs is None or cr is None or not ok:
-                print(f"{net:<6}{'-':>3}  incomplete")
+                print(f"{net:<8}{'-':>3}  incomplete")
                 continue
             # Cores busy during the transfer: CPU seconds over the transfer's seconds.
             ks = mean_interval([r.cpu_send / max(r.seconds, 1e-9) for r in ok])
             kr = mean_interval([r.cpu_recv / max(r.seconds, 1e-9) for r in ok])
             print(
-                f"{net:<6}{g.n:>3}  {interval_text(g):<{w}}{interval_text(cs):<{w}}{interval_text(cr):<{w}}"
+                f"{net:<8}{g.n:>3}  {interval_text(g):<{w}}{interval_text(cs):<{w}}{interval_text(cr):<{w}}"
                 f"{interval_text(ks, ''):<{w}}{interval_text(kr, '')}"
             )
     return all(r.ok for r in runs)
 
 
 def paced_target(cs: Interval, cr: Interval, reference: str) -> str:
-    """CPU per Gb no more than the reference's on the paced link, both sides (issue 40)."""
+    """CPU per Gb no more than the reference's on a paced link, both sides (issue 40)."""
     marks = [judge(cs, None, PACED_CPU_TARGET), judge(cr, None, PACED_CPU_TARGET)]
     if all(m is Judgement.MET for m in marks):
         return f"cpu/Gb <= {reference}'s: met"
@@ -329,8 +338,8 @@ def main() -> int:
     ap.add_argument("--size-mib", type=int, default=2048, help="bytes per transfer, MiB (default 2048)")
     ap.add_argument(
         "--nets",
-        default="lo,veth,paced",
-        help="comma-separated subset of lo,veth,paced (default all; paced: udt-linkem at 100 Mb/s)",
+        default=",".join(NETS),
+        help=f"comma-separated subset of {','.join(NETS)} (default all; paced, paced20: udt-linkem at 100 and 20 Mb/s)",
     )
     ap.add_argument(
         "--paced-size-mib", type=int, default=120, help="bytes per transfer on paced, MiB (default 120, ~10 s)"
@@ -358,12 +367,12 @@ def main() -> int:
     if args.repeat < 1:
         print(f"compare: --repeat must be at least 1, not {args.repeat}", file=sys.stderr)
         return 2
-    unknown = [n for n in nets if n not in ("lo", "veth", "paced")]
+    unknown = [n for n in nets if n not in NETS]
     if unknown:
-        print(f"compare: unknown nets {unknown}: want lo, veth or paced", file=sys.stderr)
+        print(f"compare: unknown nets {unknown}: want some of {', '.join(NETS)}", file=sys.stderr)
         return 2
-    if ("veth" in nets or "paced" in nets) and os.geteuid() != 0:
-        print("compare: veth and paced need root (network namespaces); use --nets lo", file=sys.stderr)
+    if any(n != "lo" for n in nets) and os.geteuid() != 0:
+        print("compare: veth and the paced nets need root (network namespaces); use --nets lo", file=sys.stderr)
         return 2
 
     size = args.size_mib << 20
@@ -376,13 +385,15 @@ def main() -> int:
         with open(data, "wb") as f:
             f.truncate(size)
         print(
-            f"compare: {args.size_mib} MiB per transfer ({args.paced_size_mib} MiB on paced: {PACED_LINK}), "
+            f"compare: {args.size_mib} MiB per transfer ({args.paced_size_mib} MiB on paced: {PACED_LINK}; "
+            f"a fifth of it on paced20), "
             f"stacks {', '.join(names)} in turns, {args.repeat} times each, nets {', '.join(nets)}"
         )
-        paced_size = args.paced_size_mib << 20
-        paced_data = work / "input-paced"
-        with open(paced_data, "wb") as f:
-            f.truncate(paced_size)
+        paced_inputs: dict[str, tuple[Path, int]] = {}
+        for name, (_, share) in PACED_NETS.items():
+            paced_inputs[name] = (work / f"input-{name}", int((args.paced_size_mib << 20) * share))
+            with open(paced_inputs[name][0], "wb") as f:
+                f.truncate(paced_inputs[name][1])
         port = 24000 + os.getpid() % 1000
         for net_name in nets:
             with ExitStack() as scope:
@@ -391,16 +402,18 @@ def main() -> int:
                 elif net_name == "veth":
                     net = scope.enter_context(veth_namespaces("udtcmp-", *VETH_ADDRS))
                 else:
-                    net = scope.enter_context(linkem_namespaces("udtcmpp-", *PACED_ADDRS, PACED_LINK, PACED_LINK))
-                paced = net_name == "paced"
+                    link = PACED_NETS[net_name][0]
+                    net = scope.enter_context(linkem_namespaces("udtcmpp-", *PACED_ADDRS, link, link))
+                paced = net_name in PACED_NETS
+                input_path, input_size = paced_inputs[net_name] if paced else (data, size)
                 for k in range(args.repeat):
                     for name in names:
                         if paced and (b := stacks[name].bulk) is not None and b.contract != "udt-cli":
                             continue  # the paced comparison is UDT's (issue 40)
                         port += 1
                         print(f"  {net_name}: {name} -> {name} ({k + 1} of {args.repeat}) ...", end="", flush=True)
-                        r = transfer(stacks[name], net, paced_data if paced else data, work, port, args.timeout)
-                        r.net, r.repeat, r.size = net_name, k, paced_size if paced else size
+                        r = transfer(stacks[name], net, input_path, work, port, args.timeout)
+                        r.net, r.repeat, r.size = net_name, k, input_size
                         if paced and r.ok:
                             r.fidelity = pacing_fidelity(work / f"{net.name}-{name}-send.jsonl")
                         print(f" {r.mbps:.0f} Mb/s" if r.ok else f" FAILED ({r.error[:200]})", flush=True)

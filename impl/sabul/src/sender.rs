@@ -458,6 +458,17 @@ impl Sender {
     /// When [`handle_timeout`](Self::handle_timeout) has something to do: the next packet's
     /// departure, the EXP deadline, the set-up, frame and teardown deadlines; `None` once closed.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.due(true)
+    }
+
+    /// [`poll_timeout`](Self::poll_timeout) without the next packet's departure: the deadlines
+    /// alone, which a runtime that lets paced data out in batches never sleeps past.
+    pub fn poll_timer(&self) -> Option<Instant> {
+        self.due(false)
+    }
+
+    /// The earliest due time, with the next data departure or without it.
+    fn due(&self, with_data: bool) -> Option<Instant> {
         let mut t = None;
         let mut at = |x: Instant| t = Some(t.map_or(x, |y: Instant| y.min(x)));
         match self.state {
@@ -468,7 +479,7 @@ impl Sender {
                 if self.half_close_due() {
                     at(self.accepted);
                 }
-                if self.can_send() {
+                if with_data && self.can_send() {
                     at(self.pacer.next_time());
                 }
                 if self.outstanding() {
@@ -607,6 +618,9 @@ impl Protocol for Sender {
     }
     fn poll_timeout(&self) -> Option<Instant> {
         Sender::poll_timeout(self)
+    }
+    fn poll_timer(&self) -> Option<Instant> {
+        Sender::poll_timer(self)
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         Sender::poll_transmit(self, now, buf)

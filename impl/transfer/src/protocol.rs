@@ -19,6 +19,13 @@ pub trait Protocol {
     fn handle_timeout(&mut self, now: Instant);
     /// When [`handle_timeout`](Self::handle_timeout) or `poll_transmit` next has work.
     fn poll_timeout(&self) -> Option<Instant>;
+    /// [`poll_timeout`](Self::poll_timeout) less the next paced data departure: when a timer
+    /// is due or other output waits. A driver may let paced data out late, what fell due in
+    /// one batch, to save wake-ups (the pacer keeps the average rate); it never lets a timer
+    /// run late for that. By default every due time is a timer's: nothing is let out late.
+    fn poll_timer(&self) -> Option<Instant> {
+        self.poll_timeout()
+    }
     /// Writes the next output into `buf` and says what it is.
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit>;
 }

@@ -320,6 +320,14 @@ impl Endpoint {
         self.conns.values().filter_map(|c| c.poll_timeout()).min()
     }
 
+    /// The earliest time anything but a data departure is due ([`Connection::poll_timer`]).
+    pub fn poll_timer(&self) -> Option<Instant> {
+        if !self.stateless.is_empty() {
+            return Some(Instant::ZERO);
+        }
+        self.conns.values().filter_map(|c| c.poll_timer()).min()
+    }
+
     /// Writes the next due datagram into `buf` (at least `max MSS − 28` bytes) and says where
     /// it goes and how long it is. Connections take turns.
     ///
@@ -363,6 +371,9 @@ impl Protocol for Endpoint {
     }
     fn poll_timeout(&self) -> Option<Instant> {
         Endpoint::poll_timeout(self)
+    }
+    fn poll_timer(&self) -> Option<Instant> {
+        Endpoint::poll_timer(self)
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         Endpoint::poll_transmit(self, now, buf)

@@ -49,18 +49,34 @@ pub const RX_POLL: Duration = Duration::from_micros(10);
 pub const STREAM_POLL: Duration = Duration::from_micros(100);
 /// Datagrams drained from `poll_transmit` per batch.
 const TX_BATCH: usize = 128;
-/// While the engine sends a datagram at least every [`COARSE_GAP_MAX`] on average, its
+/// While the engine sends a datagram at least every [`DEPARTURE_GAP_MAX`] on average, its
 /// [`Pacing::Sleep`] threshold grows to this many of those gaps: a sleep then lets out about
 /// this many datagrams at once, as a sleep of the 50 µs default does at 1 Gb/s. At 100 Mb/s it
 /// is one wake-up, one `ppoll` and one GSO `sendmmsg` per 4 packets instead of per packet,
 /// and no spinning (issue 40, part 4; docs/results/2026-11-28-cpu-per-gb.md). The pacer's
 /// catch-up (`pacing_burst`, 16 in UDT's default configuration) holds the average rate.
+/// While arrivals are at least every [`ARRIVAL_GAP_MAX`] apart, a receiver holds off reading
+/// for this many of their gaps ([`Io::read_hold`]).
 pub const SLEEP_QUANTUM_PKTS: u32 = 4;
 /// The longest mean gap between departures at which the threshold grows
-/// ([`SLEEP_QUANTUM_PKTS`]): 250 µs, about 48 Mb/s of 1500-byte packets, so the threshold
-/// never exceeds 1 ms. A slower sender, or a receiver whose only departures are its ACKs,
-/// keeps the configured threshold and its timers' precision.
-pub const COARSE_GAP_MAX: Duration = Duration::from_micros(250);
+/// ([`SLEEP_QUANTUM_PKTS`]): 2.5 ms, about 4.8 Mb/s of 1500-byte packets, so that a sleep
+/// never exceeds 10 ms, UDT's SYN and the longest that Debian's 4.11 (built `NO_BUSY_WAITING`)
+/// waits between departures. Only paced data leaves late: a sleep never runs past the next
+/// timer the protocol names ([`Protocol::poll_timer`]), so a receiver whose departures are
+/// its ACKs, or a sender's EXP, keeps its timers' precision.
+pub const DEPARTURE_GAP_MAX: Duration = Duration::from_micros(2_500);
+/// The longest mean gap between departures at which a pass that has just sent sleeps even
+/// though its next departure fell due during its own system calls ([`Io::idle`]): 250 µs,
+/// about 48 Mb/s. Slower, that rarely happens to a paced sender, and a departure already due
+/// means the sender is not held by its pacer but by its window (slow start sends as fast as
+/// ACKs open it): a sleep there would change when it meets the window's edge. At 2.5 ms it
+/// sent ~40 % more in the first 200 ms of slow start on chicago-ottawa at scale 0.1, lost four
+/// times as many packets there, and then took 15–19 s instead of 5–8 to reach the link.
+pub const SLEEP_WHEN_DUE_GAP_MAX: Duration = Duration::from_micros(250);
+/// The longest mean gap between arrivals at which a receiver holds off reading
+/// ([`Io::read_hold`]): 250 µs, about 48 Mb/s of 1500-byte packets, so a hold never exceeds
+/// 1 ms (what waits is the reaction to a datagram, not its stamp).
+pub const ARRIVAL_GAP_MAX: Duration = Duration::from_micros(250);
 /// Control-stream bytes read per pass at most.
 const STREAM_CHUNK: usize = 64 << 10;
 /// How long control bytes may stay unacknowledged before the stream counts as broken
@@ -120,12 +136,12 @@ impl Wakeup {
 }
 
 /// Folds a batch of `n` datagrams at `now` into the mean gap between datagrams `gap` (a moving
-/// average over about 8 batches since the batch at `last`), which a gap longer than
-/// [`COARSE_GAP_MAX`] per datagram resets to `None`.
-fn mean_gap(gap: &mut Option<Duration>, last: &mut Option<Instant>, now: Instant, n: usize) {
+/// average over about 8 batches since the batch at `last`), which a gap longer than `max` per
+/// datagram resets to `None`.
+fn mean_gap(gap: &mut Option<Duration>, last: &mut Option<Instant>, now: Instant, n: usize, max: Duration) {
     if let Some(prev) = *last {
         let sample = (now - prev) / n.max(1) as u32;
-        *gap = if sample > COARSE_GAP_MAX { None } else { Some(gap.map_or(sample, |g| (g * 7 + sample) / 8)) };
+        *gap = if sample > max { None } else { Some(gap.map_or(sample, |g| (g * 7 + sample) / 8)) };
     }
     *last = Some(now);
 }
@@ -251,11 +267,11 @@ pub struct Io {
     rx_full: bool,
     /// When the last batch of datagrams was drained, and the mean gap between departures
     /// (a moving average over about 8 batches; `None` after a pause longer than
-    /// [`COARSE_GAP_MAX`] per datagram): what [`Pacing::Sleep`]'s threshold grows with.
+    /// [`DEPARTURE_GAP_MAX`] per datagram): what [`Pacing::Sleep`]'s threshold grows with.
     last_departure: Option<Instant>,
     departure_gap: Option<Duration>,
     /// The same for arrivals: when the last read that found datagrams was made, and the mean
-    /// gap between arrivals (`None` after a pause longer than [`COARSE_GAP_MAX`] per
+    /// gap between arrivals (`None` after a pause longer than [`ARRIVAL_GAP_MAX`] per
     /// datagram). While arrivals are that dense, a wait holds off reading the socket until
     /// [`SLEEP_QUANTUM_PKTS`] gaps after that read ([`Io::idle`]).
     last_arrival_read: Option<Instant>,
@@ -329,7 +345,7 @@ impl Io {
     /// Waits up to this long are too short to sleep to the microsecond: [`Pacing::Spin`] spins
     /// them, [`Pacing::Sleep`] sleeps this long. For `Sleep` it is the configured threshold, or
     /// [`SLEEP_QUANTUM_PKTS`] mean gaps between departures while those are at most
-    /// [`COARSE_GAP_MAX`], whichever is longer.
+    /// [`DEPARTURE_GAP_MAX`], whichever is longer.
     pub fn sleep_threshold(&self) -> Duration {
         match (self.pacing, self.departure_gap) {
             (Pacing::Sleep, Some(gap)) => self.spin.max(gap * SLEEP_QUANTUM_PKTS),
@@ -339,11 +355,11 @@ impl Io {
 
     /// A batch of `n` datagrams was drained at `now`: updates the mean gap between departures.
     fn note_departures(&mut self, now: Instant, n: usize) {
-        mean_gap(&mut self.departure_gap, &mut self.last_departure, now, n);
+        mean_gap(&mut self.departure_gap, &mut self.last_departure, now, n, DEPARTURE_GAP_MAX);
     }
 
     /// How long after a read that found datagrams the socket is left unread: while arrivals
-    /// come at least every [`COARSE_GAP_MAX`] on average, [`SLEEP_QUANTUM_PKTS`] mean gaps, so
+    /// come at least every [`ARRIVAL_GAP_MAX`] on average, [`SLEEP_QUANTUM_PKTS`] mean gaps, so
     /// that one wake-up and one `recvmmsg` take about that many datagrams instead of one each.
     /// The kernel stamps each datagram on arrival, so the receiver's measurements (UDT4.md
     /// §10) do not move; what waits is the reaction to them (a NAK, a light ACK), by at most
@@ -394,7 +410,7 @@ impl Io {
         self.rx_full = self.received == self.rx.capacity();
         if self.received > 0 {
             let n = self.rx.datagram_count();
-            mean_gap(&mut self.arrival_gap, &mut self.last_arrival_read, t, n);
+            mean_gap(&mut self.arrival_gap, &mut self.last_arrival_read, t, n, ARRIVAL_GAP_MAX);
         }
         if let Some(s) = self.stream.as_mut().filter(|_| woken || t - self.last_stream_poll >= STREAM_POLL) {
             self.last_stream_poll = t;
@@ -566,16 +582,27 @@ impl Io {
         false
     }
 
-    /// Step 4: waits until `next` (core time), a datagram or control bytes arrive, or
-    /// `wakeup` is kicked.
-    pub fn idle(&mut self, clock: &Clock, next: Option<Instant>, wakeup: &Wakeup) -> io::Result<()> {
+    /// Step 4: waits until `next` (core time, the protocol's `poll_timeout`), a datagram or
+    /// control bytes arrive, or `wakeup` is kicked. `timer` is the protocol's `poll_timer`:
+    /// a wait the grown threshold stretches lets paced data out late, never a timer.
+    pub fn idle(
+        &mut self,
+        clock: &Clock,
+        next: Option<Instant>,
+        timer: Option<Instant>,
+        wakeup: &Wakeup,
+    ) -> io::Result<()> {
         let now = clock.now();
         // A pass that has just sent while the threshold has grown (departures dense, but
-        // further apart than a quarter of the spin threshold) sleeps even when the next
-        // departure fell due during its own system calls: the pacer lets it out with the next
-        // batch, one `sendmmsg` instead of a second one for it alone. Faster, a pass that is
-        // behind goes on at once, as it always did.
-        let coarse = self.sleep_threshold() > self.spin && !self.tx.is_empty();
+        // further apart than a quarter of the spin threshold) and departures are at most
+        // [`SLEEP_WHEN_DUE_GAP_MAX`] apart sleeps even when the next departure fell due
+        // during its own system calls: the pacer lets it out with the next batch, one
+        // `sendmmsg` instead of a second one for it alone. Otherwise a pass that is behind
+        // goes on at once, as it always did, and so does a pass with a timer due.
+        let coarse = self.sleep_threshold() > self.spin
+            && self.departure_gap.is_some_and(|g| g <= SLEEP_WHEN_DUE_GAP_MAX)
+            && !self.tx.is_empty()
+            && timer.is_none_or(|t| t > now);
         let wait = match next {
             Some(t) if t <= now && !coarse => {
                 self.poll_rx = false;
@@ -614,7 +641,15 @@ impl Io {
                 return Ok(());
             }
             // Too short to sleep to the microsecond: sleep the threshold; the pacer catches up.
-            Some(w) if w <= threshold => (Some(threshold), None),
+            // A timer due before the threshold is over is slept to as any longer wait is.
+            Some(w) if w <= threshold => match timer.map(|t| t - now) {
+                Some(tw) if tw < threshold && tw > self.spin => {
+                    let early = self.sleep_early();
+                    (Some(tw - early), Some((now + tw, early)))
+                }
+                Some(tw) if tw < threshold => (Some(self.spin), None),
+                _ => (Some(threshold), None),
+            },
             Some(w) => {
                 let early = self.sleep_early();
                 (Some(w - early), Some((now + w, early)))
@@ -680,7 +715,7 @@ impl Io {
                 return Ok(());
             }
             if !self.busy() {
-                self.idle(clock, p.poll_timeout(), wakeup)?;
+                self.idle(clock, p.poll_timeout(), p.poll_timer(), wakeup)?;
             }
         }
     }

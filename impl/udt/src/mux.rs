@@ -173,26 +173,26 @@ impl Inner {
         ready
     }
 
-    /// When the I/O thread must look again, having just drained every due transmission.
+    /// When the I/O thread must look again, having just drained every due transmission: the
+    /// earliest due time of any connection, and the earliest of their timers alone (a sleep
+    /// may let paced data out late, never a timer: `Io::idle`).
     ///
     /// Defensive: a connection whose deadline is still in the past at this point had nothing
     /// to send although it claimed to be due (the core should not do that; it once did for
     /// accepted connections waiting for their client). It is looked at again after a
     /// millisecond instead of being spun on, so it cannot disturb the others' pacing.
-    fn next_due(&self, now: CoreTime) -> Option<CoreTime> {
-        let mut next: Option<CoreTime> = None;
-        let mut stale = false;
-        for id in self.ep.connection_ids() {
-            match self.ep.connection(id).and_then(|c| c.poll_timeout()) {
-                Some(t) if t <= now => stale = true,
-                Some(t) => next = Some(next.map_or(t, |n| n.min(t))),
-                None => {}
+    fn next_due(&self, now: CoreTime) -> (Option<CoreTime>, Option<CoreTime>) {
+        let earliest = |a: Option<CoreTime>, b: CoreTime| Some(a.map_or(b, |a| a.min(b)));
+        let (mut next, mut timer) = (None, None);
+        for c in self.ep.connection_ids().filter_map(|id| self.ep.connection(id)) {
+            if let Some(t) = c.poll_timeout() {
+                next = earliest(next, if t <= now { now + STALE_RECHECK } else { t });
+            }
+            if let Some(t) = c.poll_timer() {
+                timer = earliest(timer, if t <= now { now + STALE_RECHECK } else { t });
             }
         }
-        if stale {
-            next = Some(next.map_or(now + STALE_RECHECK, |n| n.min(now + STALE_RECHECK)));
-        }
-        next
+        (next, timer)
     }
 
     fn all_done(&self) -> bool {
@@ -351,7 +351,7 @@ impl Mux {
             passes += 1;
             io.recv(self.now())?;
             self.wakeup.take();
-            let (next, pass, stop, output) = {
+            let ((next, timer), pass, stop, output) = {
                 let mut g = self.lock();
                 let inner = &mut *g;
                 let floor = inner.last_time;
@@ -389,7 +389,7 @@ impl Mux {
                 return Ok(());
             }
             if !io.busy() {
-                io.idle(&self.clock, next, &self.wakeup)?;
+                io.idle(&self.clock, next, timer, &self.wakeup)?;
             }
         }
     }

@@ -2,7 +2,10 @@
 //! UDP and a control conversation over a TCP connection, as SABUL and FRTP need (SABUL.md §1,
 //! FRTP.md §1). The protocol here is a small stand-in: the sender paces `COUNT` numbered
 //! datagrams one `PERIOD` apart, then, `DRAIN` later, says `DONE` on the control stream; the receiver counts
-//! what arrived and answers `GOT <n>`, then closes the stream.
+//! what arrived and answers `GOT <n>`, then closes the stream. Unless told otherwise the sender
+//! says its departures are paced data (`Protocol::poll_timer` leaves them out), as UDT's and
+//! SABUL's cores do, so the engine may let them out late in batches; it may run a timer of its
+//! own beside them, which it records how late it ran.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
@@ -12,11 +15,16 @@ use transfer::transmit::{Source, Transmit};
 use udt::driver::{ArrivalStamp, BufferSizes, Clock, Io, Pacing, Protocol, UdpSocket, Wakeup};
 
 const COUNT: u32 = 500;
-/// Longer than `driver::COARSE_GAP_MAX`: a sparse sender, each departure slept to and spun on.
+/// Longer than [`SPIN`], for a protocol that does not say its departures are paced data: each
+/// departure slept to and spun on.
 const PERIOD: Duration = Duration::from_micros(400);
-/// Dense (at most `driver::COARSE_GAP_MAX`) but longer than [`SPIN`]: about 120 Mb/s of
-/// 1500-byte packets, where the threshold grows to `driver::SLEEP_QUANTUM_PKTS` periods.
+/// Dense (at most `driver::ARRIVAL_GAP_MAX` and `driver::DEPARTURE_GAP_MAX`) but longer than
+/// [`SPIN`]: about 120 Mb/s of 1500-byte packets, where the threshold grows to
+/// `driver::SLEEP_QUANTUM_PKTS` periods.
 const DENSE_PERIOD: Duration = Duration::from_micros(100);
+/// About 20 Mb/s of 1500-byte packets: longer than `driver::ARRIVAL_GAP_MAX`, within
+/// `driver::DEPARTURE_GAP_MAX`: paced data still leaves `driver::SLEEP_QUANTUM_PKTS` at a time.
+const SLOW_PERIOD: Duration = Duration::from_micros(600);
 /// Shorter than [`SPIN`]: too short a wait to sleep to the microsecond.
 const SHORT_PERIOD: Duration = Duration::from_micros(10);
 /// From the last datagram to `DONE`.
@@ -25,6 +33,16 @@ const SPIN: Duration = Duration::from_micros(50);
 
 struct Sender {
     period: Duration,
+    /// Whether [`Protocol::poll_timer`] leaves the departures out (they are paced data).
+    paced_data: bool,
+    /// Window-bound sending ([`Window`]); the current window opened at `window_start`, and
+    /// the pass at `pass.0` has sent `pass.1` datagrams.
+    window: Option<Window>,
+    window_start: Option<Instant>,
+    pass: (Instant, u32),
+    /// A timer of the sender's own, every `.0`, next due at `.1`, and how late each ran.
+    timer: Option<(Duration, Instant)>,
+    timer_lateness: Vec<Duration>,
     to: SocketAddr,
     control_peer: SocketAddr,
     next: Option<Instant>,
@@ -42,21 +60,48 @@ impl Protocol for Sender {
     fn handle_control_closed(&mut self, _: Instant, reset: bool) {
         self.closed = Some(reset);
     }
-    fn handle_timeout(&mut self, _: Instant) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self.next {
-            Some(next) if self.seq < COUNT => Some(next),
-            Some(next) if !self.done_sent => Some(next + DRAIN),
-            _ => None,
+    fn handle_timeout(&mut self, now: Instant) {
+        let running = self.seq < COUNT;
+        if let Some((every, due)) =
+            self.timer.as_mut().filter(|(_, due)| *due != Instant::ZERO && now >= *due && running)
+        {
+            self.timer_lateness.push(now - *due);
+            *due = now + *every;
         }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        let departure = self.next.filter(|_| self.seq < COUNT);
+        [departure, self.poll_timer()].into_iter().flatten().min()
+    }
+    fn poll_timer(&self) -> Option<Instant> {
+        let window_opens = self.window.is_some_and(|w| self.seq.is_multiple_of(w.size));
+        let departure = self.next.filter(|_| self.seq < COUNT && (!self.paced_data || window_opens));
+        let done = self.next.filter(|_| self.seq >= COUNT && !self.done_sent).map(|n| n + DRAIN);
+        let timer = self.timer.filter(|_| self.seq < COUNT).map(|(_, due)| due);
+        [departure, done, timer].into_iter().flatten().min()
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let next = *self.next.get_or_insert(now);
-        if self.seq < COUNT && now >= next {
+        if let Some((every, due)) = self.timer.as_mut().filter(|(_, due)| *due == Instant::ZERO) {
+            *due = now + *every;
+        }
+        if now != self.pass.0 {
+            self.pass = (now, 0);
+        }
+        let budget = self.window.is_none_or(|w| self.pass.1 < w.burst);
+        if self.seq < COUNT && now >= next && budget {
+            self.pass.1 += 1;
             buf[..4].copy_from_slice(&self.seq.to_be_bytes());
             buf[4..1000].fill(0x5A);
+            if self.window.is_some_and(|w| self.seq.is_multiple_of(w.size)) {
+                self.window_start = Some(next);
+            }
             self.seq += 1;
-            self.next = Some(next + self.period);
+            self.next = Some(match (self.window, self.window_start) {
+                (Some(w), Some(start)) if self.seq.is_multiple_of(w.size) => start + w.every,
+                (Some(_), _) => next,
+                _ => next + self.period,
+            });
             return Some(Transmit { destination: self.to, size: 1000, source: Source::Data });
         }
         // DONE a while after the last datagram, so that the receiver has read them all when
@@ -68,6 +113,16 @@ impl Protocol for Sender {
         }
         None
     }
+}
+
+/// Window-bound sending, as in slow start: `size` datagrams are due at once when a window
+/// opens, `every` after the last one did (as an ACK would open it: a timer, not paced data);
+/// a pass lets out at most `burst` of them (the pacer's catch-up), the rest stay due.
+#[derive(Clone, Copy)]
+struct Window {
+    size: u32,
+    every: Duration,
+    burst: u32,
 }
 
 #[derive(Default)]
@@ -108,14 +163,29 @@ fn udp() -> UdpSocket {
     UdpSocket::bind("127.0.0.1:0".parse().unwrap(), BufferSizes { send: 1 << 20, recv: 4 << 20 }).unwrap()
 }
 
+/// How a [`paced_run`] goes besides its period and pacing.
+#[derive(Clone, Copy)]
+struct Options {
+    /// How the receiver stamps arrivals.
+    rx_stamp: ArrivalStamp,
+    /// Whether the sender says its departures are paced data ([`Sender::paced_data`]).
+    paced_data: bool,
+    /// A timer of the sender's own, every this long.
+    timer: Option<Duration>,
+    /// Window-bound sending ([`Sender::window`]).
+    window: Option<Window>,
+}
+
+const DEFAULT: Options = Options { rx_stamp: ArrivalStamp::Kernel, paced_data: true, timer: None, window: None };
+
 /// A [`Sender`] one `period` apart to a [`Receiver`], the sender's engine waiting as `pacing`
 /// says: the receiver's protocol and how long the sender took.
 fn paced_run(period: Duration, pacing: Pacing) -> (Sender, Receiver, Duration) {
-    paced_run_stamped(period, pacing, ArrivalStamp::Kernel)
+    paced_run_with(period, pacing, DEFAULT)
 }
 
-/// [`paced_run`] with the receiver stamping arrivals as `rx_stamp` says.
-fn paced_run_stamped(period: Duration, pacing: Pacing, rx_stamp: ArrivalStamp) -> (Sender, Receiver, Duration) {
+/// [`paced_run`] as `o` says.
+fn paced_run_with(period: Duration, pacing: Pacing, o: Options) -> (Sender, Receiver, Duration) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let (rx_udp, tx_udp) = (udp(), udp());
     let rx_addr = rx_udp.local_addr();
@@ -125,7 +195,7 @@ fn paced_run_stamped(period: Duration, pacing: Pacing, rx_stamp: ArrivalStamp) -
         let (tcp, peer) = listener.accept().unwrap();
         let mut p = Receiver { control_peer: Some(peer), ..Receiver::default() };
         let mut io = Io::new(rx_udp, Some(tcp), SPIN).unwrap();
-        io.set_arrival_stamp(rx_stamp);
+        io.set_arrival_stamp(o.rx_stamp);
         io.run(&mut p, &Clock::default(), &Wakeup::new().unwrap(), |p, io| {
             (p.recv_calls, p.recv_msgs) = (io.udp().counters.recv_calls, io.udp().counters.recv_msgs);
             p.replied
@@ -136,6 +206,12 @@ fn paced_run_stamped(period: Duration, pacing: Pacing, rx_stamp: ArrivalStamp) -
     let tcp = TcpStream::connect(ctrl_addr).unwrap();
     let mut p = Sender {
         period,
+        paced_data: o.paced_data,
+        timer: o.timer.map(|every| (every, Instant::ZERO)),
+        window: o.window,
+        window_start: None,
+        pass: (Instant::ZERO, 0),
+        timer_lateness: Vec::new(),
         to: rx_addr,
         control_peer: ctrl_addr,
         next: None,
@@ -170,11 +246,12 @@ fn sorted_gaps(r: &Receiver) -> Vec<Duration> {
 #[test]
 fn paced_datagrams_over_udp_and_a_conversation_over_tcp() {
     for pacing in [Pacing::Sleep, Pacing::Spin] {
-        let (p, r, elapsed) = paced_run(PERIOD, pacing);
+        let (p, r, elapsed) = paced_run_with(PERIOD, pacing, Options { paced_data: false, ..DEFAULT });
         assert_delivered(&p, &r);
         // Paced: one PERIOD apart, by the kernel's arrival stamps (the median, against a busy
-        // machine's outliers), and the whole run no faster than the schedule. A period longer
-        // than the spin threshold is slept to its last stretch and spun there either way.
+        // machine's outliers), and the whole run no faster than the schedule. A departure the
+        // protocol counts among its timers, further off than the spin threshold, is slept to
+        // its last stretch and spun there either way.
         let gaps = sorted_gaps(&r);
         let median = gaps[gaps.len() / 2];
         assert!(median >= PERIOD * 3 / 4 && median <= PERIOD * 5 / 4, "{pacing:?}: median gap {median:?}");
@@ -202,6 +279,61 @@ fn a_dense_sender_sleeps_several_periods_and_lets_out_what_fell_due_on_average_o
 }
 
 #[test]
+fn paced_data_at_20_mbps_leaves_several_packets_a_wake_up_on_average_on_schedule() {
+    // Issue 40, part 4: below ~48 Mb/s each packet was its own wake-up, `ppoll` and
+    // `sendmmsg`, and udt-rs's sender took twice 4.11's CPU (Ottawa, three-site at scale 0.1).
+    // 600 µs apart, paced data still leaves about four periods' worth at a time.
+    let (p, r, elapsed) = paced_run(SLOW_PERIOD, Pacing::Sleep);
+    assert_delivered(&p, &r);
+    let schedule = SLOW_PERIOD * (COUNT - 1);
+    assert!(elapsed >= schedule, "{elapsed:?} for {COUNT} packets {SLOW_PERIOD:?} apart");
+    let gaps = sorted_gaps(&r);
+    let short = gaps.iter().filter(|g| **g < SLOW_PERIOD / 2).count();
+    assert!(
+        short * 2 >= gaps.len(),
+        "bursts of several datagrams, not one a period: {short} of {} gaps under {:?}",
+        gaps.len(),
+        SLOW_PERIOD / 2
+    );
+}
+
+#[test]
+fn a_timer_beside_paced_data_runs_on_time_though_the_data_leaves_in_batches() {
+    // Departures 2 ms apart grow the sleep to about 8 ms; the sender's own timer, every 3 ms,
+    // is still slept to, not past (UDT's receiver ACK timer, EXP, SABUL's deadlines).
+    let every = Duration::from_millis(3);
+    let (p, r, _) = paced_run_with(Duration::from_millis(2), Pacing::Sleep, Options { timer: Some(every), ..DEFAULT });
+    assert_delivered(&p, &r);
+    let mut late = p.timer_lateness.clone();
+    late.sort();
+    assert!(late.len() >= 200, "the timer ran {} times in a second", late.len());
+    let median = late[late.len() / 2];
+    assert!(median < Duration::from_micros(500), "timer lateness: median {median:?}, worst {:?}", late.last().unwrap());
+    let gaps = sorted_gaps(&r);
+    let short = gaps.iter().filter(|g| **g < Duration::from_millis(1)).count();
+    // A wake-up for the timer lets out what fell due by then (every 3 ms: one or two of the
+    // 2-ms departures), so pairs, not quartets; one at a time would leave almost no short gap.
+    assert!(short * 5 >= gaps.len(), "the data still leaves in batches: {short} of {} gaps under 1 ms", gaps.len());
+}
+
+#[test]
+fn a_window_bound_sender_lets_its_window_out_at_once_not_a_sleep_apart() {
+    // Slow start: the window lets 20 out at once every 8 ms (400 µs a datagram on average, so
+    // the threshold grows to 1.6 ms), a pass 5 of them; the rest are due when the pass ends.
+    // The sender is held by its window, not its pacer, and goes on at once. Sleeping then
+    // (issue 40: `SLEEP_WHEN_DUE_GAP_MAX` at 2.5 ms) chopped slow start on chicago-ottawa
+    // into sleeps and changed how it met its window's edge.
+    let w = Window { size: 20, every: Duration::from_millis(8), burst: 5 };
+    let (p, r, _) = paced_run_with(Duration::from_micros(1), Pacing::Sleep, Options { window: Some(w), ..DEFAULT });
+    assert_delivered(&p, &r);
+    let mut spreads: Vec<Duration> =
+        r.arrivals.chunks(w.size as usize).map(|c| c.last().unwrap().0 - c.first().unwrap().0).collect();
+    spreads.sort();
+    let median = spreads[spreads.len() / 2];
+    assert!(median < Duration::from_millis(1), "a window of {} took {median:?} (median) to leave", w.size);
+}
+
+#[test]
 fn a_receiver_of_dense_arrivals_reads_several_per_call() {
     // Each datagram on its own period (the sender spins), 100 µs apart: the receiver holds off
     // reading for about four gaps after a read, so a `recvmmsg` takes several. (The datagrams
@@ -223,7 +355,7 @@ fn a_receiver_stamping_at_read_time_reads_dense_arrivals_as_they_come() {
     // held 1 µs apart and the receiver would read a capacity many times the link's: each
     // datagram is read as it comes, as 4.11 reads them. (A loaded machine batches some reads
     // anyway, hence "more than half", not "each".)
-    let (p, r, _) = paced_run_stamped(DENSE_PERIOD, Pacing::Spin, ArrivalStamp::Read);
+    let (p, r, _) = paced_run_with(DENSE_PERIOD, Pacing::Spin, Options { rx_stamp: ArrivalStamp::Read, ..DEFAULT });
     assert_delivered(&p, &r);
     assert!(
         r.recv_calls * 2 > u64::from(COUNT),

@@ -77,6 +77,18 @@ impl Connection {
     /// The earliest time this connection needs [`Connection::handle_timeout`] or has a packet
     /// for [`Connection::poll_transmit`]. `None` when it is done.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.due(true)
+    }
+
+    /// [`poll_timeout`](Self::poll_timeout) without the next data packet's departure: when a
+    /// timer is due or a control packet waits. A runtime may let paced data out late, several
+    /// packets at one wake-up, as 4.11's sender does (§7 step 3); it never sleeps past this.
+    pub fn poll_timer(&self) -> Option<Instant> {
+        self.due(false)
+    }
+
+    /// The earliest due time, with the next data departure or without it.
+    fn due(&self, with_data: bool) -> Option<Instant> {
         if !self.ctrl.is_empty() {
             return Some(Instant::ZERO);
         }
@@ -100,7 +112,7 @@ impl Connection {
                 if let Some(h) = self.hello_at {
                     t = t.min(h);
                 }
-                if let Some(next) = self.next_data_time() {
+                if let Some(next) = self.next_data_time().filter(|_| with_data) {
                     t = t.min(next);
                 }
                 if let Some(tick) = self.cc.poll_timeout() {
