@@ -229,12 +229,12 @@ testbed: setup build $(if $(filter docker,$(RUNTIME)),testbed-image)
 
 # Base image first where no registry has it (docker/build-base.sh: debootstrap, once), then the
 # stacks' image from the repository root (.dockerignore lets in only the files it copies). Each
-# copied file's sha256 is a label (udtbed.runtime.IMAGE_FILES), so the runtime refuses a stale image.
+# copied file's sha256 is a label (udtbed.emulation.runtime.IMAGE_FILES), so the runtime refuses a stale image.
 testbed-image: build
 	@docker/build-base.sh
 	@echo "==> testbed-image: $(TESTBED_IMAGE) (docker/Dockerfile.stacks)"
 	@docker build -f docker/Dockerfile.stacks -t '$(TESTBED_IMAGE)' \
-	  $$($(PYTHON) -c 'from udtbed.runtime import image_label_args; print(*image_label_args())') . \
+	  $$($(PYTHON) -c 'from udtbed.emulation.runtime import image_label_args; print(*image_label_args())') . \
 	  >build/testbed-image.log 2>&1 || { tail -n 30 build/testbed-image.log >&2; exit 1; }
 
 test-testbed:

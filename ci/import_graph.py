@@ -16,6 +16,15 @@ The suite is the protocol family's shape: ``udtconf.udt`` (UDT4.md), ``udtconf.s
 peer, rules and run under a profile and may import ``udtconf.sabul``. The shared modules import
 no protocol's subpackage; the three that wire the family together are exempt (:data:`WIRING`).
 
+The testbed is laid out as its layers (:data:`UDTBED_LAYERS`), lowest first: ``udtbed.emulation``
+and ``udtbed.simulation`` side by side, then ``udtbed.results``, then ``udtbed.experiments``, then
+``udtbed.commands`` (the subcommands, one module each), and the entry point (``udtbed.__main__``)
+above them all. A layer imports only the layers below it (and ``udtbed`` itself, the package's
+root): never a sibling of its own level, one above it, or the entry point. The entry point builds
+its parser from the commands' table and imports no other layer. A subpackage no level names, or a
+module at udtbed's root beside ``__init__.py`` and ``__main__.py``, fails as well: it would be
+outside the layers.
+
 Every Python file of each area is read (its ``import`` statements, wherever they are in the
 file; a relative import as the absolute name it resolves to); a forbidden import is printed with
 its file and line, and the exit status is 1.
@@ -42,6 +51,15 @@ WIRING = (
     "conformance/udtconf/selection.py",  # UDTC_PROBES names probes of every protocol's tester
 )
 
+# udtbed's layers, lowest first; the subpackages of one level are siblings that import neither
+# each other. Each may import those of the levels before it, none after it, and never the entry
+# point (udtbed.__main__), which is on top of them all and imports only the last, the commands.
+UDTBED_LAYERS = (("emulation", "simulation"), ("results",), ("experiments",), ("commands",))
+LAYER_HINT = (
+    "{area} may import only the layers below it (UDTBED_LAYERS in ci/import_graph.py): move what it needs "
+    "from {target} down, or have the layer above pass it in as data"
+)
+
 
 @dataclass(frozen=True)
 class Area:
@@ -57,6 +75,46 @@ class Area:
     recursive: bool = True
     exempt: tuple[str, ...] = ()
     hint: str = HARNESS_HINT
+
+
+def layer_areas(layers: tuple[tuple[str, ...], ...] = UDTBED_LAYERS) -> tuple[Area, ...]:
+    """One :class:`Area` per subpackage of udtbed, forbidding its siblings, every layer above it
+    and the entry point; udtbed's root (``__init__.py``), below every layer; and the entry point
+    (``__main__.py``), which may import the top layer (the commands' table) and no other."""
+    every = tuple(f"udtbed.{n}" for names in layers for n in names)
+    below_top = tuple(f"udtbed.{n}" for names in layers[:-1] for n in names)
+    out = [
+        Area(
+            "udtbed's root",
+            ("testbed/udtbed",),
+            (*every, "udtbed.__main__"),
+            recursive=False,
+            exempt=("testbed/udtbed/__main__.py",),
+            hint="udtbed's root is below every layer: {target} may import what it holds, never the reverse",
+        ),
+        Area(
+            "udtbed's entry point",
+            ("testbed/udtbed",),
+            below_top,
+            recursive=False,
+            exempt=("testbed/udtbed/__init__.py",),
+            hint="the entry point builds its parser from the commands' table: what it wants of {target} "
+            "belongs in a module of the top layer",
+        ),
+    ]
+    for level, names in enumerate(layers):
+        above = [f"udtbed.{n}" for later in layers[level + 1 :] for n in later]
+        for name in names:
+            siblings = [f"udtbed.{n}" for n in names if n != name]
+            out.append(
+                Area(
+                    f"udtbed's {name} layer",
+                    (f"testbed/udtbed/{name}",),
+                    (*siblings, *above, "udtbed.__main__"),
+                    hint=LAYER_HINT,
+                )
+            )
+    return tuple(out)
 
 
 AREAS = (
@@ -77,6 +135,7 @@ AREAS = (
         exempt=WIRING,
         hint="only the family's wiring, WIRING in ci/import_graph.py, may import {target}",
     ),
+    *layer_areas(),
 )
 
 
@@ -143,9 +202,30 @@ def violations(repo: Path) -> list[str]:
     return out
 
 
+def unlayered(repo: Path, layers: tuple[tuple[str, ...], ...] = UDTBED_LAYERS) -> list[str]:
+    """udtbed's modules that no layer holds: a subpackage :data:`UDTBED_LAYERS` does not name, or a
+    module at the root beside ``__init__.py`` and ``__main__.py`` (the layers would not see it)."""
+    root = repo / "testbed/udtbed"
+    if not root.is_dir():
+        return []
+    named = {n for names in layers for n in names}
+    out = [
+        f"testbed/udtbed/{d.name}/: a subpackage of udtbed that no layer names (add it to UDTBED_LAYERS "
+        "in ci/import_graph.py, at the level its imports allow)"
+        for d in sorted(root.iterdir())
+        if (d / "__init__.py").exists() and d.name not in named
+    ]
+    out += [
+        f"testbed/udtbed/{f.name}: a module at udtbed's root, outside its layers (move it into the layer it belongs to)"
+        for f in sorted(root.glob("*.py"))
+        if f.name not in ("__init__.py", "__main__.py")
+    ]
+    return out
+
+
 def main(argv: list[str]) -> int:
     repo = Path(argv[1] if len(argv) > 1 else Path(__file__).resolve().parents[1])
-    found = violations(repo)
+    found = violations(repo) + unlayered(repo)
     for v in found:
         print(v, file=sys.stderr)
     if found:

@@ -22,11 +22,11 @@ APT_PACKAGES=(
   iperf3 iproute2 iputils-ping bridge-utils ethtool mininet   # testbed
   strace                                  # testbed: the netem request tc sends (test_netem_commands)
   influxdb jq                             # metrics
-  ns2                                     # make ns2-check: NS-2 2.35's TCP beside the simulator's (udtbed.ns2check)
-  chromium fonts-dejavu-core              # screenshots of the report and progress display (udtbed.screenshot)
+  ns2                                     # make ns2-check: NS-2 2.35's TCP beside the simulator's (udtbed.simulation.ns2check)
+  chromium fonts-dejavu-core              # screenshots of the report and progress display (udtbed.results.screenshot)
   linux-image-amd64 qemu-system-x86 busybox-static   # make test-vm: a stock kernel with netem, booted by virtme-ng
   user-mode-linux                         # make test-vm VM_ACCEL=uml: a 6.1 kernel with netem on the real CPU
-  openssh-server openssh-client sudo     # make test: the cluster lab's servers (udtbed.lab, udtbed.cluster)
+  openssh-server openssh-client sudo     # make test: the cluster lab's servers (udtbed.emulation.lab, udtbed.emulation.cluster)
   python3-venv
 )
 

@@ -3,7 +3,7 @@
 dashboards/udtbed.json.
 
 The panels query the InfluxDB 1.x database ``udtbed`` that the testbed runner
-(``udtbed.live``) and the conformance suite (``udtconf.influx_results``) write to; the
+(``udtbed.experiments.live``) and the conformance suite (``udtconf.influx_results``) write to; the
 measurements and tags are listed in docs/testbed/influx-grafana.md, "InfluxDB and Grafana".
 ``testbed/tests/test_dashboards.py`` runs every query against a live influxd filled by a real
 run and checks that the committed JSON is this script's output. Regenerate with

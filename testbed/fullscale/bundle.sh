@@ -39,7 +39,7 @@ if [ -n "${BASE:-}" ]; then
   # shellcheck disable=SC2016
   base=$(cd testbed && ../.venv/bin/python -c '
 import sys
-from udtbed.gate import GateError, base_binary
+from udtbed.results.gate import GateError, base_binary
 try:
     sha, binary = base_binary(sys.argv[1], log=lambda m: print(m, file=sys.stderr))
 except GateError as e:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from udtbed import network, runtime
-from udtbed.results import PartResult, StackResult
+from udtbed.emulation import network, runtime
+from udtbed.results.results import PartResult, StackResult
 from udtharness import netns
 
 

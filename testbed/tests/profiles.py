@@ -8,13 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from udtbed.bands import against_reference
-from udtbed.experiment import Experiment, Part, load_all
-from udtbed.influx import InfluxWriter
-from udtbed.results import StackResult, Verdict
-from udtbed.run import Run
-from udtbed.runner import CalibrationError, run_experiment
-from udtbed.stacks import all_stacks
+from udtbed.experiments.bands import against_reference
+from udtbed.experiments.experiment import Experiment, Part, load_all
+from udtbed.experiments.run import Run
+from udtbed.experiments.runner import CalibrationError, run_experiment
+from udtbed.experiments.stacks import all_stacks
+from udtbed.results.influx import InfluxWriter
+from udtbed.results.results import StackResult, Verdict
 from udtharness.stacks import reference_stacks
 
 SCALE = 0.1
@@ -70,7 +70,7 @@ def _one_epoch_window(v: Verdict) -> bool:
 def run_profile(
     tmp_path: Path, exp: Experiment, part: Part, stack: str, influx: InfluxWriter | None = None
 ) -> StackResult:
-    """One part at its profile's duration, judged by the part's bands (udtbed.bands).
+    """One part at its profile's duration, judged by the part's bands (udtbed.experiments.bands).
 
     A part whose emulation timing was flagged (hostwatch: bunched releases, a UDT sender pacing
     faster than the bottleneck) measured the machine as well as the stack (docs/testbed/timing.md,

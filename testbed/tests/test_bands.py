@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from udtbed import hostwatch, runs_index
-from udtbed.bands import against_reference, judge_all
-from udtbed.experiment import TOPOLOGIES_DIR, Band, Flow, Part
-from udtbed.hostwatch import HostReport
-from udtbed.report import render
-from udtbed.results import ExperimentResult, FlowResult, PartResult, StackResult, Verdict
+from udtbed.emulation import hostwatch
+from udtbed.emulation.hostwatch import HostReport
+from udtbed.experiments.bands import against_reference, judge_all
+from udtbed.experiments.experiment import TOPOLOGIES_DIR, Band, Flow, Part
+from udtbed.results import runs_index
+from udtbed.results.report import render
+from udtbed.results.results import ExperimentResult, FlowResult, PartResult, StackResult, Verdict
 from udtharness.stacks import reference_stacks
 
 # One part, one flow, run by udt-rs and by libudt (the reference stack): a band with two sides and
@@ -229,7 +230,7 @@ def test_the_summary_shows_a_reference_relative_band_for_the_stack_beside_the_re
 
 
 def test_a_short_run_leaves_out_the_papers_start_up_and_a_long_one_is_read_over_its_second_half() -> None:
-    from udtbed.run import Run
+    from udtbed.experiments.run import Run
 
     assert Run.warmup_of(20) == 8.0 and Run.warmup_of(10) == 4.0  # min(8 s, 40 %)
     assert Run.warmup_of(40) == 8.0

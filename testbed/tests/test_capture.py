@@ -1,6 +1,6 @@
 """A part's capture end to end on real namespaces: tcpdump (the harness's command line) on each
 host's interface, started by the namespace runtime as a harness process, ended by the runtime's
-``stop_all`` with SIGINT, read back by :func:`udtbed.capture.summarize`; nothing left running."""
+``stop_all`` with SIGINT, read back by :func:`udtbed.emulation.capture.summarize`; nothing left running."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from test_cleanup import ADDRESS, processes_in, two_hosts
-from udtbed import capture
-from udtbed.network import Network
-from udtbed.runtime import NamespaceRuntime, NsProcess
+from udtbed.emulation import capture
+from udtbed.emulation.network import Network
+from udtbed.emulation.runtime import NamespaceRuntime, NsProcess
 from udtharness import processes
 from udtharness.pcap import read_udp
 

@@ -13,9 +13,10 @@ from typing import cast
 
 import pytest
 from conftest import dead_pid, interruptible, root_links, udtbed_run_argv
-from udtbed import network
-from udtbed.network import Network
-from udtbed.runtime import NamespaceRuntime
+from udtbed import REPO
+from udtbed.emulation import network
+from udtbed.emulation.network import Network
+from udtbed.emulation.runtime import NamespaceRuntime
 from udtharness import netns, processes
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow]
@@ -87,7 +88,7 @@ def assert_next_run_works() -> None:
             "-m",
             "udtbed",
             "calibrate",
-            str(network.REPO / "topologies/chicago-ottawa.toml"),
+            str(REPO / "topologies/chicago-ottawa.toml"),
             "chicago",
             "ottawa",
         ],

@@ -1,4 +1,4 @@
-"""A run across several servers (udtbed.cluster) on the lab of this machine (udtbed.lab): three
+"""A run across several servers (udtbed.emulation.cluster) on the lab of this machine (udtbed.emulation.lab): three
 "servers", each sshd in namespaces of its own, joined by veth "cables"; the runner reaches them
 only over SSH. One Fig. 11 path across them (sender, delay node, receiver apart) for udt-rs and
 libudt; the refusals before anything is built; nothing left on any server, interrupted or not."""
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from conftest import have_linkem, interruptible, root_links, udtbed_run_argv
-from udtbed.cluster import Cluster, ClusterError
-from udtbed.lab import Lab, leftovers
-from udtbed.topology import load as load_topology
+from udtbed.emulation.cluster import Cluster, ClusterError
+from udtbed.emulation.lab import Lab, leftovers
+from udtbed.emulation.topology import load as load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 OTTAWA = REPO / "topologies/chicago-ottawa.toml"

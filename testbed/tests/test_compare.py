@@ -10,8 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from udtbed import compare
-from udtbed.results import ExperimentResult, PartResult, StackResult, Verdict
+from udtbed.results import compare
+from udtbed.results.results import ExperimentResult, PartResult, StackResult, Verdict
 
 GOODPUT = "mean_mbps(local) >= 0.85 x capacity"
 TIME = "time_to_90pct_s(local) <= 15"

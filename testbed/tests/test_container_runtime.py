@@ -17,14 +17,15 @@ from typing import TypedDict, TypeVar, cast
 import pytest
 from conftest import dead_pid, interruptible, udtbed_run_argv
 from test_cleanup import netns_inodes, processes_in
-from udtbed import network, runtime
-from udtbed.experiment import load_all
-from udtbed.influx import InfluxWriter
-from udtbed.network import Network
-from udtbed.run import Run
-from udtbed.runner import run_experiment
-from udtbed.runtime import DockerError, DockerRuntime, StacksImage
-from udtbed.stacks import all_stacks
+from udtbed import REPO
+from udtbed.emulation import network, runtime
+from udtbed.emulation.network import Network
+from udtbed.emulation.runtime import DockerError, DockerRuntime, StacksImage
+from udtbed.experiments.experiment import load_all
+from udtbed.experiments.run import Run
+from udtbed.experiments.runner import run_experiment
+from udtbed.experiments.stacks import all_stacks
+from udtbed.results.influx import InfluxWriter
 from udtharness import netns
 
 T = TypeVar("T", bound=Callable[..., object])
@@ -42,7 +43,7 @@ def image() -> StacksImage:
         return StacksImage.resolve()
     except DockerError:
         r = subprocess.run(
-            ["make", "-C", str(network.REPO), "--no-print-directory", "testbed-image"],
+            ["make", "-C", str(REPO), "--no-print-directory", "testbed-image"],
             capture_output=True,
             text=True,
             timeout=900,

@@ -1,5 +1,6 @@
-"""Cores at full scale (udtbed.cores): each part's seats, the refusal of a run whose parts do
-not fit the machine, and processes confined to the CPUs of their seat."""
+"""Cores at full scale (udtbed.experiments.seats, udtbed.emulation.cores): each part's seats, the
+refusal of a run whose parts do not fit the machine, and processes confined to the CPUs of their
+seat."""
 
 import os
 import subprocess
@@ -10,10 +11,12 @@ from typing import cast
 import pytest
 from conftest import udtbed_run_argv
 from test_stacks import FakeNet, FakeRuntime, FakeStack, fake_net, fake_runtime
-from udtbed import cores, network, report
-from udtbed.experiment import EXPERIMENTS_DIR, Flow, Part, load_all
-from udtbed.flows import start_bulk
-from udtbed.topology import load
+from udtbed.emulation import cores, network
+from udtbed.emulation.topology import load
+from udtbed.experiments import seats
+from udtbed.experiments.experiment import EXPERIMENTS_DIR, Flow, Part, load_all
+from udtbed.experiments.flows import start_bulk
+from udtbed.results.report import parts
 from udtharness import netns
 
 EXPS = load_all(EXPERIMENTS_DIR)
@@ -28,7 +31,7 @@ def part(exp: str, label: str) -> Part:
 
 def plan_of(exp: str, label: str, backend: str = "linkem") -> cores.CorePlan:
     p = part(exp, label)
-    return cores.plan(p, load(p.topology), backend)
+    return seats.plan(p, load(p.topology), backend)
 
 
 def test_a_one_flow_path_needs_its_emulated_data_direction_sender_receiver_and_runner() -> None:
@@ -85,12 +88,12 @@ def test_the_plan_is_enforced_from_half_scale_and_pinning_follows_it_unless_aske
     assert big.ok and big.pins is not None and cast(dict[str, str], big.as_json()["pinned"])["runner"] == "3-15"
     assert cores.check(p, list(range(16)), 1.0, "off").pins is None
     parts = [(EXPS["efficiency"], part("efficiency", "chicago-amsterdam"))]
-    line = cores.run_line(cores.checks(parts, "linkem", list(range(16)), 1.0, "auto"), list(range(16)))
+    line = cores.run_line(seats.checks(parts, "linkem", list(range(16)), 1.0, "auto"), list(range(16)))
     assert line == (
         "cores: the largest part needs 4 (efficiency / chicago-amsterdam); "
         "the run has 16 (CPUs 0-15); pinned, a CPU per seat"
     )
-    assert cores.run_line(cores.checks(parts, "linkem", [0, 1], 0.1, "auto"), [0, 1]).endswith(
+    assert cores.run_line(seats.checks(parts, "linkem", [0, 1], 0.1, "auto"), [0, 1]).endswith(
         "not checked below scale 0.5"
     )
     forced = cores.check(p, list(range(16)), 0.1, "on")
@@ -151,23 +154,23 @@ def test_the_runner_starts_each_flow_end_on_its_seats_cpus(tmp_path: Path) -> No
 
 
 def test_the_report_names_each_seats_cpus_and_flags_a_part_run_on_too_few_cores() -> None:
-    from udtbed.results import PartResult
+    from udtbed.results.results import PartResult
 
     p = plan_of("efficiency", "chicago-amsterdam")
     pres = PartResult("chicago-amsterdam", "t", "t.toml", "", {}, [], True, {})
     pres.cores = cores.check(p, list(range(8)), 1.0, "auto").as_json()
-    shown = report._cores(pres)
+    shown = parts._cores(pres)
     assert (
         "cores: 4 needed" in shown and "amsterdam sender on chicago on CPU 1" in shown and "runner on CPU 3-7" in shown
     )
     pres.cores = cores.check(p, [0, 1], 1.0, "auto").as_json()
-    assert "class='bad'" in report._cores(pres) and "too few for this scale, flagged" in report._cores(pres)
+    assert "class='bad'" in parts._cores(pres) and "too few for this scale, flagged" in parts._cores(pres)
 
 
 def test_a_container_gets_its_seats_cpus_and_otherwise_the_runs_cpuset(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from udtbed import runtime
+    from udtbed.emulation import runtime
 
     calls: list[tuple[str, ...]] = []
     monkeypatch.setattr(runtime, "docker", lambda *args, **kw: calls.append(args))
@@ -194,8 +197,8 @@ def allowed_cpus(pid: int) -> str:
 
 @pytest.mark.needs_root
 def test_the_emulator_and_a_stack_process_run_only_on_the_cpus_they_were_given(tmp_path: Path) -> None:
-    from udtbed.network import Network
-    from udtbed.runtime import NamespaceRuntime
+    from udtbed.emulation.network import Network
+    from udtbed.emulation.runtime import NamespaceRuntime
 
     if not network.LINKEM.exists():
         pytest.skip(f"{network.LINKEM} is not built")
@@ -215,7 +218,7 @@ def test_the_emulator_and_a_stack_process_run_only_on_the_cpus_they_were_given(t
 
 @pytest.mark.needs_root
 def test_scale_auto_skips_the_scales_whose_parts_do_not_fit_without_calibrating_them() -> None:
-    from udtbed.__main__ import choose_scale
+    from udtbed.commands.shared import choose_scale
 
     if not network.LINKEM.exists():
         pytest.skip(f"{network.LINKEM} is not built")

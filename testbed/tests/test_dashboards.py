@@ -13,11 +13,11 @@ from types import ModuleType
 
 import pytest
 from profiles import udt_stacks
-from udtbed import influx
-from udtbed.experiment import TOPOLOGIES_DIR, Experiment, Flow, Part, ShortTcp
-from udtbed.run import Run
-from udtbed.runner import run_experiment
-from udtbed.stacks import all_stacks
+from udtbed.experiments.experiment import TOPOLOGIES_DIR, Experiment, Flow, Part, ShortTcp
+from udtbed.experiments.run import Run
+from udtbed.experiments.runner import run_experiment
+from udtbed.experiments.stacks import all_stacks
+from udtbed.results import influx
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from udtbed.bands import judge_all
-from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError, FlowOptions, load, load_all
-from udtbed.hostwatch import HostReport
-from udtbed.report import render
-from udtbed.results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
-from udtbed.short_tcp import short_tcp_ratio
+from udtbed.emulation.hostwatch import HostReport
+from udtbed.experiments.bands import judge_all
+from udtbed.experiments.experiment import EXPERIMENTS_DIR, ExperimentError, FlowOptions, load, load_all
+from udtbed.experiments.short_tcp import short_tcp_ratio
+from udtbed.results.report import render
+from udtbed.results.results import ExperimentResult, FlowResult, PartResult, ShortTcpPoint, StackResult
 
 GOOD = """
 name = "tiny"
@@ -326,7 +326,7 @@ why = "because"
 
 
 def test_flows_carry_rates_buffers_and_files_and_a_sweep_runs_one_option_over_values(tmp_path: Path) -> None:
-    from udtbed.experiment import FlowOptions
+    from udtbed.experiments.experiment import FlowOptions
 
     e = load(write(tmp_path, FRTP, "fr"))
     sweep, exact = e.parts
@@ -355,8 +355,8 @@ def test_a_bad_flow_option_or_sweep_is_refused(tmp_path: Path, change: tuple[str
 
 
 def test_report_plots_a_sweep_beside_the_paper_s_points_and_shows_the_capture(tmp_path: Path) -> None:
-    from udtbed.capture import ipt_stats
-    from udtbed.results import SweepPoint
+    from udtbed.emulation.capture import ipt_stats
+    from udtbed.results.results import SweepPoint
 
     def flow(mbps: float, retrans: int) -> FlowResult:
         return FlowResult("f", "sender", "receiver", 0, [(1.0, mbps)], [], mbps, 1, pkts_sent=1000, retrans=retrans)
@@ -380,7 +380,7 @@ def test_report_plots_a_sweep_beside_the_paper_s_points_and_shows_the_capture(tm
 
 
 def test_the_summary_puts_a_sweep_s_paper_points_beside_ours() -> None:
-    from udtbed.results import SweepPoint
+    from udtbed.results.results import SweepPoint
 
     f = FlowResult("f", "s", "r", 0, [(1.0, 38.6)], [], 38.6, 1, pkts_sent=1000, retrans=0)
     st = StackResult("frtp", "frtp", sweep=[SweepPoint(2097152, [f])])

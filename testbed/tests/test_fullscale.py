@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from udtbed import cores
-from udtbed.__main__ import select_experiments, select_parts
-from udtbed.experiment import EXPERIMENTS_DIR, ExperimentError
-from udtbed.topology import load
+from udtbed.commands.shared import select_experiments, select_parts
+from udtbed.emulation import cores
+from udtbed.emulation.topology import load
+from udtbed.experiments import seats
+from udtbed.experiments.experiment import EXPERIMENTS_DIR, ExperimentError
 
 REPO = Path(__file__).resolve().parents[2]
 FULLSCALE = REPO / "testbed/fullscale"
@@ -246,7 +247,7 @@ def test_run_sh_refuses_a_plan_naming_a_file_the_bundle_lacks(tmp_path: Path) ->
 
 @pytest.mark.parametrize("plan", sorted(p.name for p in FULLSCALE.glob("plan-*.txt")))
 def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(plan: str) -> None:
-    # One core per seat (udtbed.cores) for every part a line runs, on that line's CPUs; a line
+    # One core per seat (udtbed.emulation.cores) for every part a line runs, on that line's CPUs; a line
     # that breaks the rule on purpose says --cores flag.
     lines = [x.split() for x in (FULLSCALE / plan).read_text().splitlines() if x.strip() and not x.startswith("#")]
     assert lines
@@ -257,7 +258,7 @@ def test_each_line_of_a_shipped_plan_fits_its_cpus_at_full_scale_unless_flagged(
         where = REPO / opt["--experiments-dir"] if "--experiments-dir" in opt else EXPERIMENTS_DIR
         for e in select_parts(select_experiments(where, opt["--experiments"]), opt.get("--parts")):
             for part in e.parts:
-                need = cores.plan(part, load(part.topology), "linkem").need
+                need = seats.plan(part, load(part.topology), "linkem").need
                 assert need <= have or opt.get("--cores") == "flag", (plan, cpus, part.label, need)
 
 

@@ -1,4 +1,4 @@
-"""The performance gate (udtbed.gate): the builds take turns, each run gets its build's binary,
+"""The performance gate (udtbed.results.gate): the builds take turns, each run gets its build's binary,
 and the two sides are compared as udtbed compare does."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from udtbed import gate
-from udtbed.results import ExperimentResult, PartResult, StackResult, Verdict
+from udtbed.results import gate
+from udtbed.results.results import ExperimentResult, PartResult, StackResult, Verdict
 
 BAND = "mean_mbps(local) >= 0.85 x capacity"
 
@@ -42,7 +42,7 @@ def _fake_runs(
         latest.symlink_to(d.name)
         return subprocess.CompletedProcess(argv, 0)
 
-    monkeypatch.setattr("udtbed.gate.subprocess.run", fake)
+    monkeypatch.setattr("udtbed.results.gate.subprocess.run", fake)
     return calls
 
 

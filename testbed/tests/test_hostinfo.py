@@ -1,4 +1,4 @@
-"""The host's facts a run records (udtbed.hostinfo): read where they can be, and a fact that
+"""The host's facts a run records (udtbed.emulation.hostinfo): read where they can be, and a fact that
 cannot be read says so instead of failing the run."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from udtbed import hostinfo
+from udtbed.emulation import hostinfo
 
 
 def test_the_host_facts_name_the_kernel_cpus_sysctls_and_tool_versions() -> None:

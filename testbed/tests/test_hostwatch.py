@@ -15,12 +15,12 @@ from typing import cast
 
 import pytest
 from conftest import have_linkem
-from udtbed import hostwatch
-from udtbed.experiment import TOPOLOGIES_DIR as TOPOLOGIES
-from udtbed.hostwatch import DirectionName, DirectionTiming, HostReport
-from udtbed.network import Network
-from udtbed.runtime import NamespaceRuntime
-from udtbed.topology import load
+from udtbed.emulation import hostwatch
+from udtbed.emulation.hostwatch import DirectionName, DirectionTiming, HostReport
+from udtbed.emulation.network import Network
+from udtbed.emulation.runtime import NamespaceRuntime
+from udtbed.emulation.topology import load
+from udtbed.experiments.experiment import TOPOLOGIES_DIR as TOPOLOGIES
 
 
 def direction(frames: int, bunched: int, judged: bool = True, max_1s: float | None = None) -> DirectionTiming:
@@ -164,7 +164,7 @@ def test_watch_records_process_cpu_and_flags_an_emulator_stalled_mid_blast(tmp_p
     topo = load(TOPOLOGIES / "chicago-amsterdam.toml")
     with Network(topo, scale=0.1, backend="linkem", workdir=tmp_path) as net:
         rt = NamespaceRuntime(net)
-        py = [sys.executable, "-m", "udtbed.probe"]
+        py = [sys.executable, "-m", "udtbed.emulation.probe"]
         try:
             rt.spawn("amsterdam", py + ["udp-sink", "--port", "5999", "--seconds", "10"])
             time.sleep(0.5)

@@ -5,11 +5,11 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from udtbed.calibrate import PathCalibration
-from udtbed.influx import InfluxWriter
-from udtbed.live import LiveWatch, Tail, WatchedFlow, write_calibration
-from udtbed.network import Network
-from udtbed.stacks import Sample, parse_stats_line
+from udtbed.emulation.calibrate import PathCalibration
+from udtbed.emulation.network import Network
+from udtbed.experiments.live import LiveWatch, Tail, WatchedFlow, write_calibration
+from udtbed.experiments.stacks import Sample, parse_stats_line
+from udtbed.results.influx import InfluxWriter
 
 T0 = 1_700_000_000.0
 

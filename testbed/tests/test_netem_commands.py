@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from udtbed import network
-from udtbed.topology import Direction, Queue, load, parse_loss, scaled_direction
+from udtbed.emulation import network
+from udtbed.emulation.topology import Direction, Queue, load, parse_loss, scaled_direction
 from udtharness import netns
 
 TOPOLOGIES = sorted((Path(__file__).resolve().parents[2] / "topologies").glob("*.toml"))

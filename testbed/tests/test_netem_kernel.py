@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import pytest
-from udtbed import backend_compare, network
-from udtbed.calibrate import calibrate, train
-from udtbed.network import Network
-from udtbed.probe import TrainSinkResult
-from udtbed.runtime import NamespaceRuntime
-from udtbed.topology import FRAME_BYTES, load
+from udtbed.emulation import backend_compare, network
+from udtbed.emulation.calibrate import calibrate, train
+from udtbed.emulation.network import Network
+from udtbed.emulation.probe import TrainSinkResult
+from udtbed.emulation.runtime import NamespaceRuntime
+from udtbed.emulation.topology import FRAME_BYTES, load
 from udtharness import netns
 from udtharness.netns import sh
 
@@ -49,7 +49,7 @@ VM_RTT_TOL_MS = 2.5
 VM_OVERHEAD_MAX_MS = 8.0
 RATE_TOL = 0.02
 # A measurement in the VM is taken again while it is off, up to this many times in all, as the
-# runner recalibrates (udtbed.calibrate): the host that emulates the VM's CPUs is shared, and a
+# runner recalibrates (udtbed.emulation.calibrate): the host that emulates the VM's CPUs is shared, and a
 # CI run whose quick profiles were flagged for the machine's timing read chicago-local's
 # calibration off twice and one udt-linkem blast 3.3 % slow, where the run before passed them
 # all. A path that is really off stays off.
@@ -116,7 +116,7 @@ def build(nets: list[Network], topo_file: Path, tmp: Path, scale: float = 1.0, b
 
 
 def send_train(net: Network, count: int, rate_bps: float = 0.0, gso: int = 1, port: int = 6100) -> TrainSinkResult:
-    """A numbered train from a to b, and what arrived (udtbed.calibrate.train)."""
+    """A numbered train from a to b, and what arrived (udtbed.emulation.calibrate.train)."""
     return train(net, "a", "b", count, rate_bps=rate_bps, gso=gso, port=port)
 
 
@@ -396,7 +396,7 @@ def test_the_runner_runs_a_fig11_part_on_netem_and_records_it(tmp_path: Path) ->
     calibrates, udt-rs moves data, and the results say netem built the link and carry its
     qdisc counters."""
     from conftest import udtbed_run_argv
-    from udtbed.results import ExperimentResult
+    from udtbed.results.results import ExperimentResult
 
     if not UDT.exists():
         pytest.skip(f"{UDT} is not built (make build)")

@@ -1,4 +1,4 @@
-"""The simulator's TCP against NS-2 (udtbed.ns2check, docs/simulator.md "Checked against NS-2")."""
+"""The simulator's TCP against NS-2 (udtbed.simulation.ns2check, docs/simulator.md "Checked against NS-2")."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from udtbed import ns2check, sim
 from udtbed.__main__ import main
+from udtbed.simulation import ns2check, sim
 
 needs_ns2 = pytest.mark.skipif(
     ns2check.ns_binary() is None, reason="needs NS-2's ns (make setup installs Debian's ns2)"

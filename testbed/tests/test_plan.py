@@ -1,4 +1,4 @@
-"""A run's plan (udtbed.runner.plan, ``udtbed run --dry-run``): which parts run, which stacks run
+"""A run's plan (udtbed.experiments.runner.plan, ``udtbed run --dry-run``): which parts run, which stacks run
 each, and how many times (``--repeat N --repeat-only WHAT``), before anything is built. Issue 40:
 the default ``make testbed`` repeats the runs that a band against libudt compares and runs every
 other once. No network, no processes but the CLI's dry run."""
@@ -11,12 +11,12 @@ import sys
 from collections import Counter
 
 import pytest
-from udtbed.__main__ import select_experiments
-from udtbed.experiment import EXPERIMENTS_DIR
-from udtbed.network import REPO
-from udtbed.run import Repeats
-from udtbed.runner import Step, plan
-from udtbed.stacks import BulkStack, all_stacks
+from udtbed import REPO
+from udtbed.commands.shared import select_experiments
+from udtbed.experiments.experiment import EXPERIMENTS_DIR
+from udtbed.experiments.run import Repeats
+from udtbed.experiments.runner import Step, plan
+from udtbed.experiments.stacks import BulkStack, all_stacks
 
 DEFAULT_STACKS = ("udt-rs", "libudt", "sabul", "frtp", "tcp-cubic", "tcp-bbr", "tcp-reno")
 # The parts with a band relative to libudt (of = "reference"): every Fig. 11 path and three-site.

@@ -7,10 +7,10 @@ from typing import Any, cast
 
 import profiles
 import pytest
-from udtbed.experiment import load_all
-from udtbed.hostwatch import HostReport
-from udtbed.results import FlowResult, PartResult, StackResult, Verdict
-from udtbed.runner import CalibrationError
+from udtbed.emulation.hostwatch import HostReport
+from udtbed.experiments.experiment import load_all
+from udtbed.experiments.runner import CalibrationError
+from udtbed.results.results import FlowResult, PartResult, StackResult, Verdict
 
 EXP = load_all()["efficiency"]
 PART = next(p for p in EXP.parts if p.label == "chicago-local")

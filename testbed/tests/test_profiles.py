@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from profiles import profile_cases, run_profile
-from udtbed.experiment import load_all
+from udtbed.experiments.experiment import load_all
 
 pytestmark = [pytest.mark.needs_root, pytest.mark.slow, pytest.mark.long, pytest.mark.profile]
 EXPERIMENTS = load_all()

@@ -1,7 +1,7 @@
 """`udtbed run` end to end, as `make testbed` calls it: results JSON, run.json and an HTML
 report that answers "did it reproduce?" first, for a bulk experiment (join), for the
 friendliness experiment (its own table), and for an experiment added by a data file alone.
-Then the report's simulated figures (udtbed.sim's JSON and PNG in <run dir>/sim), without a run."""
+Then the report's simulated figures (udtbed.simulation.sim's JSON and PNG in <run dir>/sim), without a run."""
 
 import base64
 import dataclasses
@@ -18,9 +18,21 @@ from typing import Any
 import numpy as np  # a dependency of matplotlib
 import pytest
 from conftest import part_of_repeats, udtbed_run_argv
-from udtbed import report, screenshot, sim
-from udtbed.report import render
-from udtbed.results import ExperimentResult, PartResult, StackResult
+from udtbed.emulation import capture
+from udtbed.emulation.hostwatch import HostReport, SenderPacing
+from udtbed.results import report, screenshot
+from udtbed.results.report import parts, plots, render
+from udtbed.results.results import (
+    ExperimentResult,
+    FlowResult,
+    PartResult,
+    Reading,
+    ShortTcpPoint,
+    StackResult,
+    SweepPoint,
+    Verdict,
+)
+from udtbed.simulation import sim
 
 
 def udtbed_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path, dict[str, Any]]:
@@ -65,7 +77,7 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path: Path)
     res = part.stacks["tcp-cubic"]
     assert [f.name for f in res.flows] == ["a-c", "b-c"] and sum(f.bytes for f in res.flows) > 0, res.flows
     assert res.protocol == "tcp" and res.verdicts == []  # UDT's bands do not judge TCP
-    # The part's core plan: recorded, not enforced nor pinned at scale 0.1 (udtbed.cores).
+    # The part's core plan: recorded, not enforced nor pinned at scale 0.1 (udtbed.emulation.cores).
     assert part.cores is not None and (part.cores["need"], part.cores["checked"], part.cores["pinned"]) == (
         8,
         False,
@@ -90,7 +102,7 @@ def test_run_writes_results_and_a_report_with_the_papers_figures(tmp_path: Path)
     # Calibration rows are in the report, marked.
     assert "a→c" in text and ("|ok|" in text or "|OFF|" in text)
     assert "cores: 8 needed (udt-linkem 3, 2 flows × (sender, receiver) 4, runner 1), the run had" in text
-    # What the host was (udtbed.hostinfo) and that every interface built had its offloads off.
+    # What the host was (udtbed.emulation.hostinfo) and that every interface built had its offloads off.
     host = meta["host"]
     assert host["kernel"].startswith("Linux ") and host["sysctls"]["net.core.rmem_max"].isdigit(), host
     assert host["tools"]["iperf3"].startswith("iperf 3"), host["tools"]
@@ -187,7 +199,7 @@ META = {"run_id": "sim-test"}
 
 
 def write_simulated(sim_dir: Path) -> tuple[Path, Path]:
-    """One scenario's JSON and PNG as udtbed.sim writes them, from made-up values (no simulator):
+    """One scenario's JSON and PNG as udtbed.simulation.sim writes them, from made-up values (no simulator):
     one claim held, one missed, one not judged (no value at its x)."""
     sc = sim.Scenario(
         name="fig-x",
@@ -401,7 +413,7 @@ def test_a_stack_left_out_of_the_repeats_runs_once_and_its_cells_say_no_interval
 
 def _bulk_part(goodputs: list[float], exact: Sequence[bool] = (True, True, True)) -> PartResult:
     """A one-flow part of udt-rs run once per entry of ``goodputs`` (its steady Mb/s)."""
-    from udtbed.results import FlowResult
+    from udtbed.results.results import FlowResult
 
     def rep(k: int, mbps: float, ok: bool) -> dict[str, StackResult]:
         flow = FlowResult(
@@ -426,24 +438,24 @@ def _bulk_part(goodputs: list[float], exact: Sequence[bool] = (True, True, True)
 
 def test_a_part_run_several_times_shows_each_figure_with_its_interval_and_the_seeds() -> None:
     part = _bulk_part([90.0, 94.0, 92.0], exact=(True, False, True))
-    page = html.unescape(re.sub(r"<[^>]+>", "|", report._part_bulk(part, 1.0) + report._flow_details(part)))
+    page = html.unescape(re.sub(r"<[^>]+>", "|", parts._part_bulk(part, 1.0) + parts._flow_details(part)))
     half = 4.303 * 2 / 3**0.5
     assert f"92.0 |[{92 - half:.1f}, {92 + half:.1f}]" in page, page
     assert "time to 90 % of the bottleneck (paper: 7.5 s): udt-rs/f 3.0 |[" in page, page
     assert "(not reached in 1 of 3)" in page, "the repeat that never reached 90 % is counted, not dropped"
     assert "|NO in 1 of 3|" in page, "one corrupted repeat makes the flow not exact"
-    note = report._repeats_note(part)
+    note = parts._repeats_note(part)
     assert "3 repeats" in note and "1: udt-rs +0 s; 2: udt-rs +0.1 s; 3: udt-rs +0.2 s" in note, note
-    assert report._repeats_note(_bulk_part([90.0], exact=(True,))) == "", "one run: nothing to say"
+    assert parts._repeats_note(_bulk_part([90.0], exact=(True,))) == "", "one run: nothing to say"
 
 
 def test_a_plot_over_repeats_draws_the_mean_with_its_95_percent_band() -> None:
     import matplotlib.pyplot as plt
-    from udtbed import repeats
+    from udtbed.results import repeats
 
     part = _bulk_part([90.0, 94.0, 92.0])
     fig, ax = plt.subplots()
-    report._series(ax, repeats.runs(part, "udt-rs"), "f", "udt-rs")
+    plots.series(ax, repeats.runs(part, "udt-rs"), "f", "udt-rs")
     (line,) = ax.get_lines()
     # Matplotlib types the data as any array-like and the label as any object: read them as they are.
     ydata, label = np.asarray(line.get_ydata()), str(line.get_label())
@@ -455,13 +467,13 @@ def test_a_plot_over_repeats_draws_the_mean_with_its_95_percent_band() -> None:
     plt.close(fig)
     # One run: its own line and no band.
     fig, ax = plt.subplots()
-    report._series(ax, repeats.runs(_bulk_part([90.0], exact=(True,)), "udt-rs"), "f", "udt-rs")
+    plots.series(ax, repeats.runs(_bulk_part([90.0], exact=(True,)), "udt-rs"), "f", "udt-rs")
     assert len(ax.get_lines()) == 1 and not ax.collections
     plt.close(fig)
 
 
 def test_a_sweep_and_the_short_flows_over_repeats_show_intervals_in_their_tables() -> None:
-    from udtbed.results import ShortTcpPoint, SweepPoint
+    from udtbed.results.results import ShortTcpPoint, SweepPoint
 
     part = _bulk_part([90.0, 94.0, 92.0])
     for k, rep in enumerate(part.repeats()):
@@ -470,7 +482,7 @@ def test_a_sweep_and_the_short_flows_over_repeats_show_intervals_in_their_tables
             SweepPoint(value=v, flows=[dataclasses.replace(res.flows[0], mean_mbps=v / 10 + k)]) for v in (100.0, 200.0)
         ]
     part.sweep = {"option": "rate", "paper": []}
-    page = html.unescape(re.sub(r"<[^>]+>", "|", report._part_sweep(part, 1.0)))
+    page = html.unescape(re.sub(r"<[^>]+>", "|", parts._part_sweep(part, 1.0)))
     assert "|200||200||21.0 |[18.5, 23.5]|" in page, page
 
     for k, rep in enumerate(part.repeats()):
@@ -481,5 +493,277 @@ def test_a_sweep_and_the_short_flows_over_repeats_show_intervals_in_their_tables
             )
             for n, y in ((0, 60.0), (1, 30.0))
         ]
-    page = html.unescape(re.sub(r"<[^>]+>", "|", report._part_short_tcp(part)))
+    page = html.unescape(re.sub(r"<[^>]+>", "|", parts._part_short_tcp(part)))
     assert "|31.0 |[28.5, 33.5]| (0.51 |[0.49, 0.53]|)|" in page, page
+
+
+# --- a run of every part kind: the report's sections and the summary's keys, pinned -----------------
+
+
+def _flow(name: str, mbps: float, **more: Any) -> FlowResult:
+    series = [(float(t), mbps + t % 3 - 1) for t in range(1, 9)]
+    return FlowResult(name, "a", "c", 0.0, series, [], mbps, int(mbps * 1e6), **more)
+
+
+def _verdict(band: str, value: float | None, low: float, ref: float | None = None) -> Verdict:
+    """A band judged on one run; ``ref``: the reference stack's (libudt's) value beside it."""
+    ok = None if value is None else value >= low
+    reading: Reading | None = None if ok is None else "PASS" if ok else "FAIL"
+    why = f"why {band} is where it is"
+    ref_stack = "" if ref is None else "libudt"
+    return Verdict("mean_mbps", band, "the paper's figure", why, value, low, None, ok, "", reading, ref_stack, ref)
+
+
+def _host_report(flagged: bool = False) -> HostReport:
+    """A host watch's report with a sender's pacing; ``flagged``: a busy process beside the run."""
+    pacing: SenderPacing = {
+        "min_period_us": 120.0,
+        "bottleneck_packet_us": 120.0,
+        "times_bottleneck": 1.0,
+        "capacity_times_bottleneck": 1.12,
+        "capacity_median_pps": 8600,
+    }
+    return {
+        "seconds": 8.0,
+        "cores": 4,
+        "machine_busy_pct": 40.0,
+        "outside_cpu_pct": 1.0,
+        "loadavg_1m": [0.5, 1.0],
+        "cpu_by_process": {},
+        "processes": [],
+        "emulators": {},
+        "sender_pacing": {"a-c": pacing},
+        "flags": ["1 process(es) outside this run took more than 25 % of a core: indexer"] if flagged else [],
+        "outside_processes": [{"pid": 4242, "comm": "indexer", "cpu_pct": 60.0}] if flagged else [],
+    }
+
+
+def _calibration(src: str, rtt: float, rate: float, ok: bool) -> dict[str, Any]:
+    return {
+        "src": src,
+        "dst": "c",
+        "expected_rtt_ms": 110.0,
+        "rtt_ms": rtt,
+        "expected_rate_mbps": 100.0,
+        "rate_mbps": rate,
+        "ok": ok,
+    }
+
+
+def _part(label: str, paper: dict[str, dict[str, float]], **more: Any) -> PartResult:
+    return PartResult(label, "t", "t.toml", f"{label}'s path", {}, [], True, paper, **more)
+
+
+def _efficiency() -> ExperimentResult:
+    """One flow over three repeats: a band both stacks meet, one udt-rs alone misses, one both miss."""
+    bands = {"mean_mbps(local) >= 0.80 x capacity": 80.0, "mean_mbps(local) >= 0.88 x capacity": 88.0}
+    bands["mean_mbps(local) >= 0.95 x capacity"] = 95.0
+    reps = []
+    for k in range(3):
+        ours, ref = 86.0 + k / 2, 90.0 + k / 2
+        reps.append(
+            {
+                stack: StackResult(
+                    stack,
+                    "udt",
+                    flows=[_flow("local", v, time_to_90pct_s=3.0 + k, capacity_mbps=100.0)],
+                    metrics={"aggregate_mbps": v},
+                    verdicts=[_verdict(b, v, low, ref if stack == "udt-rs" else None) for b, low in bands.items()],
+                    repeat=k,
+                    start_jitter_s=0.1 * k,
+                )
+                for stack, v in (("udt-rs", ours), ("libudt", ref))
+            }
+        )
+    part = _part(
+        "chicago-local",
+        {"udt": {"local": 940.0}, "tcp": {"local": 500.0}},
+        stacks=reps[0],
+        more_repeats=reps[1:],
+        cores={"need": 8, "seats": "udt-linkem 3, 2 ends 4, runner 1", "have": 16, "pinned": {"sender": 2}},
+        offloads={"generic-receive-offload": {"off": 6}},
+    )
+    part.calibration = [_calibration("a", 110.4, 97.2, True)]
+    exp = ExperimentResult("efficiency", "Efficiency", "SC'04 Fig. 11", "One flow.", 0.1, 8.0, 2.0, "linkem")
+    exp.parts.append(part)
+    return exp
+
+
+def _join() -> ExperimentResult:
+    """Three flows run once, one of a TCP stack beside the stack under test; libudt's run flagged,
+    calibration off, too few cores, an offload left on, a capture with the data's spacing."""
+    gaps = capture.ipt_stats([k * 0.0002 + (k % 7) * 1e-6 for k in range(8000)])
+    ifaces = {
+        "a/data": {"udp_data": 800, "udp_other": 12, "tcp": 0},
+        "a/ctl": {"udp_data": 0, "udp_other": 0, "tcp": 40},
+    }
+    cap = {"interfaces": ifaces, "separated": True, "udp_on_control": 0, "tcp_on_data": 0, "ipt": {"a-c": gaps}}
+    stacks = {}
+    for stack, d in (("udt-rs", 0.0), ("libudt", 1.5)):
+        flows = [
+            _flow("a-c", 31.0 + d, pkts_sent=10000, retrans=20, rate_mbps=40.0, exact=True, cpu_send_pct=20.0),
+            _flow("b-c", 29.0 - d, pkts_sent=10000, retrans=10, exact=d == 0, rcvbuf_drops=3, cpu_recv_pct=15.0),
+            _flow("tcp", 9.0, stack="tcp-cubic", protocol="tcp"),
+        ]
+        stacks[stack] = StackResult(
+            stack,
+            "udt",
+            flows=flows,
+            metrics={"aggregate_mbps": 69.0, "jain_index": 0.99, "stability_index": 0.05, "join_mbps": 58.0 + d},
+            host=_host_report(flagged=d > 0),
+            verdicts=[_verdict("join_mbps >= 0.8 x paper", 58.0 + d, 56.0), _verdict("jain_index >= 0.99", None, 0.99)],
+            capture=cap if d == 0 else None,
+        )
+    part = _part(
+        "join-3",
+        {"udt": {"a-c": 300.0, "b-c": 300.0, "join": 700.0}, "tcp": {"tcp": 100.0}},
+        stacks=stacks,
+        cores={"need": 12, "seats": "flows 8, runner 1", "have": 4, "pinned": None, "ok": False},
+        offloads={"generic-receive-offload": {"off": 4, "on": 2}},
+    )
+    part.calibration = [_calibration("a", 110.4, 97.2, True), _calibration("b", 131.0, 61.0, False)]
+    part.calibration_ok = False
+    exp = ExperimentResult("join", "Streaming join", "SC'04 Fig. 9", "Three flows.", 0.1, 8.0, 2.0, "linkem")
+    exp.parts.append(part)
+    return exp
+
+
+def _sweep() -> ExperimentResult:
+    def swept(stack: str, gain: float) -> StackResult:
+        points = [
+            SweepPoint(v, [_flow("f", v * 0.1 * gain, pkts_sent=10000, retrans=int(v / 100), losses_recv=3)])
+            for v in (100.0, 500.0, 900.0)
+        ]
+        return StackResult(stack, "sabul", flows=[_flow("f", 10.0)], sweep=points)
+
+    paper = [{"value": 100.0, "mbps": 95.0, "loss_pct": 0.0}, {"value": 900.0, "mbps": 850.0}]
+    part = _part("rate", {}, stacks={"frtp": swept("frtp", 0.95), "sabul": swept("sabul", 0.9)})
+    part.sweep = {"option": "rate", "values": [100, 500, 900], "paper": paper}
+    exp = ExperimentResult("frtp-rate", "FRTP at a fixed rate", "FRTP Fig. 4", "A sweep.", 0.1, 8.0, 2.0, "linkem")
+    exp.parts.append(part)
+    return exp
+
+
+def _short_tcp() -> ExperimentResult:
+    def short(stack: str, drop: float) -> StackResult:
+        points = [ShortTcpPoint(n, 6.9 - drop * n, 10, [30.0] * n, {}, host=_host_report()) for n in (0, 1, 10)]
+        return StackResult(stack, "udt", points=points, short_tcp_workers=4, short_tcp_cc="reno")
+
+    part = _part("short", {"short_tcp": {"0": 69.0, "10": 48.0}})
+    part.stacks = {"udt-rs": short("udt-rs", 0.2), "libudt": short("libudt", 0.25)}
+    exp = ExperimentResult("friendliness", "TCP friendliness", "SC'04 Fig. 13", "Short flows.", 0.1, 8.0, 2.0, "linkem")
+    exp.parts.append(part)
+    return exp
+
+
+def write_run_of_every_kind(run_dir: Path) -> None:
+    """A run directory as `udtbed run` leaves it, made up: a one-flow part over three repeats, a
+    part of several flows run once, a sweep, the short flows, the host's facts, and the simulated
+    figures (one unreadable) with an NS-2 check beside them."""
+    run_dir.mkdir(parents=True)
+    results = [_efficiency(), _join(), _sweep(), _short_tcp()]
+    for exp in results:
+        exp.write(run_dir / f"{exp.experiment}.json")
+    host = {
+        "kernel": "Linux 6.1.0",
+        "cpu_model": "Made-up CPU @ 3 GHz",
+        "cores_online": 16,
+        "run_cpus": 8,
+        "governors": {"performance": "0-15"},
+        "clocksource": "tsc",
+        "sysctls": {"net.core.rmem_max": "67108864"},
+        "tools": {"iperf3": "iperf 3.12"},
+        "packages": {"matplotlib": "3.6"},
+        "python": "3.11.2",
+    }
+    meta = {
+        "run_id": "20260101-000000",
+        "started": "2026-01-01T00:00:00",
+        "commit": "abc1234",
+        "backend": "linkem",
+        "backend_reason": "udt-linkem built",
+        "scale": 0.1,
+        "scale_reason": "2 cores",
+        "duration_s": 8.0,
+        "host_runtime": "netns",
+        "host_image": {"name": "udtbed-stacks", "id": "sha256:0123456789abcdef0123"},
+        "udt_buffers": "default",
+        "status": "ok",
+        "repeat": 3,
+        "experiments": [e.experiment for e in results],
+        "host": host,
+        "results": {e.experiment: f"{e.experiment}.json" for e in results},
+    }
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=1))
+    write_simulated(run_dir / "sim")
+    (run_dir / "sim" / "broken.json").write_text('{"figure": ')
+    checks = [_ns2_check("2f-10ms-100M-q10", 1.004, "agree"), _ns2_check("1f-1ms-1G-q83", 1.08, "disagree")]
+    doc = {"command": "udtbed ns2-check --quick", "seeds": 3, "tolerance": 0.05, "scenarios": checks}
+    (run_dir / "sim" / "ns2-check").mkdir()
+    (run_dir / "sim" / "ns2-check" / "ns2-check.json").write_text(json.dumps(doc))
+
+
+# What the report of that run shows today: every heading, in order (issue 43: a change that drops
+# a section fails here; one that adds a section adds its heading).
+EVERY_KIND_HEADINGS = [
+    "UDT testbed run 20260101-000000",
+    "Did it reproduce?",
+    "Simulated figures",
+    "Efficiency (SC'04 Fig. 11)",
+    "chicago-local: chicago-local's path",
+    "Streaming join (SC'04 Fig. 9)",
+    "join-3: join-3's path",
+    "FRTP at a fixed rate (FRTP Fig. 4)",
+    "rate: rate's path",
+    "TCP friendliness (SC'04 Fig. 13)",
+    "short: short's path",
+    "Simulated figures (NS-2 scenarios, make simulate)",
+    "Fig. X: Fairness <of> two",
+    "The simulator's TCP against NS-2 (ns2-check)",
+]
+SUMMARY_KEYS = ["run_id", "started", "commit", "scale", "duration_s", "repeat", "backend", "status", "experiments"]
+SUMMARY_KEYS += ["host", "counts", "rows"]
+SUMMARY_ROW_KEYS = ["experiment", "part", "stack", "band", "mean", "low", "high", "n", "mark"]
+
+
+def test_a_run_of_every_part_kind_keeps_the_reports_sections_and_the_summarys_keys(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    write_run_of_every_kind(run_dir)
+    p = subprocess.run([sys.executable, "-m", "udtbed", "report", str(run_dir)], capture_output=True, text=True)
+    assert p.returncode == 0 and "report: " in p.stdout, p.stdout + p.stderr
+    page = (run_dir / "report.html").read_text()
+    headings = [html.unescape(re.sub(r"<[^>]+>", "", h)) for _, h in re.findall(r"<h([1-3])[^>]*>(.*?)</h\1>", page)]
+    assert headings == EVERY_KIND_HEADINGS, headings
+    # A plot per part (the join's capture adds its spacing's CDF) and the simulated figure's.
+    assert page.count("<img ") == 6
+    text = cells(page)
+    # Each part's sections, in their order.
+    for before, after in (
+        ("|path|RTT want ms|", "|cores: 8 needed"),
+        ("|cores: 8 needed", "|offloads: generic-receive-offload off on all 6 interfaces"),
+        ("|offloads: generic-receive-offload off on all 6", "|3 repeats, the stacks in turns;"),
+        ("|3 repeats, the stacks in turns;", "|time to 90 % of the bottleneck"),
+        (
+            "|b→c|110.000|131.000|100.0|61.0|OFF|",
+            "|cores: 12 needed (flows 8, runner 1), the run had 4; not pinned: too few",
+        ),
+        ("|offloads not off on every interface", "|Timing off, so these results are not the protocols' alone"),
+        ("|Timing off", "|UDT senders' link-capacity estimates"),
+        ("|UDT senders' link-capacity estimates", "|stack / flow|rate's goodput Mb/s|"),
+        ("|stack / flow|rate's goodput Mb/s|", "|udt-rs|: capture on every host interface|"),
+        ("|udt-rs|: capture on every host interface|", "|Paper Fig. 5: at 50 Mb/s"),
+        ("|Paper Fig. 5: at 50 Mb/s", "|udt-rs: ✓ join_mbps >= 0.8 x paper"),
+        ("|stack|sending rate (Mb/s, paper scale)|", "|stack: short TCP Mb/s (share of no-bulk) at bulk flows|"),
+    ):
+        assert before in text and after in text and text.index(before) < text.index(after), (before, after)
+    # The summary reads every way a band can: met, failed, missed by 4.11 too, inconclusive, unmeasured.
+    assert "|udt-rs|: 2 met, 1 missed, 0 inconclusive, 1 where 4.11 misses too, 1 not measured|" in text, text[:3000]
+    assert "|(libudt 90.5) FAIL|" in text and "|(libudt 90.5) 4.11 deviation|" in text, text[:5000]
+    assert "|libudt|: 2 met, 0 missed, 1 inconclusive (1 on timing the host watch flagged), 1 where" in text
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert list(summary) == SUMMARY_KEYS, list(summary)
+    assert list(summary["host"]) == ["cpu_model", "kernel", "cores_online"]
+    assert {s: list(c) for s, c in summary["counts"].items()} == {
+        s: ["met", "missed", "inconclusive", "deviation"] for s in ("udt-rs", "libudt", "frtp", "sabul")
+    }
+    assert len(summary["rows"]) == 10 and all(list(r) == SUMMARY_ROW_KEYS for r in summary["rows"])

@@ -1,4 +1,4 @@
-"""All runs at a glance (udtbed.runs_index): one row per run, and two runs picked side by side
+"""All runs at a glance (udtbed.results.runs_index): one row per run, and two runs picked side by side
 in headless Chromium, as the report is checked."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from udtbed import runs_index, screenshot
-from udtbed.results import ExperimentResult, PartResult, StackResult, Verdict
+from udtbed.results import runs_index, screenshot
+from udtbed.results.results import ExperimentResult, PartResult, StackResult, Verdict
 
 BAND = "mean_mbps(local) >= 0.85 x capacity"
 

@@ -1,4 +1,4 @@
-"""Screenshots by headless Chromium (udtbed.screenshot): a report page's top, the progress display."""
+"""Screenshots by headless Chromium (udtbed.results.screenshot): a report page's top, the progress display."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import cast
 
 import pytest
 from PIL import Image  # a dependency of matplotlib
-from udtbed import screenshot
-from udtbed.screenshot import ScreenshotError, find_chromium
+from udtbed.results import screenshot
+from udtbed.results.screenshot import ScreenshotError, find_chromium
 
 
 def chromium_missing() -> str | None:

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from udtbed import sim
+from udtbed.simulation import sim
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "sim"
 SCENARIOS = sim.load_all()

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from udtbed import runner
-from udtbed.experiment import Flow, FlowOptions, Part, ShortTcp
-from udtbed.flows import start_bulk, transfer_for, udt_window
-from udtbed.network import Network
-from udtbed.runtime import HostRuntime
-from udtbed.short_tcp import short_tcp_bulk
-from udtbed.stacks import (
+from udtbed.emulation.network import Network
+from udtbed.emulation.runtime import HostRuntime
+from udtbed.emulation.topology import load as load_topology
+from udtbed.experiments import runner
+from udtbed.experiments.experiment import Flow, FlowOptions, Part, ShortTcp
+from udtbed.experiments.flows import start_bulk, transfer_for, udt_window
+from udtbed.experiments.short_tcp import short_tcp_bulk
+from udtbed.experiments.stacks import (
     BulkStack,
     FrtpCli,
     Iperf3Tcp,
@@ -25,7 +26,6 @@ from udtbed.stacks import (
     all_stacks,
     parse_stats_line,
 )
-from udtbed.topology import load as load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -236,7 +236,7 @@ def test_the_runner_meets_a_stack_with_a_control_path_on_that_net_and_gives_its_
 
 
 def test_a_capture_tells_which_net_carried_the_data_and_which_the_control(tmp_path: Path) -> None:
-    from udtbed import capture
+    from udtbed.emulation import capture
     from udtharness.pcap import TCP_ACK, PcapWriter
 
     class Topo:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from udtbed import sim
+from udtbed.simulation import sim
 
 needs_simulator = pytest.mark.skipif(not sim.SIMULATOR.exists(), reason=f"{sim.SIMULATOR} not built (make build-sim)")
 

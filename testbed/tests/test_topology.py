@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from udtbed import network
-from udtbed.topology import TopologyError, load
+from udtbed.emulation import network
+from udtbed.emulation.topology import TopologyError, load
 from udtharness import netns
 
 TOPOLOGIES = sorted((Path(__file__).resolve().parents[2] / "topologies").glob("*.toml"))
@@ -111,14 +111,14 @@ def test_mininet_is_loaded_alone_from_debians_package() -> None:
     if importlib.machinery.PathFinder.find_spec("mininet") is not None:
         pytest.skip("this interpreter imports mininet from its own sys.path")
     code = (
-        "import sys; from udtbed import network; network.mininet(); site = str(network.MININET_SITE); "
+        "import sys; from udtbed.emulation import network; network.mininet(); site = str(network.MININET_SITE); "
         "print(site not in sys.path, sorted({m.split('.')[0] for m, v in list(sys.modules.items()) "
         "if (getattr(v, '__file__', '') or '').startswith(site)}))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "['mininet']"], r.stdout
-    code = "from udtbed import network; network.mininet()"
+    code = "from udtbed.emulation import network; network.mininet()"
     r = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -140,8 +140,8 @@ def test_nodes_are_mininet_nodes_and_hosts_see_the_configured_rtt(tmp_path: Path
     namespace), interfaces carry the configured names, nothing lands in the root namespace,
     and a ping through the emulated link takes the configured 16 ms."""
     from conftest import root_links
-    from udtbed.calibrate import ping
-    from udtbed.network import Network
+    from udtbed.emulation.calibrate import ping
+    from udtbed.emulation.network import Network
 
     if not network.LINKEM.exists():
         pytest.skip(f"{network.LINKEM} is not built")
@@ -191,8 +191,8 @@ def test_a_host_nic_blocks_a_udp_sender_whose_buffer_is_full_and_drops_what_a_la
     """The sending host's own NIC (tbf, 20 Mb/s, 50 packets): a socket with a 16 KiB buffer
     waits for it and loses nothing; one with 4 MiB overfills its queue, which drops."""
     from conftest import root_links
-    from udtbed import hostwatch
-    from udtbed.network import Network
+    from udtbed.emulation import hostwatch
+    from udtbed.emulation.network import Network
 
     before = root_links()
     text = GOOD.replace("x = {}", 'x = { nic = { rate = "20mbit", queue = "50p" } }').replace(

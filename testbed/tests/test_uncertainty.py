@@ -1,5 +1,5 @@
 """A figure with its interval, and bands judged three ways on it (udtharness.uncertainty), and a
-part's bands judged over its repeats (udtbed.repeats)."""
+part's bands judged over its repeats (udtbed.results.repeats)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 from conftest import part_of_repeats
-from udtbed import repeats
-from udtbed.results import FlowResult, PartResult, Series, StackResult, Verdict
+from udtbed.results import repeats
+from udtbed.results.results import FlowResult, PartResult, Series, StackResult, Verdict
 from udtharness import uncertainty
 from udtharness.uncertainty import Judgement
 

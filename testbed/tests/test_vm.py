@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import interruptible
-from udtbed import vm
+from udtbed.emulation import vm
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 //! One simulated run described as data: a dumbbell, its flows, and what the run measured.
 //!
-//! A [`RunSpec`] (JSON, written by `testbed/udtbed/sim.py` from a scenario file of
+//! A [`RunSpec`] (JSON, written by `testbed/udtbed/simulation/sim.py` from a scenario file of
 //! `experiments/sim/`) names a bottleneck and a list of flows, each with its own round-trip
 //! time. The dumbbell built from it (docs/simulator.md, "Topology"):
 //!
