@@ -1,6 +1,7 @@
 """``udtbed vm``: a command in Debian's stock kernel under QEMU, its exit status and output back,
 a clear refusal when a piece is missing, and nothing left running when it is stopped."""
 
+import functools
 import json
 import shutil
 import subprocess
@@ -126,16 +127,30 @@ def test_kvm_on_a_cpu_without_hardware_virtualisation_is_not_probed() -> None:
 # User-mode Linux (--accel uml): Debian's 6.1um kernel as a host program, on the real CPU.
 
 
+@functools.cache
 def have_uml() -> str | None:
-    """Why UML cannot start here, or None."""
+    """Why UML cannot start here, or None: not installed, or (one ~3-s boot) this host's CPU
+    refuses its processes (`vm.uml_refused_by_this_cpu`). Any other failure of that boot is
+    left to the tests to report."""
     try:
         vm.find_uml()
+        vm.run(["true"], accel="uml", cwd=Path("/"), timeout_s=120)
     except vm.VmUnavailable as err:
         return str(err)
+    except (vm.VmBootFailed, subprocess.TimeoutExpired):
+        return None
     return None
 
 
-needs_uml = pytest.mark.skipif(have_uml() is not None, reason=f"no UML here: {have_uml()}")
+@pytest.fixture
+def uml_here() -> None:
+    """Skips a test that boots UML where it cannot run (asked only when such a test runs)."""
+    why = have_uml()
+    if why is not None:
+        pytest.skip(f"no UML here: {why}")
+
+
+needs_uml = pytest.mark.usefixtures("uml_here")
 
 
 def test_uml_missing_says_which_package_to_install(tmp_path: Path) -> None:
@@ -157,6 +172,18 @@ def test_the_uml_guest_boots_read_only_from_the_hosts_root() -> None:
     assert cmd[0] == "/usr/bin/linux.uml"
     assert {"rootfstype=hostfs", "rootflags=/", "ro", "init=/tmp/x/init", "mem=4096M", "uml_dir=/tmp/x"} <= set(cmd)
     assert "rw" not in cmd and "con0=null,fd:1" in cmd  # no input; the console is our stdout
+
+
+def test_a_cpu_that_refuses_umls_processes_is_named_with_what_to_do(tmp_path: Path) -> None:
+    # Seen on a host with AMX (6.18 host kernel, Debian's 6.1.176um): init dies before it runs.
+    out = "Run /tmp/udtbed-uml-x/init as init process\nuserspace - ptrace set fp regs failed, errno = 14\n"
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags\t\t: fpu avx512f amx_bf16 amx_tile amx_int8\n")
+    why = vm.uml_refused_by_this_cpu(out, cpuinfo)
+    assert why is not None and "amx_tile" in why and "--accel tcg" in why
+    cpuinfo.write_text("flags\t\t: fpu avx2\n")
+    assert "AMX" not in (vm.uml_refused_by_this_cpu(out, cpuinfo) or "")
+    assert vm.uml_refused_by_this_cpu("Kernel panic - not syncing: VFS: Unable to mount root fs", cpuinfo) is None
 
 
 def test_memory_sizes_are_given_to_uml_in_its_units() -> None:

@@ -464,7 +464,29 @@ def _run_uml(
         init.chmod(0o755)
         cmd = uml_command(uml, init, memory, Path(tmp), f"udtbed-{os.getpid()}")
         rc, out, wall, booted = _watch(cmd, dict(os.environ), timeout_s, echo)
+    why = uml_refused_by_this_cpu(out, Path("/proc/cpuinfo")) if booted is None else None
+    if why:
+        raise VmUnavailable(why)
     return _result(out, rc, booted, wall, "uml", release, 1, memory, UML_NOTE, "linux.uml")
+
+
+def uml_refused_by_this_cpu(out: str, cpuinfo: Path) -> str | None:
+    """Why a UML guest whose output is ``out`` could not run its init on this host's CPU, or
+    None. UML keeps each guest process's floating-point state through ptrace in a buffer of the
+    size its 6.1 kernel knows; on a CPU whose extended state is larger (AMX's tile data, 8 KiB)
+    the host refuses it (``ptrace set fp regs failed, errno = 14``) and init dies before it runs."""
+    if "ptrace set fp regs failed" not in out:
+        return None
+    try:
+        amx = " amx_tile" in cpuinfo.read_text()
+    except OSError:
+        amx = False
+    cpu = "this CPU has AMX (amx_tile), whose" if amx else "this CPU's"
+    return (
+        "user-mode Linux cannot run a process on this host: it could not restore a process's "
+        f"floating-point registers through ptrace ('ptrace set fp regs failed'); {cpu} extended "
+        "state is larger than the 6.1um kernel handles. Use --accel tcg (or kvm where it boots)."
+    )
 
 
 def _result(
