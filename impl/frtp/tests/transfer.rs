@@ -252,6 +252,20 @@ fn the_receiver_never_sends_a_syn_and_the_sender_ignores_one() {
 }
 
 #[test]
+fn each_departure_is_a_timer_the_runtime_may_not_batch() {
+    // A runtime lets paced data out late, several at a wake-up, only where the protocol leaves
+    // the departure out of `poll_timer` (transfer::protocol): FRTP's fixed IPT (§4) must not be
+    // batched, so its next departure is a timer; SABUL's is paced data.
+    use transfer::protocol::Protocol;
+    let mut p = frtp_pair(100 * 1468, CLEAN, 1);
+    while p.sender.next_seq().get() < 10 {
+        p.step();
+    }
+    let next = p.sender.poll_timeout().expect("a departure is due");
+    assert_eq!(Protocol::poll_timer(&p.sender), Some(next));
+}
+
+#[test]
 fn exp_requeues_everything_unacknowledged_at_the_same_ipt() {
     let mut p = frtp_pair(100 * 1468, CLEAN, 1);
     while p.sender.next_seq().get() < 100 {

@@ -132,6 +132,9 @@ pub struct Sender {
     /// The last poll found nothing to send: the pacer's schedule restarts when something
     /// comes (idle time is no credit: §5 step 6 waits `t0 + I` from each iteration).
     idle: bool,
+    /// The block named a rate (FRTP.md §4): each departure is due at its IPT, a timer for
+    /// [`poll_timer`](Self::poll_timer), not paced data a runtime may batch.
+    fixed_ipt: bool,
     max_window: u32,
     loss_scratch: Vec<(SeqNo, SeqNo)>,
     /// Application bytes taken by [`send`](Sender::send).
@@ -170,6 +173,7 @@ impl Sender {
             exp_deadline: now + EXP_TIMEOUT,
             exp_count: 0,
             idle: false,
+            fixed_ipt: false,
             max_window: 0,
             loss_scratch: Vec::new(),
             bytes_taken: 0,
@@ -361,6 +365,7 @@ impl Sender {
         let echo = block.echo(self.config.pkt_size);
         if let Some(c) = echo.circuit {
             self.controller = Controller::new(&FixedRate::new(c.ipt_us(echo.pkt_size)));
+            self.fixed_ipt = true;
         }
         self.control.push(|out| echo.emit(out));
         self.decoder.set_max_loss_length(echo.max_loss_length);
@@ -462,9 +467,11 @@ impl Sender {
     }
 
     /// [`poll_timeout`](Self::poll_timeout) without the next packet's departure: the deadlines
-    /// alone, which a runtime that lets paced data out in batches never sleeps past.
+    /// alone, which a runtime that lets paced data out in batches never sleeps past. Under a
+    /// fixed rate (FRTP's circuit) the departure stays in: every packet leaves one IPT after
+    /// the previous one (FRTP.md §4), never in a batch.
     pub fn poll_timer(&self) -> Option<Instant> {
-        self.due(false)
+        self.due(self.fixed_ipt)
     }
 
     /// The earliest due time, with the next data departure or without it.
