@@ -365,7 +365,9 @@ def test_repeats_interleave_the_stacks_and_the_report_judges_bands_on_their_inte
     raw = run_dir / "raw" / "efficiency" / "chicago-local"
     assert (raw / "udt-rs-bulk-local.stats").exists() and (raw / "repeat-2" / "udt-rs-bulk-local.stats").exists()
     text = page_text(run_dir)
-    assert "Bands judged over 2 repeats each (95 % intervals, Student's t)" in text, text[:2000]
+    # "each" when every band had both repeats; "up to" when a 3-s run reached 90 % of the link
+    # in one repeat only, so that band stood on one run (CI saw both).
+    assert re.search(r"Bands judged over (up to )?2 repeats", text), text[:2000]
     assert re.search(r"udt-rs\|: \d+ met, \d+ missed, \d+ inconclusive", text), text[:2000]
     assert "n = 2" in text
     # Read at a glance: with seven stacks the summary still fits a 1280-px window.
