@@ -446,3 +446,44 @@ fn recv_connections_rejects_dgram_rendezvous_and_stdout() {
     let help = finish(udt(&["recv", "--help"]).spawn().unwrap(), 30);
     assert!(String::from_utf8_lossy(&help.stdout).contains("--connections"));
 }
+
+/// kB of `pid`'s anonymous memory on transparent huge pages (/proc/PID/smaps_rollup).
+fn anon_huge_kb(pid: u32) -> u64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    let line = rollup.lines().find_map(|l| l.strip_prefix("AnonHugePages:")).expect("AnonHugePages in smaps_rollup");
+    line.trim().trim_end_matches("kB").trim().parse().unwrap()
+}
+
+#[test]
+fn both_ends_keep_their_buffers_on_huge_pages_where_the_kernel_gives_them_on_request() {
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !(mode.contains("[madvise]") || mode.contains("[always]")) {
+        eprintln!("skipped: this kernel gives no transparent huge pages on request ({})", mode.trim());
+        return;
+    }
+    let dir = tmpdir("huge-pages");
+    let output = dir.join("out");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let recv = udt(&["recv", "--listen", &addr, "--output", s(&output)]).spawn().unwrap();
+    let mut send = udt(&["send", "--connect", &addr, "--input", "-"]).stdin(Stdio::piped()).spawn().unwrap();
+    let (recv_pid, send_pid) = (recv.id(), send.id());
+    // More than one 8 MiB input block: the first goes into the send buffer and across while
+    // the sender waits for the rest, its buffers (and the receiver's) in use and measurable.
+    let data = pattern(9 << 20, 5);
+    let mut stdin = send.stdin.take().unwrap();
+    stdin.write_all(&data).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::fs::metadata(&output).map_or(0, |m| m.len()) < 8 << 20 {
+        assert!(std::time::Instant::now() < deadline, "the first 8 MiB did not arrive");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (send_huge, recv_huge) = (anon_huge_kb(send_pid), anon_huge_kb(recv_pid));
+    drop(stdin);
+    let (send, recv) = (finish(send, 60), finish(recv, 60));
+    assert!(send.status.success() && recv.status.success(), "{}", stderr_of(&recv));
+    assert!(std::fs::read(&output).unwrap() == data);
+    let _ = std::fs::remove_dir_all(&dir);
+    // Each end's 12 MiB buffer has at least 8 MiB in use, its input block or output too.
+    assert!(send_huge >= 4096, "the sender has only {send_huge} kB on huge pages");
+    assert!(recv_huge >= 4096, "the receiver has only {recv_huge} kB on huge pages");
+}

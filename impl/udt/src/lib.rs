@@ -32,11 +32,13 @@
 
 pub mod driver;
 mod error;
+mod huge_pages;
 mod mux;
 mod socket;
 mod udp;
 
 pub use error::{Result, UdtError};
+pub use huge_pages::{HugePages, HUGE_PAGES_FROM};
 pub use mux::MuxOptions;
 pub use socket::{resolve_addr, Builder, SocketStats, UdtSocket};
 pub use transfer::cc::{CongestionControl, ControllerFactory};
