@@ -1,7 +1,9 @@
-"""A run's plan (udtbed.experiments.runner.plan, ``udtbed run --dry-run``): which parts run, which stacks run
-each, and how many times (``--repeat N --repeat-only WHAT``), before anything is built. Issue 40:
-the default ``make testbed`` repeats the runs that a band against libudt compares and runs every
-other once. No network, no processes but the CLI's dry run."""
+"""A run's plan (udtbed.experiments.runner.plan, udtbed.experiments.plan.RunPlan, ``udtbed run
+--dry-run``): which parts run, which stacks run each, and how many times (``--repeat N
+--repeat-only WHAT``), with which emulation, runtime, placement and sinks, before anything is
+built. Issue 40: the default ``make testbed`` repeats the runs that a band against libudt
+compares and runs every other once. Issue 43: a cluster run is the same plan with the servers as
+its placement. No network, no processes but the CLI's dry run."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from udtbed import REPO
@@ -125,3 +128,59 @@ def test_the_dry_run_prints_each_part_s_runs_and_their_repeats_and_builds_nothin
     assert "join / streaming-join: build, calibrate; udt-rs x1, libudt x1" in p.stdout
     m = re.search(r"plan: 9 parts, (\d+) steps", p.stdout)
     assert m and int(m.group(1)) == 42 + 4 * 2 * 2, p.stdout  # 4 parts, 2 stacks, 2 more runs each
+
+
+def dry_run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "udtbed", "run", "--dry-run", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO / "testbed",
+        timeout=120,
+    )
+
+
+def test_the_dry_run_prints_the_emulation_runtime_placement_and_sinks_it_would_use(tmp_path: Path) -> None:
+    p = dry_run("--experiments", "efficiency", "--backend", "linkem", "--influx", "none", "--results", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "emulation: backend linkem (" in p.stdout and "scale 0.1; 20 s per run" in p.stdout, p.stdout
+    assert "host runtime: netns" in p.stdout
+    assert re.search(r"placement: this machine, CPUs \S+, pin auto", p.stdout), p.stdout
+    assert f"results: {tmp_path}/<run id>; influx: none" in p.stdout
+    assert not list(tmp_path.iterdir()), "a dry run makes no run directory"
+
+
+THREE_SERVERS = """
+[servers.sender]
+ssh = "root@192.0.2.1"
+underlay = { delay = "eth1" }
+[servers.delay]
+ssh = "root@192.0.2.2"
+underlay = { sender = "eth1", receiver = "eth2" }
+[servers.receiver]
+ssh = "root@192.0.2.3"
+underlay = { delay = "eth1" }
+"""
+
+
+def test_a_cluster_run_is_the_same_plan_placed_on_the_servers_and_the_dry_run_contacts_none(tmp_path: Path) -> None:
+    # 192.0.2.0/24 is TEST-NET-1: nothing answers there, so a dry run that tried SSH would hang or fail.
+    servers = tmp_path / "servers.toml"
+    servers.write_text(THREE_SERVERS)
+    p = dry_run("--experiments", "efficiency", "--servers", str(servers), "--results", str(tmp_path / "results"))
+    assert p.returncode == 0, p.stderr
+    assert "efficiency / chicago-amsterdam: build, calibrate; udt-rs x1, libudt x1" in p.stdout, p.stdout
+    assert "emulation: backend linkem (a cluster run" in p.stdout
+    assert f"placement: 3 servers ({servers}): sender, delay, receiver" in p.stdout
+    assert "  chicago-amsterdam: sender: chicago; delay: link1; receiver: amsterdam" in p.stdout, p.stdout
+    assert "  underlay sender eth1 <-> delay eth1" in p.stdout
+    assert "  underlay delay eth2 <-> receiver eth1" in p.stdout
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_placement_the_servers_cannot_join_is_refused_by_the_dry_run_before_anything(tmp_path: Path) -> None:
+    servers = tmp_path / "servers.toml"
+    servers.write_text(THREE_SERVERS.replace('underlay = { sender = "eth1", receiver = "eth2" }', ""))
+    p = dry_run("--experiments", "efficiency", "--servers", str(servers))
+    assert p.returncode == 2, p.stdout
+    assert "refused before anything was built" in p.stderr and "underlay" in p.stderr, p.stderr

@@ -27,8 +27,10 @@ from ..emulation.network import Network, choose_backend
 from ..emulation.topology import load
 from ..experiments import seats
 from ..experiments.experiment import EXPERIMENTS_DIR, Experiment, ExperimentError, Part
+from ..experiments.plan import Placement, RunPlan, Sinks
 from ..experiments.run import UDT_BUFFERS, Repeats, Run
-from ..experiments.runner import CalibrationError, Step, part_runs, plan, run_experiment
+from ..experiments.runner import CalibrationError, part_runs, run_experiment
+from ..experiments.runner import plan as plan_steps
 from ..experiments.stacks import BulkStack, all_stacks
 from ..results.influx import InfluxWriter, LocalInfluxd
 from ..simulation import sim
@@ -66,80 +68,125 @@ class _Refused(Exception):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    """The run, checked (a refusal: its exit status), then carried out: the run directory, the
-    experiments, their cleanup however they end, the simulated figures, the report; 130 on Ctrl-C."""
+    """The run planned from the command line and checked (a refusal: its exit status), then
+    printed (``--dry-run``) or carried out."""
     try:
-        exps, stacks, repeats = _selection(a)
-        if a.dry_run:
-            print_plan(plan(exps, stacks, a.duration, repeats), repeats)
-            return 0
-        cpus, scale_asked = _cpus_and_scale(a)
-        parts = [(e, p) for e in exps for p in e.parts if part_runs(p, stacks)]
-        cluster = _cluster(a, scale_asked)
-        if cluster is not None and a.backend == "auto":
-            backend, backend_why = "linkem", "a cluster run: udt-linkem on the delay nodes (--backend netem for theirs)"
-        else:
-            backend, backend_why = choose_backend(a.backend)
-        _refuse_parts_too_big(a, parts, backend, cpus, scale_asked, cluster)
-        if a.cpuset:
-            os.sched_setaffinity(0, cpus)  # every process of the run inherits it, unless pinned to its seat
-        host_runtime, image = _host_runtime(a)
+        run_plan = plan_run(a)
     except _Refused as r:
         print(r, file=sys.stderr)
         return r.rc
+    if a.dry_run:
+        print("\n".join(run_plan.describe()))
+        return 0
+    return carry_out(run_plan)
+
+
+def plan_run(a: argparse.Namespace) -> RunPlan:
+    """The command line's run as one :class:`RunPlan`, every option checked before anything is
+    built: :class:`_Refused` says why not."""
+    exps, stacks, repeats = _selection(a)
+    cpus, scale_asked = _cpus_and_scale(a)
+    parts = [(e, p) for e in exps for p in e.parts if part_runs(p, stacks)]
+    placement = _placement(a, cpus, scale_asked, parts)
+    if placement.cluster is not None and a.backend == "auto":
+        backend, backend_why = "linkem", "a cluster run: udt-linkem on the delay nodes (--backend netem for theirs)"
+    else:
+        backend, backend_why = choose_backend(a.backend)
+    _refuse_parts_too_big(parts, backend, scale_asked, placement, a.cores)
+    image = _stacks_image(a)
+    return RunPlan(
+        experiments=tuple(exps),
+        stacks=tuple(stacks),
+        repeats=repeats,
+        duration=a.duration,
+        backend=backend,
+        backend_reason=backend_why,
+        scale=scale_asked,
+        placement=placement,
+        sinks=Sinks(Path(a.results), a.influx, a.simulate, Path(a.scenarios_dir), a.report),
+        runtime=a.runtime,
+        image=image,
+        calibration=a.calibration,
+        rtt_tol_ms=a.rtt_tol_ms,
+        rate_tol=a.rate_tol_pct / 100,
+        cores=a.cores,
+        udt_buffers=a.udt_buffers,
+    )
+
+
+def carry_out(plan: RunPlan) -> int:
+    """The plan carried out: the run directory, the experiments, their cleanup however they end,
+    the simulated figures, the report; 130 on Ctrl-C."""
+    where = plan.placement
+    if where.cpuset:
+        os.sched_setaffinity(0, where.cpus)  # every process of the run inherits it, unless pinned to its seat
+    host_runtime: Callable[[Network], runtime.HostRuntime] = (
+        functools.partial(runtime.DockerRuntime, image=plan.image, cpuset=where.cpuset)
+        if plan.image is not None
+        else runtime.NamespaceRuntime
+    )
+    if plan.image is not None:
+        print(
+            f"host runtime: docker, image {plan.image.name} ({plan.image.id})"
+            f"{f', cpuset {where.cpuset}' if where.cpuset else ''}"
+        )
     signal.signal(signal.SIGTERM, interrupt)
     signal.signal(signal.SIGHUP, interrupt)
     stale_cleanup()
     run_id = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    outdir = Path(a.results) / run_id
+    outdir = plan.sinks.results / run_id
     outdir.mkdir(parents=True, exist_ok=True)
     cluster_meta: dict[str, object] | None = None
     cluster_cpus: dict[str, list[int]] = {}
-    if cluster is not None:
-        assert scale_asked is not None
+    if where.cluster is not None:
         try:
-            cluster_meta, cluster_cpus = _start_cluster(cluster, parts, outdir, backend, scale_asked, a)
+            cluster_meta, cluster_cpus = _start_cluster(plan, outdir)
         except _Refused as r:
             print(r, file=sys.stderr)
             shutil.rmtree(outdir, ignore_errors=True)
             return r.rc
-    print(f"backend: {backend} ({backend_why})")
-    influxd, url = _start_influx(a)
+    print(f"backend: {plan.backend} ({plan.backend_reason})")
+    influxd, url = _start_influx(plan.sinks)
     writer = InfluxWriter(url)
-    meta = _run_meta(a, run_id, backend, backend_why, exps, stacks, repeats, url, image, cpus, cluster_meta)
+    meta = _run_meta(plan, run_id, url, cluster_meta)
     rc = 0
     try:
-        scale, scale_why = choose_scale(a.scale, backend, print, functools.partial(_too_big, a, parts, backend, cpus))
+        too_big = functools.partial(_too_big, plan.parts, plan.backend, where)
+        scale, scale_why = choose_scale("auto" if plan.scale is None else str(plan.scale), plan.backend, print, too_big)
         meta |= {"scale": scale, "scale_reason": scale_why}
         print(f"scale: {scale} ({scale_why})")
-        if cluster is None:
-            print(cores.run_line(seats.checks(parts, backend, cpus, scale, a.pin), cpus))
+        if where.cluster is None:
+            print(
+                cores.run_line(
+                    seats.checks(plan.parts, plan.backend, list(where.cpus), scale, where.pin), list(where.cpus)
+                )
+            )
         run = Run(
             outdir,
             scale,
-            a.duration,
-            backend,
+            plan.duration,
+            plan.backend,
             writer,
             run_id,
-            a.calibration,
-            rtt_tol_ms=a.rtt_tol_ms,
-            rate_tol=a.rate_tol_pct / 100,
+            plan.calibration,
+            rtt_tol_ms=plan.rtt_tol_ms,
+            rate_tol=plan.rate_tol,
             host_runtime=host_runtime,
-            cpus=cpus,
-            pin=a.pin,
-            on_cores_fail=a.cores,
-            udt_buffers=a.udt_buffers,
-            repeat=a.repeat,
-            cluster=cluster,
+            cpus=list(where.cpus),
+            pin=where.pin,
+            on_cores_fail=plan.cores,
+            udt_buffers=plan.udt_buffers,
+            repeat=plan.repeats.n,
+            cluster=where.cluster,
             cluster_cpus=cluster_cpus,
-            repeats=repeats,
+            repeats=plan.repeats,
         )
-        print(f"repeats: {repeats.describe()}")
-        _run_experiments(run, exps, stacks, meta)
+        print(f"repeats: {plan.repeats.describe()}")
+        _run_experiments(run, list(plan.experiments), list(plan.stacks), meta)
         meta["status"] = "ok"
     except KeyboardInterrupt:
         print(
-            f"\nudtbed: interrupted; cleaned up namespaces{', containers' if image else ''} and processes",
+            f"\nudtbed: interrupted; cleaned up namespaces{', containers' if plan.image else ''} and processes",
             file=sys.stderr,
         )
         meta["status"] = "interrupted"
@@ -149,12 +196,12 @@ def cmd_run(a: argparse.Namespace) -> int:
         meta["status"] = f"refused: {e}"
         rc = 3
     finally:
-        rc = _close_run(outdir, meta, writer, influxd, cluster, rc)
-    if a.simulate != "none" and rc == 0:
-        rc = _simulated_figures(a, outdir, meta)
+        rc = _close_run(outdir, meta, writer, influxd, where.cluster, rc)
+    if plan.sinks.simulate != "none" and rc == 0:
+        rc = _simulated_figures(plan.sinks, outdir, meta)
     if meta["results"]:
-        draw_report(outdir, a.report)
-    _link_latest(Path(a.results), run_id)
+        draw_report(outdir, plan.sinks.report)
+    _link_latest(plan.sinks.results, run_id)
     return rc
 
 
@@ -193,11 +240,14 @@ def _cpus_and_scale(a: argparse.Namespace) -> tuple[list[int], float | None]:
         raise _Refused(f"udtbed: {e}") from e
 
 
-def _cluster(a: argparse.Namespace, scale_asked: float | None) -> Cluster | None:
-    """The servers of ``--servers`` (None: a run on this machine), which run the stacks as
-    processes at a given scale."""
+def _placement(
+    a: argparse.Namespace, cpus: list[int], scale_asked: float | None, parts: list[tuple[Experiment, Part]]
+) -> Placement:
+    """This machine's CPUs, or (``--servers``) the servers each part's topology is placed on and
+    the underlays that join them, checked as far as the servers file says."""
+    here = Placement(tuple(cpus), a.cpuset, a.pin)
     if not a.servers:
-        return None
+        return here
     try:
         cluster = Cluster.load(a.servers)
     except ClusterError as e:
@@ -207,30 +257,38 @@ def _cluster(a: argparse.Namespace, scale_asked: float | None) -> Cluster | None
             "udtbed: a cluster run (--servers) runs the stacks as processes (--runtime netns) at a given "
             "scale (not --scale auto)"
         )
-    return cluster
+    nodes: dict[str, dict[str, str]] = {}
+    underlays: list[tuple[str, str, str, str]] = []
+    try:
+        for _, p in parts:
+            topo = load(p.topology)
+            nodes[topo.name] = cluster.place(topo)
+            underlays += [u for u in cluster.underlays(topo, nodes[topo.name]) if u not in underlays]
+    except ClusterError as e:
+        raise _Refused(f"udtbed: refused before anything was built: {e}") from e
+    return Placement(here.cpus, a.cpuset, a.pin, cluster, nodes, tuple(underlays))
 
 
-def _too_big(
-    a: argparse.Namespace, parts: list[tuple[Experiment, Part]], backend: str, cpus: list[int], s: float
-) -> list[str]:
+def _too_big(parts: list[tuple[Experiment, Part]], backend: str, where: Placement, s: float) -> list[str]:
     """The parts that do not fit the run's CPUs at scale ``s``, each with its shortfall."""
-    return [f"{part}: {c.shortfall()}" for part, c in seats.shortfalls(parts, backend, cpus, s, a.pin).items()]
+    cpus = list(where.cpus)
+    return [f"{part}: {c.shortfall()}" for part, c in seats.shortfalls(parts, backend, cpus, s, where.pin).items()]
 
 
 def _refuse_parts_too_big(
-    a: argparse.Namespace,
     parts: list[tuple[Experiment, Part]],
     backend: str,
-    cpus: list[int],
     scale_asked: float | None,
-    cluster: Cluster | None,
+    where: Placement,
+    on_fail: str,
 ) -> None:
     """Refuses the run (exit 3) where a part needs more cores than it has at the scale asked for,
     unless ``--cores flag``. A cluster run checks each server's seats after its preflight."""
-    short = seats.shortfalls(parts, backend, cpus, scale_asked, a.pin) if scale_asked is not None else {}
-    if cluster is not None:
-        short = {}  # each server's seats are checked against its CPUs after the preflight
-    if not (short and a.cores == "refuse"):
+    if scale_asked is None or where.cluster is not None:
+        return
+    cpus = list(where.cpus)
+    short = seats.shortfalls(parts, backend, cpus, scale_asked, where.pin)
+    if not (short and on_fail == "refuse"):
         return
     need = max(c.plan.need for c in short.values())
     raise _Refused(
@@ -241,7 +299,7 @@ def _refuse_parts_too_big(
         + (
             "Pinning every seat apart needs that many CPUs: PIN=auto (--pin auto) pins from scale "
             f"{cores.CHECKED_FROM:g} only, "
-            if a.pin == "on"
+            if where.pin == "on"
             else f"Run at a scale below {cores.CHECKED_FROM:g} (SCALE=0.1 is what 2 shared cores emulate "
             "faithfully), SCALE=auto (the largest scale that fits and calibrates), "
         )
@@ -251,29 +309,22 @@ def _refuse_parts_too_big(
     )
 
 
-def _host_runtime(a: argparse.Namespace) -> tuple[Callable[[Network], runtime.HostRuntime], runtime.StacksImage | None]:
-    """Where the stacks run on the hosts (``--runtime``), and the stacks' image under docker."""
+def _stacks_image(a: argparse.Namespace) -> runtime.StacksImage | None:
+    """The stacks' image under ``--runtime docker`` (checked usable), None for processes."""
     if a.runtime != "docker":
-        return runtime.NamespaceRuntime, None
+        return None
     try:
-        image = runtime.StacksImage.resolve(a.image)
+        return runtime.StacksImage.resolve(a.image)
     except runtime.DockerError as e:
         raise _Refused(f"udtbed: docker runtime: {e}") from e
-    print(f"host runtime: docker, image {image.name} ({image.id}){f', cpuset {a.cpuset}' if a.cpuset else ''}")
-    return functools.partial(runtime.DockerRuntime, image=image, cpuset=a.cpuset), image
 
 
-def _start_cluster(
-    cluster: Cluster,
-    parts: list[tuple[Experiment, Part]],
-    outdir: Path,
-    backend: str,
-    scale: float,
-    a: argparse.Namespace,
-) -> tuple[dict[str, object], dict[str, list[int]]]:
+def _start_cluster(plan: RunPlan, outdir: Path) -> tuple[dict[str, object], dict[str, list[int]]]:
     """:func:`_cluster_preflight`, the cluster closed where it refuses (exit 2, or 3 for cores)."""
+    cluster = plan.placement.cluster
+    assert cluster is not None
     try:
-        return _cluster_preflight(cluster, parts, outdir, backend, scale, a)
+        return _cluster_preflight(plan, cluster, outdir)
     except ClusterError as e:
         cluster.close()
         raise _Refused(f"udtbed: refused before anything was built: {e}") from e
@@ -282,62 +333,51 @@ def _start_cluster(
         raise _Refused(f"udtbed: refused: {e}", 3) from e
 
 
-def _start_influx(a: argparse.Namespace) -> tuple[LocalInfluxd | None, str | None]:
+def _start_influx(sinks: Sinks) -> tuple[LocalInfluxd | None, str | None]:
     """The InfluxDB the series go to (``--influx``): a local influxd started here, a URL, or none."""
     influxd = None
     url = None
-    if a.influx == "local":
+    if sinks.influx == "local":
         try:
-            influxd = LocalInfluxd(Path(a.results) / "influxdb").start()
+            influxd = LocalInfluxd(sinks.results / "influxdb").start()
             url = influxd.url
             print(f"influxdb: local influxd at {url}, data in {influxd.datadir}")
         except Exception as e:  # noqa: BLE001 - never fail the run on InfluxDB
             print(f"influxdb: local influxd unavailable ({e}); series only in the JSON results")
-    elif a.influx not in ("none", ""):
-        url = a.influx.rstrip("/")
+    elif sinks.influx not in ("none", ""):
+        url = sinks.influx.rstrip("/")
         print(f"influxdb: {url}")
     return influxd, url
 
 
-def _run_meta(
-    a: argparse.Namespace,
-    run_id: str,
-    backend: str,
-    backend_why: str,
-    exps: list[Experiment],
-    stacks: list[BulkStack],
-    repeats: Repeats,
-    url: str | None,
-    image: runtime.StacksImage | None,
-    cpus: list[int],
-    cluster_meta: dict[str, object] | None,
-) -> dict[str, Any]:
+def _run_meta(plan: RunPlan, run_id: str, url: str | None, cluster_meta: dict[str, object] | None) -> dict[str, Any]:
     """The run's metadata (run.json) as it starts; the scale, the status and the results follow."""
+    where, image = plan.placement, plan.image
     return {
         "run_id": run_id,
         "commit": checkout_commit(),
-        "backend": backend,
-        "backend_reason": backend_why,
-        "experiments": [e.name for e in exps],
-        "stacks": [s.name for s in stacks],
-        "duration_s": a.duration,
+        "backend": plan.backend,
+        "backend_reason": plan.backend_reason,
+        "experiments": [e.name for e in plan.experiments],
+        "stacks": [s.name for s in plan.stacks],
+        "duration_s": plan.duration,
         "seed": "per link in the topology files (udt-linkem seed=...); a repeat continues each link's stream"
         + (
             "; repeats after the first start their flows up to 0.5 s late, seeded by run, part, stack and repeat"
-            if a.repeat > 1
+            if plan.repeats.n > 1
             else ""
         ),
-        "repeat": a.repeat,
-        "repeat_only": sorted(repeats.only),
-        "repeats": repeats.describe(),
+        "repeat": plan.repeats.n,
+        "repeat_only": sorted(plan.repeats.only),
+        "repeats": plan.repeats.describe(),
         "influx": url or None,
         "host_runtime": "docker" if image else runtime.NamespaceRuntime.name,
         "host_image": {"name": image.name, "id": image.id} if image else None,
-        "host_cpuset": a.cpuset if image else None,
-        "host_cpus": cores.cpu_list(cpus),
-        "host": hostinfo.describe(cpus),
-        "pin": a.pin,
-        "udt_buffers": a.udt_buffers,
+        "host_cpuset": where.cpuset if image else None,
+        "host_cpus": cores.cpu_list(list(where.cpus)),
+        "host": hostinfo.describe(list(where.cpus)),
+        "pin": where.pin,
+        "udt_buffers": plan.udt_buffers,
         "cluster": cluster_meta,
         "started": time.time(),
         "status": "running",
@@ -348,7 +388,7 @@ def _run_meta(
 def _run_experiments(run: Run, exps: list[Experiment], stacks: list[BulkStack], meta: dict[str, Any]) -> None:
     """Each experiment in turn under one progress view, its result written as it ends."""
     # A calibration, then each run of the part (each stack under test it takes, or once), repeated.
-    steps = plan(exps, stacks, run.duration, run.repeats)
+    steps = plan_steps(exps, stacks, run.duration, run.repeats)
     total = sum(x.seconds for x in steps)
     title = f"udtbed run {run.run_id}: {', '.join(e.name for e in exps)}"
     with Progress(title, total, steps=len(steps), seconds_per_unit=1.0) as progress:
@@ -389,15 +429,15 @@ def _close_run(
     return rc
 
 
-def _simulated_figures(a: argparse.Namespace, outdir: Path, meta: dict[str, Any]) -> int:
+def _simulated_figures(sinks: Sinks, outdir: Path, meta: dict[str, Any]) -> int:
     """The papers' NS-2 figures beside the emulated ones (docs/simulator.md) into ``outdir/sim``;
     after the experiments, so that the simulations never take the emulation's CPU. A failure is
     recorded in run.json, not an exit status; an interrupt is 130."""
     rc = 0
-    print(f"\nsimulated figures ({a.simulate}, experiments/sim) -> {outdir / 'sim'}")
+    print(f"\nsimulated figures ({sinks.simulate}, experiments/sim) -> {outdir / 'sim'}")
     try:
-        scenarios = sim.load_all(Path(a.scenarios_dir))
-        missed = run_simulations(list(scenarios), scenarios, outdir / "sim", a.simulate == "quick", None)
+        scenarios = sim.load_all(sinks.scenarios_dir or sim.SCENARIOS_DIR)
+        missed = run_simulations(list(scenarios), scenarios, outdir / "sim", sinks.simulate == "quick", None)
         meta["sim_claims_not_reproduced"] = missed
         quick_ns2_checks(outdir / "sim")
     except (sim.ScenarioError, FileNotFoundError, RuntimeError) as err:
@@ -421,57 +461,28 @@ def _link_latest(results: Path, run_id: str) -> None:
         pass
 
 
-def print_plan(steps: list[Step], repeats: Repeats) -> None:
-    """A run's plan as ``--dry-run`` prints it: per part, its runs and how many times each."""
-    print(f"repeats: {repeats.describe()}")
-    parts: dict[tuple[str, str], dict[str, int]] = {}
-    for x in steps:
-        runs = parts.setdefault((x.experiment, x.part), {})
-        if x.lineup is not None:
-            runs[x.lineup] = runs.get(x.lineup, 0) + 1
-    for (exp, part), runs in parts.items():
-        each = ", ".join(f"{name} x{n}" for name, n in runs.items())
-        print(f"  {exp} / {part}: build, calibrate; {each}")
-    seconds = sum(x.seconds for x in steps)
-    print(
-        f"plan: {len(parts)} parts, {len(steps)} steps, {seconds / 60:.1f} min planned "
-        "(the progress's estimate; the simulated figures come after)"
-    )
-
-
-def _cluster_preflight(
-    cluster: Cluster,
-    parts: list[tuple[Experiment, Part]],
-    outdir: Path,
-    backend: str,
-    scale: float,
-    a: argparse.Namespace,
-) -> tuple[dict[str, object], dict[str, list[int]]]:
-    """Every server checked (udtbed.emulation.cluster.preflight) over every underlay the parts' placements
-    use, and each part's seats against its servers' CPUs; the run's metadata on the cluster."""
-    placement: dict[str, dict[str, str]] = {}
-    segments: list[tuple[str, str, str, str]] = []
-    for _, p in parts:
-        topo = load(p.topology)
-        placement[topo.name] = cluster.place(topo)
-        for seg in cluster.underlays(topo, placement[topo.name]):
-            if seg not in segments:
-                segments.append(seg)
+def _cluster_preflight(plan: RunPlan, cluster: Cluster, outdir: Path) -> tuple[dict[str, object], dict[str, list[int]]]:
+    """Every server checked (udtbed.emulation.cluster.preflight) over every underlay the plan's
+    placement uses, and each part's seats against its servers' CPUs; the run's metadata on the
+    cluster."""
+    where = plan.placement
     print(f"cluster: {len(cluster.servers)} servers ({cluster.path}); preflight:")
-    report = preflight(cluster, outdir, segments, log=print)
+    report = preflight(cluster, outdir, list(where.underlays), log=print)
     cpus = {name: server_cpus(s) for name, s in cluster.servers.items()}
-    head = cores.run_cpus(a.cpuset)
-    for e, p in parts:
+    for e, p in plan.parts:
         topo = load(p.topology)
-        c = core_check(seats.plan(p, topo, backend), placement[topo.name], cpus, head, scale, "off")
+        c = core_check(
+            seats.plan(p, topo, plan.backend), where.nodes[topo.name], cpus, list(where.cpus), plan.scale or 0, "off"
+        )
         line = ", ".join(f"{s} {n} of {c.have_by_server[s]}" for s, n in c.need_by_server.items())
         print(f"  cores, {e.name} / {p.label}: {line}{'' if c.ok else ' (TOO FEW)'}")
-        if not c.ok and a.cores == "refuse":
+        if not c.ok and plan.cores == "refuse":
             raise cores.CoresError(
                 f"{e.name} / {p.label} does not fit its servers {c.shortfall()}: place it on larger servers, "
                 "lower --scale, or pass --cores flag"
             )
-    return {"servers_file": str(cluster.path), "servers": report, "placement": placement}, cpus
+    nodes = {topo: dict(n) for topo, n in where.nodes.items()}
+    return {"servers_file": str(cluster.path), "servers": report, "placement": nodes}, cpus
 
 
 def add_arguments(r: argparse.ArgumentParser) -> None:
