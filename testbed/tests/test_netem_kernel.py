@@ -169,12 +169,15 @@ def test_the_rate_stage_is_a_netem_virtual_clock_with_the_queue_as_its_limit(
 def test_the_queue_is_droptail_of_its_stated_size(built: list[Network], tmp_path: Path) -> None:
     """A burst far above the queue: the longest wait is the queue's size in serialization times
     (so it holds that many frames, no more), the overflow is dropped from the tail (the frames
-    that arrive are the burst's first ones), and the kernel counts exactly those drops."""
+    that arrive are the burst's first ones), and the kernel counts exactly those drops. The
+    longest wait is read as the third-longest one-way delay: a full queue gives dozens of frames
+    that wait about as long, while one receive late under an emulated CPU (TCG) once put the
+    maximum 9 ms above the waits of the queue's last frames."""
     queue, rate, delay_ms = 40, 8e6, 5.0
     net = build(built, two_hosts(tmp_path, delay=f"{delay_ms}ms", rate="8mbit", queue=f"{queue}p"), tmp_path)
     r = send_train(net, 400)
     ptime_ms = FRAME_BYTES * 8 / rate * 1e3
-    longest_wait = max(r["owd_ms"]) - delay_ms
+    longest_wait = sorted(r["owd_ms"])[-3] - delay_ms
     assert (queue - 2) * ptime_ms <= longest_wait <= (queue + 3) * ptime_ms + VM_RTT_TOL_MS, r["owd_ms"][-5:]
     assert r["lost"] > 0 and r["received"] >= queue
     # The queue's own count (the root's repeats its child's drops).
