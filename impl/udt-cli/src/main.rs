@@ -472,11 +472,6 @@ fn recv_many(a: RecvArgs) -> Outcome {
     }
 }
 
-/// Send and receive buffers on huge pages (udt::HugePages: a quarter of the sender's CPU at
-/// 100 Mb/s went to TLB misses in their copies).
-#[global_allocator]
-static ALLOC: udt::HugePages = udt::HugePages;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, result) = match cli.command {

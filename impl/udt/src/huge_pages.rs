@@ -11,7 +11,8 @@
 //! allocator (docs/results/2026-11-29-sender-copies.md).
 //!
 //! It is the runtime's choice, not the protocol's: the sans-IO cores allocate their buffers
-//! as plain vectors and never know. A binary opts in:
+//! as plain vectors and never know. A binary opts in (the family's tools do, once, in
+//! `udt_cli`):
 //!
 //! ```ignore
 //! #[global_allocator]
@@ -20,10 +21,11 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-/// Allocations of at least this many bytes are mappings of their own on huge pages.
-pub const HUGE_PAGES_FROM: usize = 2 << 20;
 /// The huge page size the mappings are aligned to (x86-64's and arm64's with 4 KiB pages).
 const HUGE_PAGE: usize = 2 << 20;
+/// Allocations of at least this many bytes are mappings of their own on huge pages: a smaller
+/// one could not hold a whole huge page.
+pub const HUGE_PAGES_FROM: usize = HUGE_PAGE;
 
 /// The system allocator for small allocations; every one of [`HUGE_PAGES_FROM`] bytes or more
 /// is its own anonymous mapping, aligned to 2 MiB and advised onto huge pages before any page

@@ -151,11 +151,6 @@ fn recv(a: RecvArgs) -> Outcome {
     })
 }
 
-/// Send and receive buffers on huge pages (udt::HugePages: a quarter of the sender's CPU at
-/// 100 Mb/s went to TLB misses in their copies).
-#[global_allocator]
-static ALLOC: udt::HugePages = udt::HugePages;
-
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match cli.command {
