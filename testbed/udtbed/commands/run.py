@@ -465,15 +465,14 @@ def _cluster_preflight(plan: RunPlan, cluster: Cluster, outdir: Path) -> tuple[d
     """Every server checked (udtbed.emulation.cluster.preflight) over every underlay the plan's
     placement uses, and each part's seats against its servers' CPUs; the run's metadata on the
     cluster."""
-    where = plan.placement
+    where, scale = plan.placement, plan.scale
+    assert scale is not None, "plan_run refuses a cluster run at --scale auto"
     print(f"cluster: {len(cluster.servers)} servers ({cluster.path}); preflight:")
     report = preflight(cluster, outdir, list(where.underlays), log=print)
     cpus = {name: server_cpus(s) for name, s in cluster.servers.items()}
     for e, p in plan.parts:
         topo = load(p.topology)
-        c = core_check(
-            seats.plan(p, topo, plan.backend), where.nodes[topo.name], cpus, list(where.cpus), plan.scale or 0, "off"
-        )
+        c = core_check(seats.plan(p, topo, plan.backend), where.nodes[topo.name], cpus, list(where.cpus), scale, "off")
         line = ", ".join(f"{s} {n} of {c.have_by_server[s]}" for s, n in c.need_by_server.items())
         print(f"  cores, {e.name} / {p.label}: {line}{'' if c.ok else ' (TOO FEW)'}")
         if not c.ok and plan.cores == "refuse":
