@@ -67,6 +67,8 @@ PACED_NETS = {
 }
 PACED_LINK = PACED_NETS["paced"][0]
 NETS = ("lo", "veth", *PACED_NETS)
+# --profile's sampling rate: not a multiple of the pacers' periods.
+PROFILE_HZ = 1999
 GOODPUT_TARGET = 2.5
 CPU_TARGET = 0.5
 PACED_CPU_TARGET = 1.0
@@ -112,11 +114,14 @@ def transfer(
     timeout: float,
     output: Path | None = None,
     options: tuple[str, ...] = (),
+    profile: Path | None = None,
 ) -> Run:
     """One bulk transfer ``stack`` -> ``stack``, the receiver writing ``output`` (default
     /dev/null); ok when both sides exit 0 within ``timeout`` s and the receiver wrote its stats
     summary. ``options`` go to both sides (e.g. ``--flow-window N``). The caller compares
-    ``output`` with the input."""
+    ``output`` with the input. With ``profile``, each side runs under ``perf record`` (call
+    graphs, every thread), writing ``<profile>-send.data`` and ``<profile>-recv.data``; its CPU
+    time then includes perf's own."""
     sink = str(output) if output is not None else "/dev/null"
     try:
         binary = stack.bulk_binary()
@@ -135,6 +140,11 @@ def transfer(
         at = f"{net.addr_b}:{port}"
         recv = net.wrap(net.ns_b, recv_argv(binary, at, sink, *common, stats=rstats))
         send = net.wrap(net.ns_a, send_argv(binary, at, input_path, *common, stats=sstats))
+    if profile is not None:
+        recv, send = (
+            ["perf", "record", "-q", "-g", "-F", str(PROFILE_HZ), "-o", f"{profile}-{role}.data", "--", *argv]
+            for role, argv in (("recv", recv), ("send", send))
+        )
     errs = {r: work / f"{net.name}-{name}-{r}.stderr" for r in ("recv", "send")}
     # The listener starts first: UDT's receiver, SABUL's sender.
     order = ("send", "recv") if sabul else ("recv", "send")
@@ -317,6 +327,17 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
     return all(r.ok for r in runs)
 
 
+def profile_summary(data: Path, limit: float = 2.0) -> str:
+    """The top of ``perf report`` for one side's profile: share of its samples per thread and
+    symbol, self time only, those at ``limit`` % or more."""
+    cmd = ["perf", "report", "-i", str(data), "--stdio", "--no-children", "-g", "none", "--sort", "comm,dso,sym"]
+    out = subprocess.run([*cmd, "--percent-limit", str(limit)], capture_output=True, text=True)
+    if out.returncode != 0:
+        return f"    perf report failed: {out.stderr.strip()[-300:]}"
+    lines = [x for x in out.stdout.splitlines() if x.strip() and not x.startswith("#")]
+    return "\n".join("    " + x.strip() for x in lines)
+
+
 def paced_target(cs: Interval, cr: Interval, reference: str) -> str:
     """CPU per Gb no more than the reference's on a paced link, both sides (issue 40)."""
     marks = [judge(cs, None, PACED_CPU_TARGET), judge(cr, None, PACED_CPU_TARGET)]
@@ -355,6 +376,13 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per transfer (default 600)")
     ap.add_argument("--repeat", type=int, default=3, help="transfers per stack and network, in turns (default 3)")
     ap.add_argument("--no-cargo-bench", action="store_true", help="skip the loss_list criterion bench")
+    ap.add_argument(
+        "--profile",
+        metavar="DIR",
+        type=Path,
+        help="run each side under `perf record -g` (every thread), keep the profiles in DIR as "
+        "<net>-<stack>-<repeat>-<side>.data and print the top of each; CPU figures then include perf's",
+    )
     args = ap.parse_args()
     nets = args.nets.split(",")
     names = args.stacks.split(",")
@@ -371,6 +399,13 @@ def main() -> int:
     if unknown:
         print(f"compare: unknown nets {unknown}: want some of {', '.join(NETS)}", file=sys.stderr)
         return 2
+    if args.profile is not None:
+        try:
+            subprocess.run(["perf", "--version"], capture_output=True, check=True)
+            args.profile.mkdir(parents=True, exist_ok=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            print(f"compare: --profile needs perf (apt install linux-perf) and a writable DIR: {e}", file=sys.stderr)
+            return 2
     if any(n != "lo" for n in nets) and os.geteuid() != 0:
         print("compare: veth and the paced nets need root (network namespaces); use --nets lo", file=sys.stderr)
         return 2
@@ -412,13 +447,21 @@ def main() -> int:
                             continue  # the paced comparison is UDT's (issue 40)
                         port += 1
                         print(f"  {net_name}: {name} -> {name} ({k + 1} of {args.repeat}) ...", end="", flush=True)
-                        r = transfer(stacks[name], net, input_path, work, port, args.timeout)
+                        prof = args.profile / f"{net_name}-{name}-{k + 1}" if args.profile else None
+                        r = transfer(stacks[name], net, input_path, work, port, args.timeout, profile=prof)
                         r.net, r.repeat, r.size = net_name, k, input_size
                         if paced and r.ok:
                             r.fidelity = pacing_fidelity(work / f"{net.name}-{name}-send.jsonl")
                         print(f" {r.mbps:.0f} Mb/s" if r.ok else f" FAILED ({r.error[:200]})", flush=True)
                         runs.append(r)
     ok = report(runs, size, reference)
+    if args.profile is not None:
+        for r in runs:
+            for side in ("send", "recv"):
+                data = args.profile / f"{r.net}-{r.stack}-{r.repeat + 1}-{side}.data"
+                if data.exists():
+                    print(f"\nprofile {data} (self time, share of the side's samples):")
+                    print(profile_summary(data))
     if not args.no_cargo_bench:
         ok = cargo_bench() and ok
     return 0 if ok else 1

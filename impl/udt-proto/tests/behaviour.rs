@@ -324,6 +324,27 @@ fn flow_window_limits_packets_in_flight() {
 }
 
 #[test]
+fn a_sender_at_the_window_edge_goes_on_as_soon_as_the_application_reads() {
+    // UDT4.md §9.5. A 64-packet receive buffer on a 1 ms path with no bottleneck: the sender
+    // meets the window's edge every 64 packets, and the application reads at once. Without
+    // window updates the ACK that reports the freed buffer waits for the next packet from the
+    // sender, which waits for it: only the 100 ms idle check breaks the stall, every window.
+    let config = ConnectionConfig { rcv_buf_pkts: 64, flight_flag_size: 64, ..Default::default() };
+    let mut p = Pair::new(12, LinkConfig { delay: ms(1), ..Default::default() });
+    let (c, s) = p.connect(config);
+    let data = pattern(1456 * 2000, 12);
+    let t0 = p.now;
+    p.a.connection_mut(c).unwrap().send(p.now, &data);
+    let got = p.transfer_to_b(s, data.len(), secs(60));
+    assert_eq!(got.len(), data.len(), "the transfer finished");
+    assert!(got == data, "byte-exact");
+    // 2000 packets in windows of 64 take a few dozen round trips of 2 ms once slow start is
+    // over (0.37 s); stalled until each idle check, 6.5 s.
+    let took = p.now - t0;
+    assert!(took < secs(1), "2000 packets through a 64-packet window took {took:?}");
+}
+
+#[test]
 fn rendezvous_connects_both_sides() {
     let mut p = Pair::new(11, LinkConfig { delay: ms(3), ..Default::default() });
     let a = p.a.rendezvous(ConnectionConfig::default(), p.b_addr, p.now);

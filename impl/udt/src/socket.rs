@@ -600,7 +600,11 @@ impl UdtSocket {
             let limit = buf.len().min(MAX_COPY);
             let n = c.recv(&mut buf[..limit]);
             if n > 0 {
+                let update = c.window_update_due();
                 drop(g);
+                if update {
+                    mux.kick();
+                }
                 self.received.fetch_add(n as u64, Ordering::Relaxed);
                 return Ok(n);
             }
@@ -671,7 +675,11 @@ impl UdtSocket {
             let broken = g.socks.get(&id).and_then(|s| s.broken);
             let Some(c) = g.ep.connection_mut(id) else { return Err(UdtError::Closed) };
             if let Some(n) = c.recv_msg(buf) {
+                let update = c.window_update_due();
                 drop(g);
+                if update {
+                    mux.kick();
+                }
                 self.received.fetch_add(n as u64, Ordering::Relaxed);
                 return Ok(Some(n));
             }

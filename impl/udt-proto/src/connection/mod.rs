@@ -364,6 +364,12 @@ impl Connection {
         self.rcv.as_mut().and_then(|r| r.read_message(buf))
     }
 
+    /// Whether the last read made a window update due (UDT4.md §9.5): the runtime should run
+    /// the timers now rather than at its next due time.
+    pub fn window_update_due(&self) -> bool {
+        self.rcv.as_ref().is_some_and(|r| r.update_due())
+    }
+
     /// Whether acknowledged data waits to be read.
     pub fn has_readable(&self) -> bool {
         self.rcv.as_ref().is_some_and(|r| r.has_readable())

@@ -44,6 +44,12 @@ pub(super) struct Receiver {
     arrival: ArrivalSpeed,
     capacity: LinkCapacity,
     next_nak_time: Instant,
+    /// The right edge of the window the sender knows: the ACK number plus the available
+    /// buffer our last full or medium ACK reported (§11; at first, the whole buffer).
+    edge: SeqNo,
+    /// A window update is due (§9.5): the sender is near the edge it knows, and an ACK now
+    /// would open the window or make data readable that the application can then take.
+    update: bool,
 }
 
 impl Receiver {
@@ -65,6 +71,8 @@ impl Receiver {
             arrival: ArrivalSpeed::new(now),
             capacity: LinkCapacity::new(),
             next_nak_time: now + MIN_NAK_INTERVAL,
+            edge: peer_isn.add(config.rcv_capacity().saturating_sub(1)),
+            update: false,
         }
     }
 
@@ -77,12 +85,44 @@ impl Receiver {
 
     /// STREAM receive: copies acknowledged bytes, returns the count (0 = nothing now).
     pub(super) fn read(&mut self, out: &mut [u8]) -> usize {
-        self.buf.read(out)
+        let n = self.buf.read(out);
+        self.check_window(false);
+        n
     }
 
     /// DGRAM receive of one whole message.
     pub(super) fn read_message(&mut self, out: &mut [u8]) -> Option<usize> {
-        self.buf.read_message(out)
+        let m = self.buf.read_message(out);
+        self.check_window(false);
+        m
+    }
+
+    /// Whether a window update is due (§9.5): the runtime then runs the timers at once.
+    pub(super) fn update_due(&self) -> bool {
+        self.update
+    }
+
+    /// §9.5: marks a window update due when the sender has less than a quarter of the buffer
+    /// left before the edge it knows and an ACK now would open the window by at least a
+    /// quarter (the application read that much since the edge was reported) or, right after
+    /// a data packet, make at least a quarter readable (which the application can then read).
+    fn check_window(&mut self, after_data: bool) {
+        let quarter = (self.buf.capacity() / 4).max(1) as i32;
+        if self.curr_seq.next().offset_to(self.edge) >= quarter {
+            return;
+        }
+        // The edge an ACK would report now: the ACK point plus the free slots, that is the
+        // read position plus the buffer, whatever the ACK point is.
+        let opens = self.edge.offset_to(self.last_ack.add(self.buf.available() as u32)) >= quarter;
+        let readable = self.last_ack.offset_to(self.ack_number()) >= quarter;
+        if opens || (after_data && readable) {
+            self.update = true;
+        }
+    }
+
+    /// The ACK number now (§8.3): the first loss, or the next packet expected.
+    fn ack_number(&self) -> SeqNo {
+        self.loss.first().unwrap_or(self.curr_seq.next())
     }
 
     pub(super) fn has_readable(&self) -> bool {
@@ -145,6 +185,7 @@ impl Receiver {
         } else if self.loss.remove(h.seq) {
             stats.pkts_recovered += 1;
         }
+        self.check_window(true);
         gap
     }
 
@@ -197,6 +238,9 @@ impl Receiver {
     /// When the ACK timer will next be looked at: at its deadline if a packet arrives then,
     /// otherwise at the idle check (see `timers`).
     pub(super) fn ack_check_time(&self) -> Instant {
+        if self.update {
+            return Instant::ZERO;
+        }
         self.next_ack_time.max(self.last_check + IDLE_CHECK)
     }
 
@@ -219,18 +263,22 @@ impl Receiver {
         ack_period: Duration,
         rtt: &RttEstimator,
     ) -> Option<Ack> {
+        if std::mem::take(&mut self.update) {
+            // §9.5: out of turn, at once; the timer keeps its cadence.
+            return self.ack(now, false, true, rtt);
+        }
         if !after_packet && now < self.last_check + IDLE_CHECK {
             return None;
         }
         self.last_check = now;
         if now >= self.next_ack_time {
-            let ack = self.ack(now, false, rtt);
+            let ack = self.ack(now, false, false, rtt);
             self.next_ack_time = now + ack_period;
             self.pkt_count = 0;
             self.light_ack_count = 1;
             ack
         } else if self.pkt_count >= LIGHT_ACK_PACKETS * self.light_ack_count {
-            let ack = self.ack(now, true, rtt);
+            let ack = self.ack(now, true, false, rtt);
             self.light_ack_count += 1;
             ack
         } else {
@@ -238,10 +286,11 @@ impl Receiver {
         }
     }
 
-    /// §8.3 ACK generation.
-    fn ack(&mut self, now: Instant, light: bool, rtt: &RttEstimator) -> Option<Ack> {
-        let ack = self.loss.first().unwrap_or(self.curr_seq.next());
-        if ack == self.last_ack_ack {
+    /// §8.3 ACK generation; a window update (§9.5) is sent even when it repeats an ACK
+    /// number the sender has confirmed, or repeats it early.
+    fn ack(&mut self, now: Instant, light: bool, update: bool, rtt: &RttEstimator) -> Option<Ack> {
+        let ack = self.ack_number();
+        if ack == self.last_ack_ack && !update {
             return None;
         }
         if light {
@@ -251,17 +300,18 @@ impl Receiver {
             self.advance_delivery();
         } else if ack == self.last_ack {
             let last = self.last_ack_time.unwrap_or(Instant::ZERO);
-            if now - last < rtt.rto() {
+            if now - last < rtt.rto() && !update {
                 return None;
             }
         } else {
             return None;
         }
-        if !self.last_ack.is_after(self.last_ack_ack) {
+        if !self.last_ack.is_after(self.last_ack_ack) && !update {
             return None;
         }
         self.ack_no = self.ack_no.next();
         let avail = (self.buf.available() as u32).max(2);
+        self.edge = self.last_ack.add(avail);
         let (rtt, rtt_var) = (rtt.rtt_us(), rtt.var_us());
         // 4.11 tests `> SYN` against a timer that always fires a little late; with exact
         // timers that would alternate full and medium ACKs, so a timer ACK counts as due at SYN.
@@ -332,6 +382,63 @@ mod tests {
             }
         }
         None
+    }
+
+    /// Full-sized packets `seq..seq + n`, one every 100 µs from `from` (µs), each followed by
+    /// the ACK timer's check; the ACKs it gave.
+    fn feed(r: &mut Receiver, seq: &mut SeqNo, n: u32, from: u64) -> Vec<Ack> {
+        let rtt = RttEstimator::new(Duration::from_millis(100), Duration::from_millis(50));
+        let mut stats = Stats::default();
+        let payload = [0u8; 1456];
+        let mut acks = Vec::new();
+        for i in 0..n as u64 {
+            let h = DataHeader::from_msg_word(*seq, 0xE000_0001, 0, 0);
+            r.on_data(t(from + 100 * i), &h, &payload, payload.len(), &rtt, &mut stats);
+            *seq = seq.next();
+            acks.extend(r.check_ack_timer(t(from + 100 * i), true, SYN, &rtt));
+        }
+        acks
+    }
+
+    #[test]
+    fn near_the_window_edge_a_read_that_frees_a_quarter_sends_a_window_update_at_once() {
+        // §9.5, a 64-packet buffer: the edge the sender knows is 63 packets on.
+        let config = ConnectionConfig { rcv_buf_pkts: 64, flight_flag_size: 64, ..Default::default() };
+        let isn = SeqNo::new(1);
+        let mut r = Receiver::new(&config, isn, 1456, t(0));
+        let mut seq = isn;
+        // 47 packets leave the sender 16 from the edge: nothing before the timer (10 ms).
+        assert!(feed(&mut r, &mut seq, 47, 100).is_empty());
+        // The 48th leaves it 15 from the edge with 48 unread-able: an ACK at once makes them
+        // readable, reporting the 15 slots left.
+        let acks = feed(&mut r, &mut seq, 1, 4_800);
+        let [Ack::Full { ack_no, ack, avail, .. }] = acks[..] else { panic!("one full ACK, got {acks:?}") };
+        assert_eq!((ack, avail), (isn.add(48), 15));
+        // The sender confirms it; nothing new arrives; the application reads everything.
+        assert_eq!(r.on_ack2(t(6_000), ack_no), Some(Duration::from_micros(1_200)));
+        let mut out = vec![0u8; 1456 * 64];
+        assert_eq!(r.read(&mut out), 1456 * 48);
+        assert!(r.update_due(), "the read opened the window by 48 packets");
+        assert_eq!(r.ack_check_time(), Instant::ZERO, "the runtime runs the timers at once");
+        let rtt = RttEstimator::new(Duration::from_millis(100), Duration::from_millis(50));
+        match r.check_ack_timer(t(6_100), false, SYN, &rtt) {
+            Some(Ack::Medium { ack, avail, .. }) => assert_eq!((ack, avail), (isn.add(48), 63)),
+            other => panic!("a window update repeating the confirmed ACK number, got {other:?}"),
+        }
+        assert!(!r.update_due());
+        assert_eq!(r.check_ack_timer(t(6_200), false, SYN, &rtt), None, "one update per opening");
+    }
+
+    #[test]
+    fn far_from_the_window_edge_reads_send_no_window_update() {
+        let isn = SeqNo::new(1);
+        let mut r = Receiver::new(&ConnectionConfig::default(), isn, 1456, t(0));
+        let mut seq = isn;
+        // Two timer ACKs (at 10 and 20 ms) make 200 packets readable.
+        assert_eq!(feed(&mut r, &mut seq, 200, 100).iter().filter(|a| matches!(a, Ack::Full { .. })).count(), 2);
+        let mut out = vec![0u8; 1456 * 200];
+        assert!(r.read(&mut out) > 0);
+        assert!(!r.update_due(), "8192 slots, 200 used: the sender is nowhere near the edge");
     }
 
     #[test]

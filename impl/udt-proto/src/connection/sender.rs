@@ -200,13 +200,19 @@ impl Sender {
             Ack::Light { .. } => return Ok(false),
         };
         self.note_stall(now);
+        let mut opened = false;
         if !a.is_before(self.last_ack) {
+            opened = self.last_ack.add(self.flow_window).offset_to(a.add(avail)) > 0;
             self.flow_window = avail;
             self.last_ack = a;
         }
         let released = self.last_data_ack.offset_to(a);
         if released <= 0 {
-            // A duplicate: 4.11 stops before it reschedules the socket (§8.6 step 4).
+            // A duplicate: 4.11 stops before it reschedules the socket (§8.6 step 4). A window
+            // update (§9.5) moves the window's edge: a sender that stopped there goes on.
+            if opened {
+                self.rejoin(now);
+            }
             return Ok(false);
         }
         self.rejoin(now);
