@@ -67,6 +67,9 @@ PACED_NETS = {
 }
 PACED_LINK = PACED_NETS["paced"][0]
 NETS = ("lo", "veth", *PACED_NETS)
+# The wake-ups column: context switches per this many payloads of UDT's default size (MSS 1500).
+WAKE_PER = 1000
+PAYLOAD = 1456
 # --profile's sampling rate: not a multiple of the pacers' periods.
 PROFILE_HZ = 1999
 GOODPUT_TARGET = 2.5
@@ -83,6 +86,8 @@ class Run:
     seconds: float = 0.0
     cpu_send: float = 0.0
     cpu_recv: float = 0.0
+    switches_send: int = 0  # context switches, voluntary and not, of every thread
+    switches_recv: int = 0
     error: str = ""
     hung: bool = False  # a side was still running at the timeout (and was killed)
     exited_ok: bool = False  # both sides exited 0 (ok also needs the receiver's stats summary)
@@ -94,14 +99,14 @@ class Run:
         return cpu / (size_bytes * 8 / 1e9)
 
 
-def wait_with_rusage(pid: int, deadline: float) -> tuple[int | None, float]:
-    """(exit code or None on timeout, user+sys CPU seconds) of a child."""
+def wait_with_rusage(pid: int, deadline: float) -> tuple[int | None, float, int]:
+    """(exit code or None on timeout, user+sys CPU seconds, context switches) of a child."""
     while True:
         wpid, status, ru = os.wait4(pid, os.WNOHANG)
         if wpid == pid:
-            return os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime
+            return os.waitstatus_to_exitcode(status), ru.ru_utime + ru.ru_stime, ru.ru_nvcsw + ru.ru_nivcsw
         if time.monotonic() > deadline:
-            return None, 0.0
+            return None, 0.0, 0
         time.sleep(0.01)
 
 
@@ -159,10 +164,10 @@ def transfer(
                 time.sleep(0.2)
         deadline = time.monotonic() + timeout
         # `ip netns exec` execs the stack in place, so these pids are the stacks' own.
-        rc_send, cpu_send = wait_with_rusage(procs["send"].pid, deadline)
+        rc_send, cpu_send, sw_send = wait_with_rusage(procs["send"].pid, deadline)
         if rc_send is not None:
             procs["send"].returncode = rc_send  # reaped by wait4: keep Popen from waiting again
-        rc_recv, cpu_recv = wait_with_rusage(procs["recv"].pid, deadline)
+        rc_recv, cpu_recv, sw_recv = wait_with_rusage(procs["recv"].pid, deadline)
         if rc_recv is not None:
             procs["recv"].returncode = rc_recv
     finally:
@@ -180,7 +185,9 @@ def transfer(
         summary = {}
     if not summary.get("summary"):
         return Run(net.name, name, False, error=f"no stats summary in {rstats}", exited_ok=True)
-    return Run(net.name, name, True, summary["mbps"], summary["seconds"], cpu_send, cpu_recv, exited_ok=True)
+    return Run(
+        net.name, name, True, summary["mbps"], summary["seconds"], cpu_send, cpu_recv, sw_send, sw_recv, exited_ok=True
+    )
 
 
 def pacing_fidelity(send_stats: Path) -> float | None:
@@ -277,11 +284,12 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
     print()
     print(
         "CPU per delivered Gb (s) and share of a core, each stack on its own, mean [95 % interval] over the "
-        "repeats; fidelity: the sender's packets per interval over 1e6/period_us (paced nets only)"
+        "repeats; fidelity: the sender's packets per interval over 1e6/period_us (paced nets only); "
+        f"wake-ups: each side's context switches (every thread) per {WAKE_PER} payloads of {PAYLOAD} bytes"
     )
     print(
         f"{'net':<8}{'stack':<8}{'n':>3}  {'send s/Gb':<{w}}{'recv s/Gb':<{w}}{'send % core':<{w}}"
-        f"{'recv % core':<{w}}fidelity"
+        f"{'recv % core':<{w}}{'fidelity':<{w}}{'wake-ups send':<{w}}wake-ups recv"
     )
     for net in nets:
         for stack in dict.fromkeys(r.stack for r in runs if r.net == net):
@@ -296,13 +304,16 @@ def report(runs: list[Run], size: int, reference: str) -> bool:
                     recv,
                     lambda r: 100 * r.cpu_send / max(r.seconds, 1e-9),
                     lambda r: 100 * r.cpu_recv / max(r.seconds, 1e-9),
+                    lambda r: r.switches_send / max(r.size or size, 1) * PAYLOAD * WAKE_PER,
+                    lambda r: r.switches_recv / max(r.size or size, 1) * PAYLOAD * WAKE_PER,
                 )
             ]
             fid = [r.fidelity for r in ok if r.fidelity is not None]
             texts = [interval_text(iv, "") for iv in ivs]
+            fidelity = interval_text(mean_interval(fid), "") if fid else "-"
             print(
                 f"{net:<8}{stack:<8}{len(ok):>3}  {texts[0]:<{w}}{texts[1]:<{w}}{texts[2]:<{w}}{texts[3]:<{w}}"
-                f"{interval_text(mean_interval(fid), '') if fid else '-'}"
+                f"{fidelity:<{w}}{texts[4]:<{w}}{texts[5]}"
             )
     if any(r.stack == SABUL for r in runs):
         print()
