@@ -409,8 +409,8 @@ mod tests {
         let mut seq = isn;
         // 47 packets leave the sender 16 from the edge: nothing before the timer (10 ms).
         assert!(feed(&mut r, &mut seq, 47, 100).is_empty());
-        // The 48th leaves it 15 from the edge with 48 unread-able: an ACK at once makes them
-        // readable, reporting the 15 slots left.
+        // The 48th leaves it 15 from the edge with 48 packets not yet readable: an ACK at once
+        // makes them readable, reporting the 15 slots left.
         let acks = feed(&mut r, &mut seq, 1, 4_800);
         let [Ack::Full { ack_no, ack, avail, .. }] = acks[..] else { panic!("one full ACK, got {acks:?}") };
         assert_eq!((ack, avail), (isn.add(48), 15));
